@@ -1,0 +1,384 @@
+package evaluator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/checker"
+	"github.com/expr-lang/expr/compiler"
+	"github.com/expr-lang/expr/conf"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/optimizer"
+	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/exprd/exprd/evaluator/jsonvalue"
+)
+
+// Evaluator compiles and runs calls. It is safe for concurrent use.
+type Evaluator struct {
+	cache *Cache
+	vms   sync.Pool
+}
+
+// Option configures an Evaluator.
+type Option func(*Evaluator) error
+
+// WithCacheSize bounds the compile cache (default DefaultCompileCacheSize).
+func WithCacheSize(n int) Option {
+	return func(e *Evaluator) error {
+		if n < 1 {
+			return fmt.Errorf("compile cache size %d: want at least 1", n)
+		}
+		e.cache = NewCache(n)
+		return nil
+	}
+}
+
+// New returns an Evaluator.
+func New(opts ...Option) (*Evaluator, error) {
+	e := &Evaluator{cache: NewCache(DefaultCompileCacheSize)}
+	e.vms.New = func() any { return &vm.VM{} }
+	for _, o := range opts {
+		if err := o(e); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// CacheStats returns the compile cache's counters.
+func (e *Evaluator) CacheStats() CacheStats { return e.cache.Stats() }
+
+// Host is what a call needs from whoever made it.
+type Host interface {
+	// Write is told of every write as it happens.
+	Write(ctx context.Context, w Write) error
+	// Confirm asks the user whether step may run.
+	Confirm(ctx context.Context, step int, text string) (bool, error)
+	// CallClient runs a client-run function. ctx carries its deadline.
+	CallClient(ctx context.Context, name string, args map[string]any) (any, error)
+}
+
+// Write is one write a step made.
+type Write struct {
+	Step      int
+	Path      string
+	Value     any
+	ValueJSON []byte
+}
+
+type step struct {
+	set     *Path
+	confirm string
+	program *vm.Program
+}
+
+// Run checks a call, then runs its steps on st. It always returns an answer:
+// every failure is in it.
+func (e *Evaluator) Run(ctx context.Context, t *Tool, st *State, input []byte, h Host) Answer {
+	steps, read, cerr := e.prepare(t, input)
+	if cerr != nil {
+		return Answer{Err: cerr}
+	}
+	m := newMeter(ctx, &t.budgets)
+	env := e.env(ctx, t, m, h)
+	for i, s := range steps {
+		if s.confirm != "" {
+			ok, err := h.Confirm(ctx, i, s.confirm)
+			if err != nil {
+				return e.failed(ctx, err, i)
+			}
+			if !ok {
+				return Answer{Declined: true}
+			}
+		}
+		v, err := e.exec(s.program, env, st, m, &t.budgets)
+		if err != nil {
+			return e.failed(ctx, err, i)
+		}
+		if s.set == nil {
+			continue
+		}
+		v, err = normalize(v, &t.budgets)
+		if err != nil {
+			return e.failed(ctx, err, i)
+		}
+		js, err := marshal(v)
+		if err != nil {
+			return e.failed(ctx, err, i)
+		}
+		if err := st.set(*s.set, v); err != nil {
+			return e.failed(ctx, err, i)
+		}
+		if err := h.Write(ctx, Write{Step: i, Path: s.set.String(), Value: v, ValueJSON: js}); err != nil {
+			return e.failed(ctx, err, i)
+		}
+	}
+	if read == nil {
+		return Answer{}
+	}
+	v, err := e.exec(read, env, st, m, &t.budgets)
+	if err == nil {
+		v, err = normalize(v, &t.budgets)
+	}
+	var js []byte
+	if err == nil {
+		js, err = marshal(v)
+	}
+	if err == nil && len(js) > t.budgets.MaxReadChars && utf8.RuneCount(js) > t.budgets.MaxReadChars {
+		err = errorf(BudgetExceeded, "the read value is %d characters of JSON, over the limit of %d: read less, e.g. a slice or some fields", utf8.RuneCount(js), t.budgets.MaxReadChars)
+	}
+	if err != nil {
+		return e.failed(ctx, err, -1)
+	}
+	return Answer{ValueJSON: js}
+}
+
+// exec runs one program on the current state under the call's budgets.
+func (e *Evaluator) exec(p *vm.Program, env map[string]any, st *State, m *meter, b *Budgets) (any, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	env["scopes"] = map[string]any{"root": st.Snapshot()}
+	v := e.vms.Get().(*vm.VM)
+	v.MemoryBudget = uint(b.MemoryBudget)
+	m.resume()
+	out, err := v.Run(p, env)
+	m.pause()
+	e.vms.Put(v)
+	if err == nil {
+		err = m.check()
+	}
+	return out, err
+}
+
+// failed turns a run's error into the answer for step (-1: the read).
+func (e *Evaluator) failed(ctx context.Context, err error, step int) Answer {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ctx.Err())) {
+		return Answer{Cancelled: true, Err: errorf(ExpressionRuntime, "the call was cancelled")}
+	}
+	var out *Error
+	var inner *Error
+	var fe *file.Error
+	switch {
+	case errors.As(err, &inner):
+		c := *inner
+		out = &c
+		if errors.As(err, &fe) && fe.Line > 0 && out.Line == 0 {
+			out.Message = fmt.Sprintf("%s (line %d, column %d)", out.Message, fe.Line, fe.Column+1)
+			out.Line, out.Column = fe.Line, fe.Column+1
+		}
+	case errors.As(err, &fe) && fe.Message == "memory budget exceeded":
+		out = fromFileError(BudgetExceeded, fe)
+		out.Message = "over the memory budget: " + out.Message
+	case errors.As(err, &fe):
+		out = fromFileError(ExpressionRuntime, fe)
+	default:
+		out = reasonOf(err)
+	}
+	out.Step = step
+	if step >= 0 {
+		out.Message = fmt.Sprintf("step %d: %s", step, out.Message)
+	} else {
+		out.Message = "read: " + out.Message
+	}
+	return Answer{Err: out}
+}
+
+// prepare checks the whole call before anything runs.
+func (e *Evaluator) prepare(t *Tool, input []byte) ([]step, *vm.Program, *Error) {
+	v, err := jsonvalue.Decode(input)
+	if err != nil {
+		return nil, nil, errorf(InvalidEntry, "the input is not valid JSON: %v", err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, nil, errorf(InvalidEntry, "the input must be a JSON object with \"steps\", got %s", jsonKind(v))
+	}
+	if _, has := obj["read"]; has && !t.settings.Read {
+		return nil, nil, errorf(InvalidEntry, "read is off for this session: send only \"steps\"")
+	}
+	if err := t.input.Validate(v); err != nil {
+		return nil, nil, errorf(InvalidEntry, "the input does not match the tool's schema: %s", schemaMessage(err))
+	}
+	raw, _ := obj["steps"].([]any)
+	steps := make([]step, len(raw))
+	for i, r := range raw {
+		sm := r.(map[string]any)
+		if set, ok := sm["set"].(string); ok {
+			p, err := ParsePath(set)
+			if err != nil {
+				return nil, nil, stepError(err.(*Error), i)
+			}
+			steps[i].set = &p
+		}
+		steps[i].confirm, _ = sm["confirm"].(string)
+		p, cerr := e.compile(sm["expr"].(string), t)
+		if cerr != nil {
+			return nil, nil, stepError(cerr, i)
+		}
+		steps[i].program = p
+	}
+	var read *vm.Program
+	if src, ok := obj["read"].(string); ok {
+		p, cerr := e.compile(src, t)
+		if cerr != nil {
+			cerr.Message = "read: " + cerr.Message
+			return nil, nil, cerr
+		}
+		read = p
+	}
+	return steps, read, nil
+}
+
+func stepError(e *Error, i int) *Error {
+	c := *e
+	c.Step = i
+	c.Message = fmt.Sprintf("step %d: %s", i, e.Message)
+	return &c
+}
+
+// compile returns the program for src, from the cache when it can.
+func (e *Evaluator) compile(src string, t *Tool) (*vm.Program, *Error) {
+	if n := utf8.RuneCountInString(src); n > t.budgets.MaxSourceLength {
+		return nil, errorf(GuardrailViolation, "the expression is %d characters, over the limit of %d: split it into steps", n, t.budgets.MaxSourceLength)
+	}
+	key := t.key + "\x00" + src
+	if p, ok := e.cache.get(key); ok {
+		return p, nil
+	}
+	p, err := compileChecked(src, t)
+	if err != nil {
+		return nil, err
+	}
+	e.cache.put(key, p)
+	return p, nil
+}
+
+// compileChecked parses src once, walks the parsed tree for the whitelist,
+// then type-checks, patches, optimises and compiles that same tree: the
+// stages of expr.Compile with the check between parse and patch.
+func compileChecked(src string, t *Tool) (*vm.Program, *Error) {
+	cfg := conf.CreateNew()
+	for _, o := range []expr.Option{expr.Env(envSample(t)), expr.Patch(tickPatcher{}), expr.MaxNodes(0)} {
+		o(cfg)
+	}
+	cfg.Check()
+	tree, err := parser.ParseWithConfig(src, cfg)
+	if err != nil {
+		return nil, exprError(ExpressionSyntax, err)
+	}
+	if cerr := checkTree(tree, t); cerr != nil {
+		return nil, cerr
+	}
+	if _, err := new(checker.Checker).PatchAndCheck(tree, cfg); err != nil {
+		return nil, exprError(ExpressionType, err)
+	}
+	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
+		return nil, exprError(ExpressionType, err)
+	}
+	p, err := compiler.Compile(tree, cfg)
+	if err != nil {
+		return nil, exprError(ExpressionType, err)
+	}
+	return p, nil
+}
+
+func exprError(reason Reason, err error) *Error {
+	var fe *file.Error
+	if errors.As(err, &fe) {
+		return fromFileError(reason, fe)
+	}
+	return errorf(reason, "%v", err)
+}
+
+// hostFunc is the type every host function has in the environment.
+type hostFunc = func(arg any) (any, error)
+
+// envSample is the environment's shape at compile time: the state is an
+// object of unknown fields, functions take one argument.
+func envSample(t *Tool) map[string]any {
+	env := map[string]any{
+		"scopes": map[string]any{"root": map[string]any{}},
+		tickName: func() bool { return true },
+	}
+	for name := range t.funcs {
+		env[name] = hostFunc(nil)
+	}
+	return env
+}
+
+// env is a call's environment: the counter and the functions bound to the
+// call; "scopes" is set before each step.
+func (e *Evaluator) env(ctx context.Context, t *Tool, m *meter, h Host) map[string]any {
+	env := make(map[string]any, len(t.funcs)+2)
+	env[tickName] = m.tick
+	for name, f := range t.funcs {
+		env[name] = bind(ctx, f, t, m, h)
+	}
+	return env
+}
+
+// bind makes a host function callable from expr: it checks the argument
+// against the input schema, pauses the time budget while the function runs,
+// and checks the result against the output schema.
+func bind(ctx context.Context, f *function, t *Tool, m *meter, h Host) hostFunc {
+	return func(arg any) (any, error) {
+		a, err := normalize(arg, &t.budgets)
+		if err != nil {
+			return nil, errorf(InvalidArguments, "%s: the argument is not JSON: %s", f.Name, reasonOf(err).Message)
+		}
+		args, ok := a.(map[string]any)
+		if !ok {
+			return nil, errorf(InvalidArguments, "%s takes one object argument, got %s", f.Name, jsonKind(a))
+		}
+		if err := f.input.Validate(args); err != nil {
+			return nil, errorf(InvalidArguments, "%s: %s", f.Name, schemaMessage(err))
+		}
+		m.pause()
+		defer m.resume()
+		fctx, cancel := context.WithTimeout(ctx, t.budgets.FunctionTimeout)
+		defer cancel()
+		var res any
+		if f.Runner == RunServer {
+			res, err = f.Impl(fctx, args)
+		} else {
+			res, err = h.CallClient(fctx, f.Name, args)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case fctx.Err() != nil:
+			return nil, errorf(HostFunction, "%s timed out after %v", f.Name, t.budgets.FunctionTimeout)
+		case err != nil:
+			return nil, errorf(HostFunction, "%s failed: %v", f.Name, err)
+		}
+		if res, err = normalize(res, &t.budgets); err != nil {
+			return nil, errorf(HostFunction, "%s returned a value that is not JSON: %s", f.Name, reasonOf(err).Message)
+		}
+		if f.output != nil {
+			if err := f.output.Validate(res); err != nil {
+				return nil, errorf(HostFunction, "%s returned a value its output schema refuses: %s", f.Name, schemaMessage(err))
+			}
+		}
+		return res, nil
+	}
+}
+
+// marshal renders a normalised value as JSON without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, errorf(ExpressionRuntime, "the value cannot be written as JSON: %v", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}

@@ -1,0 +1,90 @@
+package evaluator
+
+import (
+	"context"
+	"time"
+
+	"github.com/expr-lang/expr/ast"
+)
+
+// tickName is the counter the patcher calls at the start of every predicate
+// body.
+const tickName = reservedPrefix + "tick"
+
+// tickCheckEvery is how many ticks pass between checks of the clock and the
+// context: often enough to stop within microseconds, rare enough to cost
+// nothing measurable.
+const tickCheckEvery = 1024
+
+// tickPatcher rewrites every predicate body B into `__tick(); B`, so that
+// filter, map, reduce, sortBy, ... count each iteration.
+type tickPatcher struct{}
+
+func (tickPatcher) Visit(node *ast.Node) {
+	p, ok := (*node).(*ast.PredicateNode)
+	if !ok {
+		return
+	}
+	tick := &ast.CallNode{Callee: &ast.IdentifierNode{Value: tickName}}
+	tick.SetLocation(p.Location())
+	seq := &ast.SequenceNode{Nodes: []ast.Node{tick, p.Node}}
+	seq.SetLocation(p.Node.Location())
+	p.Node = seq
+}
+
+// meter enforces a call's iteration and time budgets. The time budget
+// counts evaluation only: waits on the user and on the client are paused.
+type meter struct {
+	ctx        context.Context
+	iterations uint64
+	max        uint64
+	timeout    time.Duration
+	used       time.Duration
+	since      time.Time // when the running period started; zero when paused
+}
+
+func newMeter(ctx context.Context, b *Budgets) *meter {
+	return &meter{ctx: ctx, max: b.MaxIterations, timeout: b.Timeout}
+}
+
+// tick counts one iteration. It panics with an *Error, which the VM
+// recovers and wraps, to stop a run that cannot otherwise be interrupted.
+func (m *meter) tick() bool {
+	m.iterations++
+	if m.iterations > m.max {
+		panic(errorf(BudgetExceeded, "over the limit of %d iterations: filter, map and the other predicates ran too often", m.max))
+	}
+	if m.iterations%tickCheckEvery == 0 {
+		if err := m.check(); err != nil {
+			panic(err)
+		}
+	}
+	return true
+}
+
+// check reports a cancelled call or a spent time budget.
+func (m *meter) check() error {
+	if err := m.ctx.Err(); err != nil {
+		return err
+	}
+	if m.elapsed() > m.timeout {
+		return errorf(BudgetExceeded, "over the time budget of %v", m.timeout)
+	}
+	return nil
+}
+
+func (m *meter) elapsed() time.Duration {
+	if m.since.IsZero() {
+		return m.used
+	}
+	return m.used + time.Since(m.since)
+}
+
+func (m *meter) resume() { m.since = time.Now() }
+
+func (m *meter) pause() {
+	if !m.since.IsZero() {
+		m.used += time.Since(m.since)
+		m.since = time.Time{}
+	}
+}

@@ -1,0 +1,151 @@
+package evaluator
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"time"
+	"unicode/utf8"
+)
+
+// normalize turns a value expr produced into JSON types, enforcing the
+// string and array limits. It returns v itself when nothing needs to change,
+// so normalising a subtree of the state allocates nothing.
+func normalize(v any, b *Budgets) (any, error) {
+	out, _, err := normalizeIn(v, b, 0)
+	return out, err
+}
+
+const maxValueDepth = 1_000
+
+func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
+	if depth > maxValueDepth {
+		return nil, false, errorf(ExpressionRuntime, "value is nested deeper than %d levels", maxValueDepth)
+	}
+	switch x := v.(type) {
+	case nil, bool, int:
+		return v, false, nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, false, errorf(ExpressionRuntime, "value %v is not a JSON number", x)
+		}
+		return v, false, nil
+	case string:
+		if len(x) > b.MaxStringLength && utf8.RuneCountInString(x) > b.MaxStringLength {
+			return nil, false, errorf(BudgetExceeded, "a string of %d characters is over the limit of %d", utf8.RuneCountInString(x), b.MaxStringLength)
+		}
+		return v, false, nil
+	case []any:
+		if len(x) > b.MaxArrayLength {
+			return nil, false, errorf(BudgetExceeded, "an array of %d items is over the limit of %d", len(x), b.MaxArrayLength)
+		}
+		var out []any
+		for i, item := range x {
+			n, changed, err := normalizeIn(item, b, depth+1)
+			if err != nil {
+				return nil, false, err
+			}
+			if changed && out == nil {
+				out = make([]any, len(x))
+				copy(out, x[:i])
+			}
+			if out != nil {
+				out[i] = n
+			}
+		}
+		if out == nil {
+			return v, false, nil
+		}
+		return out, true, nil
+	case map[string]any:
+		var out map[string]any
+		for k, item := range x {
+			n, changed, err := normalizeIn(item, b, depth+1)
+			if err != nil {
+				return nil, false, err
+			}
+			if changed && out == nil {
+				out = make(map[string]any, len(x))
+				for k, v := range x {
+					out[k] = v
+				}
+			}
+			if out != nil {
+				out[k] = n
+			}
+		}
+		if out == nil {
+			return v, false, nil
+		}
+		return out, true, nil
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, item := range x {
+			ks, ok := k.(string)
+			if !ok {
+				return nil, false, errorf(ExpressionRuntime, "a map key %v (%T) is not a string: JSON objects have string keys", k, k)
+			}
+			n, _, err := normalizeIn(item, b, depth+1)
+			if err != nil {
+				return nil, false, err
+			}
+			out[ks] = n
+		}
+		return out, true, nil
+	case time.Time:
+		return x.Format(time.RFC3339Nano), true, nil
+	case time.Duration:
+		return x.String(), true, nil
+	}
+	return normalizeReflect(v, b, depth)
+}
+
+// normalizeReflect handles the other numbers and the typed slices and maps
+// that builtins return ([]string from split, map[string]int, ...).
+func normalizeReflect(v any, b *Budgets, depth int) (any, bool, error) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return int(rv.Int()), true, nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return float64(rv.Uint()), true, nil
+	case reflect.Float32:
+		n, _, err := normalizeIn(rv.Float(), b, depth)
+		return n, true, err
+	case reflect.Slice, reflect.Array:
+		out := make([]any, rv.Len())
+		for i := range out {
+			out[i] = rv.Index(i).Interface()
+		}
+		n, _, err := normalizeIn(out, b, depth)
+		return n, true, err
+	case reflect.Map:
+		out := make(map[string]any, rv.Len())
+		it := rv.MapRange()
+		for it.Next() {
+			k := it.Key()
+			if k.Kind() == reflect.Interface && !k.IsNil() {
+				k = k.Elem()
+			}
+			if k.Kind() != reflect.String {
+				return nil, false, errorf(ExpressionRuntime, "a map key %v (%s) is not a string: JSON objects have string keys", k, k.Type())
+			}
+			out[k.String()] = it.Value().Interface()
+		}
+		n, _, err := normalizeIn(out, b, depth)
+		return n, true, err
+	case reflect.Pointer, reflect.Interface:
+		if rv.IsNil() {
+			return nil, true, nil
+		}
+		return normalizeIn(rv.Elem().Interface(), b, depth)
+	}
+	return nil, false, errorf(ExpressionRuntime, "a value of type %s cannot be written as JSON", typeName(v))
+}
+
+func typeName(v any) string {
+	if v == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,180 @@
+package evaluator
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// rootPrefix starts every set address: only scopes.root is reachable.
+const rootPrefix = "scopes.root"
+
+// Path is a parsed set address under scopes.root, such as
+// scopes.root.items[3].name or scopes.root["odd key"].
+type Path struct {
+	text  string
+	elems []pathElem
+}
+
+type pathElem struct {
+	key     string
+	index   int // used when isIndex
+	isIndex bool
+}
+
+func (p Path) String() string { return p.text }
+
+// ParsePath parses a set address. Errors are guardrail-violation.
+func ParsePath(s string) (Path, error) {
+	rest, ok := strings.CutPrefix(s, rootPrefix)
+	if !ok {
+		return Path{}, errorf(GuardrailViolation, "set address %q is outside scopes.root: addresses start with %q", s, rootPrefix)
+	}
+	if rest == "" {
+		return Path{}, errorf(GuardrailViolation, "set address %q names scopes.root itself: set a key under it, like scopes.root.selected", s)
+	}
+	p := Path{text: s}
+	for rest != "" {
+		var e pathElem
+		var err error
+		switch rest[0] {
+		case '.':
+			e.key, rest, err = cutIdent(rest[1:])
+		case '[':
+			e, rest, err = cutBracket(rest[1:])
+		default:
+			err = fmt.Errorf("unexpected %q", rest[0])
+		}
+		if err != nil {
+			return Path{}, errorf(GuardrailViolation, "set address %q is malformed at %q: %v", s, s[len(s)-len(rest)-1:], err)
+		}
+		p.elems = append(p.elems, e)
+	}
+	return p, nil
+}
+
+func cutIdent(s string) (string, string, error) {
+	i := 0
+	for i < len(s) && (s[i] == '_' || s[i] == '$' || isLetter(s[i]) || (i > 0 && isDigit(s[i]))) {
+		i++
+	}
+	if i == 0 {
+		return "", s, fmt.Errorf("want a name after '.'")
+	}
+	return s[:i], s[i:], nil
+}
+
+func cutBracket(s string) (pathElem, string, error) {
+	end := strings.IndexByte(s, ']')
+	if strings.HasPrefix(s, `"`) {
+		// A JSON string may hold ']': find the closing quote first.
+		dec := json.NewDecoder(strings.NewReader(s))
+		var key string
+		if err := dec.Decode(&key); err != nil {
+			return pathElem{}, s, fmt.Errorf("want a JSON string key in [...]")
+		}
+		n := int(dec.InputOffset())
+		if n >= len(s) || s[n] != ']' {
+			return pathElem{}, s, fmt.Errorf("want ']' after the key")
+		}
+		return pathElem{key: key}, s[n+1:], nil
+	}
+	if end <= 0 {
+		return pathElem{}, s, fmt.Errorf("want an index or a quoted key and ']'")
+	}
+	digits := s[:end]
+	if len(digits) > 1 && digits[0] == '0' {
+		return pathElem{}, s, fmt.Errorf("index %q has a leading zero", digits)
+	}
+	for i := 0; i < len(digits); i++ {
+		if !isDigit(digits[i]) {
+			return pathElem{}, s, fmt.Errorf("index %q is not a non-negative integer", digits)
+		}
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n > DefaultMaxArrayLength {
+		return pathElem{}, s, fmt.Errorf("index %q is out of range", digits)
+	}
+	return pathElem{index: n, isIndex: true}, s[end+1:], nil
+}
+
+func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
+func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
+
+// set returns root with v at p, copying only the maps and slices on the path.
+// A missing object on the way is created; an index may be at most the
+// array's length (which appends).
+func (p Path) set(root map[string]any, v any) (map[string]any, error) {
+	out, err := setIn(root, p.elems, v, rootPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return out.(map[string]any), nil
+}
+
+func setIn(node any, elems []pathElem, v any, at string) (any, error) {
+	if len(elems) == 0 {
+		return v, nil
+	}
+	e, rest := elems[0], elems[1:]
+	if e.isIndex {
+		arr, ok := node.([]any)
+		if !ok {
+			return nil, errorf(ExpressionRuntime, "cannot set [%d] of %s: it is %s, not an array", e.index, at, jsonKind(node))
+		}
+		if e.index > len(arr) {
+			return nil, errorf(ExpressionRuntime, "cannot set %s[%d]: the array has %d items", at, e.index, len(arr))
+		}
+		var old any
+		if e.index < len(arr) {
+			old = arr[e.index]
+		}
+		child, err := setIn(old, rest, v, fmt.Sprintf("%s[%d]", at, e.index))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]any, len(arr), max(len(arr), e.index+1))
+		copy(out, arr)
+		if e.index == len(arr) {
+			return append(out, child), nil
+		}
+		out[e.index] = child
+		return out, nil
+	}
+	var m map[string]any
+	switch n := node.(type) {
+	case map[string]any:
+		m = n
+	case nil:
+	default:
+		return nil, errorf(ExpressionRuntime, "cannot set %q of %s: it is %s, not an object", e.key, at, jsonKind(node))
+	}
+	child, err := setIn(m[e.key], rest, v, at+"."+e.key)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]any, len(m)+1)
+	for k, x := range m {
+		out[k] = x
+	}
+	out[e.key] = child
+	return out, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}

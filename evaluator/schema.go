@@ -1,0 +1,64 @@
+package evaluator
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+var schemaSeq atomic.Uint64
+
+// compileSchema compiles a JSON Schema (draft 2020-12 unless it says
+// otherwise). what names it in errors.
+func compileSchema(what string, doc []byte) (*jsonschema.Schema, error) {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %v", what, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	// Schemas are never fetched: a $ref must stay inside the document.
+	c.UseLoader(refusingLoader{})
+	url := fmt.Sprintf("mem:///%d.json", schemaSeq.Add(1))
+	if err := c.AddResource(url, v); err != nil {
+		return nil, fmt.Errorf("%s: %v", what, err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a valid JSON Schema: %v", what, err)
+	}
+	return s, nil
+}
+
+type refusingLoader struct{}
+
+func (refusingLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schemas are not fetched (%s)", url)
+}
+
+// schemaMessage renders a validation error as "at /path: what" lines joined
+// with "; ", the form a model reads best.
+func schemaMessage(err error) string {
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return err.Error()
+	}
+	var parts []string
+	for _, u := range ve.BasicOutput().Errors {
+		if u.Error == nil {
+			continue
+		}
+		loc := u.InstanceLocation
+		if loc == "" {
+			loc = "/"
+		}
+		parts = append(parts, "at "+loc+": "+u.Error.String())
+	}
+	if len(parts) == 0 {
+		return ve.Error()
+	}
+	return strings.Join(parts, "; ")
+}
