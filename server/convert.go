@@ -1,0 +1,121 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/exprd/exprd/evaluator"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+)
+
+// settings turns the wire settings into the evaluator's, resolving
+// server-run functions in the server's catalogue.
+func (s *Server) settings(in *exprdv1.Settings) (evaluator.Settings, error) {
+	out := evaluator.Settings{Read: in.GetRead(), Note: in.GetNote()}
+	var err error
+	if out.Functions, err = s.functions(in.GetFunctions(), "settings.functions"); err != nil {
+		return out, err
+	}
+	if ts := in.GetToolFunctions(); ts != nil {
+		out.HasToolFunctions = true
+		if out.ToolFunctions, err = s.functions(ts.GetFunctions(), "settings.tool_functions"); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) functions(in []*exprdv1.Function, field string) ([]evaluator.Function, error) {
+	out := make([]evaluator.Function, 0, len(in))
+	for i, f := range in {
+		ef := evaluator.Function{
+			Name:         f.GetName(),
+			Description:  f.GetDescription(),
+			InputSchema:  f.GetInputSchemaJson(),
+			OutputSchema: f.GetOutputSchemaJson(),
+		}
+		switch f.GetRunner() {
+		case exprdv1.Function_RUNNER_CLIENT:
+			ef.Runner = evaluator.RunClient
+		case exprdv1.Function_RUNNER_SERVER:
+			name := f.GetServerName()
+			if name == "" {
+				name = f.GetName()
+			}
+			sf, ok := s.opts.functions[name]
+			if !ok {
+				return nil, badRequest(fmt.Sprintf("%s[%d].server_name", field, i), fmt.Sprintf("the server has no function %q", name))
+			}
+			ef.Runner, ef.Impl = evaluator.RunServer, sf.Impl
+			// What the client leaves out, the server's definition fills in.
+			if ef.Description == "" {
+				ef.Description = sf.Description
+			}
+			if len(ef.InputSchema) == 0 {
+				ef.InputSchema = sf.InputSchema
+			}
+			if len(ef.OutputSchema) == 0 {
+				ef.OutputSchema = sf.OutputSchema
+			}
+		}
+		out = append(out, ef)
+	}
+	return out, nil
+}
+
+// budgets lowers the server's maxima by a request's overrides.
+func (s *Server) budgets(in *exprdv1.Budgets) (evaluator.Budgets, error) {
+	o := evaluator.Budgets{
+		Timeout:         time.Duration(in.GetTimeoutMs()) * time.Millisecond,
+		MaxIterations:   in.GetMaxIterations(),
+		MemoryBudget:    in.GetMemoryBudget(),
+		MaxSourceLength: int(in.GetMaxSourceLength()),
+		MaxNodes:        int(in.GetMaxNodes()),
+		MaxStringLength: int(in.GetMaxStringLength()),
+		MaxArrayLength:  int(in.GetMaxArrayLength()),
+		MaxReadChars:    int(in.GetMaxReadChars()),
+		FunctionTimeout: time.Duration(in.GetFunctionTimeoutMs()) * time.Millisecond,
+		MaxSteps:        int(in.GetMaxSteps()),
+	}
+	b, err := s.opts.budgets.Lower(o)
+	if err != nil {
+		return b, badRequest("budgets", err.Error())
+	}
+	return b, nil
+}
+
+func budgetsProto(b evaluator.Budgets) *exprdv1.Budgets {
+	return &exprdv1.Budgets{
+		TimeoutMs:         uint32(b.Timeout / time.Millisecond),
+		MaxIterations:     b.MaxIterations,
+		MemoryBudget:      b.MemoryBudget,
+		MaxSourceLength:   uint32(b.MaxSourceLength),
+		MaxNodes:          uint32(b.MaxNodes),
+		MaxStringLength:   uint32(b.MaxStringLength),
+		MaxArrayLength:    uint32(b.MaxArrayLength),
+		MaxReadChars:      uint32(b.MaxReadChars),
+		FunctionTimeoutMs: uint32(b.FunctionTimeout / time.Millisecond),
+		MaxSteps:          uint32(b.MaxSteps),
+	}
+}
+
+// tool builds the evaluator's Tool for a request's settings and budgets.
+func (s *Server) tool(settings *exprdv1.Settings, budgets *exprdv1.Budgets, opts ...evaluator.ToolOption) (*evaluator.Tool, error) {
+	es, err := s.settings(settings)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.budgets(budgets)
+	if err != nil {
+		return nil, err
+	}
+	t, err := evaluator.NewTool(es, b, opts...)
+	if err != nil {
+		return nil, badRequest("settings", err.Error())
+	}
+	return t, nil
+}
+
+func answerProto(callID string, a evaluator.Answer) *exprdv1.Answer {
+	return &exprdv1.Answer{CallId: callID, AnswerJson: a.JSON(), Reason: string(a.Reason()), Cancelled: a.Cancelled}
+}

@@ -1,0 +1,67 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/exprd/exprd/evaluator"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+)
+
+// Describe renders the tool and the prompt partials for the settings.
+func (s *Server) Describe(_ context.Context, req *exprdv1.DescribeRequest) (*exprdv1.DescribeResponse, error) {
+	t, err := s.tool(req.GetSettings(), nil)
+	if err != nil {
+		return nil, err
+	}
+	d := t.Describe()
+	return &exprdv1.DescribeResponse{
+		Name:             d.Name,
+		Description:      d.Description,
+		InputSchemaJson:  d.InputSchema,
+		OutputSchemaJson: d.OutputSchema,
+		CorePrompt:       d.CorePrompt,
+		FunctionsPrompt:  d.FunctionsPrompt,
+	}, nil
+}
+
+// Call runs one call on the state sent with it. Nobody can be asked, so a
+// confirm is declined and client-run functions are unknown-reference.
+func (s *Server) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1.CallResponse, error) {
+	t, err := s.tool(req.GetSettings(), req.GetBudgets(), evaluator.ClientUnreachable())
+	if err != nil {
+		return nil, err
+	}
+	st := evaluator.NewState()
+	if len(req.GetStateJson()) > 0 {
+		if err := st.Replace(req.GetStateJson()); err != nil {
+			return nil, badRequest("state_json", err.Error())
+		}
+	}
+	h := &unaryHost{}
+	a := s.eval.Run(ctx, t, st, req.GetInputJson(), h)
+	if a.Cancelled {
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return &exprdv1.CallResponse{AnswerJson: a.JSON(), Reason: string(a.Reason()), Writes: h.writes}, nil
+}
+
+// unaryHost collects writes; it has nobody to ask.
+type unaryHost struct {
+	writes []*exprdv1.StepWrite
+}
+
+func (h *unaryHost) Write(_ context.Context, w evaluator.Write) error {
+	h.writes = append(h.writes, &exprdv1.StepWrite{Step: uint32(w.Step), Path: w.Path, ValueJson: w.ValueJSON})
+	return nil
+}
+
+func (h *unaryHost) Confirm(context.Context, int, string) (bool, error) { return false, nil }
+
+// CallClient is never reached: ClientUnreachable keeps client-run functions
+// out of unary calls.
+func (h *unaryHost) CallClient(context.Context, string, map[string]any) (any, error) {
+	return nil, errors.New("a unary call has no client to ask")
+}

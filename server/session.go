@@ -1,0 +1,281 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/evaluator/jsonvalue"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+)
+
+var sessionSeq atomic.Uint64
+
+type sessionStream = grpc.BidiStreamingServer[exprdv1.SessionRequest, exprdv1.SessionResponse]
+
+// session is one Session stream: its state and its calls in flight.
+type session struct {
+	srv    *Server
+	stream sessionStream
+	ctx    context.Context
+	tool   *evaluator.Tool
+	state  *evaluator.State
+	sendMu sync.Mutex
+
+	mu    sync.Mutex
+	calls map[string]*call
+	// gone is closed when the client half-closes: nobody is left to answer.
+	gone chan struct{}
+	wg   sync.WaitGroup
+}
+
+// call is one call in flight and what it waits for from the client.
+type call struct {
+	id       string
+	cancel   context.CancelFunc
+	confirms map[uint32]chan bool
+	results  map[string]chan *exprdv1.FunctionResult
+	fnSeq    int
+}
+
+// Session keeps a UI's state for the stream's life and runs calls on it.
+func (s *Server) Session(stream sessionStream) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	if open == nil {
+		return badRequest("open", "the stream's first message must be Open")
+	}
+	t, err := s.tool(open.GetSettings(), open.GetBudgets())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: evaluator.NewState(),
+		calls: map[string]*call{}, gone: make(chan struct{})}
+	if s.opts.initialState != nil {
+		_ = ss.state.Replace(s.opts.initialState)
+	}
+	// Every call ends before the handler returns: no goroutine outlives it.
+	defer ss.wg.Wait()
+	id := strconv.FormatUint(sessionSeq.Add(1), 10)
+	if err := ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Opened{Opened: &exprdv1.Opened{
+		SessionId: id, Budgets: budgetsProto(t.Budgets()),
+	}}}); err != nil {
+		return err
+	}
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			// The client sent all it will: let the calls finish, declining
+			// what would need its answer.
+			close(ss.gone)
+			ss.wg.Wait()
+			return nil
+		}
+		if err != nil {
+			cancel()
+			return err
+		}
+		if err := ss.handle(req); err != nil {
+			cancel()
+			return err
+		}
+	}
+}
+
+// handle acts on one client message. Only a failure to send ends the stream.
+func (ss *session) handle(req *exprdv1.SessionRequest) error {
+	switch m := req.GetMsg().(type) {
+	case *exprdv1.SessionRequest_State:
+		if err := ss.state.Replace(m.State.GetStateJson()); err != nil {
+			return ss.reject("state", "", codes.InvalidArgument, err.Error())
+		}
+	case *exprdv1.SessionRequest_StatePatch:
+		if err := ss.state.MergePatch(m.StatePatch.GetPatchJson()); err != nil {
+			return ss.reject("state_patch", "", codes.InvalidArgument, err.Error())
+		}
+	case *exprdv1.SessionRequest_Call:
+		return ss.startCall(m.Call)
+	case *exprdv1.SessionRequest_ConfirmReply:
+		r := m.ConfirmReply
+		ss.mu.Lock()
+		var ch chan bool
+		if c := ss.calls[r.GetCallId()]; c != nil {
+			ch = c.confirms[r.GetStep()]
+			delete(c.confirms, r.GetStep())
+		}
+		ss.mu.Unlock()
+		if ch == nil {
+			return ss.reject("confirm_reply", r.GetCallId(), codes.NotFound, fmt.Sprintf("no confirm is waiting for call %q step %d", r.GetCallId(), r.GetStep()))
+		}
+		ch <- r.GetAccepted()
+	case *exprdv1.SessionRequest_FunctionResult:
+		r := m.FunctionResult
+		ss.mu.Lock()
+		var ch chan *exprdv1.FunctionResult
+		if c := ss.calls[r.GetCallId()]; c != nil {
+			ch = c.results[r.GetFunctionCallId()]
+			delete(c.results, r.GetFunctionCallId())
+		}
+		ss.mu.Unlock()
+		if ch == nil {
+			return ss.reject("function_result", r.GetCallId(), codes.NotFound, fmt.Sprintf("no function call %q is waiting in call %q", r.GetFunctionCallId(), r.GetCallId()))
+		}
+		ch <- r
+	case *exprdv1.SessionRequest_Cancel:
+		ss.mu.Lock()
+		c := ss.calls[m.Cancel.GetCallId()]
+		ss.mu.Unlock()
+		if c == nil {
+			return ss.reject("cancel", m.Cancel.GetCallId(), codes.NotFound, fmt.Sprintf("no call %q is in flight", m.Cancel.GetCallId()))
+		}
+		c.cancel()
+	case *exprdv1.SessionRequest_Open:
+		return ss.reject("open", "", codes.FailedPrecondition, "the session is already open; settings are fixed for the stream's life")
+	default:
+		return ss.reject("", "", codes.InvalidArgument, "the message has none of its fields set")
+	}
+	return nil
+}
+
+func (ss *session) startCall(m *exprdv1.Call) error {
+	id := m.GetCallId()
+	if id == "" {
+		return ss.reject("call", id, codes.InvalidArgument, "call_id is empty")
+	}
+	ss.mu.Lock()
+	if _, busy := ss.calls[id]; busy {
+		ss.mu.Unlock()
+		return ss.reject("call", id, codes.AlreadyExists, fmt.Sprintf("call %q is already in flight", id))
+	}
+	if len(ss.calls) >= ss.srv.opts.maxCallsInFlight {
+		ss.mu.Unlock()
+		return ss.reject("call", id, codes.ResourceExhausted, fmt.Sprintf("%d calls are in flight, the limit for one stream", ss.srv.opts.maxCallsInFlight))
+	}
+	ctx, cancel := context.WithCancel(ss.ctx)
+	c := &call{id: id, cancel: cancel, confirms: map[uint32]chan bool{}, results: map[string]chan *exprdv1.FunctionResult{}}
+	ss.calls[id] = c
+	ss.mu.Unlock()
+
+	ss.wg.Add(1)
+	go func() {
+		defer ss.wg.Done()
+		defer cancel()
+		a := ss.srv.eval.Run(ctx, ss.tool, ss.state, m.GetInputJson(), &streamHost{ss: ss, c: c})
+		ss.mu.Lock()
+		delete(ss.calls, id)
+		ss.mu.Unlock()
+		if ss.ctx.Err() != nil {
+			return // the stream is gone: nobody to answer
+		}
+		_ = ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: answerProto(id, a)}})
+	}()
+	return nil
+}
+
+func (ss *session) reject(kind, callID string, code codes.Code, msg string) error {
+	return ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Rejected{Rejected: &exprdv1.Rejected{
+		Kind: kind, CallId: callID, Code: int32(code), Message: msg,
+	}}})
+}
+
+// send serialises sends: grpc streams allow one sender at a time.
+func (ss *session) send(m *exprdv1.SessionResponse) error {
+	ss.sendMu.Lock()
+	defer ss.sendMu.Unlock()
+	return ss.stream.Send(m)
+}
+
+// streamHost asks the client over the stream.
+type streamHost struct {
+	ss *session
+	c  *call
+}
+
+func (h *streamHost) Write(_ context.Context, w evaluator.Write) error {
+	return h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_StepWrite{StepWrite: &exprdv1.StepWrite{
+		CallId: h.c.id, Step: uint32(w.Step), Path: w.Path, ValueJson: w.ValueJSON,
+	}}})
+}
+
+func (h *streamHost) Confirm(ctx context.Context, step int, text string) (bool, error) {
+	ch := make(chan bool, 1)
+	h.ss.mu.Lock()
+	h.c.confirms[uint32(step)] = ch
+	h.ss.mu.Unlock()
+	defer func() {
+		h.ss.mu.Lock()
+		delete(h.c.confirms, uint32(step))
+		h.ss.mu.Unlock()
+	}()
+	if err := h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_ConfirmRequest{ConfirmRequest: &exprdv1.ConfirmRequest{
+		CallId: h.c.id, Step: uint32(step), Text: text,
+	}}}); err != nil {
+		return false, err
+	}
+	select {
+	case ok := <-ch:
+		return ok, nil
+	case <-h.ss.gone:
+		return false, nil // nobody left to ask: declined
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+func (h *streamHost) CallClient(ctx context.Context, name string, args map[string]any) (any, error) {
+	argsJSON, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *exprdv1.FunctionResult, 1)
+	h.ss.mu.Lock()
+	h.c.fnSeq++
+	fid := h.c.id + "/" + strconv.Itoa(h.c.fnSeq)
+	h.c.results[fid] = ch
+	h.ss.mu.Unlock()
+	defer func() {
+		h.ss.mu.Lock()
+		delete(h.c.results, fid)
+		h.ss.mu.Unlock()
+	}()
+	if err := h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_FunctionCall{FunctionCall: &exprdv1.FunctionCall{
+		CallId: h.c.id, FunctionCallId: fid, Name: name, ArgsJson: argsJSON,
+	}}}); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		if r.GetError() != "" {
+			return nil, errors.New(r.GetError())
+		}
+		if len(r.GetResultJson()) == 0 {
+			return nil, nil
+		}
+		v, err := jsonvalue.Decode(r.GetResultJson())
+		if err != nil {
+			return nil, fmt.Errorf("the client's result is not valid JSON: %v", err)
+		}
+		return v, nil
+	case <-h.ss.gone:
+		return nil, errors.New("the client closed its side of the stream")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+var _ evaluator.Host = (*streamHost)(nil)
+var _ evaluator.Host = (*unaryHost)(nil)
