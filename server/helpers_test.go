@@ -1,0 +1,119 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/server"
+)
+
+// startServer serves on a loopback port and returns a client of it.
+func startServer(t testing.TB, opts ...server.Option) exprdv1.ExprToolClient {
+	t.Helper()
+	srv, err := server.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		srv.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return exprdv1.NewExprToolClient(conn)
+}
+
+// rawSession is a Session stream driven message by message.
+type rawSession struct {
+	t      testing.TB
+	stream grpc.BidiStreamingClient[exprdv1.SessionRequest, exprdv1.SessionResponse]
+	opened *exprdv1.Opened
+}
+
+func openSession(t testing.TB, c exprdv1.ExprToolClient, open *exprdv1.Open) *rawSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	stream, err := c.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawSession{t: t, stream: stream}
+	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Open{Open: open}})
+	m := s.recv()
+	if m.GetOpened() == nil {
+		t.Fatalf("got %v, want Opened", m)
+	}
+	s.opened = m.GetOpened()
+	return s
+}
+
+func (s *rawSession) send(m *exprdv1.SessionRequest) {
+	s.t.Helper()
+	if err := s.stream.Send(m); err != nil {
+		s.t.Fatalf("Send: %v", err)
+	}
+}
+
+func (s *rawSession) recv() *exprdv1.SessionResponse {
+	s.t.Helper()
+	m, err := s.stream.Recv()
+	if err != nil {
+		s.t.Fatalf("Recv: %v", err)
+	}
+	return m
+}
+
+func (s *rawSession) state(js string) {
+	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: []byte(js)}}})
+}
+
+func (s *rawSession) patch(js string) {
+	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: []byte(js)}}})
+}
+
+func (s *rawSession) call(id, input string) {
+	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: []byte(input)}}})
+}
+
+// answer receives until the answer of call id, failing on anything but
+// writes of that call.
+func (s *rawSession) answer(id string) *exprdv1.Answer {
+	s.t.Helper()
+	for {
+		m := s.recv()
+		switch {
+		case m.GetAnswer() != nil && m.GetAnswer().GetCallId() == id:
+			return m.GetAnswer()
+		case m.GetStepWrite() != nil && m.GetStepWrite().GetCallId() == id:
+		default:
+			s.t.Fatalf("got %v while waiting for the answer of %q", m, id)
+		}
+	}
+}
+
+// read returns the session's state as the read of a call.
+func (s *rawSession) read(expr string) string {
+	s.t.Helper()
+	in, _ := json.Marshal(map[string]any{"read": expr})
+	s.call("read", string(in))
+	return string(s.answer("read").GetAnswerJson())
+}

@@ -1,0 +1,358 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/exprd/exprd/evaluator"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/server"
+)
+
+var echoFunction = evaluator.Function{
+	Name: "echo", Description: "Returns its argument.",
+	Impl: func(_ context.Context, args map[string]any) (any, error) { return args, nil },
+}
+
+func clientFn(name string) *exprdv1.Function {
+	return &exprdv1.Function{Name: name, Runner: exprdv1.Function_RUNNER_CLIENT}
+}
+
+func readOpen() *exprdv1.Open {
+	return &exprdv1.Open{Settings: &exprdv1.Settings{Read: true, Functions: []*exprdv1.Function{clientFn("ask")}}}
+}
+
+func TestSessionBadOpen(t *testing.T) {
+	t.Parallel()
+	c := startServer(t, server.WithFunctions(echoFunction))
+	tests := []struct {
+		name  string
+		first *exprdv1.SessionRequest
+		field string
+	}{
+		{"first message not Open", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "1"}}}, "open"},
+		{"empty first message", &exprdv1.SessionRequest{}, "open"},
+		{"unknown server function", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{{Name: "nope", Runner: exprdv1.Function_RUNNER_SERVER}}}}), "settings.functions[0].server_name"},
+		{"function without runner", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{{Name: "f"}}}}), "settings"},
+		{"function named like a builtin", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{clientFn("len")}}}), "settings"},
+		{"bad input schema", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{{Name: "f", Runner: exprdv1.Function_RUNNER_CLIENT, InputSchemaJson: []byte(`{"type": 5}`)}}}}), "settings"},
+		{"budget above the maximum", openMsg(&exprdv1.Open{Budgets: &exprdv1.Budgets{TimeoutMs: 100_000}}), "budgets"},
+		{"tool function that is not a session function", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{ToolFunctions: &exprdv1.FunctionSet{Functions: []*exprdv1.Function{{Name: "ghost"}}}}}), "settings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			stream, err := c.Session(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(tt.first); err != nil {
+				t.Fatal(err)
+			}
+			_, err = stream.Recv()
+			st := status.Convert(err)
+			if st.Code() != codes.InvalidArgument {
+				t.Fatalf("got %v, want InvalidArgument", err)
+			}
+			var field string
+			for _, d := range st.Details() {
+				if br, ok := d.(*errdetails.BadRequest); ok {
+					field = br.GetFieldViolations()[0].GetField()
+				}
+			}
+			if field != tt.field {
+				t.Errorf("got field %q, want %q (%v)", field, tt.field, st.Message())
+			}
+		})
+	}
+}
+
+func openMsg(o *exprdv1.Open) *exprdv1.SessionRequest {
+	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Open{Open: o}}
+}
+
+// Each unusable message is answered with Rejected, the stream stays open and
+// the state is what it was.
+func TestSessionRejectsAndKeepsState(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	tests := []struct {
+		name string
+		msg  *exprdv1.SessionRequest
+		kind string
+		code codes.Code
+	}{
+		{"state not JSON", stateMsg(`{"a": `), "state", codes.InvalidArgument},
+		{"state not an object", stateMsg(`[1, 2]`), "state", codes.InvalidArgument},
+		{"state empty", stateMsg(``), "state", codes.InvalidArgument},
+		{"patch not JSON", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: []byte(`{`)}}}, "state_patch", codes.InvalidArgument},
+		{"patch not an object", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: []byte(`"x"`)}}}, "state_patch", codes.InvalidArgument},
+		{"call without id", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{InputJson: []byte(`{"steps": []}`)}}}, "call", codes.InvalidArgument},
+		{"confirm reply nobody waits for", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_ConfirmReply{ConfirmReply: &exprdv1.ConfirmReply{CallId: "x", Step: 0, Accepted: true}}}, "confirm_reply", codes.NotFound},
+		{"function result nobody waits for", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: &exprdv1.FunctionResult{CallId: "x", FunctionCallId: "x/1"}}}, "function_result", codes.NotFound},
+		{"cancel of no call", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Cancel{Cancel: &exprdv1.Cancel{CallId: "x"}}}, "cancel", codes.NotFound},
+		{"second open", openMsg(&exprdv1.Open{}), "open", codes.FailedPrecondition},
+		{"empty message", &exprdv1.SessionRequest{}, "", codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := openSession(t, c, readOpen())
+			s.state(`{"n": 1, "items": [1, 2]}`)
+			s.send(tt.msg)
+			m := s.recv()
+			r := m.GetRejected()
+			if r == nil {
+				t.Fatalf("got %v, want Rejected", m)
+			}
+			if r.GetKind() != tt.kind || codes.Code(r.GetCode()) != tt.code || r.GetMessage() == "" {
+				t.Errorf("got Rejected{%q, %v, %q}, want kind %q code %v", r.GetKind(), codes.Code(r.GetCode()), r.GetMessage(), tt.kind, tt.code)
+			}
+			if got, want := s.read("scopes.root"), `{"value":{"items":[1,2],"n":1}}`; got != want {
+				t.Errorf("state after the rejection: got %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func stateMsg(js string) *exprdv1.SessionRequest {
+	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: []byte(js)}}}
+}
+
+func TestSessionStateAndPatch(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	s := openSession(t, c, readOpen())
+	s.state(`{"a": {"b": 1, "c": 2}, "d": [1]}`)
+	s.patch(`{"a": {"b": null, "e": 3}, "d": null, "f": "x"}`)
+	if got, want := s.read("scopes.root"), `{"value":{"a":{"c":2,"e":3},"f":"x"}}`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	s.call("w", `{"steps": [{"set": "scopes.root.a.c", "expr": "scopes.root.a.c * 10"}]}`)
+	if a := s.answer("w"); string(a.GetAnswerJson()) != `{}` {
+		t.Fatalf("got %s, want {}", a.GetAnswerJson())
+	}
+	if got, want := s.read("scopes.root.a"), `{"value":{"c":20,"e":3}}`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func TestSessionDuplicateCallID(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	s := openSession(t, c, readOpen())
+	s.call("c1", `{"steps": [{"expr": "ask({})"}]}`)
+	if m := s.recv(); m.GetFunctionCall() == nil {
+		t.Fatalf("got %v, want FunctionCall", m)
+	}
+	s.call("c1", `{"steps": []}`)
+	m := s.recv()
+	if r := m.GetRejected(); r == nil || codes.Code(r.GetCode()) != codes.AlreadyExists || r.GetCallId() != "c1" {
+		t.Fatalf("got %v, want Rejected AlreadyExists for c1", m)
+	}
+}
+
+func TestSessionCallsInFlightLimit(t *testing.T) {
+	t.Parallel()
+	c := startServer(t, server.WithMaxCallsInFlight(2))
+	s := openSession(t, c, readOpen())
+	for _, id := range []string{"a", "b"} {
+		s.call(id, `{"steps": [{"expr": "ask({})"}]}`)
+		if m := s.recv(); m.GetFunctionCall() == nil {
+			t.Fatalf("got %v, want FunctionCall", m)
+		}
+	}
+	s.call("c", `{"steps": []}`)
+	m := s.recv()
+	if r := m.GetRejected(); r == nil || codes.Code(r.GetCode()) != codes.ResourceExhausted {
+		t.Fatalf("got %v, want Rejected ResourceExhausted", m)
+	}
+}
+
+// Calls in flight answer independently: a call waiting on the client does
+// not hold up another.
+func TestSessionConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	s := openSession(t, c, readOpen())
+	s.state(`{"n": 0}`)
+	s.call("slow", `{"steps": [{"set": "scopes.root.got", "expr": "ask({q: 1})"}]}`)
+	fc := s.recv().GetFunctionCall()
+	if fc == nil || fc.GetName() != "ask" || string(fc.GetArgsJson()) != `{"q":1}` {
+		t.Fatalf("got %v, want FunctionCall ask({q: 1})", fc)
+	}
+	s.call("fast", `{"steps": [{"set": "scopes.root.n", "expr": "scopes.root.n + 1"}]}`)
+	if a := s.answer("fast"); string(a.GetAnswerJson()) != `{}` {
+		t.Fatalf("fast: got %s", a.GetAnswerJson())
+	}
+	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: &exprdv1.FunctionResult{
+		CallId: "slow", FunctionCallId: fc.GetFunctionCallId(), ResultJson: []byte(`{"answer": 42}`),
+	}}})
+	w := s.recv().GetStepWrite()
+	if w == nil || w.GetPath() != "scopes.root.got" || string(w.GetValueJson()) != `{"answer":42}` {
+		t.Fatalf("got %v, want the write of slow", w)
+	}
+	if a := s.answer("slow"); string(a.GetAnswerJson()) != `{}` {
+		t.Fatalf("slow: got %s", a.GetAnswerJson())
+	}
+	if got, want := s.read("scopes.root"), `{"value":{"got":{"answer":42},"n":1}}`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func TestSessionCancel(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	s := openSession(t, c, readOpen())
+	s.call("c", `{"steps": [{"set": "scopes.root.a", "expr": "1"}, {"expr": "ask({})"}, {"set": "scopes.root.b", "expr": "2"}]}`)
+	if w := s.recv().GetStepWrite(); w == nil {
+		t.Fatal("want the first write")
+	}
+	if m := s.recv(); m.GetFunctionCall() == nil {
+		t.Fatalf("got %v, want FunctionCall", m)
+	}
+	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Cancel{Cancel: &exprdv1.Cancel{CallId: "c"}}})
+	a := s.answer("c")
+	if !a.GetCancelled() {
+		t.Fatalf("got %v, want a cancelled answer", a)
+	}
+	if got, want := s.read("scopes.root"), `{"value":{"a":1}}`; got != want {
+		t.Errorf("earlier writes stay, later steps do not run: got %s, want %s", got, want)
+	}
+}
+
+func TestSessionClientFunctionTimeout(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	open := readOpen()
+	open.Budgets = &exprdv1.Budgets{FunctionTimeoutMs: 50}
+	s := openSession(t, c, open)
+	s.call("c", `{"steps": [{"expr": "ask({})"}]}`)
+	if m := s.recv(); m.GetFunctionCall() == nil {
+		t.Fatalf("got %v, want FunctionCall", m)
+	}
+	a := s.answer("c")
+	if a.GetReason() != string(evaluator.HostFunction) || !strings.Contains(string(a.GetAnswerJson()), "timed out") {
+		t.Fatalf("got %s, want host-function timed out", a.GetAnswerJson())
+	}
+}
+
+func TestSessionClientFunctionResults(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	tests := []struct {
+		name   string
+		result *exprdv1.FunctionResult
+		want   string
+	}{
+		{"value", &exprdv1.FunctionResult{ResultJson: []byte(`[1, 2]`)}, `{"value":[1,2]}`},
+		{"empty result is null", &exprdv1.FunctionResult{}, `{"value":null}`},
+		{"error", &exprdv1.FunctionResult{Error: "disk full"}, `{"error":{"message":"step 0: ask failed: disk full (line 1, column 1)","reason":"host-function"}}`},
+		{"malformed JSON", &exprdv1.FunctionResult{ResultJson: []byte(`{nope`)}, "host-function"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := openSession(t, c, readOpen())
+			s.call("c", `{"steps": [{"set": "scopes.root.r", "expr": "ask({})"}], "read": "scopes.root.r"}`)
+			fc := s.recv().GetFunctionCall()
+			tt.result.CallId, tt.result.FunctionCallId = "c", fc.GetFunctionCallId()
+			s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: tt.result}})
+			a := s.answer("c")
+			if got := string(a.GetAnswerJson()); got != tt.want && a.GetReason() != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// A client that half-closes while a confirm waits has declined it.
+func TestSessionHalfCloseDeclines(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	s := openSession(t, c, readOpen())
+	s.call("c", `{"steps": [{"confirm": "sure?", "set": "scopes.root.a", "expr": "1"}]}`)
+	if m := s.recv(); m.GetConfirmRequest().GetText() != "sure?" {
+		t.Fatalf("got %v, want ConfirmRequest", m)
+	}
+	if err := s.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if a := s.answer("c"); string(a.GetAnswerJson()) != `{"declined":true}` {
+		t.Fatalf("got %s, want declined", a.GetAnswerJson())
+	}
+	if _, err := s.stream.Recv(); err == nil {
+		t.Fatal("want the stream to end")
+	}
+}
+
+// A stream that goes away cancels its calls; goleak checks nothing is left.
+func TestSessionClientGoneCancelsCalls(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := c.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.Send(openMsg(readOpen()))
+	_, _ = stream.Recv()
+	_ = stream.Send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: []byte(`{"steps": [{"expr": "ask({})"}]}`)}}})
+	if m, _ := stream.Recv(); m.GetFunctionCall() == nil {
+		t.Fatalf("got %v, want FunctionCall", m)
+	}
+	cancel()
+	time.Sleep(10 * time.Millisecond)
+}
+
+func TestSessionOpenedBudgets(t *testing.T) {
+	t.Parallel()
+	c := startServer(t)
+	s := openSession(t, c, &exprdv1.Open{Budgets: &exprdv1.Budgets{MaxIterations: 10, TimeoutMs: 20}})
+	b := s.opened.GetBudgets()
+	if b.GetMaxIterations() != 10 || b.GetTimeoutMs() != 20 || b.GetMaxReadChars() != evaluator.DefaultMaxReadChars {
+		t.Errorf("got %v, want the lowered budgets and the defaults", b)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	c := startServer(t, server.WithFunctions(echoFunction))
+	for _, read := range []bool{false, true} {
+		d, err := c.Describe(context.Background(), &exprdv1.DescribeRequest{Settings: &exprdv1.Settings{
+			Read: read, Note: "Prices are in EUR.",
+			Functions: []*exprdv1.Function{{Name: "echo", Runner: exprdv1.Function_RUNNER_SERVER}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var schema struct {
+			Schema     string         `json:"$schema"`
+			Properties map[string]any `json:"properties"`
+		}
+		if err := json.Unmarshal(d.GetInputSchemaJson(), &schema); err != nil {
+			t.Fatal(err)
+		}
+		if _, has := schema.Properties["read"]; has != read || schema.Schema != "https://json-schema.org/draft/2020-12/schema" {
+			t.Errorf("read=%v: got input schema %s", read, d.GetInputSchemaJson())
+		}
+		if d.GetName() != "expr" || !strings.Contains(d.GetDescription(), "## Note\n\nPrices are in EUR.") {
+			t.Errorf("got name %q description %q", d.GetName(), d.GetDescription())
+		}
+		for _, h := range []string{"# Available Functions", "# Function Details", "Returns its argument."} {
+			if !strings.Contains(d.GetFunctionsPrompt(), h) {
+				t.Errorf("functions prompt lacks %q:\n%s", h, d.GetFunctionsPrompt())
+			}
+		}
+		if !strings.Contains(d.GetCorePrompt(), "fromPairs(map(sortBy(") {
+			t.Errorf("core prompt lacks the worked example")
+		}
+	}
+}
