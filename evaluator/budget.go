@@ -86,3 +86,23 @@ func (b Budgets) Lower(o Budgets) (Budgets, error) {
 	lower("max_steps", int64(b.MaxSteps), int64(o.MaxSteps), func() { b.MaxSteps = o.MaxSteps })
 	return b, err
 }
+
+// Validate checks that every budget is positive: a server's maxima may be
+// set to anything above zero.
+func (b Budgets) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"timeout", int64(b.Timeout)}, {"max_iterations", int64(b.MaxIterations)},
+		{"memory_budget", int64(b.MemoryBudget)}, {"max_source_length", int64(b.MaxSourceLength)},
+		{"max_nodes", int64(b.MaxNodes)}, {"max_string_length", int64(b.MaxStringLength)},
+		{"max_array_length", int64(b.MaxArrayLength)}, {"max_read_chars", int64(b.MaxReadChars)},
+		{"function_timeout", int64(b.FunctionTimeout)}, {"max_steps", int64(b.MaxSteps)},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("budget %s: %d, want a positive value", f.name, f.v)
+		}
+	}
+	return nil
+}

@@ -1,9 +1,7 @@
 package evaluator
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -205,7 +203,11 @@ func (e *Evaluator) prepare(t *Tool, input []byte) ([]step, *vm.Program, *Error)
 	if _, has := obj["read"]; has && !t.settings.Read {
 		return nil, nil, errorf(InvalidEntry, "read is off for this session: send only \"steps\"")
 	}
-	if err := t.input.Validate(v); err != nil {
+	if !validInput(v, t.settings.Read, t.budgets.MaxSteps) {
+		err := t.input.Validate(v)
+		if err == nil {
+			err = errors.New("refused") // unreachable while validInput agrees with the schema
+		}
 		return nil, nil, errorf(InvalidEntry, "the input does not match the tool's schema: %s", schemaMessage(err))
 	}
 	raw, _ := obj["steps"].([]any)
@@ -372,13 +374,5 @@ func bind(ctx context.Context, f *function, t *Tool, m *meter, h Host) hostFunc 
 	}
 }
 
-// marshal renders a normalised value as JSON without HTML escaping.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, errorf(ExpressionRuntime, "the value cannot be written as JSON: %v", err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
-}
+// marshal renders a normalised value as JSON.
+func marshal(v any) ([]byte, error) { return appendJSON(nil, v), nil }

@@ -42,10 +42,10 @@ type options struct {
 type Option func(*options) error
 
 // WithBudgets sets the maxima sessions may lower (default
-// evaluator.DefaultBudgets()).
+// evaluator.DefaultBudgets()); each must be positive.
 func WithBudgets(b evaluator.Budgets) Option {
 	return func(o *options) error {
-		if _, err := evaluator.DefaultBudgets().Lower(b); err != nil {
+		if err := b.Validate(); err != nil {
 			return err
 		}
 		o.budgets = b
