@@ -35,6 +35,9 @@ type session struct {
 	calls map[string]*call
 	// gone is closed when the client half-closes: nobody is left to answer.
 	gone chan struct{}
+	// work hands a call to an idle worker. Workers outlive their calls so
+	// that the stack a run grew is kept, not grown again for every call.
+	work chan func()
 	wg   sync.WaitGroup
 }
 
@@ -64,12 +67,14 @@ func (s *Server) Session(stream sessionStream) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: evaluator.NewState(),
-		calls: map[string]*call{}, gone: make(chan struct{})}
+		calls: map[string]*call{}, gone: make(chan struct{}), work: make(chan func())}
 	if s.opts.initialState != nil {
 		_ = ss.state.Replace(s.opts.initialState)
 	}
-	// Every call ends before the handler returns: no goroutine outlives it.
+	// Every call and worker ends before the handler returns: no goroutine
+	// outlives it. Deferred calls run last first: close work, wait, cancel.
 	defer ss.wg.Wait()
+	defer close(ss.work)
 	id := strconv.FormatUint(sessionSeq.Add(1), 10)
 	if err := ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Opened{Opened: &exprdv1.Opened{
 		SessionId: id, Budgets: budgetsProto(t.Budgets()),
@@ -82,7 +87,6 @@ func (s *Server) Session(stream sessionStream) error {
 			// The client sent all it will: let the calls finish, declining
 			// what would need its answer.
 			close(ss.gone)
-			ss.wg.Wait()
 			return nil
 		}
 		if err != nil {
@@ -170,9 +174,7 @@ func (ss *session) startCall(m *exprdv1.Call) error {
 	ss.calls[id] = c
 	ss.mu.Unlock()
 
-	ss.wg.Add(1)
-	go func() {
-		defer ss.wg.Done()
+	ss.goCall(func() {
 		defer cancel()
 		a := ss.srv.eval.Run(ctx, ss.tool, ss.state, m.GetInputJson(), &streamHost{ss: ss, c: c})
 		ss.mu.Lock()
@@ -182,8 +184,25 @@ func (ss *session) startCall(m *exprdv1.Call) error {
 			return // the stream is gone: nobody to answer
 		}
 		_ = ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: answerProto(id, a)}})
-	}()
+	})
 	return nil
+}
+
+// goCall runs f on an idle worker, or on a new one when all are busy. Only
+// the receiving goroutine calls it, before work is closed.
+func (ss *session) goCall(f func()) {
+	select {
+	case ss.work <- f:
+	default:
+		ss.wg.Add(1)
+		go func() {
+			defer ss.wg.Done()
+			f()
+			for f := range ss.work {
+				f()
+			}
+		}()
+	}
 }
 
 func (ss *session) reject(kind, callID string, code codes.Code, msg string) error {

@@ -1,0 +1,99 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/exprd/exprd/evaluator"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/server"
+)
+
+const benchInput = `{"steps": [{"set": "scopes.root.selected", "expr": "fromPairs(map(sortBy(scopes.root.products.items, .price)[:5], [.id, true]))"}]}`
+
+// BenchmarkSessionRoundTrip: one one-step call on an open Session (Call
+// out, the write and the Answer back) vs a bare grpc-go bidi echo of the
+// same payload over the same kind of connection. Goal: ≤ 2×.
+func BenchmarkSessionRoundTrip(b *testing.B) {
+	products, err := os.ReadFile("../examples/products.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("exprd", func(b *testing.B) {
+		budgets := evaluator.DefaultBudgets()
+		budgets.Timeout = 60_000_000_000 // a loaded machine must not fail the benchmark
+		c := startServer(b, server.WithBudgets(budgets))
+		s := openSession(b, c, &exprdv1.Open{})
+		s.state(string(products))
+		b.ReportAllocs()
+		for b.Loop() {
+			s.call("c", benchInput)
+			if a := s.answer("c"); a.GetReason() != "" {
+				b.Fatal(string(a.GetAnswerJson()))
+			}
+		}
+	})
+	b.Run("bare_grpc_echo", func(b *testing.B) {
+		stream := startEcho(b)
+		req := &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: []byte(benchInput)}}}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := stream.SendMsg(req); err != nil {
+				b.Fatal(err)
+			}
+			var resp exprdv1.SessionResponse
+			if err := stream.RecvMsg(&resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+var echoDesc = grpc.ServiceDesc{
+	ServiceName: "bench.Echo",
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName: "Echo", ServerStreams: true, ClientStreams: true,
+		Handler: func(_ any, stream grpc.ServerStream) error {
+			for {
+				var req exprdv1.SessionRequest
+				if err := stream.RecvMsg(&req); err != nil {
+					return nil
+				}
+				resp := &exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: &exprdv1.Answer{
+					CallId: req.GetCall().GetCallId(), AnswerJson: req.GetCall().GetInputJson(),
+				}}}
+				if err := stream.SendMsg(resp); err != nil {
+					return err
+				}
+			}
+		},
+	}},
+}
+
+// startEcho serves the echo on loopback TCP, as startServer does exprd.
+func startEcho(b *testing.B) grpc.ClientStream {
+	srv := grpc.NewServer()
+	srv.RegisterService(&echoDesc, struct{}{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := conn.NewStream(ctx, &echoDesc.Streams[0], "/bench.Echo/Echo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cancel(); conn.Close(); srv.Stop() })
+	return stream
+}
