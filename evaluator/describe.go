@@ -160,6 +160,7 @@ A call is {"steps": [{"set": PATH, "expr": EXPR, "confirm": TEXT}, ...]}. Steps 
 - Predicates take # (or .field) for the current item: filter(items, .price < 10), map(items, .name), all, any, none, one, count, sum(items, .price), find, findIndex, groupBy, sortBy(items, .price), reduce(items, #acc + .price, 0).
 - Helpers: keys, values, fromPairs, toPairs, first, last, take, reverse, uniq, concat, flatten, min, max, mean, median, abs, round, floor, ceil, upper, lower, trim, split, join, replace, indexOf, string, int, float, toJSON, fromJSON, now(), date().
 - Names: let x = ...; x + 1. Pipes: items | filter(.active) | map(.id).
+- A map literal as a predicate body needs parentheses, or it reads as a closure: map(items, ({id: .id, price: .price})).
 
 ## Examples
 

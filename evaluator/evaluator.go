@@ -350,7 +350,7 @@ func bind(ctx context.Context, f *function, t *Tool, m *meter, h Host) hostFunc 
 		defer cancel()
 		var res any
 		if f.Runner == RunServer {
-			res, err = f.Impl(fctx, args)
+			res, err = callImpl(fctx, f.Impl, args)
 		} else {
 			res, err = h.CallClient(fctx, f.Name, args)
 		}
@@ -372,6 +372,17 @@ func bind(ctx context.Context, f *function, t *Tool, m *meter, h Host) hostFunc 
 		}
 		return res, nil
 	}
+}
+
+// callImpl runs a server function, turning its panic into its error: the
+// function's fault, not the expression's, and never the process's.
+func callImpl(ctx context.Context, impl Func, args map[string]any) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("it panicked: %v", r)
+		}
+	}()
+	return impl(ctx, args)
 }
 
 // marshal renders a normalised value as JSON.

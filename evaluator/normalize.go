@@ -23,8 +23,12 @@ func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
 		return nil, false, errorf(ExpressionRuntime, "value is nested deeper than %d levels", maxValueDepth)
 	}
 	switch x := v.(type) {
-	case nil, bool, int:
+	case nil, bool:
 		return v, false, nil
+	case int:
+		// JSON numbers are float64, as decoded state and client results are:
+		// functions and later steps see one kind of number.
+		return float64(x), true, nil
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return nil, false, errorf(ExpressionRuntime, "value %v is not a JSON number", x)
@@ -106,7 +110,7 @@ func normalizeReflect(v any, b *Budgets, depth int) (any, bool, error) {
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return int(rv.Int()), true, nil
+		return float64(rv.Int()), true, nil
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return float64(rv.Uint()), true, nil
 	case reflect.Float32:

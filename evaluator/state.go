@@ -18,6 +18,10 @@ type State struct {
 // NewState returns an empty state ({}).
 func NewState() *State { return &State{root: map[string]any{}} }
 
+// Fork returns a new State holding s's current root. The two share it
+// until either changes, which copies only what changes.
+func (s *State) Fork() *State { return &State{root: s.Snapshot()} }
+
 // Snapshot returns the current root. Callers must not modify it.
 func (s *State) Snapshot() map[string]any {
 	s.mu.RLock()

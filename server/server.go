@@ -31,7 +31,7 @@ type Server struct {
 type options struct {
 	budgets          evaluator.Budgets
 	functions        map[string]evaluator.Function
-	initialState     []byte
+	initialState     *evaluator.State
 	cacheSize        int
 	maxCallsInFlight int
 	logger           *slog.Logger
@@ -75,10 +75,11 @@ func WithFunctions(fns ...evaluator.Function) Option {
 // first State (default {}).
 func WithInitialState(stateJSON []byte) Option {
 	return func(o *options) error {
-		if err := evaluator.NewState().Replace(stateJSON); err != nil {
+		st := evaluator.NewState()
+		if err := st.Replace(stateJSON); err != nil {
 			return fmt.Errorf("initial state: %w", err)
 		}
-		o.initialState = stateJSON
+		o.initialState = st
 		return nil
 	}
 }
@@ -128,6 +129,9 @@ func New(opts ...Option) (*Server, error) {
 	ev, err := evaluator.New(evaluator.WithCacheSize(o.cacheSize))
 	if err != nil {
 		return nil, err
+	}
+	if o.initialState == nil {
+		o.initialState = evaluator.NewState()
 	}
 	s := &Server{opts: o, eval: ev, grpc: grpc.NewServer(o.grpcOpts...), health: health.NewServer()}
 	exprdv1.RegisterExprToolServer(s.grpc, s)

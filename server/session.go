@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,6 +54,9 @@ type call struct {
 // Session keeps a UI's state for the stream's life and runs calls on it.
 func (s *Server) Session(stream sessionStream) error {
 	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return badRequest("open", "the stream ended before Open")
+	}
 	if err != nil {
 		return err
 	}
@@ -66,11 +70,8 @@ func (s *Server) Session(stream sessionStream) error {
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: evaluator.NewState(),
+	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: s.opts.initialState.Fork(),
 		calls: map[string]*call{}, gone: make(chan struct{}), work: make(chan func())}
-	if s.opts.initialState != nil {
-		_ = ss.state.Replace(s.opts.initialState)
-	}
 	// Every call and worker ends before the handler returns: no goroutine
 	// outlives it. Deferred calls run last first: close work, wait, cancel.
 	defer ss.wg.Wait()
@@ -177,13 +178,7 @@ func (ss *session) startCall(m *exprdv1.Call) error {
 	ss.goCall(func() {
 		defer cancel()
 		a := ss.srv.eval.Run(ctx, ss.tool, ss.state, m.GetInputJson(), &streamHost{ss: ss, c: c})
-		ss.mu.Lock()
-		delete(ss.calls, id)
-		ss.mu.Unlock()
-		if ss.ctx.Err() != nil {
-			return // the stream is gone: nobody to answer
-		}
-		_ = ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: answerProto(id, a)}})
+		ss.finish(id, a)
 	})
 	return nil
 }
@@ -203,6 +198,21 @@ func (ss *session) goCall(f func()) {
 			}
 		}()
 	}
+}
+
+// finish forgets a call and sends its answer under the send lock, so that
+// a Rejected for a message about the call that came too late (a Cancel, a
+// reply) always follows the answer on the stream.
+func (ss *session) finish(id string, a evaluator.Answer) {
+	ss.sendMu.Lock()
+	defer ss.sendMu.Unlock()
+	ss.mu.Lock()
+	delete(ss.calls, id)
+	ss.mu.Unlock()
+	if ss.ctx.Err() != nil {
+		return // the stream is gone: nobody to answer
+	}
+	_ = ss.stream.Send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: answerProto(id, a)}})
 }
 
 func (ss *session) reject(kind, callID string, code codes.Code, msg string) error {
@@ -272,7 +282,7 @@ func (h *streamHost) CallClient(ctx context.Context, name string, args map[strin
 		h.ss.mu.Unlock()
 	}()
 	if err := h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_FunctionCall{FunctionCall: &exprdv1.FunctionCall{
-		CallId: h.c.id, FunctionCallId: fid, Name: name, ArgsJson: argsJSON,
+		CallId: h.c.id, FunctionCallId: fid, Name: name, ArgsJson: argsJSON, TimeoutMs: timeoutMs(ctx),
 	}}}); err != nil {
 		return nil, err
 	}
@@ -298,3 +308,12 @@ func (h *streamHost) CallClient(ctx context.Context, name string, args map[strin
 
 var _ evaluator.Host = (*streamHost)(nil)
 var _ evaluator.Host = (*unaryHost)(nil)
+
+// timeoutMs is how long the server waits for a function's result.
+func timeoutMs(ctx context.Context) uint32 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return uint32(max(time.Until(d).Milliseconds(), 1))
+}

@@ -356,3 +356,58 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
+
+// Regression tests for what a review of the server found.
+func TestSessionReviewRegressions(t *testing.T) {
+	t.Parallel()
+	panicky := evaluator.Function{Name: "panicky", Impl: func(context.Context, map[string]any) (any, error) { panic("oops") }}
+	half := evaluator.Function{Name: "half", Impl: func(_ context.Context, a map[string]any) (any, error) {
+		return a["n"].(float64) / 2, nil // numbers reach functions as float64, literals too
+	}}
+	c := startServer(t, server.WithFunctions(panicky, half))
+	open := &exprdv1.Open{Settings: &exprdv1.Settings{Read: true, Functions: []*exprdv1.Function{
+		{Name: "panicky", Runner: exprdv1.Function_RUNNER_SERVER}, {Name: "half", Runner: exprdv1.Function_RUNNER_SERVER}, clientFn("ask"),
+	}}}
+
+	t.Run("a panicking server function is host-function", func(t *testing.T) {
+		s := openSession(t, c, open)
+		s.call("p", `{"steps": [{"expr": "panicky({})"}]}`)
+		if a := s.answer("p"); a.GetReason() != string(evaluator.HostFunction) {
+			t.Errorf("got %s, want host-function", a.GetAnswerJson())
+		}
+		if got := s.read("half({n: 3})"); got != `{"value":1.5}` {
+			t.Errorf("got %s, want 1.5 from an int literal", got)
+		}
+	})
+	t.Run("a stream with no Open is InvalidArgument", func(t *testing.T) {
+		stream, err := c.Session(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = stream.CloseSend()
+		if _, err := stream.Recv(); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("got %v, want InvalidArgument", err)
+		}
+	})
+	t.Run("a late cancel is rejected after the answer", func(t *testing.T) {
+		s := openSession(t, c, open)
+		s.call("x", `{"steps": [{"expr": "ask({})"}]}`)
+		fc := s.recv().GetFunctionCall()
+		if fc.GetTimeoutMs() == 0 || fc.GetTimeoutMs() > 10_000 {
+			t.Errorf("got timeout_ms %d, want the function timeout", fc.GetTimeoutMs())
+		}
+		s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: &exprdv1.FunctionResult{CallId: "x", FunctionCallId: fc.GetFunctionCallId()}}})
+		s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Cancel{Cancel: &exprdv1.Cancel{CallId: "x"}}})
+		// The Cancel either reaches the call or is rejected, but a
+		// rejection never comes before the answer.
+		if first := s.recv(); first.GetAnswer().GetCallId() != "x" {
+			t.Fatalf("got %v first, want the answer of x", first)
+		}
+		s.call("y", `{"steps": []}`)
+		for m := s.recv(); m.GetAnswer().GetCallId() != "y"; m = s.recv() {
+			if m.GetRejected().GetKind() != "cancel" {
+				t.Errorf("got %v, want only the cancel's rejection", m)
+			}
+		}
+	})
+}

@@ -1423,8 +1423,11 @@ type FunctionCall struct {
 	FunctionCallId string                 `protobuf:"bytes,2,opt,name=function_call_id,json=functionCallId,proto3" json:"function_call_id,omitempty"`
 	Name           string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	ArgsJson       []byte                 `protobuf:"bytes,4,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// timeout_ms is how long the server waits for the result; past it the
+	// call fails with host-function and a late result is Rejected.
+	TimeoutMs     uint32 `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FunctionCall) Reset() {
@@ -1483,6 +1486,13 @@ func (x *FunctionCall) GetArgsJson() []byte {
 		return x.ArgsJson
 	}
 	return nil
+}
+
+func (x *FunctionCall) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
 }
 
 // Answer ends a call: answer_json is what the model sees.
@@ -1863,12 +1873,14 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\x0eConfirmRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\rR\x04step\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"\x82\x01\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\xa1\x01\n" +
 	"\fFunctionCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12(\n" +
 	"\x10function_call_id\x18\x02 \x01(\tR\x0efunctionCallId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1b\n" +
-	"\targs_json\x18\x04 \x01(\fR\bargsJson\"x\n" +
+	"\targs_json\x18\x04 \x01(\fR\bargsJson\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x05 \x01(\rR\ttimeoutMs\"x\n" +
 	"\x06Answer\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
 	"\vanswer_json\x18\x02 \x01(\fR\n" +
