@@ -1,0 +1,32 @@
+// Package client is the Go SDK for exprd's ExprTool service. It wraps the
+// generated stubs in gen/exprd/v1 and nothing else of exprd's.
+//
+// A Client is one gRPC connection (Dial; insecure credentials unless a
+// credentials option is given). Describe and Call are the unary RPCs as they
+// are. OpenSession starts a Session stream: it sends Open, waits for Opened,
+// and then runs one receive goroutine that dispatches what the server sends:
+//
+//   - StepWrite goes to Handlers.OnWrite (on the receive goroutine, in
+//     order) and into the Result of the Call it belongs to;
+//   - ConfirmRequest asks Handlers.OnConfirm and FunctionCall runs the named
+//     Handlers.Functions entry, each on its own goroutine, so a slow handler
+//     holds up only its own call; a nil OnConfirm declines, a missing
+//     function is answered with an error result (the model sees
+//     host-function);
+//   - Answer ends the Call waiting for it;
+//   - Rejected of kind "call" fails that Call with a *RejectedError; every
+//     other Rejected goes to Handlers.OnRejected.
+//
+// Session.Call may be called from many goroutines: each call gets its own
+// call_id and several run on the stream at once. When the Call's context
+// ends first, the Session sends Cancel and waits up to CancelWait for the
+// cancelled answer. SetState and PatchState only send: the server applies
+// messages in order, so a Call sent after them sees the new state, and a
+// state it refuses comes back as a Rejected through OnRejected.
+//
+// Session.Close half-closes the stream: the server lets the calls in flight
+// finish (declining confirms and failing client-run functions, since nobody
+// can answer any more), then ends the stream. Close returns once the stream
+// has ended and every handler goroutine has returned, so a closed Session
+// leaves no goroutine behind.
+package client

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+)
+
+// errFlagParse is a flag error the flag package has already printed.
+var errFlagParse = errors.New("bad flags")
+
+// listFlag collects names given as A,B or by repeating the flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*l = append(*l, name)
+		}
+	}
+	return nil
+}
+
+// settingsFlags are the flags that make a request's Settings.
+type settingsFlags struct {
+	read     bool
+	serverFn listFlag
+	clientFn listFlag
+	note     string
+}
+
+func (s *settingsFlags) register(fs *flag.FlagSet, clientFnUsage string) {
+	fs.BoolVar(&s.read, "read", false, `allow the call's "read"`)
+	fs.Var(&s.serverFn, "server-fn", "server-run functions to declare, by the server's names (A,B or repeated)")
+	if clientFnUsage != "" {
+		fs.Var(&s.clientFn, "client-fn", clientFnUsage)
+	}
+}
+
+func (s *settingsFlags) settings() *exprdv1.Settings {
+	out := &exprdv1.Settings{Read: s.read, Note: s.note}
+	for _, name := range s.serverFn {
+		// The server fills in the description and schemas of its own.
+		out.Functions = append(out.Functions, &exprdv1.Function{Name: name, Runner: exprdv1.Function_RUNNER_SERVER})
+	}
+	for _, name := range s.clientFn {
+		if f, ok := builtinClientFunctions[name]; ok {
+			out.Functions = append(out.Functions, f)
+			continue
+		}
+		out.Functions = append(out.Functions, &exprdv1.Function{Name: name, Runner: exprdv1.Function_RUNNER_CLIENT})
+	}
+	return out
+}
+
+// newFlagSet is a command's flag set; --addr may follow the command too.
+func (e *env) newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("exprctl "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.StringVar(&e.addr, "addr", e.addr, "exprd's address (env EXPRCTL_ADDR)")
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errFlagParse
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// callInput reads --call: JSON, or @FILE. It must be JSON: a call that is
+// not is a typo on the command line, not something to send the server.
+func callInput(v string) ([]byte, error) {
+	if v == "" {
+		return nil, usagef("--call is required: the tool input as JSON, or @FILE")
+	}
+	in := []byte(v)
+	if name, ok := strings.CutPrefix(v, "@"); ok {
+		var err error
+		if in, err = os.ReadFile(name); err != nil {
+			return nil, usagef("--call: %v", err)
+		}
+	}
+	if err := checkJSON(in); err != nil {
+		return nil, usagef("--call is not valid JSON: %v", err)
+	}
+	return in, nil
+}
+
+// stateFile reads --state: a file holding a JSON object.
+func stateFile(name string) ([]byte, error) {
+	if name == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, usagef("--state: %v", err)
+	}
+	if err := checkJSON(b); err != nil {
+		return nil, usagef("--state %s is not valid JSON: %v", name, err)
+	}
+	if b = bytes.TrimSpace(b); len(b) == 0 || b[0] != '{' {
+		return nil, usagef("--state %s must hold a JSON object", name)
+	}
+	return b, nil
+}
+
+// checkJSON is json.Valid with the decoder's message for what is wrong.
+func checkJSON(b []byte) error {
+	if json.Valid(b) {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	return fmt.Errorf("invalid JSON")
+}
