@@ -14,13 +14,20 @@ type Cache struct {
 	mu      sync.Mutex
 	size    int
 	ll      *list.List
-	entries map[string]*list.Element
+	entries map[cacheKey]*list.Element
 	hits    atomic.Uint64
 	misses  atomic.Uint64
 }
 
+// cacheKey is the source and what, besides it, changes how it compiles (the
+// tool's key): two strings rather than one joined, to spare an allocation
+// on every lookup.
+type cacheKey struct {
+	tool, src string
+}
+
 type cacheEntry struct {
-	key     string
+	key     cacheKey
 	program *vm.Program
 }
 
@@ -32,10 +39,10 @@ type CacheStats struct {
 
 // NewCache returns a cache holding at most size programs.
 func NewCache(size int) *Cache {
-	return &Cache{size: size, ll: list.New(), entries: map[string]*list.Element{}}
+	return &Cache{size: size, ll: list.New(), entries: map[cacheKey]*list.Element{}}
 }
 
-func (c *Cache) get(key string) (*vm.Program, bool) {
+func (c *Cache) get(key cacheKey) (*vm.Program, bool) {
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	if ok {
@@ -50,7 +57,7 @@ func (c *Cache) get(key string) (*vm.Program, bool) {
 	return e.Value.(*cacheEntry).program, true
 }
 
-func (c *Cache) put(key string, p *vm.Program) {
+func (c *Cache) put(key cacheKey, p *vm.Program) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[key]; ok {

@@ -252,7 +252,7 @@ func (e *Evaluator) compile(src string, t *Tool) (*vm.Program, *Error) {
 	if n := utf8.RuneCountInString(src); n > t.budgets.MaxSourceLength {
 		return nil, errorf(GuardrailViolation, "the expression is %d characters, over the limit of %d: split it into steps", n, t.budgets.MaxSourceLength)
 	}
-	key := t.key + "\x00" + src
+	key := cacheKey{tool: t.key, src: src}
 	if p, ok := e.cache.get(key); ok {
 		return p, nil
 	}
@@ -386,4 +386,4 @@ func callImpl(ctx context.Context, impl Func, args map[string]any) (res any, err
 }
 
 // marshal renders a normalised value as JSON.
-func marshal(v any) ([]byte, error) { return appendJSON(nil, v), nil }
+func marshal(v any) ([]byte, error) { return appendJSON(make([]byte, 0, 128), v), nil }

@@ -3,6 +3,7 @@ package evaluator
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 )
@@ -154,9 +155,9 @@ func setIn(node any, elems []pathElem, v any, at string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]any, len(m)+1)
-	for k, x := range m {
-		out[k] = x
+	out := maps.Clone(m) // copies the table wholesale, faster than inserting
+	if out == nil {
+		out = make(map[string]any, 1)
 	}
 	out[e.key] = child
 	return out, nil

@@ -2,6 +2,7 @@ package evaluator
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
@@ -69,9 +70,9 @@ func mergePatch(target, patch any) any {
 		return patch
 	}
 	t, _ := target.(map[string]any)
-	out := make(map[string]any, len(t)+len(p))
-	for k, v := range t {
-		out[k] = v
+	out := maps.Clone(t)
+	if out == nil {
+		out = make(map[string]any, len(p))
 	}
 	for k, v := range p {
 		if v == nil {
