@@ -17,6 +17,7 @@ const (
 	DefaultMaxReadChars     = 8_000
 	DefaultFunctionTimeout  = 10 * time.Second
 	DefaultMaxSteps         = 50
+	DefaultMaxValueBytes    = 8 << 20
 	DefaultCompileCacheSize = 4_096
 )
 
@@ -43,6 +44,9 @@ type Budgets struct {
 	FunctionTimeout time.Duration
 	// MaxSteps bounds the steps of one call.
 	MaxSteps int
+	// MaxValueBytes bounds the JSON size of a value written, read, passed to
+	// a function or rendered by toJSON and string.
+	MaxValueBytes int
 }
 
 // DefaultBudgets returns the server's maxima.
@@ -58,6 +62,7 @@ func DefaultBudgets() Budgets {
 		MaxReadChars:    DefaultMaxReadChars,
 		FunctionTimeout: DefaultFunctionTimeout,
 		MaxSteps:        DefaultMaxSteps,
+		MaxValueBytes:   DefaultMaxValueBytes,
 	}
 }
 
@@ -75,6 +80,9 @@ func (b Budgets) Lower(o Budgets) (Budgets, error) {
 		}
 	}
 	lower("timeout", int64(b.Timeout), int64(o.Timeout), func() { b.Timeout = o.Timeout })
+	if o.MaxIterations > b.MaxIterations {
+		err = fmt.Errorf("budget max_iterations: %d is above the server's maximum %d", o.MaxIterations, b.MaxIterations)
+	}
 	lower("max_iterations", int64(b.MaxIterations), int64(o.MaxIterations), func() { b.MaxIterations = o.MaxIterations })
 	lower("memory_budget", int64(b.MemoryBudget), int64(o.MemoryBudget), func() { b.MemoryBudget = o.MemoryBudget })
 	lower("max_source_length", int64(b.MaxSourceLength), int64(o.MaxSourceLength), func() { b.MaxSourceLength = o.MaxSourceLength })
@@ -84,6 +92,7 @@ func (b Budgets) Lower(o Budgets) (Budgets, error) {
 	lower("max_read_chars", int64(b.MaxReadChars), int64(o.MaxReadChars), func() { b.MaxReadChars = o.MaxReadChars })
 	lower("function_timeout", int64(b.FunctionTimeout), int64(o.FunctionTimeout), func() { b.FunctionTimeout = o.FunctionTimeout })
 	lower("max_steps", int64(b.MaxSteps), int64(o.MaxSteps), func() { b.MaxSteps = o.MaxSteps })
+	lower("max_value_bytes", int64(b.MaxValueBytes), int64(o.MaxValueBytes), func() { b.MaxValueBytes = o.MaxValueBytes })
 	return b, err
 }
 
@@ -99,6 +108,7 @@ func (b Budgets) Validate() error {
 		{"max_nodes", int64(b.MaxNodes)}, {"max_string_length", int64(b.MaxStringLength)},
 		{"max_array_length", int64(b.MaxArrayLength)}, {"max_read_chars", int64(b.MaxReadChars)},
 		{"function_timeout", int64(b.FunctionTimeout)}, {"max_steps", int64(b.MaxSteps)},
+		{"max_value_bytes", int64(b.MaxValueBytes)},
 	} {
 		if f.v <= 0 {
 			return fmt.Errorf("budget %s: %d, want a positive value", f.name, f.v)

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/checker"
 	"github.com/expr-lang/expr/compiler"
 	"github.com/expr-lang/expr/conf"
@@ -269,7 +270,8 @@ func (e *Evaluator) compile(src string, t *Tool) (*vm.Program, *Error) {
 // stages of expr.Compile with the check between parse and patch.
 func compileChecked(src string, t *Tool) (*vm.Program, *Error) {
 	cfg := conf.CreateNew()
-	for _, o := range []expr.Option{expr.Env(envSample(t)), expr.Patch(tickPatcher{}), expr.MaxNodes(0)} {
+	opts := append([]expr.Option{expr.Env(envSample(t)), expr.Patch(tickPatcher{}), expr.MaxNodes(0)}, boundedFunctions(&t.budgets)...)
+	for _, o := range opts {
 		o(cfg)
 	}
 	cfg.Check()
@@ -284,8 +286,10 @@ func compileChecked(src string, t *Tool) (*vm.Program, *Error) {
 		return nil, exprError(ExpressionType, err)
 	}
 	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
-		return nil, exprError(ExpressionType, err)
+		// The optimiser fails only where it folds constants: 7 % 0.
+		return nil, exprError(ExpressionRuntime, err)
 	}
+	ast.Walk(&tree.Node, boundOps{})
 	p, err := compiler.Compile(tree, cfg)
 	if err != nil {
 		return nil, exprError(ExpressionType, err)

@@ -12,13 +12,34 @@ import (
 // string and array limits. It returns v itself when nothing needs to change,
 // so normalising a subtree of the state allocates nothing.
 func normalize(v any, b *Budgets) (any, error) {
-	out, _, err := normalizeIn(v, b, 0)
+	n := normalizer{b: b}
+	out, _, err := n.value(v, 0)
 	return out, err
+}
+
+// normalizer walks one value. size estimates the value's JSON bytes, so a
+// value built of shared parts, small in memory and huge as JSON, is refused
+// before anything renders it.
+type normalizer struct {
+	b    *Budgets
+	size int
+}
+
+func (n *normalizer) grow(bytes int) error {
+	n.size += bytes
+	if n.size > n.b.MaxValueBytes {
+		return errorf(BudgetExceeded, "the value is over the limit of %d bytes of JSON", n.b.MaxValueBytes)
+	}
+	return nil
 }
 
 const maxValueDepth = 1_000
 
-func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
+func (n *normalizer) value(v any, depth int) (any, bool, error) {
+	b := n.b
+	if err := n.grow(8); err != nil {
+		return nil, false, err
+	}
 	if depth > maxValueDepth {
 		return nil, false, errorf(ExpressionRuntime, "value is nested deeper than %d levels", maxValueDepth)
 	}
@@ -35,6 +56,9 @@ func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
 		}
 		return v, false, nil
 	case string:
+		if err := n.grow(len(x)); err != nil {
+			return nil, false, err
+		}
 		if len(x) > b.MaxStringLength && utf8.RuneCountInString(x) > b.MaxStringLength {
 			return nil, false, errorf(BudgetExceeded, "a string of %d characters is over the limit of %d", utf8.RuneCountInString(x), b.MaxStringLength)
 		}
@@ -45,7 +69,7 @@ func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
 		}
 		var out []any
 		for i, item := range x {
-			n, changed, err := normalizeIn(item, b, depth+1)
+			nv, changed, err := n.value(item, depth+1)
 			if err != nil {
 				return nil, false, err
 			}
@@ -54,7 +78,7 @@ func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
 				copy(out, x[:i])
 			}
 			if out != nil {
-				out[i] = n
+				out[i] = nv
 			}
 		}
 		if out == nil {
@@ -64,7 +88,10 @@ func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
 	case map[string]any:
 		var out map[string]any
 		for k, item := range x {
-			n, changed, err := normalizeIn(item, b, depth+1)
+			if err := n.grow(len(k)); err != nil {
+				return nil, false, err
+			}
+			nv, changed, err := n.value(item, depth+1)
 			if err != nil {
 				return nil, false, err
 			}
@@ -75,7 +102,7 @@ func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
 				}
 			}
 			if out != nil {
-				out[k] = n
+				out[k] = nv
 			}
 		}
 		if out == nil {
@@ -89,11 +116,11 @@ func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
 			if !ok {
 				return nil, false, errorf(ExpressionRuntime, "a map key %v (%T) is not a string: JSON objects have string keys", k, k)
 			}
-			n, _, err := normalizeIn(item, b, depth+1)
+			nv, _, err := n.value(item, depth+1)
 			if err != nil {
 				return nil, false, err
 			}
-			out[ks] = n
+			out[ks] = nv
 		}
 		return out, true, nil
 	case time.Time:
@@ -101,12 +128,12 @@ func normalizeIn(v any, b *Budgets, depth int) (any, bool, error) {
 	case time.Duration:
 		return x.String(), true, nil
 	}
-	return normalizeReflect(v, b, depth)
+	return n.reflected(v, depth)
 }
 
-// normalizeReflect handles the other numbers and the typed slices and maps
+// reflected handles the other numbers and the typed slices and maps
 // that builtins return ([]string from split, map[string]int, ...).
-func normalizeReflect(v any, b *Budgets, depth int) (any, bool, error) {
+func (n *normalizer) reflected(v any, depth int) (any, bool, error) {
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -114,15 +141,15 @@ func normalizeReflect(v any, b *Budgets, depth int) (any, bool, error) {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return float64(rv.Uint()), true, nil
 	case reflect.Float32:
-		n, _, err := normalizeIn(rv.Float(), b, depth)
-		return n, true, err
+		nv, _, err := n.value(rv.Float(), depth)
+		return nv, true, err
 	case reflect.Slice, reflect.Array:
 		out := make([]any, rv.Len())
 		for i := range out {
 			out[i] = rv.Index(i).Interface()
 		}
-		n, _, err := normalizeIn(out, b, depth)
-		return n, true, err
+		nv, _, err := n.value(out, depth)
+		return nv, true, err
 	case reflect.Map:
 		out := make(map[string]any, rv.Len())
 		it := rv.MapRange()
@@ -136,13 +163,13 @@ func normalizeReflect(v any, b *Budgets, depth int) (any, bool, error) {
 			}
 			out[k.String()] = it.Value().Interface()
 		}
-		n, _, err := normalizeIn(out, b, depth)
-		return n, true, err
+		nv, _, err := n.value(out, depth)
+		return nv, true, err
 	case reflect.Pointer, reflect.Interface:
 		if rv.IsNil() {
 			return nil, true, nil
 		}
-		return normalizeIn(rv.Elem().Interface(), b, depth)
+		return n.value(rv.Elem().Interface(), depth)
 	}
 	return nil, false, errorf(ExpressionRuntime, "a value of type %s cannot be written as JSON", typeName(v))
 }

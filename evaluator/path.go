@@ -37,6 +37,7 @@ func ParsePath(s string) (Path, error) {
 	}
 	p := Path{text: s}
 	for rest != "" {
+		start := rest
 		var e pathElem
 		var err error
 		switch rest[0] {
@@ -48,7 +49,7 @@ func ParsePath(s string) (Path, error) {
 			err = fmt.Errorf("unexpected %q", rest[0])
 		}
 		if err != nil {
-			return Path{}, errorf(GuardrailViolation, "set address %q is malformed at %q: %v", s, s[len(s)-len(rest)-1:], err)
+			return Path{}, errorf(GuardrailViolation, "set address %q is malformed at %q: %v", s, start, err)
 		}
 		p.elems = append(p.elems, e)
 	}

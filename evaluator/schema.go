@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 var schemaSeq atomic.Uint64
@@ -40,28 +42,30 @@ func (refusingLoader) Load(url string) (any, error) {
 }
 
 // schemaMessage renders a validation error as "at /path: what" lines joined
-// with "; ", the form a model reads best.
+// with "; ", from the leaves of its tree of causes (the real errors, also
+// under a $ref), the form a model reads best.
 func schemaMessage(err error) string {
 	ve, ok := err.(*jsonschema.ValidationError)
 	if !ok {
 		return err.Error()
 	}
 	var parts []string
-	for _, u := range ve.BasicOutput().Errors {
-		if u.Error == nil {
-			continue
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
 		}
-		loc := u.InstanceLocation
-		if loc == "" {
-			loc = "/"
-		}
-		parts = append(parts, "at "+loc+": "+u.Error.String())
+		loc := "/" + strings.Join(e.InstanceLocation, "/")
+		parts = append(parts, "at "+loc+": "+e.ErrorKind.LocalizedString(printer))
 	}
-	if len(parts) == 0 {
-		return ve.Error()
-	}
+	walk(ve)
 	return strings.Join(parts, "; ")
 }
+
+var printer = message.NewPrinter(language.English)
 
 // validInput reports whether v satisfies InputSchema(read, maxSteps) without
 // the general validator, which costs more than a small call's whole run.

@@ -24,7 +24,8 @@ const (
 )
 
 // Func is the implementation of a server-run host function. args is the
-// call's one object argument, already valid against the input schema.
+// call's one object argument, already valid against the input schema; it
+// may share the session's state, so a Func must not modify it.
 type Func func(ctx context.Context, args map[string]any) (any, error)
 
 // Function is a host function. It takes one object argument.
@@ -142,7 +143,9 @@ func NewTool(s Settings, b Budgets, opts ...ToolOption) (*Tool, error) {
 		return nil, err
 	}
 	t.input = in
-	t.key = strings.Join(t.names, ",") + "|" + strconv.Itoa(b.MaxNodes)
+	// The bounded operations compiled into a program capture the string and
+	// value limits.
+	t.key = strings.Join(t.names, ",") + "|" + strconv.Itoa(b.MaxNodes) + "|" + strconv.Itoa(b.MaxStringLength) + "|" + strconv.Itoa(b.MaxValueBytes)
 	return t, nil
 }
 

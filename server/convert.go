@@ -76,6 +76,7 @@ func (s *Server) budgets(in *exprdv1.Budgets) (evaluator.Budgets, error) {
 		MaxReadChars:    int(in.GetMaxReadChars()),
 		FunctionTimeout: time.Duration(in.GetFunctionTimeoutMs()) * time.Millisecond,
 		MaxSteps:        int(in.GetMaxSteps()),
+		MaxValueBytes:   int(in.GetMaxValueBytes()),
 	}
 	b, err := s.opts.budgets.Lower(o)
 	if err != nil {
@@ -96,6 +97,7 @@ func budgetsProto(b evaluator.Budgets) *exprdv1.Budgets {
 		MaxReadChars:      uint32(b.MaxReadChars),
 		FunctionTimeoutMs: uint32(b.FunctionTimeout / time.Millisecond),
 		MaxSteps:          uint32(b.MaxSteps),
+		MaxValueBytes:     uint32(b.MaxValueBytes),
 	}
 }
 

@@ -59,6 +59,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&b.MaxReadChars, "max-read-chars", b.MaxReadChars, "characters of a read value's JSON")
 	fs.DurationVar(&b.FunctionTimeout, "max-function-timeout", b.FunctionTimeout, "wait for a client-run function")
 	fs.IntVar(&b.MaxSteps, "max-steps", b.MaxSteps, "steps of one call")
+	fs.IntVar(&b.MaxValueBytes, "max-value-bytes", b.MaxValueBytes, "bytes of JSON of a value written, read or passed to a function")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		key := "EXPRD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))

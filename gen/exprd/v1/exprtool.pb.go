@@ -311,7 +311,10 @@ type Budgets struct {
 	// Wait for a client-run function's result.
 	FunctionTimeoutMs uint32 `protobuf:"varint,9,opt,name=function_timeout_ms,json=functionTimeoutMs,proto3" json:"function_timeout_ms,omitempty"`
 	// Steps of one call.
-	MaxSteps      uint32 `protobuf:"varint,10,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
+	MaxSteps uint32 `protobuf:"varint,10,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
+	// Bytes of JSON of a value written, read, passed to a function, or built
+	// by toJSON and string.
+	MaxValueBytes uint32 `protobuf:"varint,11,opt,name=max_value_bytes,json=maxValueBytes,proto3" json:"max_value_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -412,6 +415,13 @@ func (x *Budgets) GetFunctionTimeoutMs() uint32 {
 func (x *Budgets) GetMaxSteps() uint32 {
 	if x != nil {
 		return x.MaxSteps
+	}
+	return 0
+}
+
+func (x *Budgets) GetMaxValueBytes() uint32 {
+	if x != nil {
+		return x.MaxValueBytes
 	}
 	return 0
 }
@@ -1791,7 +1801,7 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\x06Runner\x12\x16\n" +
 	"\x12RUNNER_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rRUNNER_CLIENT\x10\x01\x12\x11\n" +
-	"\rRUNNER_SERVER\x10\x02\"\x86\x03\n" +
+	"\rRUNNER_SERVER\x10\x02\"\xae\x03\n" +
 	"\aBudgets\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\rR\ttimeoutMs\x12%\n" +
@@ -1804,7 +1814,8 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\x0emax_read_chars\x18\b \x01(\rR\fmaxReadChars\x12.\n" +
 	"\x13function_timeout_ms\x18\t \x01(\rR\x11functionTimeoutMs\x12\x1b\n" +
 	"\tmax_steps\x18\n" +
-	" \x01(\rR\bmaxSteps\"A\n" +
+	" \x01(\rR\bmaxSteps\x12&\n" +
+	"\x0fmax_value_bytes\x18\v \x01(\rR\rmaxValueBytes\"A\n" +
 	"\x0fDescribeRequest\x12.\n" +
 	"\bsettings\x18\x01 \x01(\v2\x12.exprd.v1.SettingsR\bsettings\"\xee\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
