@@ -89,9 +89,23 @@ func checkTree(tree *parser.Tree, t *Tool) *Error {
 			return at(errorf(UnknownReference, "unknown name %q: the state is scopes.root, and the functions are %s", id.Value, t.functionList()), id)
 		}
 	}
+	// scopes is read only as scopes.root: the scopes object itself never
+	// becomes a value, which lets a call reuse it from step to step.
+	rooted := map[*ast.IdentifierNode]bool{}
 	for _, m := range c.scopeRefs {
-		if s, ok := m.Property.(*ast.StringNode); ok && s.Value != "root" && !c.declared["scopes"] {
+		s, ok := m.Property.(*ast.StringNode)
+		switch {
+		case c.declared["scopes"]:
+		case !ok:
+			return at(errorf(UnknownReference, "scopes is read only as scopes.root"), m)
+		case s.Value != "root":
 			return at(errorf(UnknownReference, "scopes.%s does not exist: only scopes.root is reachable", s.Value), m)
+		}
+		rooted[m.Node.(*ast.IdentifierNode)] = true
+	}
+	for _, id := range c.idents {
+		if id.Value == "scopes" && !rooted[id] && !c.declared["scopes"] {
+			return at(errorf(UnknownReference, "scopes is read only as scopes.root"), id)
 		}
 	}
 	return nil

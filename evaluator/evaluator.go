@@ -23,7 +23,8 @@ import (
 // Evaluator compiles and runs calls. It is safe for concurrent use.
 type Evaluator struct {
 	cache *Cache
-	vms   sync.Pool
+	vms   sync.Pool // *vm.VM: not safe to share, cheap to reuse
+	envs  sync.Pool // *callEnv
 }
 
 // Option configures an Evaluator.
@@ -86,8 +87,9 @@ func (e *Evaluator) Run(ctx context.Context, t *Tool, st *State, input []byte, h
 	if cerr != nil {
 		return Answer{Err: cerr}
 	}
-	m := newMeter(ctx, &t.budgets)
-	env := e.env(ctx, t, m, h)
+	ce := e.newCallEnv(ctx, t, h)
+	defer e.releaseCallEnv(ce)
+	m, env := &ce.m, ce.env
 	for i, s := range steps {
 		if s.confirm != "" {
 			ok, err := h.Confirm(ctx, i, s.confirm)
@@ -145,7 +147,7 @@ func (e *Evaluator) exec(p *vm.Program, env map[string]any, st *State, m *meter,
 	if err := m.check(); err != nil {
 		return nil, err
 	}
-	env["scopes"] = map[string]any{"root": st.Snapshot()}
+	env["scopes"].(map[string]any)["root"] = st.Snapshot()
 	v := e.vms.Get().(*vm.VM)
 	v.MemoryBudget = uint(b.MemoryBudget)
 	m.resume()
@@ -321,15 +323,39 @@ func envSample(t *Tool) map[string]any {
 	return env
 }
 
-// env is a call's environment: the counter and the functions bound to the
-// call; "scopes" is set before each step.
-func (e *Evaluator) env(ctx context.Context, t *Tool, m *meter, h Host) map[string]any {
-	env := make(map[string]any, len(t.funcs)+2)
-	env[tickName] = m.tick
-	for name, f := range t.funcs {
-		env[name] = bind(ctx, f, t, m, h)
+// callEnv is a call's environment: the counter and the functions bound to
+// the call, and scopes, whose root is set before each step. Envs are pooled:
+// a call's env is only the VM's while the call runs, and the whitelist keeps
+// scopes from becoming a value.
+type callEnv struct {
+	m      meter
+	tick   func() bool // m.tick, bound once
+	env    map[string]any
+	scopes map[string]any
+}
+
+func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
+	ce, ok := e.envs.Get().(*callEnv)
+	if !ok {
+		ce = &callEnv{env: map[string]any{}, scopes: map[string]any{}}
+		ce.tick = ce.m.tick
 	}
-	return env
+	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout}
+	ce.env[tickName] = ce.tick
+	ce.env["scopes"] = ce.scopes
+	for name, f := range t.funcs {
+		ce.env[name] = bind(ctx, f, t, &ce.m, h)
+	}
+	return ce
+}
+
+// releaseCallEnv drops what the call held (its state, host, context) and
+// pools the env.
+func (e *Evaluator) releaseCallEnv(ce *callEnv) {
+	clear(ce.env)
+	clear(ce.scopes)
+	ce.m = meter{}
+	e.envs.Put(ce)
 }
 
 // bind makes a host function callable from expr: it checks the argument

@@ -43,10 +43,6 @@ type meter struct {
 	since      time.Time // when the running period started; zero when paused
 }
 
-func newMeter(ctx context.Context, b *Budgets) *meter {
-	return &meter{ctx: ctx, max: b.MaxIterations, timeout: b.Timeout}
-}
-
 // tick counts one iteration. It panics with an *Error, which the VM
 // recovers and wraps, to stop a run that cannot otherwise be interrupted.
 func (m *meter) tick() bool {
