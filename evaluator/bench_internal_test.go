@@ -85,12 +85,12 @@ func BenchmarkCompile(b *testing.B) {
 	}
 	b.Run("cache_hit", func(b *testing.B) {
 		e, _ := New()
-		if _, err := e.compile(benchStep, t); err != nil {
+		if _, err := e.compile(context.Background(), benchStep, t); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := e.compile(benchStep, t); err != nil {
+			if _, err := e.compile(context.Background(), benchStep, t); err != nil {
 				b.Fatal(err)
 			}
 		}

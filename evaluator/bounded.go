@@ -44,7 +44,7 @@ var variadicFunc = reflect.TypeOf(func(...any) (any, error) { return nil, nil })
 // operations for budgets b.
 func boundedFunctions(b *Budgets) []expr.Option {
 	tooLong := func(what string) error {
-		return errorf(BudgetExceeded, "%s would be over the limit of %d characters", what, b.MaxStringLength)
+		return budgetError(BudgetString, "%s would be over the limit of %d characters", what, b.MaxStringLength)
 	}
 	// fits reports whether parts joined stay within MaxStringLength
 	// characters, counting characters only when the bytes are over.

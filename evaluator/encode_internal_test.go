@@ -43,3 +43,13 @@ func FuzzAppendJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestJSONSize(t *testing.T) {
+	t.Parallel()
+	for _, v := range []any{nil, true, false, 1.5, 1e21, -0.000001, "", "a\"\\\b\f\n\r\t\x01<>&é\u2028\xff", []any{}, []any{1.0, "x", nil},
+		map[string]any{}, map[string]any{"a": []any{map[string]any{"é\n": 2.0}}, "b": "c"}} {
+		if got, want := jsonSize(v), len(appendJSON(nil, v)); got != want {
+			t.Errorf("jsonSize(%#v) = %d, want %d", v, got, want)
+		}
+	}
+}

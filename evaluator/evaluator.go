@@ -17,8 +17,15 @@ import (
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/exprd/exprd/evaluator/jsonvalue"
 )
+
+// tracer makes the spans of a run and of each compile, children of the
+// caller's span; without a configured provider they cost nothing.
+var tracer = otel.Tracer("github.com/exprd/exprd/evaluator")
 
 // Evaluator compiles and runs calls. It is safe for concurrent use.
 type Evaluator struct {
@@ -83,12 +90,22 @@ type step struct {
 // Run checks a call, then runs its steps on st. It always returns an answer:
 // every failure is in it.
 func (e *Evaluator) Run(ctx context.Context, t *Tool, st *State, input []byte, h Host) Answer {
-	steps, read, cerr := e.prepare(t, input)
+	ctx, span := tracer.Start(ctx, "exprd.evaluator.Run")
+	defer span.End()
+	steps, read, cerr := e.prepare(ctx, t, input)
 	if cerr != nil {
+		span.SetAttributes(attribute.String("exprd.reason", string(cerr.Reason)))
 		return Answer{Err: cerr}
 	}
 	ce := e.newCallEnv(ctx, t, h)
 	defer e.releaseCallEnv(ce)
+	a := e.runSteps(ctx, t, st, h, ce, steps, read)
+	a.EvalTime = ce.m.elapsed()
+	span.SetAttributes(attribute.Int("exprd.steps", len(steps)), attribute.String("exprd.reason", string(a.Reason())))
+	return a
+}
+
+func (e *Evaluator) runSteps(ctx context.Context, t *Tool, st *State, h Host, ce *callEnv, steps []step, read *vm.Program) Answer {
 	m, env := &ce.m, ce.env
 	for i, s := range steps {
 		if s.confirm != "" {
@@ -134,7 +151,7 @@ func (e *Evaluator) Run(ctx context.Context, t *Tool, st *State, input []byte, h
 		js, err = marshal(v)
 	}
 	if err == nil && len(js) > t.budgets.MaxReadChars && utf8.RuneCount(js) > t.budgets.MaxReadChars {
-		err = errorf(BudgetExceeded, "the read value is %d characters of JSON, over the limit of %d: read less, e.g. a slice or some fields", utf8.RuneCount(js), t.budgets.MaxReadChars)
+		err = budgetError(BudgetRead, "the read value is %d characters of JSON, over the limit of %d: read less, e.g. a slice or some fields", utf8.RuneCount(js), t.budgets.MaxReadChars)
 	}
 	if err != nil {
 		return e.failed(ctx, err, -1)
@@ -178,6 +195,7 @@ func (e *Evaluator) failed(ctx context.Context, err error, step int) Answer {
 		}
 	case errors.As(err, &fe) && fe.Message == "memory budget exceeded":
 		out = fromFileError(BudgetExceeded, fe)
+		out.Budget = BudgetMemory
 		out.Message = "over the memory budget: " + out.Message
 	case errors.As(err, &fe):
 		out = fromFileError(ExpressionRuntime, fe)
@@ -194,7 +212,7 @@ func (e *Evaluator) failed(ctx context.Context, err error, step int) Answer {
 }
 
 // prepare checks the whole call before anything runs.
-func (e *Evaluator) prepare(t *Tool, input []byte) ([]step, *vm.Program, *Error) {
+func (e *Evaluator) prepare(ctx context.Context, t *Tool, input []byte) ([]step, *vm.Program, *Error) {
 	v, err := jsonvalue.Decode(input)
 	if err != nil {
 		return nil, nil, errorf(InvalidEntry, "the input is not valid JSON: %v", err)
@@ -225,7 +243,7 @@ func (e *Evaluator) prepare(t *Tool, input []byte) ([]step, *vm.Program, *Error)
 			steps[i].set = &p
 		}
 		steps[i].confirm, _ = sm["confirm"].(string)
-		p, cerr := e.compile(sm["expr"].(string), t)
+		p, cerr := e.compile(ctx, sm["expr"].(string), t)
 		if cerr != nil {
 			return nil, nil, stepError(cerr, i)
 		}
@@ -233,7 +251,7 @@ func (e *Evaluator) prepare(t *Tool, input []byte) ([]step, *vm.Program, *Error)
 	}
 	var read *vm.Program
 	if src, ok := obj["read"].(string); ok {
-		p, cerr := e.compile(src, t)
+		p, cerr := e.compile(ctx, src, t)
 		if cerr != nil {
 			cerr.Message = "read: " + cerr.Message
 			return nil, nil, cerr
@@ -251,7 +269,7 @@ func stepError(e *Error, i int) *Error {
 }
 
 // compile returns the program for src, from the cache when it can.
-func (e *Evaluator) compile(src string, t *Tool) (*vm.Program, *Error) {
+func (e *Evaluator) compile(ctx context.Context, src string, t *Tool) (*vm.Program, *Error) {
 	if n := utf8.RuneCountInString(src); n > t.budgets.MaxSourceLength {
 		return nil, errorf(GuardrailViolation, "the expression is %d characters, over the limit of %d: split it into steps", n, t.budgets.MaxSourceLength)
 	}
@@ -259,7 +277,9 @@ func (e *Evaluator) compile(src string, t *Tool) (*vm.Program, *Error) {
 	if p, ok := e.cache.get(key); ok {
 		return p, nil
 	}
+	_, span := tracer.Start(ctx, "exprd.evaluator.compile")
 	p, err := compileChecked(src, t)
+	span.End()
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ type meter struct {
 func (m *meter) tick() bool {
 	m.iterations++
 	if m.iterations > m.max {
-		panic(errorf(BudgetExceeded, "over the limit of %d iterations: filter, map and the other predicates ran too often", m.max))
+		panic(budgetError(BudgetIterations, "over the limit of %d iterations: filter, map and the other predicates ran too often", m.max))
 	}
 	if m.iterations%tickCheckEvery == 0 {
 		if err := m.check(); err != nil {
@@ -64,7 +64,7 @@ func (m *meter) check() error {
 		return err
 	}
 	if m.elapsed() > m.timeout {
-		return errorf(BudgetExceeded, "over the time budget of %v", m.timeout)
+		return budgetError(BudgetTime, "over the time budget of %v", m.timeout)
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ type normalizer struct {
 func (n *normalizer) grow(bytes int) error {
 	n.size += bytes
 	if n.size > n.b.MaxValueBytes {
-		return errorf(BudgetExceeded, "the value is over the limit of %d bytes of JSON", n.b.MaxValueBytes)
+		return budgetError(BudgetValue, "the value is over the limit of %d bytes of JSON", n.b.MaxValueBytes)
 	}
 	return nil
 }
@@ -60,12 +60,12 @@ func (n *normalizer) value(v any, depth int) (any, bool, error) {
 			return nil, false, err
 		}
 		if len(x) > b.MaxStringLength && utf8.RuneCountInString(x) > b.MaxStringLength {
-			return nil, false, errorf(BudgetExceeded, "a string of %d characters is over the limit of %d", utf8.RuneCountInString(x), b.MaxStringLength)
+			return nil, false, budgetError(BudgetString, "a string of %d characters is over the limit of %d", utf8.RuneCountInString(x), b.MaxStringLength)
 		}
 		return v, false, nil
 	case []any:
 		if len(x) > b.MaxArrayLength {
-			return nil, false, errorf(BudgetExceeded, "an array of %d items is over the limit of %d", len(x), b.MaxArrayLength)
+			return nil, false, budgetError(BudgetArray, "an array of %d items is over the limit of %d", len(x), b.MaxArrayLength)
 		}
 		var out []any
 		for i, item := range x {

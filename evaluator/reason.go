@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Reason says why a call failed, in the closed set the model is told about.
@@ -37,6 +38,28 @@ type Error struct {
 	Step int
 	// Line and Column locate an expression error (1-based), 0 when unknown.
 	Line, Column int
+	// Budget names the budget a budget-exceeded error ran out of: one of
+	// the Budget* kinds.
+	Budget string
+}
+
+// The kinds of budget a budget-exceeded error names.
+const (
+	BudgetIterations = "iterations"
+	BudgetTime       = "time"
+	BudgetMemory     = "memory"
+	BudgetString     = "string_length"
+	BudgetArray      = "array_length"
+	BudgetValue      = "value_bytes"
+	BudgetRead       = "read_chars"
+	BudgetState      = "state_bytes"
+)
+
+// budgetError is a budget-exceeded error naming its budget.
+func budgetError(kind, format string, args ...any) *Error {
+	e := errorf(BudgetExceeded, format, args...)
+	e.Budget = kind
+	return e
 }
 
 func (e *Error) Error() string { return string(e.Reason) + ": " + e.Message }
@@ -63,6 +86,9 @@ type Answer struct {
 	Err       *Error
 	// Cancelled is set when the caller's context ended the call.
 	Cancelled bool
+	// EvalTime is the evaluation time the call used: the time budget's
+	// measure, without waits on the user or the client.
+	EvalTime time.Duration
 }
 
 // JSON renders the answer in the shapes of DESIGN.md.

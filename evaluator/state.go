@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
 )
@@ -14,14 +15,62 @@ import (
 type State struct {
 	mu   sync.RWMutex
 	root map[string]any
+	// size is the root's size in bytes of JSON: exact after Replace, an
+	// upper estimate after patches and writes, measured again when the
+	// estimate passes maxBytes.
+	size     int
+	maxBytes int // 0: no limit
 }
 
-// NewState returns an empty state ({}).
-func NewState() *State { return &State{root: map[string]any{}} }
+// StateTooLargeError refuses a change that would make the state larger
+// than its limit.
+type StateTooLargeError struct {
+	Size, Max int
+}
 
-// Fork returns a new State holding s's current root. The two share it
-// until either changes, which copies only what changes.
-func (s *State) Fork() *State { return &State{root: s.Snapshot()} }
+func (e *StateTooLargeError) Error() string {
+	return fmt.Sprintf("the state would be %d bytes of JSON, over the limit of %d", e.Size, e.Max)
+}
+
+// NewState returns an empty state ({}) holding at most maxBytes of JSON (0:
+// no limit).
+func NewState(maxBytes ...int) *State {
+	s := &State{root: map[string]any{}, size: 2}
+	if len(maxBytes) > 0 {
+		s.maxBytes = maxBytes[0]
+	}
+	return s
+}
+
+// Fork returns a new State holding s's current root, with the limit
+// maxBytes (0: none). The two share the root until either changes, which
+// copies only what changes.
+func (s *State) Fork(maxBytes int) *State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return &State{root: s.root, size: s.size, maxBytes: maxBytes}
+}
+
+// Size returns the state's size in bytes of JSON (an upper estimate after
+// patches and writes).
+func (s *State) Size() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.size
+}
+
+// fits reports whether a root of about estimate bytes is within the limit,
+// measuring root when the estimate is over. Callers hold mu.
+func (s *State) fits(root map[string]any, estimate int) (int, error) {
+	if s.maxBytes == 0 || estimate <= s.maxBytes {
+		return estimate, nil
+	}
+	exact := jsonSize(root)
+	if exact > s.maxBytes {
+		return exact, &StateTooLargeError{Size: exact, Max: s.maxBytes}
+	}
+	return exact, nil
+}
 
 // Snapshot returns the current root. Callers must not modify it.
 func (s *State) Snapshot() map[string]any {
@@ -40,8 +89,11 @@ func (s *State) Replace(data []byte) error {
 	if !ok {
 		return fmt.Errorf("state must be a JSON object, got %s", jsonKind(v))
 	}
+	if s.maxBytes > 0 && len(data) > s.maxBytes {
+		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
+	}
 	s.mu.Lock()
-	s.root = m
+	s.root, s.size = m, len(data)
 	s.mu.Unlock()
 	return nil
 }
@@ -58,8 +110,13 @@ func (s *State) MergePatch(data []byte) error {
 		return fmt.Errorf("a patch of the state must be a JSON object, got %s", jsonKind(v))
 	}
 	s.mu.Lock()
-	s.root = mergePatch(s.root, patch).(map[string]any)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	root := mergePatch(s.root, patch).(map[string]any)
+	size, err := s.fits(root, s.size+len(data))
+	if err != nil {
+		return err
+	}
+	s.root, s.size = root, size
 	return nil
 }
 
@@ -92,6 +149,71 @@ func (s *State) set(p Path, v any) error {
 	if err != nil {
 		return err
 	}
-	s.root = root
+	size, err := s.fits(root, s.size+jsonSize(v)+len(p.text))
+	if err != nil {
+		return budgetError(BudgetState, "%s", err.Error())
+	}
+	s.root, s.size = root, size
 	return nil
+}
+
+// jsonSize is the size of v's JSON: exact for what normalize produces,
+// without building it.
+func jsonSize(v any) int {
+	switch x := v.(type) {
+	case nil:
+		return 4
+	case bool:
+		if x {
+			return 4
+		}
+		return 5
+	case float64:
+		var buf [32]byte
+		return len(appendFloat(buf[:0], x))
+	case string:
+		return stringSize(x)
+	case []any:
+		n := 2 + max(len(x)-1, 0)
+		for _, item := range x {
+			n += jsonSize(item)
+		}
+		return n
+	case map[string]any:
+		n := 2 + max(len(x)-1, 0)
+		for k, item := range x {
+			n += stringSize(k) + 1 + jsonSize(item)
+		}
+		return n
+	default:
+		return len(appendJSON(nil, v))
+	}
+}
+
+// stringSize is len(appendString(nil, s)), counted.
+func stringSize(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
 }

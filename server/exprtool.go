@@ -34,14 +34,19 @@ func (s *Server) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1.C
 	if err != nil {
 		return nil, err
 	}
-	st := evaluator.NewState()
+	st := evaluator.NewState(s.opts.maxStateBytes)
 	if len(req.GetStateJson()) > 0 {
 		if err := st.Replace(req.GetStateJson()); err != nil {
+			var big *evaluator.StateTooLargeError
+			if errors.As(err, &big) {
+				return nil, exhausted(quotaStateBytes, err.Error())
+			}
 			return nil, badRequest("state_json", err.Error())
 		}
 	}
 	h := &unaryHost{}
 	a := s.eval.Run(ctx, t, st, req.GetInputJson(), h)
+	s.metrics.answered(ctx, "exprtool", a)
 	if a.Cancelled {
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}

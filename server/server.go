@@ -6,10 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/exprd/exprd/evaluator"
@@ -19,23 +26,54 @@ import (
 // DefaultMaxCallsInFlight bounds the calls running at once on one stream.
 const DefaultMaxCallsInFlight = 64
 
+// Keepalive defaults: clients may ping at most every MinPingInterval;
+// connections live at most MaxConnectionAge, then get MaxConnectionAgeGrace
+// to finish their streams, so long streams move to new replicas.
+const (
+	DefaultMinPingInterval       = 10 * time.Second
+	DefaultMaxConnectionAge      = 30 * time.Minute
+	DefaultMaxConnectionAgeGrace = 5 * time.Minute
+	DefaultKeepaliveTime         = 2 * time.Minute
+	DefaultKeepaliveTimeout      = 20 * time.Second
+)
+
+// Rate limit defaults: RPCs started per second per caller, and the burst.
+const (
+	DefaultRatePerSecond = 1000
+	DefaultRateBurst     = 2000
+)
+
 // Server is exprd's gRPC server: ExprTool, grpc.health.v1 and reflection.
 type Server struct {
 	exprdv1.UnimplementedExprToolServer
-	opts   options
-	eval   *evaluator.Evaluator
-	grpc   *grpc.Server
-	health *health.Server
+	opts    options
+	eval    *evaluator.Evaluator
+	grpc    *grpc.Server
+	health  *health.Server
+	metrics *metrics
+	limits  *streamLimits
 }
 
 type options struct {
-	budgets          evaluator.Budgets
-	functions        map[string]evaluator.Function
-	initialState     *evaluator.State
-	cacheSize        int
-	maxCallsInFlight int
-	logger           *slog.Logger
-	grpcOpts         []grpc.ServerOption
+	budgets           evaluator.Budgets
+	functions         map[string]evaluator.Function
+	initialState      *evaluator.State
+	cacheSize         int
+	maxCallsInFlight  int
+	maxRecvMsgSize    int
+	maxStateBytes     int
+	maxStreamsPerConn int
+	maxSessions       int
+	ratePerSecond     float64
+	rateBurst         int
+	tokens            *Tokens
+	creds             credentials.TransportCredentials
+	keepalive         keepalive.ServerParameters
+	enforcement       keepalive.EnforcementPolicy
+	logger            *slog.Logger
+	meterProvider     metric.MeterProvider
+	tracerProvider    trace.TracerProvider
+	grpcOpts          []grpc.ServerOption
 }
 
 // Option configures a Server.
@@ -90,21 +128,94 @@ func WithCacheSize(n int) Option {
 	return func(o *options) error { o.cacheSize = n; return nil }
 }
 
+func positive(name string, n int, set func()) error {
+	if n < 1 {
+		return fmt.Errorf("%s %d: want at least 1", name, n)
+	}
+	set()
+	return nil
+}
+
 // WithMaxCallsInFlight bounds the calls running at once on one stream
 // (default DefaultMaxCallsInFlight).
 func WithMaxCallsInFlight(n int) Option {
 	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("max calls in flight %d: want at least 1", n)
+		return positive("max calls in flight", n, func() { o.maxCallsInFlight = n })
+	}
+}
+
+// WithMaxRecvMsgSize bounds one received message, in bytes (default
+// DefaultMaxRecvMsgSize).
+func WithMaxRecvMsgSize(n int) Option {
+	return func(o *options) error {
+		return positive("max received message size", n, func() { o.maxRecvMsgSize = n })
+	}
+}
+
+// WithMaxStateBytes bounds a session's state, in bytes of JSON (default
+// DefaultMaxStateBytes).
+func WithMaxStateBytes(n int) Option {
+	return func(o *options) error { return positive("max state bytes", n, func() { o.maxStateBytes = n }) }
+}
+
+// WithMaxStreamsPerConn bounds the streams open at once on one connection
+// (default DefaultMaxStreamsPerConn).
+func WithMaxStreamsPerConn(n int) Option {
+	return func(o *options) error {
+		return positive("max streams per connection", n, func() { o.maxStreamsPerConn = n })
+	}
+}
+
+// WithMaxSessions bounds the Session streams the server holds (default
+// DefaultMaxSessions).
+func WithMaxSessions(n int) Option {
+	return func(o *options) error { return positive("max sessions", n, func() { o.maxSessions = n }) }
+}
+
+// WithRateLimit admits at most perSecond RPCs per caller, with burst
+// (default DefaultRatePerSecond, DefaultRateBurst).
+func WithRateLimit(perSecond float64, burst int) Option {
+	return func(o *options) error {
+		if perSecond <= 0 || burst < 1 {
+			return fmt.Errorf("rate limit %v/s burst %d: want both positive", perSecond, burst)
 		}
-		o.maxCallsInFlight = n
+		o.ratePerSecond, o.rateBurst = perSecond, burst
 		return nil
 	}
+}
+
+// WithAuth requires a bearer token from tokens on every service but health
+// and reflection (default: no auth).
+func WithAuth(tokens Tokens) Option {
+	return func(o *options) error { o.tokens = &tokens; return nil }
+}
+
+// WithTransportCredentials serves TLS, or mTLS when the credentials ask for
+// client certificates (default: plaintext).
+func WithTransportCredentials(c credentials.TransportCredentials) Option {
+	return func(o *options) error { o.creds = c; return nil }
+}
+
+// WithKeepalive sets the keepalive parameters and enforcement policy
+// (defaults: the Default* keepalive constants).
+func WithKeepalive(p keepalive.ServerParameters, e keepalive.EnforcementPolicy) Option {
+	return func(o *options) error { o.keepalive, o.enforcement = p, e; return nil }
 }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error { o.logger = l; return nil }
+}
+
+// WithMeterProvider and WithTracerProvider set the telemetry providers
+// (default: OpenTelemetry's globals).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) error { o.meterProvider = mp; return nil }
+}
+
+// WithTracerProvider: see WithMeterProvider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) error { o.tracerProvider = tp; return nil }
 }
 
 // WithGRPCOptions passes options to grpc.NewServer.
@@ -115,31 +226,66 @@ func WithGRPCOptions(opts ...grpc.ServerOption) Option {
 // New returns a Server with its services registered.
 func New(opts ...Option) (*Server, error) {
 	o := options{
-		budgets:          evaluator.DefaultBudgets(),
-		functions:        map[string]evaluator.Function{},
-		cacheSize:        evaluator.DefaultCompileCacheSize,
-		maxCallsInFlight: DefaultMaxCallsInFlight,
-		logger:           slog.Default(),
+		budgets:           evaluator.DefaultBudgets(),
+		functions:         map[string]evaluator.Function{},
+		cacheSize:         evaluator.DefaultCompileCacheSize,
+		maxCallsInFlight:  DefaultMaxCallsInFlight,
+		maxRecvMsgSize:    DefaultMaxRecvMsgSize,
+		maxStateBytes:     DefaultMaxStateBytes,
+		maxStreamsPerConn: DefaultMaxStreamsPerConn,
+		maxSessions:       DefaultMaxSessions,
+		ratePerSecond:     DefaultRatePerSecond,
+		rateBurst:         DefaultRateBurst,
+		keepalive: keepalive.ServerParameters{
+			MaxConnectionAge: DefaultMaxConnectionAge, MaxConnectionAgeGrace: DefaultMaxConnectionAgeGrace,
+			Time: DefaultKeepaliveTime, Timeout: DefaultKeepaliveTimeout,
+		},
+		enforcement:    keepalive.EnforcementPolicy{MinTime: DefaultMinPingInterval, PermitWithoutStream: true},
+		logger:         slog.Default(),
+		meterProvider:  otel.GetMeterProvider(),
+		tracerProvider: otel.GetTracerProvider(),
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
+	if o.initialState == nil {
+		o.initialState = evaluator.NewState()
+	}
+	if size := o.initialState.Size(); size > o.maxStateBytes {
+		return nil, fmt.Errorf("initial state: %d bytes, over the max state bytes %d", size, o.maxStateBytes)
+	}
 	ev, err := evaluator.New(evaluator.WithCacheSize(o.cacheSize))
 	if err != nil {
 		return nil, err
 	}
-	if o.initialState == nil {
-		o.initialState = evaluator.NewState()
+	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: newStreamLimits(o.maxStreamsPerConn, o.maxSessions)}
+	if s.metrics, err = newMetrics(o.meterProvider, ev); err != nil {
+		return nil, err
 	}
-	s := &Server{opts: o, eval: ev, grpc: grpc.NewServer(o.grpcOpts...), health: health.NewServer()}
+	gopts := []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(o.tracerProvider), otelgrpc.WithMeterProvider(o.meterProvider))),
+		grpc.MaxRecvMsgSize(o.maxRecvMsgSize),
+		grpc.KeepaliveParams(o.keepalive),
+		grpc.KeepaliveEnforcementPolicy(o.enforcement),
+		grpc.ChainUnaryInterceptor(s.unaryInterceptors()...),
+		grpc.ChainStreamInterceptor(s.streamInterceptors()...),
+	}
+	if o.creds != nil {
+		gopts = append(gopts, grpc.Creds(o.creds))
+	}
+	s.grpc = grpc.NewServer(append(gopts, o.grpcOpts...)...)
 	exprdv1.RegisterExprToolServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.health.SetServingStatus(exprdv1.ExprTool_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
 }
+
+// GRPC returns the underlying grpc.Server, to register more services on it
+// before Serve; they get the same interceptors.
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
 // Serve serves on lis until Shutdown or Stop.
 func (s *Server) Serve(lis net.Listener) error {
@@ -151,7 +297,7 @@ func (s *Server) Serve(lis net.Listener) error {
 }
 
 // Shutdown turns health to NOT_SERVING, refuses new streams and waits for
-// open ones until ctx ends; then it stops them.
+// open ones until ctx ends; then it stops them (Unavailable).
 func (s *Server) Shutdown(ctx context.Context) {
 	s.health.Shutdown()
 	done := make(chan struct{})
@@ -165,10 +311,14 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.grpc.Stop()
 		<-done
 	}
+	_ = s.metrics.reg.Unregister()
 }
 
 // Stop stops the server at once.
-func (s *Server) Stop() { s.grpc.Stop() }
+func (s *Server) Stop() {
+	s.grpc.Stop()
+	_ = s.metrics.reg.Unregister()
+}
 
 // Evaluator returns the server's evaluator (for its cache counters).
 func (s *Server) Evaluator() *evaluator.Evaluator { return s.eval }

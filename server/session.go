@@ -70,8 +70,10 @@ func (s *Server) Session(stream sessionStream) error {
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: s.opts.initialState.Fork(),
+	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: s.opts.initialState.Fork(s.opts.maxStateBytes),
 		calls: map[string]*call{}, gone: make(chan struct{}), work: make(chan func())}
+	s.metrics.sessions.Add(ctx, 1)
+	defer s.metrics.sessions.Add(context.WithoutCancel(ctx), -1)
 	// Every call and worker ends before the handler returns: no goroutine
 	// outlives it. Deferred calls run last first: close work, wait, cancel.
 	defer ss.wg.Wait()
@@ -106,11 +108,11 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 	switch m := req.GetMsg().(type) {
 	case *exprdv1.SessionRequest_State:
 		if err := ss.state.Replace(m.State.GetStateJson()); err != nil {
-			return ss.reject("state", "", codes.InvalidArgument, err.Error())
+			return ss.rejectState("state", err)
 		}
 	case *exprdv1.SessionRequest_StatePatch:
 		if err := ss.state.MergePatch(m.StatePatch.GetPatchJson()); err != nil {
-			return ss.reject("state_patch", "", codes.InvalidArgument, err.Error())
+			return ss.rejectState("state_patch", err)
 		}
 	case *exprdv1.SessionRequest_Call:
 		return ss.startCall(m.Call)
@@ -168,7 +170,8 @@ func (ss *session) startCall(m *exprdv1.Call) error {
 	}
 	if len(ss.calls) >= ss.srv.opts.maxCallsInFlight {
 		ss.mu.Unlock()
-		return ss.reject("call", id, codes.ResourceExhausted, fmt.Sprintf("%d calls are in flight, the limit for one stream", ss.srv.opts.maxCallsInFlight))
+		desc := fmt.Sprintf("%d calls are in flight, the limit for one stream", ss.srv.opts.maxCallsInFlight)
+		return ss.rejectQuota("call", id, quotaCallsInFlight, desc)
 	}
 	ctx, cancel := context.WithCancel(ss.ctx)
 	c := &call{id: id, cancel: cancel, confirms: map[uint32]chan bool{}, results: map[string]chan *exprdv1.FunctionResult{}}
@@ -177,7 +180,15 @@ func (ss *session) startCall(m *exprdv1.Call) error {
 
 	ss.goCall(func() {
 		defer cancel()
+		defer func() {
+			// A panic here would end the process: contain it to the call.
+			if p := recover(); p != nil {
+				_ = ss.srv.recovered(ctx, p)
+				ss.finish(id, evaluator.Answer{Err: &evaluator.Error{Reason: evaluator.ExpressionRuntime, Message: "internal error", Step: -1}})
+			}
+		}()
 		a := ss.srv.eval.Run(ctx, ss.tool, ss.state, m.GetInputJson(), &streamHost{ss: ss, c: c})
+		ss.srv.metrics.answered(ctx, "exprtool", a)
 		ss.finish(id, a)
 	})
 	return nil
@@ -219,6 +230,24 @@ func (ss *session) reject(kind, callID string, code codes.Code, msg string) erro
 	return ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Rejected{Rejected: &exprdv1.Rejected{
 		Kind: kind, CallId: callID, Code: int32(code), Message: msg,
 	}}})
+}
+
+// rejectQuota is Rejected RESOURCE_EXHAUSTED with a QuotaFailure detail.
+func (ss *session) rejectQuota(kind, callID, subject, desc string) error {
+	return ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Rejected{Rejected: &exprdv1.Rejected{
+		Kind: kind, CallId: callID, Code: int32(codes.ResourceExhausted), Message: desc,
+		Details: anyOf(quotaFailure(subject, desc)),
+	}}})
+}
+
+// rejectState refuses a State or StatePatch: too large is
+// RESOURCE_EXHAUSTED, anything else INVALID_ARGUMENT.
+func (ss *session) rejectState(kind string, err error) error {
+	var big *evaluator.StateTooLargeError
+	if errors.As(err, &big) {
+		return ss.rejectQuota(kind, "", quotaStateBytes, err.Error())
+	}
+	return ss.reject(kind, "", codes.InvalidArgument, err.Error())
 }
 
 // send serialises sends: grpc streams allow one sender at a time.

@@ -9,6 +9,7 @@ package exprdv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1585,8 +1586,11 @@ type Rejected struct {
 	Kind   string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// code is the google.rpc.Code that fits, e.g. 3 (INVALID_ARGUMENT).
-	Code          int32  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Code    int32  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// details are google.rpc error details, as in a status: a
+	// google.rpc.QuotaFailure for RESOURCE_EXHAUSTED.
+	Details       []*anypb.Any `protobuf:"bytes,5,rep,name=details,proto3" json:"details,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1647,6 +1651,13 @@ func (x *Rejected) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *Rejected) GetDetails() []*anypb.Any {
+	if x != nil {
+		return x.Details
+	}
+	return nil
 }
 
 type CallRequest struct {
@@ -1782,7 +1793,7 @@ var File_exprd_v1_exprtool_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\n" +
-	"\x17exprd/v1/exprtool.proto\x12\bexprd.v1\"\xa2\x01\n" +
+	"\x17exprd/v1/exprtool.proto\x12\bexprd.v1\x1a\x19google/protobuf/any.proto\"\xa2\x01\n" +
 	"\bSettings\x12\x12\n" +
 	"\x04read\x18\x01 \x01(\bR\x04read\x120\n" +
 	"\tfunctions\x18\x02 \x03(\v2\x12.exprd.v1.FunctionR\tfunctions\x12<\n" +
@@ -1897,12 +1908,13 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\vanswer_json\x18\x02 \x01(\fR\n" +
 	"answerJson\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1c\n" +
-	"\tcancelled\x18\x04 \x01(\bR\tcancelled\"e\n" +
+	"\tcancelled\x18\x04 \x01(\bR\tcancelled\"\x95\x01\n" +
 	"\bRejected\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xa8\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x05 \x03(\v2\x14.google.protobuf.AnyR\adetails\"\xa8\x01\n" +
 	"\vCallRequest\x12.\n" +
 	"\bsettings\x18\x01 \x01(\v2\x12.exprd.v1.SettingsR\bsettings\x12+\n" +
 	"\abudgets\x18\x02 \x01(\v2\x11.exprd.v1.BudgetsR\abudgets\x12\x1d\n" +
@@ -1959,6 +1971,7 @@ var file_exprd_v1_exprtool_proto_goTypes = []any{
 	(*Rejected)(nil),         // 21: exprd.v1.Rejected
 	(*CallRequest)(nil),      // 22: exprd.v1.CallRequest
 	(*CallResponse)(nil),     // 23: exprd.v1.CallResponse
+	(*anypb.Any)(nil),        // 24: google.protobuf.Any
 }
 var file_exprd_v1_exprtool_proto_depIdxs = []int32{
 	3,  // 0: exprd.v1.Settings.functions:type_name -> exprd.v1.Function
@@ -1982,20 +1995,21 @@ var file_exprd_v1_exprtool_proto_depIdxs = []int32{
 	20, // 18: exprd.v1.SessionResponse.answer:type_name -> exprd.v1.Answer
 	21, // 19: exprd.v1.SessionResponse.rejected:type_name -> exprd.v1.Rejected
 	4,  // 20: exprd.v1.Opened.budgets:type_name -> exprd.v1.Budgets
-	1,  // 21: exprd.v1.CallRequest.settings:type_name -> exprd.v1.Settings
-	4,  // 22: exprd.v1.CallRequest.budgets:type_name -> exprd.v1.Budgets
-	17, // 23: exprd.v1.CallResponse.writes:type_name -> exprd.v1.StepWrite
-	5,  // 24: exprd.v1.ExprTool.Describe:input_type -> exprd.v1.DescribeRequest
-	7,  // 25: exprd.v1.ExprTool.Session:input_type -> exprd.v1.SessionRequest
-	22, // 26: exprd.v1.ExprTool.Call:input_type -> exprd.v1.CallRequest
-	6,  // 27: exprd.v1.ExprTool.Describe:output_type -> exprd.v1.DescribeResponse
-	15, // 28: exprd.v1.ExprTool.Session:output_type -> exprd.v1.SessionResponse
-	23, // 29: exprd.v1.ExprTool.Call:output_type -> exprd.v1.CallResponse
-	27, // [27:30] is the sub-list for method output_type
-	24, // [24:27] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	24, // 21: exprd.v1.Rejected.details:type_name -> google.protobuf.Any
+	1,  // 22: exprd.v1.CallRequest.settings:type_name -> exprd.v1.Settings
+	4,  // 23: exprd.v1.CallRequest.budgets:type_name -> exprd.v1.Budgets
+	17, // 24: exprd.v1.CallResponse.writes:type_name -> exprd.v1.StepWrite
+	5,  // 25: exprd.v1.ExprTool.Describe:input_type -> exprd.v1.DescribeRequest
+	7,  // 26: exprd.v1.ExprTool.Session:input_type -> exprd.v1.SessionRequest
+	22, // 27: exprd.v1.ExprTool.Call:input_type -> exprd.v1.CallRequest
+	6,  // 28: exprd.v1.ExprTool.Describe:output_type -> exprd.v1.DescribeResponse
+	15, // 29: exprd.v1.ExprTool.Session:output_type -> exprd.v1.SessionResponse
+	23, // 30: exprd.v1.ExprTool.Call:output_type -> exprd.v1.CallResponse
+	28, // [28:31] is the sub-list for method output_type
+	25, // [25:28] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_exprtool_proto_init() }

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Tokens are the bearer tokens a server accepts, each with a caller name and
+// the scopes it grants. A scope names a service: "exprtool" for
+// exprd.v1.ExprTool (the service name's last part, lower-cased); "*" grants
+// every service.
+type Tokens struct {
+	byHash map[[32]byte]caller
+}
+
+type caller struct {
+	name   string
+	scopes map[string]bool
+}
+
+// ParseTokens reads tokens, one per line: `NAME TOKEN SCOPE[,SCOPE...]`;
+// blank lines and lines starting with # are skipped. ";" also ends a line,
+// so the list fits in one environment variable. Errors name the line.
+func ParseTokens(r io.Reader) (Tokens, error) {
+	t := Tokens{byHash: map[[32]byte]caller{}}
+	sc := bufio.NewScanner(r)
+	n := 0
+	for sc.Scan() {
+		for _, line := range strings.Split(sc.Text(), ";") {
+			n++
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) != 3 {
+				return t, fmt.Errorf("tokens line %d: want NAME TOKEN SCOPES, got %d fields", n, len(f))
+			}
+			if len(f[1]) < 16 {
+				return t, fmt.Errorf("tokens line %d (%s): the token is shorter than 16 characters", n, f[0])
+			}
+			h := sha256.Sum256([]byte(f[1]))
+			if _, dup := t.byHash[h]; dup {
+				return t, fmt.Errorf("tokens line %d (%s): the token is given twice", n, f[0])
+			}
+			c := caller{name: f[0], scopes: map[string]bool{}}
+			for _, s := range strings.Split(f[2], ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					c.scopes[s] = true
+				}
+			}
+			t.byHash[h] = c
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return t, err
+	}
+	if len(t.byHash) == 0 {
+		return t, fmt.Errorf("tokens: none given")
+	}
+	return t, nil
+}
+
+type callerKey struct{}
+
+// callerName is the authenticated caller's name, or "".
+func callerName(ctx context.Context) string {
+	s, _ := ctx.Value(callerKey{}).(string)
+	return s
+}
+
+// scopeOf is the scope a method's service needs: "/exprd.v1.ExprTool/Call"
+// needs "exprtool".
+func scopeOf(fullMethod string) string {
+	svc, _, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	if i := strings.LastIndexByte(svc, '.'); i >= 0 {
+		svc = svc[i+1:]
+	}
+	return strings.ToLower(svc)
+}
+
+// authFunc checks the bearer token: none or an unknown one is
+// Unauthenticated, one without the service's scope PermissionDenied.
+func (t Tokens) authFunc(ctx context.Context) (context.Context, error) {
+	token, err := auth.AuthFromMD(ctx, "bearer")
+	if err != nil {
+		return nil, err
+	}
+	c, ok := t.byHash[sha256.Sum256([]byte(token))]
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "the bearer token is not known")
+	}
+	method, _ := grpc.Method(ctx)
+	if scope := scopeOf(method); !c.scopes[scope] && !c.scopes["*"] {
+		return nil, status.Errorf(codes.PermissionDenied, "caller %q has no %q scope", c.name, scope)
+	}
+	return context.WithValue(ctx, callerKey{}, c.name), nil
+}

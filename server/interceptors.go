@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+)
+
+// errInternal is all a client learns of a panic: no stack, path or text.
+var errInternal = status.Error(codes.Internal, "internal error")
+
+// recovered logs and counts a panic and returns errInternal. The stack
+// goes to the server's log only.
+func (s *Server) recovered(ctx context.Context, p any) error {
+	s.metrics.panics.Add(ctx, 1)
+	method, _ := grpc.Method(ctx)
+	s.opts.logger.ErrorContext(ctx, "panic recovered", "method", method, "panic", p, "stack", string(debug.Stack()))
+	return errInternal
+}
+
+// infrastructure are the services every caller may reach: health checks and
+// reflection need no token and count against no rate.
+func infrastructure(_ context.Context, c interceptors.CallMeta) bool {
+	return c.Service == "grpc.health.v1.Health" || strings.HasPrefix(c.Service, "grpc.reflection.")
+}
+
+func notInfrastructure(ctx context.Context, c interceptors.CallMeta) bool { return !infrastructure(ctx, c) }
+
+func (s *Server) logger() logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		s.opts.logger.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}
+
+// The chain, outermost first: recovery, logging, auth, rate limit, stream
+// limits. Recovery is outermost so that a panic anywhere in the chain is
+// contained.
+func (s *Server) unaryInterceptors() []grpc.UnaryServerInterceptor {
+	rec := recovery.WithRecoveryHandlerContext(s.recovered)
+	out := []grpc.UnaryServerInterceptor{
+		recovery.UnaryServerInterceptor(rec),
+		logging.UnaryServerInterceptor(s.logger(), logging.WithLogOnEvents(logging.FinishCall)),
+	}
+	if s.opts.tokens != nil {
+		out = append(out, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
+	}
+	lim := newCallerLimiter(s.opts.ratePerSecond, s.opts.rateBurst)
+	return append(out, selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(lim), selector.MatchFunc(notInfrastructure)))
+}
+
+func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
+	rec := recovery.WithRecoveryHandlerContext(s.recovered)
+	out := []grpc.StreamServerInterceptor{
+		recovery.StreamServerInterceptor(rec),
+		logging.StreamServerInterceptor(s.logger(), logging.WithLogOnEvents(logging.FinishCall)),
+	}
+	if s.opts.tokens != nil {
+		out = append(out, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
+	}
+	lim := newCallerLimiter(s.opts.ratePerSecond, s.opts.rateBurst)
+	sessionMethod := "/" + exprdv1.ExprTool_ServiceDesc.ServiceName + "/Session"
+	return append(out,
+		selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(lim), selector.MatchFunc(notInfrastructure)),
+		selector.StreamServerInterceptor(s.limits.interceptor(sessionMethod), selector.MatchFunc(notInfrastructure)))
+}

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// The server's limits. Each is a named default, set by an Option; a request
+// over one gets ResourceExhausted with a QuotaFailure naming it.
+const (
+	// DefaultMaxRecvMsgSize bounds one received message: a state snapshot
+	// must fit.
+	DefaultMaxRecvMsgSize = 16 << 20
+	// DefaultMaxStateBytes bounds a session's state, as bytes of JSON.
+	DefaultMaxStateBytes = 16 << 20
+	// DefaultMaxStreamsPerConn bounds the streams open at once on one
+	// connection.
+	DefaultMaxStreamsPerConn = 256
+	// DefaultMaxSessions bounds the Session streams one replica holds.
+	DefaultMaxSessions = 20_000
+)
+
+// The subjects of QuotaFailure violations, one per limit.
+const (
+	quotaMessageSize   = "max_recv_msg_size"
+	quotaStateBytes    = "max_state_bytes"
+	quotaCallsInFlight = "max_calls_in_flight"
+	quotaStreamsPerCon = "max_streams_per_connection"
+	quotaSessions      = "max_sessions"
+	quotaRate          = "rate_limit"
+)
+
+// quotaFailure is the detail of a ResourceExhausted: which limit, and what.
+func quotaFailure(subject, desc string) *errdetails.QuotaFailure {
+	return &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: subject, Description: desc}}}
+}
+
+// exhausted is ResourceExhausted with a QuotaFailure detail.
+func exhausted(subject, desc string) error {
+	st := status.New(codes.ResourceExhausted, desc)
+	if d, err := st.WithDetails(quotaFailure(subject, desc)); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+func anyOf(m *errdetails.QuotaFailure) []*anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		return nil
+	}
+	return []*anypb.Any{a}
+}
+
+// streamLimits admits a stream only while its connection and the replica
+// are under their limits.
+type streamLimits struct {
+	perConn  int
+	sessions int
+
+	mu    sync.Mutex
+	conns map[string]int // open streams by connection (the peer's address)
+	open  atomic.Int64   // open Session streams
+}
+
+func newStreamLimits(perConn, sessions int) *streamLimits {
+	return &streamLimits{perConn: perConn, sessions: sessions, conns: map[string]int{}}
+}
+
+func (l *streamLimits) interceptor(sessionMethod string) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		key := connKey(ss.Context())
+		l.mu.Lock()
+		if l.conns[key] >= l.perConn {
+			l.mu.Unlock()
+			return exhausted(quotaStreamsPerCon, fmt.Sprintf("%d streams are open on this connection, the limit", l.perConn))
+		}
+		l.conns[key]++
+		l.mu.Unlock()
+		defer func() {
+			l.mu.Lock()
+			if l.conns[key]--; l.conns[key] == 0 {
+				delete(l.conns, key)
+			}
+			l.mu.Unlock()
+		}()
+		if info.FullMethod == sessionMethod {
+			if n := l.open.Add(1); n > int64(l.sessions) {
+				l.open.Add(-1)
+				return exhausted(quotaSessions, fmt.Sprintf("this replica holds %d sessions, the limit; try another", l.sessions))
+			}
+			defer l.open.Add(-1)
+		}
+		return handler(srv, ss)
+	}
+}
+
+func connKey(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	if a, ok := p.Addr.(*net.TCPAddr); ok {
+		return a.String()
+	}
+	return p.Addr.Network() + ":" + p.Addr.String()
+}

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/peer"
+)
+
+// callerLimiter is a token bucket per caller: the authenticated caller's
+// name, or the peer's IP when auth is off. It is go-grpc-middleware's
+// ratelimit.Limiter, checked before a handler (and so a stream's work)
+// starts.
+type callerLimiter struct {
+	rate  rate.Limit
+	burst int
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+// idleBucket is how long an unused bucket is kept.
+const idleBucket = 10 * time.Minute
+
+func newCallerLimiter(perSecond float64, burst int) *callerLimiter {
+	return &callerLimiter{rate: rate.Limit(perSecond), burst: burst, buckets: map[string]*bucket{}}
+}
+
+func (l *callerLimiter) Limit(ctx context.Context) error {
+	key := callerName(ctx)
+	if key == "" {
+		key = peerIP(ctx)
+	}
+	now := time.Now()
+	l.mu.Lock()
+	b, ok := l.buckets[key]
+	if !ok {
+		if len(l.buckets) > 10_000 {
+			for k, old := range l.buckets {
+				if now.Sub(old.seen) > idleBucket {
+					delete(l.buckets, k)
+				}
+			}
+		}
+		b = &bucket{lim: rate.NewLimiter(l.rate, l.burst)}
+		l.buckets[key] = b
+	}
+	b.seen = now
+	allowed := b.lim.AllowN(now, 1)
+	l.mu.Unlock()
+	if !allowed {
+		return exhausted(quotaRate, fmt.Sprintf("over %v requests per second (burst %d) for this caller", float64(l.rate), l.burst))
+	}
+	return nil
+}
+
+func peerIP(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		return host
+	}
+	return p.Addr.String()
+}

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/exprd/exprd/evaluator"
+)
+
+// meterName names exprd's instruments.
+const meterName = "github.com/exprd/exprd/server"
+
+// metrics are the server's instruments. Names follow OpenTelemetry's
+// conventions; the Prometheus exporter renders them as exprd_calls_total,
+// exprd_evaluation_duration_seconds, ...
+type metrics struct {
+	calls      metric.Int64Counter
+	evalTime   metric.Float64Histogram
+	budgetHits metric.Int64Counter
+	sessions   metric.Int64UpDownCounter
+	panics     metric.Int64Counter
+	reg        metric.Registration
+}
+
+func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator) (*metrics, error) {
+	m := mp.Meter(meterName)
+	var out metrics
+	var err error
+	if out.calls, err = m.Int64Counter("exprd.calls", metric.WithDescription("Tool calls answered, by service, outcome and reason.")); err != nil {
+		return nil, err
+	}
+	if out.evalTime, err = m.Float64Histogram("exprd.evaluation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Evaluation time of a call, without waits on the user or the client."),
+		metric.WithExplicitBucketBoundaries(0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5)); err != nil {
+		return nil, err
+	}
+	if out.budgetHits, err = m.Int64Counter("exprd.budget.hits", metric.WithDescription("Calls stopped by a budget, by kind.")); err != nil {
+		return nil, err
+	}
+	if out.sessions, err = m.Int64UpDownCounter("exprd.sessions.open", metric.WithDescription("Open Session streams.")); err != nil {
+		return nil, err
+	}
+	if out.panics, err = m.Int64Counter("exprd.panics", metric.WithDescription("Panics recovered in handlers and in the goroutines they start.")); err != nil {
+		return nil, err
+	}
+	hits, err := m.Int64ObservableCounter("exprd.compile_cache.hits", metric.WithDescription("Compile-cache lookups that found the program."))
+	if err != nil {
+		return nil, err
+	}
+	misses, err := m.Int64ObservableCounter("exprd.compile_cache.misses", metric.WithDescription("Compile-cache lookups that compiled."))
+	if err != nil {
+		return nil, err
+	}
+	out.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := ev.CacheStats()
+		o.ObserveInt64(hits, int64(s.Hits))
+		o.ObserveInt64(misses, int64(s.Misses))
+		return nil
+	}, hits, misses)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// answered records one answered call.
+func (m *metrics) answered(ctx context.Context, service string, a evaluator.Answer) {
+	outcome := "ok"
+	switch {
+	case a.Cancelled:
+		outcome = "cancelled"
+	case a.Err != nil:
+		outcome = "error"
+	case a.Declined:
+		outcome = "declined"
+	}
+	m.calls.Add(ctx, 1, metric.WithAttributes(
+		attribute.String("service", service), attribute.String("outcome", outcome), attribute.String("reason", string(a.Reason()))))
+	m.evalTime.Record(ctx, a.EvalTime.Seconds(), metric.WithAttributes(attribute.String("service", service)))
+	if a.Err != nil && a.Err.Reason == evaluator.BudgetExceeded {
+		m.budgetHits.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", a.Err.Budget)))
+	}
+}
