@@ -3,21 +3,26 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
 )
 
+// quietLog keeps the servers of tests from logging.
+var quietLog = slog.New(slog.DiscardHandler)
+
 // startServer serves on a loopback port and returns a client of it.
 func startServer(t testing.TB, opts ...server.Option) exprdv1.ExprToolClient {
 	t.Helper()
-	srv, err := server.New(opts...)
+	srv, err := server.New(append([]server.Option{server.WithLogger(quietLog)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,3 +122,5 @@ func (s *rawSession) read(expr string) string {
 	s.call("read", string(in))
 	return string(s.answer("read").GetAnswerJson())
 }
+
+func protoMarshal(m proto.Message) ([]byte, error) { return proto.Marshal(m) }

@@ -37,13 +37,33 @@ func infrastructure(_ context.Context, c interceptors.CallMeta) bool {
 	return c.Service == "grpc.health.v1.Health" || strings.HasPrefix(c.Service, "grpc.reflection.")
 }
 
-func notInfrastructure(ctx context.Context, c interceptors.CallMeta) bool { return !infrastructure(ctx, c) }
+func notInfrastructure(ctx context.Context, c interceptors.CallMeta) bool {
+	return !infrastructure(ctx, c)
+}
+
+// logOpts log each finished call: successes at debug, the rest at the
+// middleware's levels.
+var logOpts = []logging.Option{
+	logging.WithLogOnEvents(logging.FinishCall),
+	logging.WithLevels(func(c codes.Code) logging.Level {
+		if c == codes.OK {
+			return logging.LevelDebug
+		}
+		return logging.DefaultServerCodeToLevel(c)
+	}),
+}
 
 func (s *Server) logger() logging.Logger {
 	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		s.opts.logger.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
 }
+
+// The rate limit is checked by our own two interceptors rather than
+// go-grpc-middleware's, which replace the limiter's error (and its
+// QuotaFailure detail) with one of their own; the limiter is still a
+// ratelimit.Limiter.
+var _ ratelimit.Limiter = (*callerLimiter)(nil)
 
 // The chain, outermost first: recovery, logging, auth, rate limit, stream
 // limits. Recovery is outermost so that a panic anywhere in the chain is
@@ -52,27 +72,39 @@ func (s *Server) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	rec := recovery.WithRecoveryHandlerContext(s.recovered)
 	out := []grpc.UnaryServerInterceptor{
 		recovery.UnaryServerInterceptor(rec),
-		logging.UnaryServerInterceptor(s.logger(), logging.WithLogOnEvents(logging.FinishCall)),
+		logging.UnaryServerInterceptor(s.logger(), logOpts...),
 	}
 	if s.opts.tokens != nil {
 		out = append(out, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
 	}
 	lim := newCallerLimiter(s.opts.ratePerSecond, s.opts.rateBurst)
-	return append(out, selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(lim), selector.MatchFunc(notInfrastructure)))
+	admit := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := lim.Limit(ctx); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+	return append(out, selector.UnaryServerInterceptor(admit, selector.MatchFunc(notInfrastructure)))
 }
 
 func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
 	rec := recovery.WithRecoveryHandlerContext(s.recovered)
 	out := []grpc.StreamServerInterceptor{
 		recovery.StreamServerInterceptor(rec),
-		logging.StreamServerInterceptor(s.logger(), logging.WithLogOnEvents(logging.FinishCall)),
+		logging.StreamServerInterceptor(s.logger(), logOpts...),
 	}
 	if s.opts.tokens != nil {
 		out = append(out, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
 	}
 	lim := newCallerLimiter(s.opts.ratePerSecond, s.opts.rateBurst)
+	admit := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := lim.Limit(ss.Context()); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
 	sessionMethod := "/" + exprdv1.ExprTool_ServiceDesc.ServiceName + "/Session"
 	return append(out,
-		selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(lim), selector.MatchFunc(notInfrastructure)),
+		selector.StreamServerInterceptor(admit, selector.MatchFunc(notInfrastructure)),
 		selector.StreamServerInterceptor(s.limits.interceptor(sessionMethod), selector.MatchFunc(notInfrastructure)))
 }
