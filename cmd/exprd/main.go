@@ -1,11 +1,15 @@
 // Command exprd serves exprd's gRPC services.
 //
-// Flags may also be set from the environment as EXPRD_<FLAG> with dashes as
-// underscores (EXPRD_LISTEN=:50051); a flag on the command line wins.
+// Every setting is a flag; a YAML file (--config) may set any of them by the
+// flag's name, and the environment by EXPRD_<FLAG> with dashes as
+// underscores (EXPRD_LISTEN=:50051). The command line wins over the
+// environment, which wins over the file.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,9 +19,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/exprd/exprd/evaluator"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
 	"github.com/exprd/exprd/examples"
 	"github.com/exprd/exprd/server"
 )
@@ -29,54 +34,8 @@ func main() {
 	}
 }
 
-type config struct {
-	listen       string
-	demo         bool
-	logLevel     string
-	drain        time.Duration
-	cacheSize    int
-	callsPerSess int
-	budgets      evaluator.Budgets
-}
-
-func parseFlags(args []string) (config, error) {
-	c := config{budgets: evaluator.DefaultBudgets()}
-	fs := flag.NewFlagSet("exprd", flag.ContinueOnError)
-	fs.StringVar(&c.listen, "listen", ":50051", "address to serve gRPC on")
-	fs.BoolVar(&c.demo, "demo", false, "start sessions from the demo products state and offer the demo functions")
-	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM, how long open streams may go on before they are stopped")
-	fs.IntVar(&c.cacheSize, "compile-cache-size", evaluator.DefaultCompileCacheSize, "compiled programs kept")
-	fs.IntVar(&c.callsPerSess, "max-calls-in-flight", server.DefaultMaxCallsInFlight, "calls running at once on one stream")
-	b := &c.budgets
-	fs.DurationVar(&b.Timeout, "max-timeout", b.Timeout, "evaluation time per call")
-	fs.Uint64Var(&b.MaxIterations, "max-iterations", b.MaxIterations, "predicate iterations per call")
-	fs.Uint64Var(&b.MemoryBudget, "max-memory-budget", b.MemoryBudget, "expr VM memory budget per expression")
-	fs.IntVar(&b.MaxSourceLength, "max-source-length", b.MaxSourceLength, "characters of one expression")
-	fs.IntVar(&b.MaxNodes, "max-nodes", b.MaxNodes, "AST nodes of one expression")
-	fs.IntVar(&b.MaxStringLength, "max-string-length", b.MaxStringLength, "characters of a string written or read")
-	fs.IntVar(&b.MaxArrayLength, "max-array-length", b.MaxArrayLength, "items of an array written or read")
-	fs.IntVar(&b.MaxReadChars, "max-read-chars", b.MaxReadChars, "characters of a read value's JSON")
-	fs.DurationVar(&b.FunctionTimeout, "max-function-timeout", b.FunctionTimeout, "wait for a client-run function")
-	fs.IntVar(&b.MaxSteps, "max-steps", b.MaxSteps, "steps of one call")
-	fs.IntVar(&b.MaxValueBytes, "max-value-bytes", b.MaxValueBytes, "bytes of JSON of a value written, read or passed to a function")
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		key := "EXPRD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(key); ok && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %v", key, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return c, envErr
-	}
-	return c, fs.Parse(args)
-}
-
 func run(args []string) error {
-	c, err := parseFlags(args)
+	c, err := parseConfig(args, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -85,17 +44,21 @@ func run(args []string) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %v", err)
+		return fmt.Errorf("log-level: %v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	opts := []server.Option{
-		server.WithLogger(log),
-		server.WithBudgets(c.budgets),
-		server.WithCacheSize(c.cacheSize),
-		server.WithMaxCallsInFlight(c.callsPerSess),
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	tel, err := startTelemetry(ctx, c.metricsListen, log)
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
 	}
-	if c.demo {
-		opts = append(opts, server.WithInitialState(examples.Products), server.WithFunctions(demoFunctions(log)...))
+	defer tel.stop(context.WithoutCancel(ctx))
+
+	opts, err := c.serverOptions(log)
+	if err != nil {
+		return err
 	}
 	srv, err := server.New(opts...)
 	if err != nil {
@@ -105,10 +68,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("exprd serving", "addr", lis.Addr().String(), "demo", c.demo)
+	attrs := []any{"addr", lis.Addr().String(), "demo", c.demo, "tls", c.tlsCert != "", "auth", c.tokensFile != "" || os.Getenv("EXPRD_AUTH_TOKENS") != ""}
+	if tel.addr != nil {
+		attrs = append(attrs, "metrics", tel.addr.String())
+	}
+	log.Info("exprd serving", attrs...)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	select {
@@ -116,10 +81,92 @@ func run(args []string) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("exprd draining", "timeout", c.drain)
-	dctx, cancel := context.WithTimeout(context.Background(), c.drain)
+	log.Info("exprd draining", "timeout", c.drain.String())
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.drain)
 	defer cancel()
 	srv.Shutdown(dctx)
 	log.Info("exprd stopped")
 	return <-served
+}
+
+// serverOptions turns the configuration into the server's options.
+func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
+	opts := []server.Option{
+		server.WithLogger(log),
+		server.WithBudgets(c.budgets),
+		server.WithCacheSize(c.cacheSize),
+		server.WithMaxCallsInFlight(c.maxCallsInFlight),
+		server.WithMaxRecvMsgSize(c.maxRecvMsgSize),
+		server.WithMaxStateBytes(c.maxStateBytes),
+		server.WithMaxStreamsPerConn(c.maxStreamsPerConn),
+		server.WithMaxSessions(c.maxSessions),
+		server.WithRateLimit(c.ratePerSecond, c.rateBurst),
+		server.WithKeepalive(keepalive.ServerParameters{
+			MaxConnectionAge: c.maxConnAge, MaxConnectionAgeGrace: c.maxConnAgeGrace,
+			Time: server.DefaultKeepaliveTime, Timeout: server.DefaultKeepaliveTimeout,
+		}, keepalive.EnforcementPolicy{MinTime: c.minPingInterval, PermitWithoutStream: true}),
+	}
+	tokens, err := c.tokens()
+	if err != nil {
+		return nil, err
+	}
+	if tokens != nil {
+		opts = append(opts, server.WithAuth(*tokens))
+	}
+	if c.tlsCert != "" {
+		creds, err := c.transportCredentials()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, server.WithTransportCredentials(creds))
+	}
+	if c.demo {
+		opts = append(opts, server.WithInitialState(examples.Products), server.WithFunctions(demoFunctions(log)...))
+	}
+	return opts, nil
+}
+
+// tokens reads the bearer tokens from auth-tokens-file or EXPRD_AUTH_TOKENS;
+// nil when neither is given (auth off).
+func (c config) tokens() (*server.Tokens, error) {
+	var src *strings.Reader
+	switch env := os.Getenv("EXPRD_AUTH_TOKENS"); {
+	case c.tokensFile != "":
+		data, err := os.ReadFile(c.tokensFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth-tokens-file: %w", err)
+		}
+		src = strings.NewReader(string(data))
+	case env != "":
+		src = strings.NewReader(env)
+	default:
+		return nil, nil
+	}
+	t, err := server.ParseTokens(src)
+	if err != nil {
+		return nil, fmt.Errorf("auth tokens: %w", err)
+	}
+	return &t, nil
+}
+
+// transportCredentials is TLS with the configured certificate, and mTLS
+// (client certificates required and verified) when a client CA is given.
+func (c config) transportCredentials() (credentials.TransportCredentials, error) {
+	cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("tls-cert, tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.tlsClientCA != "" {
+		pem, err := os.ReadFile(c.tlsClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls-client-ca: no certificate in %s", c.tlsClientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(cfg), nil
 }

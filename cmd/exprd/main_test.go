@@ -2,6 +2,9 @@ package main
 
 import (
 	"bufio"
+	"io"
+	"net/http"
+	"strings"
 	"context"
 	"encoding/json"
 	"os"
@@ -21,13 +24,13 @@ import (
 )
 
 // startExprd builds and starts a real exprd process and returns its address.
-func startExprd(t *testing.T, args ...string) (*exec.Cmd, string) {
+func startExprd(t *testing.T, args ...string) (cmd *exec.Cmd, addr, metricsAddr string) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "exprd")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	cmd = exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -38,24 +41,24 @@ func startExprd(t *testing.T, args ...string) (*exec.Cmd, string) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	lines := bufio.NewScanner(stderr)
 	for lines.Scan() {
-		var rec struct{ Msg, Addr string }
+		var rec struct{ Msg, Addr, Metrics string }
 		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec.Msg == "exprd serving" {
 			go func() { // keep draining the log
 				for lines.Scan() {
 				}
 			}()
-			return cmd, rec.Addr
+			return cmd, rec.Addr, rec.Metrics
 		}
 	}
 	t.Fatal("exprd never said it was serving")
-	return nil, ""
+	return nil, "", ""
 }
 
 func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	cmd, addr := startExprd(t, "--demo", "--drain-timeout", "500ms")
+	cmd, addr, metricsAddr := startExprd(t, "--demo", "--drain-timeout", "500ms", "--metrics-listen", "127.0.0.1:0")
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +99,38 @@ func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 		t.Fatalf("got %v %v, want ConfirmRequest", m, err)
 	}
 
+	// /metrics serves the counters of what just happened.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`exprd_calls_total{`, `outcome="ok"`, `exprd_sessions_open`, `exprd_compile_cache_misses_total`, `exprd_evaluation_duration_seconds_bucket`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	watch, err := health.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := watch.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health watch: got %v %v, want SERVING", r, err)
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	// Health turns NOT_SERVING at once, and new streams are refused.
+	if r, err := watch.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health watch after SIGTERM: got %v %v, want NOT_SERVING", r, err)
+	}
+	if s2, err := exprdv1.NewExprToolClient(conn).Session(ctx); err == nil {
+		if _, err := s2.Recv(); status.Code(err) != codes.Unavailable {
+			t.Errorf("a new stream while draining: got %v, want Unavailable", err)
+		}
 	}
 	// The open stream is ended once the drain window is over.
 	for {
@@ -121,19 +154,58 @@ func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 	}
 }
 
-func TestFlagsFromEnvironment(t *testing.T) {
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "exprd.yaml")
+	if err := os.WriteFile(file, []byte("max-iterations: 300\nmax-steps: 7\nlisten: \":5000\"\nmax-timeout: 50ms\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("EXPRD_MAX_ITERATIONS", "500")
 	t.Setenv("EXPRD_LISTEN", ":6000")
-	c, err := parseFlags([]string{"--listen", ":7000"})
+	c, err := parseConfig([]string{"--config", file, "--listen", ":7000"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.budgets.MaxIterations != 500 || c.listen != ":7000" {
-		t.Errorf("got iterations %d listen %q, want 500 from the environment and :7000 from the flag", c.budgets.MaxIterations, c.listen)
+	if c.listen != ":7000" || c.budgets.MaxIterations != 500 || c.budgets.MaxSteps != 7 || c.budgets.Timeout != 50*time.Millisecond {
+		t.Errorf("got listen %q iterations %d steps %d timeout %v; want the flag's :7000, the environment's 500, the file's 7 and 50ms",
+			c.listen, c.budgets.MaxIterations, c.budgets.MaxSteps, c.budgets.Timeout)
 	}
-	t.Setenv("EXPRD_MAX_ITERATIONS", "lots")
-	if _, err := parseFlags(nil); err == nil {
-		t.Error("want an error naming EXPRD_MAX_ITERATIONS")
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
-	os.Unsetenv("EXPRD_MAX_ITERATIONS")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown key in the file", []string{"--config", write("a.yaml", "max-iteration: 5\n")}, nil, `"max-iteration" is not a setting`},
+		{"bad value in the file", []string{"--config", write("b.yaml", "max-steps: many\n")}, nil, "max-steps"},
+		{"not a mapping", []string{"--config", write("c.yaml", "- 1\n")}, nil, "c.yaml"},
+		{"nested value", []string{"--config", write("d.yaml", "max-steps: [1]\n")}, nil, "max-steps: want a single value"},
+		{"bad environment value", nil, map[string]string{"EXPRD_MAX_NODES": "x"}, "EXPRD_MAX_NODES"},
+		{"zero budget", []string{"--max-steps", "0"}, nil, "max_steps"},
+		{"tls half given", []string{"--tls-cert", "c.pem"}, nil, "tls-cert and tls-key"},
+		{"missing file", []string{"--config", filepath.Join(dir, "none.yaml")}, nil, "none.yaml"},
+		{"stray argument", []string{"serve"}, nil, `unexpected argument "serve"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			_, err := parseConfig(tt.args, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error naming %q", err, tt.want)
+			}
+		})
+	}
 }

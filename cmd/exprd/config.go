@@ -1,0 +1,185 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/server"
+)
+
+// config is exprd's configuration. Every setting is a flag; a YAML file
+// (--config) may set any of them by the flag's name, the environment by
+// EXPRD_<FLAG> (dashes as underscores). The command line wins over the
+// environment, which wins over the file.
+type config struct {
+	listen        string
+	metricsListen string
+	demo          bool
+	logLevel      string
+	drain         time.Duration
+	cacheSize     int
+
+	maxCallsInFlight  int
+	maxRecvMsgSize    int
+	maxStateBytes     int
+	maxStreamsPerConn int
+	maxSessions       int
+	ratePerSecond     float64
+	rateBurst         int
+
+	tokensFile  string
+	tlsCert     string
+	tlsKey      string
+	tlsClientCA string
+
+	maxConnAge      time.Duration
+	maxConnAgeGrace time.Duration
+	minPingInterval time.Duration
+
+	budgets evaluator.Budgets
+}
+
+func newFlagSet(c *config) *flag.FlagSet {
+	fs := flag.NewFlagSet("exprd", flag.ContinueOnError)
+	fs.String("config", "", "a YAML file of settings, keyed by flag name")
+	fs.StringVar(&c.listen, "listen", ":50051", "address to serve gRPC on")
+	fs.StringVar(&c.metricsListen, "metrics-listen", ":9090", "address to serve Prometheus /metrics on (empty: off)")
+	fs.BoolVar(&c.demo, "demo", false, "start sessions from the demo products state and offer the demo functions")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM, how long open streams may go on before they are stopped")
+	fs.IntVar(&c.cacheSize, "compile-cache-size", evaluator.DefaultCompileCacheSize, "compiled programs kept")
+
+	fs.IntVar(&c.maxCallsInFlight, "max-calls-in-flight", server.DefaultMaxCallsInFlight, "calls running at once on one stream")
+	fs.IntVar(&c.maxRecvMsgSize, "max-recv-msg-size", server.DefaultMaxRecvMsgSize, "bytes of one received message")
+	fs.IntVar(&c.maxStateBytes, "max-state-bytes", server.DefaultMaxStateBytes, "bytes of JSON of a session's state")
+	fs.IntVar(&c.maxStreamsPerConn, "max-streams-per-connection", server.DefaultMaxStreamsPerConn, "streams open at once on one connection")
+	fs.IntVar(&c.maxSessions, "max-sessions", server.DefaultMaxSessions, "Session streams this replica holds")
+	fs.Float64Var(&c.ratePerSecond, "rate-limit", server.DefaultRatePerSecond, "RPCs started per second per caller")
+	fs.IntVar(&c.rateBurst, "rate-burst", server.DefaultRateBurst, "burst of the per-caller rate limit")
+
+	fs.StringVar(&c.tokensFile, "auth-tokens-file", "", "bearer tokens, one `NAME TOKEN SCOPES` a line (EXPRD_AUTH_TOKENS may hold them instead); empty with no EXPRD_AUTH_TOKENS: auth off")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "the TLS certificate's key (PEM)")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "require client certificates signed by this CA (mTLS)")
+
+	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
+	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")
+	fs.DurationVar(&c.minPingInterval, "min-ping-interval", server.DefaultMinPingInterval, "clients pinging more often are sent away")
+
+	b := &c.budgets
+	fs.DurationVar(&b.Timeout, "max-timeout", b.Timeout, "evaluation time per call")
+	fs.Uint64Var(&b.MaxIterations, "max-iterations", b.MaxIterations, "predicate iterations per call")
+	fs.Uint64Var(&b.MemoryBudget, "max-memory-budget", b.MemoryBudget, "expr VM memory budget per expression")
+	fs.IntVar(&b.MaxSourceLength, "max-source-length", b.MaxSourceLength, "characters of one expression")
+	fs.IntVar(&b.MaxNodes, "max-nodes", b.MaxNodes, "AST nodes of one expression")
+	fs.IntVar(&b.MaxStringLength, "max-string-length", b.MaxStringLength, "characters of a string written or read")
+	fs.IntVar(&b.MaxArrayLength, "max-array-length", b.MaxArrayLength, "items of an array written or read")
+	fs.IntVar(&b.MaxReadChars, "max-read-chars", b.MaxReadChars, "characters of a read value's JSON")
+	fs.DurationVar(&b.FunctionTimeout, "max-function-timeout", b.FunctionTimeout, "wait for a client-run function")
+	fs.IntVar(&b.MaxSteps, "max-steps", b.MaxSteps, "steps of one call")
+	fs.IntVar(&b.MaxValueBytes, "max-value-bytes", b.MaxValueBytes, "bytes of JSON of a value written, read or passed to a function")
+	return fs
+}
+
+// parseConfig reads the command line, then fills what it left unset from
+// the environment, then from the --config file. Every error names its key.
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	c := config{budgets: evaluator.DefaultBudgets()}
+	fs := newFlagSet(&c)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+
+	fromEnv := map[string]bool{}
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		key := envKey(f.Name)
+		v, ok := os.LookupEnv(key)
+		if !ok || onCommandLine[f.Name] {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v", key, v, err))
+		}
+		fromEnv[f.Name] = true
+	})
+	if path := fs.Lookup("config").Value.String(); path != "" {
+		file, err := readConfigFile(path)
+		if err != nil {
+			return c, err
+		}
+		for _, key := range slices.Sorted(maps.Keys(file)) {
+			f := fs.Lookup(key)
+			switch {
+			case f == nil || key == "config":
+				errs = append(errs, fmt.Errorf("%s: %q is not a setting (see exprd --help)", path, key))
+			case onCommandLine[key] || fromEnv[key]:
+			default:
+				if err := f.Value.Set(file[key]); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %s: %v", path, key, err))
+				}
+			}
+		}
+	}
+	if err := c.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
+}
+
+func envKey(flagName string) string {
+	return "EXPRD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// readConfigFile reads a YAML mapping of setting names to scalar values.
+func readConfigFile(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var raw map[string]yaml.Node
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("config %s: %v", path, err)
+	}
+	out := make(map[string]string, len(raw))
+	for k, n := range raw {
+		if n.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("config %s: %s: want a single value (line %d)", path, k, n.Line)
+		}
+		out[k] = n.Value
+	}
+	return out, nil
+}
+
+func (c config) validate() error {
+	var errs []error
+	if err := c.budgets.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		errs = append(errs, errors.New("tls-cert and tls-key: give both or neither"))
+	}
+	if c.tlsClientCA != "" && c.tlsCert == "" {
+		errs = append(errs, errors.New("tls-client-ca: mTLS needs tls-cert and tls-key"))
+	}
+	if c.drain <= 0 {
+		errs = append(errs, fmt.Errorf("drain-timeout: %v, want a positive duration", c.drain))
+	}
+	return errors.Join(errs...)
+}
