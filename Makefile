@@ -32,6 +32,31 @@ test: ## Run every test with the race detector
 bench: ## Run the benchmarks (ratios against baselines in the same run)
 	go test -run='^$$' -bench=. -benchmem -count=5 ./evaluator/... ./server/...
 
+FUZZTIME ?= 10s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (seeds in testdata/)
+	@for pkg in $$(go list ./...); do \
+		for target in $$(go test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$target"; \
+			go test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$pkg > /tmp/exprd-fuzz.log 2>&1 || { cat /tmp/exprd-fuzz.log; exit 1; }; \
+		done; \
+	done
+
+LOAD_DURATION ?= 60s
+LOAD_STREAMS ?= 200
+LOAD_IDLE ?= 10000
+
+.PHONY: loadtest
+loadtest: ## Load a local exprd: LOAD_STREAMS streams for LOAD_DURATION, then LOAD_IDLE idle sessions
+	go build -o $(BIN)/exprd ./cmd/exprd
+	go build -o $(BIN)/exprd-load ./cmd/exprd-load
+	$(BIN)/exprd-load --exprd $(BIN)/exprd --streams $(LOAD_STREAMS) --duration $(LOAD_DURATION) --idle $(LOAD_IDLE)
+
+.PHONY: loadtest-short
+loadtest-short: ## The 10-second load test CI runs
+	$(MAKE) loadtest LOAD_DURATION=10s LOAD_IDLE=2000
+
 .PHONY: generate
 generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate gen/ from proto/
 	rm -rf gen

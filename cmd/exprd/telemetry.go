@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
@@ -49,6 +50,8 @@ func startTelemetry(ctx context.Context, metricsListen string, log *slog.Logger)
 	t := &telemetry{}
 	res := resource.NewSchemaless(semconv.ServiceName("exprd"))
 	reg := prometheus.NewRegistry()
+	// The process's RSS and the Go runtime's goroutines, for the load tests.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		return nil, err
