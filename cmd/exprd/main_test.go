@@ -2,14 +2,14 @@ package main
 
 import (
 	"bufio"
-	"io"
-	"net/http"
-	"strings"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
