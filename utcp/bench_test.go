@@ -1,0 +1,91 @@
+package utcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+// BenchmarkWarmCall compares a warm HTTP tool call through the registry
+// (schema check, template, request mapping, deadline, decoding) with the
+// same request made with a bare net/http client, without a deadline ("bare")
+// and under the same 10 s deadline the registry sets ("bare+deadline").
+// Goal: registry ≤ 1.1× bare.
+func BenchmarkWarmCall(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"result":5}`)
+	}))
+	defer srv.Close()
+
+	b.Run("registry", func(b *testing.B) {
+		r, err := utcp.New()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		inputs := map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "number"}, "b": map[string]any{"type": "number"}}, "required": []any{"a", "b"}}
+		manual := manualOf("add", inputs, map[string]any{"call_template_type": "http", "http_method": "POST", "url": srv.URL + "/math/add"})
+		if _, err := r.Register(context.Background(), "math", utcp.FromText(manual).AllowProtocols("http")); err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		args := map[string]any{"a": 2.0, "b": 3.0}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if _, err := r.Call(ctx, "math.add", args); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, deadline := range []bool{false, true} {
+		name := "bare"
+		if deadline {
+			name = "bare+deadline"
+		}
+		b.Run(name, func(b *testing.B) { benchBare(b, srv.URL, deadline) })
+	}
+}
+
+func benchBare(b *testing.B, url string, deadline bool) {
+	{
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = utcp.DefaultMaxIdleConnsPerHost
+		client := &http.Client{Transport: tr}
+		defer tr.CloseIdleConnections()
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			rctx, cancel := ctx, context.CancelFunc(func() {})
+			if deadline {
+				rctx, cancel = context.WithTimeout(ctx, utcp.DefaultTimeout)
+			}
+			req, err := http.NewRequestWithContext(rctx, http.MethodPost, url+"/math/add?a=2&b=3", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			var v any
+			if err := json.Unmarshal(body, &v); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+		}
+	}
+}

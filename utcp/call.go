@@ -1,0 +1,191 @@
+package utcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Call runs a tool by its full name. The arguments are checked against the
+// tool's input schema first (*InvalidArgumentsError, nothing sent). The
+// deadline in force is the smallest of ctx's and the template's timeout
+// (default WithTimeout); when it passes the error is a *TimeoutError, and
+// cancelling ctx cancels the provider's request.
+func (r *Registry) Call(ctx context.Context, name string, args map[string]any) (any, error) {
+	e, args, tr, err := r.prepareCall(name, args)
+	if err != nil {
+		return nil, err
+	}
+	timeout := r.timeoutOf(e)
+	cctx, cancel := withDeadline(ctx, timeout)
+	defer cancel()
+	v, err := tr.Call(cctx, e.tool, args)
+	if err != nil {
+		return nil, callError(ctx, cctx, e.tool.Name, timeout, err)
+	}
+	return v, nil
+}
+
+// CallStream runs a tool and returns its chunks as they arrive. The deadline
+// (as for Call) covers the whole stream; Close the stream when done with it
+// early.
+func (r *Registry) CallStream(ctx context.Context, name string, args map[string]any) (Stream, error) {
+	e, args, tr, err := r.prepareCall(name, args)
+	if err != nil {
+		return nil, err
+	}
+	timeout := r.timeoutOf(e)
+	cctx, cancel := withDeadline(ctx, timeout)
+	st, err := tr.Stream(cctx, e.tool, args)
+	if err != nil {
+		cancel()
+		return nil, callError(ctx, cctx, e.tool.Name, timeout, err)
+	}
+	return &callStream{s: st, parent: ctx, ctx: cctx, cancel: cancel, tool: e.tool.Name, timeout: timeout}, nil
+}
+
+// withDeadline bounds ctx by timeout, reusing ctx when its own deadline is
+// already the sooner.
+func withDeadline(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
+func (r *Registry) timeoutOf(e *toolEntry) time.Duration {
+	if d := e.tool.Template.Timeout; d > 0 {
+		return d
+	}
+	return r.cfg.timeout
+}
+
+func (r *Registry) prepareCall(name string, args map[string]any) (*toolEntry, map[string]any, Transport, error) {
+	e, err := r.lookup(name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if args == nil {
+		args = map[string]any{}
+	} else if !isJSONValue(args) {
+		norm, err := normalizeJSON(args)
+		if err != nil {
+			return nil, nil, nil, &InvalidArgumentsError{Tool: name, Problems: []string{"arguments are not JSON: " + err.Error()}}
+		}
+		args, _ = norm.(map[string]any)
+	}
+	if err := e.tool.ValidateArgs(args); err != nil {
+		return nil, nil, nil, err
+	}
+	tr, err := r.transportFor(e)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return e, args, tr, nil
+}
+
+// transportFor resolves the tool's template (variables are read on every
+// call) and returns its transport, rebuilt only when the resolved template
+// changed.
+func (r *Registry) transportFor(e *toolEntry) (Transport, error) {
+	if e.static != nil {
+		return e.static, nil
+	}
+	resolved, err := r.vars.substitute(e.tool.Template.fields, e.tool.manual)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(resolved)
+	if err != nil {
+		return nil, &ManualError{Manual: e.tool.manual, Path: "tool_call_template", Msg: err.Error()}
+	}
+	if b := e.last.Load(); b != nil && bytes.Equal(b.raw, raw) {
+		return b.t, nil
+	}
+	f := r.factories[e.tool.Template.Type]
+	if f == nil {
+		return nil, &TransportError{Tool: e.tool.Name, Reason: ReasonUnsupportedType}
+	}
+	t, err := f(raw, e.env)
+	if err != nil {
+		return nil, prefixWithManual(prefixField(err, "tool_call_template"), e.tool.manual)
+	}
+	e.last.Store(&builtTransport{raw: raw, t: t})
+	return t, nil
+}
+
+// ReasonFailed is a transport's own error that is none of ours.
+const ReasonFailed Reason = "failed"
+
+// callError maps a transport's error: the call's deadline becomes a
+// *TimeoutError, the caller's cancellation stays the caller's context error,
+// and a foreign error is wrapped so its text stays out of the message.
+func callError(parent, cctx context.Context, tool string, timeout time.Duration, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || cctx.Err() != nil {
+		switch {
+		case parent.Err() == context.Canceled:
+			return fmt.Errorf("utcp: tool %q: %w", tool, context.Canceled)
+		case parent.Err() == context.DeadlineExceeded:
+			return &TimeoutError{Tool: tool}
+		case cctx.Err() == context.DeadlineExceeded:
+			return &TimeoutError{Tool: tool, Timeout: timeout}
+		}
+	}
+	var (
+		te *TransportError
+		ia *InvalidArgumentsError
+		to *TimeoutError
+		me *ManualError
+		vn *VariableNotFoundError
+		nf *NotFoundError
+	)
+	switch {
+	case errors.As(err, &te):
+		if te.Tool == "" {
+			te.Tool = tool
+		}
+		return te
+	case errors.As(err, &ia), errors.As(err, &to), errors.As(err, &me), errors.As(err, &vn), errors.As(err, &nf):
+		return err
+	}
+	return &TransportError{Tool: tool, Reason: ReasonFailed, cause: err}
+}
+
+// callStream ties a transport's stream to the call's deadline.
+type callStream struct {
+	s       Stream
+	parent  context.Context
+	ctx     context.Context
+	cancel  context.CancelFunc
+	tool    string
+	timeout time.Duration
+	done    bool
+}
+
+func (c *callStream) Next() (any, error) {
+	if c.done {
+		return nil, io.EOF
+	}
+	v, err := c.s.Next()
+	if err == nil {
+		return v, nil
+	}
+	c.done = true
+	c.s.Close()
+	c.cancel()
+	if err == io.EOF {
+		return nil, io.EOF
+	}
+	return nil, callError(c.parent, c.ctx, c.tool, c.timeout, err)
+}
+
+func (c *callStream) Close() error {
+	c.done = true
+	err := c.s.Close()
+	c.cancel()
+	return err
+}

@@ -1,0 +1,354 @@
+package utcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v4"
+)
+
+// Source is where Registry.Register reads a manual from. Build one with
+// FromURL, FromFile, FromText, FromTemplate or FromManual.
+type Source struct {
+	kind     sourceKind
+	location string
+	content  string
+	template json.RawMessage
+	manual   *Manual
+	allowed  []string
+}
+
+type sourceKind int
+
+const (
+	sourceURL sourceKind = iota + 1
+	sourceFile
+	sourceText
+	sourceTemplate
+	sourceManual
+)
+
+// FromURL reads the manual at a URL: a GET whose response is a UTCP manual,
+// or an OpenAPI 3 (or Swagger 2) document in JSON or YAML, converted. It is
+// the http call template {"call_template_type": "http", "url": u}; like any
+// http template, its tools must be `http` unless AllowProtocols says more.
+func FromURL(u string) Source { return Source{kind: sourceURL, location: u} }
+
+// FromFile reads a manual or an OpenAPI document (JSON or YAML) from a file.
+// The operator wrote it, so its tools may use any registered transport unless
+// AllowProtocols narrows them. The manual's name defaults to the file's base
+// name without its extension.
+func FromFile(path string) Source { return Source{kind: sourceFile, location: path} }
+
+// FromText registers an inline manual: the text call template
+// {"call_template_type": "text", "content": content}. As in the SDK its
+// allowed protocols default to ["text"], so a manual of http tools needs
+// AllowProtocols("http"); exprd refuses (rather than silently registering
+// nothing) when every tool is filtered out.
+func FromText(content string) Source { return Source{kind: sourceText, content: content} }
+
+// FromTemplate registers through a manual call template of any registered
+// type whose transport can discover (http, text; gRPC once added). The
+// template's name names the manual unless Register is given one; its
+// allowed_communication_protocols (default: its own type) filter the tools.
+func FromTemplate(template json.RawMessage) Source {
+	return Source{kind: sourceTemplate, template: template}
+}
+
+// FromManual registers a manual already parsed (or built in code). Its tools
+// may use any registered transport unless AllowProtocols narrows them.
+func FromManual(m *Manual) Source { return Source{kind: sourceManual, manual: m} }
+
+// AllowProtocols sets the call template types the source's tools may use,
+// replacing the default.
+func (s Source) AllowProtocols(types ...string) Source {
+	s.allowed = append([]string{}, types...)
+	return s
+}
+
+// callTemplate returns the source's manual call template, nil for files and
+// parsed manuals.
+func (s Source) callTemplate() (*CallTemplate, error) {
+	var raw []byte
+	switch s.kind {
+	case sourceURL:
+		raw, _ = json.Marshal(map[string]any{"call_template_type": TypeHTTP, "url": s.location, "http_method": DefaultHTTPMethod})
+	case sourceText:
+		raw, _ = json.Marshal(map[string]any{"call_template_type": TypeText, "content": s.content})
+	case sourceTemplate:
+		raw = s.template
+	default:
+		return nil, nil
+	}
+	return ParseCallTemplate(raw)
+}
+
+// decodeDocument decodes a discovered document: YAML when its media type or
+// location says so, else JSON, else YAML. Numbers come back as json.Number.
+func decodeDocument(data []byte, mediaType, location string) (any, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("the document is empty")
+	}
+	yamlFirst := strings.Contains(mediaType, "yaml") || hasYAMLExt(location)
+	if !yamlFirst {
+		v, jsonErr := decodeJSON(data)
+		if jsonErr == nil {
+			return v, nil
+		}
+		if t := bytes.TrimSpace(data); t[0] == '{' || t[0] == '[' {
+			return nil, jsonErr
+		}
+	}
+	return decodeYAML(data)
+}
+
+func hasYAMLExt(loc string) bool {
+	if i := strings.IndexAny(loc, "?#"); i >= 0 {
+		loc = loc[:i]
+	}
+	ext := strings.ToLower(filepath.Ext(loc))
+	return ext == ".yaml" || ext == ".yml"
+}
+
+func decodeYAML(data []byte) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, errors.New("not valid YAML")
+		}
+	}()
+	var raw any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("neither valid JSON nor valid YAML: %s", firstLine(err.Error()))
+	}
+	return yamlToJSON(raw, 0)
+}
+
+// yamlToJSON turns a YAML value into what decodeJSON would give.
+func yamlToJSON(v any, depth int) (any, error) {
+	if depth > 512 {
+		return nil, errors.New("YAML nested too deep")
+	}
+	switch x := v.(type) {
+	case nil, bool, string:
+		return x, nil
+	case int:
+		return json.Number(strconv.Itoa(x)), nil
+	case int64:
+		return json.Number(strconv.FormatInt(x, 10)), nil
+	case uint64:
+		return json.Number(strconv.FormatUint(x, 10)), nil
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil, errors.New("YAML number is not finite")
+		}
+		return json.Number(strconv.FormatFloat(x, 'g', -1, 64)), nil
+	case time.Time:
+		return x.Format(time.RFC3339Nano), nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			c, err := yamlToJSON(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			c, err := yamlToJSON(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			c, err := yamlToJSON(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[fmt.Sprint(k)] = c
+		}
+		return out, nil
+	default:
+		return fmt.Sprint(x), nil
+	}
+}
+
+// documentKind tells a UTCP manual from an OpenAPI document, as the
+// reference clients do: a manual has a non-empty utcp_version (or the older
+// `version`) and a tools array; OpenAPI has openapi, swagger or paths.
+func documentKind(v any) (isManual, isOpenAPI bool) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return false, false
+	}
+	_, toolsIsArray := obj["tools"].([]any)
+	for _, k := range []string{"utcp_version", "version"} {
+		if s, ok := obj[k].(string); ok && s != "" && toolsIsArray {
+			return true, false
+		}
+	}
+	for _, k := range []string{"openapi", "swagger", "paths"} {
+		if _, ok := obj[k]; ok {
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// manualFromDocument reads a discovered document as a manual.
+func manualFromDocument(doc *Document, opts OpenAPIOptions) (*Manual, []SkippedTool, error) {
+	v, err := decodeDocument(doc.Body, doc.ContentType, doc.Location)
+	if err != nil {
+		return nil, nil, &ManualError{Manual: opts.Manual, Msg: err.Error()}
+	}
+	isManual, isOpenAPI := documentKind(v)
+	switch {
+	case isManual:
+		m, err := manualFromValue(v)
+		if err != nil {
+			var me *ManualError
+			if errors.As(err, &me) {
+				me.Manual = opts.Manual
+			}
+			return nil, nil, err
+		}
+		return m, nil, nil
+	case isOpenAPI:
+		return convertOpenAPIValue(v, opts)
+	default:
+		return nil, nil, &ManualError{Manual: opts.Manual, Msg: "neither a UTCP manual (utcp_version and tools) nor an OpenAPI document (openapi, swagger or paths)"}
+	}
+}
+
+// readFileCapped reads a file of at most limit bytes.
+func readFileCapped(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("over %d bytes", limit)
+	}
+	return data, nil
+}
+
+// discover fetches and reads the manual a source names.
+func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *CallTemplate, env Env) (*Manual, []SkippedTool, error) {
+	switch src.kind {
+	case sourceManual:
+		if src.manual == nil {
+			return nil, nil, &ManualError{Manual: name, Msg: "no manual given"}
+		}
+		raw, err := json.Marshal(src.manual)
+		if err != nil {
+			return nil, nil, &ManualError{Manual: name, Msg: "cannot encode the manual: " + err.Error()}
+		}
+		m, err := ParseManual(raw)
+		if err != nil {
+			var me *ManualError
+			if errors.As(err, &me) {
+				me.Manual = name
+			}
+			return nil, nil, err
+		}
+		return m, nil, nil
+	case sourceFile:
+		data, err := readFileCapped(src.location, r.cfg.maxResponse)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, nil, &ManualError{Manual: name, Msg: "cannot read " + filepath.Base(src.location) + ": " + err.Error()}
+		}
+		return manualFromDocument(&Document{Body: data, Location: src.location}, OpenAPIOptions{Manual: name})
+	}
+	fields := tmpl.fields
+	var content any
+	if tmpl.Type == TypeText {
+		// An inline manual's own templates are resolved on each call, in
+		// their own time: only the template around it is resolved here.
+		fields = make(map[string]any, len(tmpl.fields))
+		for k, v := range tmpl.fields {
+			fields[k] = v
+		}
+		content = fields["content"]
+		delete(fields, "content")
+	}
+	resolved, err := r.vars.substitute(fields, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if content != nil {
+		resolved.(map[string]any)["content"] = content
+	}
+	raw, err := json.Marshal(resolved)
+	if err != nil {
+		return nil, nil, &ManualError{Manual: name, Msg: err.Error()}
+	}
+	f := r.factories[tmpl.Type]
+	if f == nil {
+		return nil, nil, &ManualError{Manual: name, Path: "call_template_type", Msg: fmt.Sprintf("no transport for type %q", tmpl.Type)}
+	}
+	tr, err := f(raw, env)
+	if err != nil {
+		return nil, nil, prefixWithManual(prefixField(err, ""), name)
+	}
+	d, ok := tr.(Discoverer)
+	if !ok {
+		return nil, nil, &ManualError{Manual: name, Path: "call_template_type", Msg: fmt.Sprintf("a %q template cannot be registered: its transport does not discover manuals", tmpl.Type)}
+	}
+	timeout := tmpl.Timeout
+	if timeout == 0 {
+		timeout = r.cfg.timeout
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	doc, err := d.Discover(dctx)
+	if err != nil {
+		if ctx.Err() == nil && dctx.Err() == context.DeadlineExceeded {
+			return nil, nil, &TimeoutError{Tool: name, Timeout: timeout}
+		}
+		return nil, nil, err
+	}
+	opts := OpenAPIOptions{Manual: name}
+	if src.kind != sourceText && tmpl.Type != TypeText {
+		opts.SpecURL = doc.Location
+	}
+	if tmpl.Type == TypeHTTP {
+		if spec, err := decodeHTTPSpec(raw, httpMethods, DefaultContentType); err == nil {
+			opts.AuthTools, opts.Headers = spec.authTools, spec.headers
+		}
+	}
+	return manualFromDocument(doc, opts)
+}
+
+func prefixWithManual(err error, name string) error {
+	var me *ManualError
+	if errors.As(err, &me) {
+		me.Manual = name
+	}
+	return err
+}

@@ -1,0 +1,55 @@
+package utcp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+func Example() {
+	// A provider: POST /math/add?a=2&b=3 answers {"result": 5}.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"result": 5}`)
+	}))
+	defer srv.Close()
+
+	r, err := utcp.New(utcp.WithVariables(map[string]string{"math_TOKEN": "t0k"}))
+	if err != nil {
+		panic(err)
+	}
+	defer r.Close()
+
+	manual := `{"utcp_version": "1.1.0", "manual_version": "1.0.0", "tools": [{
+	  "name": "add", "description": "Add two numbers", "tags": ["math"],
+	  "inputs": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
+	  "tool_call_template": {"call_template_type": "http", "http_method": "POST", "url": "` + srv.URL + `/math/add",
+	    "auth": {"auth_type": "api_key", "api_key": "Bearer ${TOKEN}", "var_name": "Authorization"}}}]}`
+	reg, err := r.Register(context.Background(), "math", utcp.FromText(manual).AllowProtocols(utcp.TypeHTTP))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(reg.Tools)
+
+	fmt.Println(r.Search("sum two numbers", 1)[0].Tool.Name)
+
+	v, err := r.Call(context.Background(), "math.add", map[string]any{"a": 2, "b": 3})
+	fmt.Println(v, err)
+
+	_, err = r.Call(context.Background(), "math.add", map[string]any{"a": 2})
+	fmt.Println(errors.Is(err, utcp.ErrInvalidArguments), err)
+
+	_, err = r.Call(context.Background(), "add", nil)
+	fmt.Println(err)
+	// Output:
+	// [math.add]
+	// math.add
+	// map[result:5] <nil>
+	// true utcp: tool "math.add": invalid arguments: at /: missing property 'b'
+	// utcp: tool "add" not found; did you mean "math.add"?
+}

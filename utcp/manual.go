@@ -1,0 +1,449 @@
+package utcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Defaults a manual gets for what it leaves out.
+const (
+	DefaultUTCPVersion   = "1.0.0"
+	DefaultManualVersion = "1.0.0"
+)
+
+// Manual is a UTCP manual: the tools one provider offers. ParseManual reads
+// one; Registry.Register reads one from a URL, a file or inline text.
+type Manual struct {
+	UTCPVersion   string
+	ManualVersion string
+	Tools         []*Tool
+}
+
+// Tool is one tool of a manual. After registration Name is the full name
+// `<manual>.<tool>`. A Tool handed out by a Registry is shared: read it,
+// never change it.
+type Tool struct {
+	Name                string
+	Description         string
+	Inputs              json.RawMessage // JSON Schema (draft 2020-12 unless it says otherwise)
+	Outputs             json.RawMessage // JSON Schema
+	Tags                []string
+	AverageResponseSize *int64
+	Template            *CallTemplate
+
+	manual     string
+	inSchema   *jsonschema.Schema
+	inFast     *simpleSchema // nil unless the input schema is simple
+	outSchema  *jsonschema.Schema
+	inputProps []string
+}
+
+// MarshalJSON writes the manual in the UTCP 1.x form.
+func (m *Manual) MarshalJSON() ([]byte, error) {
+	tools := m.Tools
+	if tools == nil {
+		tools = []*Tool{}
+	}
+	return json.Marshal(struct {
+		UTCPVersion   string  `json:"utcp_version"`
+		ManualVersion string  `json:"manual_version"`
+		Tools         []*Tool `json:"tools"`
+	}{m.UTCPVersion, m.ManualVersion, tools})
+}
+
+// MarshalJSON writes the tool in the UTCP 1.x form, its template as given
+// (variables unresolved).
+func (t *Tool) MarshalJSON() ([]byte, error) {
+	var tmpl json.RawMessage
+	if t.Template != nil {
+		tmpl = t.Template.raw
+	}
+	tags := t.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return json.Marshal(struct {
+		Name                string          `json:"name"`
+		Description         string          `json:"description"`
+		Inputs              json.RawMessage `json:"inputs,omitempty"`
+		Outputs             json.RawMessage `json:"outputs,omitempty"`
+		Tags                []string        `json:"tags"`
+		AverageResponseSize *int64          `json:"average_response_size,omitempty"`
+		Template            json.RawMessage `json:"tool_call_template,omitempty"`
+	}{t.Name, t.Description, t.Inputs, t.Outputs, tags, t.AverageResponseSize, tmpl})
+}
+
+// ManualName is the name of the manual the tool was registered with ("" before
+// registration).
+func (t *Tool) ManualName() string { return t.manual }
+
+// InputProperties are the names of the input schema's top-level properties,
+// sorted.
+func (t *Tool) InputProperties() []string { return slices.Clone(t.inputProps) }
+
+// ValidateArgs checks args against the tool's input schema; the error is an
+// *InvalidArgumentsError.
+func (t *Tool) ValidateArgs(args map[string]any) error {
+	if t.inFast != nil && args != nil && isJSONValue(args) && t.inFast.accepts(args) {
+		return nil
+	}
+	return validateAgainst(t.inSchema, t.Name, args)
+}
+
+// CallTemplate says how to reach a tool (or, for registration, a manual). The
+// common fields are parsed; the template's own fields stay in JSON() for its
+// transport, with ${VAR} references unresolved.
+type CallTemplate struct {
+	Name             string
+	Type             string // call_template_type (provider_type in the older go-utcp form)
+	Auth             *Auth  // nil when the template has none
+	AllowedProtocols []string
+	Timeout          time.Duration // the template's `timeout`; 0 means the registry's default
+
+	fields  map[string]any
+	raw     json.RawMessage
+	hasVars bool
+}
+
+// JSON returns the template as given (call_template_type normalised), with
+// variables unresolved.
+func (c *CallTemplate) JSON() json.RawMessage { return bytes.Clone(c.raw) }
+
+// Keys of a manual and of a tool: anything else is refused, as the SDK's
+// strict schemas do. `version`, `provider` and `tool_provider` are the older
+// go-utcp form.
+var (
+	manualKeys = []string{"utcp_version", "manual_version", "tools", "version"}
+	toolKeys   = []string{"name", "description", "inputs", "outputs", "tags", "average_response_size", "tool_call_template", "tool_provider", "provider"}
+	// templateKeys hold a tool's call template, in order of preference.
+	templateKeys = []string{"tool_call_template", "tool_provider", "provider"}
+)
+
+// ParseManual reads a UTCP manual (1.0/1.1, or the older go-utcp form) from
+// JSON. It is strict: an unknown key on the manual or a tool, a missing or
+// mistyped field, or a schema that does not compile is a *ManualError naming
+// the JSON path. Unknown keys inside a call template are kept for its
+// transport, which ignores them.
+func ParseManual(data []byte) (*Manual, error) {
+	v, err := decodeJSON(data)
+	if err != nil {
+		return nil, &ManualError{Msg: err.Error()}
+	}
+	return manualFromValue(v)
+}
+
+// decodeJSON decodes exactly one JSON value, numbers as json.Number.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, describeJSONError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("not valid JSON: data after the first value")
+	}
+	return v, nil
+}
+
+func describeJSONError(err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("not valid JSON at byte %d: %s", se.Offset, se.Error())
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("not valid JSON: unexpected end")
+	}
+	return fmt.Errorf("not valid JSON: %s", err.Error())
+}
+
+func manualFromValue(v any) (*Manual, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, &ManualError{Msg: "a manual must be a JSON object, got " + jsonKind(v)}
+	}
+	if err := checkKeys(obj, manualKeys, ""); err != nil {
+		return nil, err
+	}
+	m := &Manual{UTCPVersion: DefaultUTCPVersion, ManualVersion: DefaultManualVersion}
+	for _, k := range []string{"version", "utcp_version"} { // utcp_version wins over the older version
+		if s, present, err := optString(obj, k, ""); err != nil {
+			return nil, err
+		} else if present {
+			m.UTCPVersion = s
+		}
+	}
+	if s, present, err := optString(obj, "manual_version", ""); err != nil {
+		return nil, err
+	} else if present {
+		m.ManualVersion = s
+	}
+	rawTools, ok := obj["tools"]
+	if !ok {
+		return nil, &ManualError{Path: "tools", Msg: "missing"}
+	}
+	list, ok := rawTools.([]any)
+	if !ok {
+		return nil, &ManualError{Path: "tools", Msg: "must be an array, got " + jsonKind(rawTools)}
+	}
+	seen := make(map[string]int, len(list))
+	for i, rt := range list {
+		path := fmt.Sprintf("tools[%d]", i)
+		t, err := toolFromValue(rt, path)
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := seen[t.Name]; dup {
+			return nil, &ManualError{Path: path + ".name", Msg: fmt.Sprintf("%q is already the name of tools[%d]", t.Name, j)}
+		}
+		seen[t.Name] = i
+		m.Tools = append(m.Tools, t)
+	}
+	return m, nil
+}
+
+func toolFromValue(v any, path string) (*Tool, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, &ManualError{Path: path, Msg: "a tool must be an object, got " + jsonKind(v)}
+	}
+	if err := checkKeys(obj, toolKeys, path); err != nil {
+		return nil, err
+	}
+	t := &Tool{}
+	name, present, err := optString(obj, "name", path)
+	if err != nil {
+		return nil, err
+	}
+	if !present {
+		return nil, &ManualError{Path: joinPath(path, "name"), Msg: "missing"}
+	}
+	if strings.TrimSpace(name) == "" {
+		return nil, &ManualError{Path: joinPath(path, "name"), Msg: "must not be empty"}
+	}
+	t.Name = name
+	if t.Description, _, err = optString(obj, "description", path); err != nil {
+		return nil, err
+	}
+	if t.Tags, err = optStrings(obj, "tags", path); err != nil {
+		return nil, err
+	}
+	if n, ok := obj["average_response_size"]; ok && n != nil {
+		num, isNum := n.(json.Number)
+		size, convErr := num.Int64()
+		if !isNum || convErr != nil || size < 0 {
+			return nil, &ManualError{Path: joinPath(path, "average_response_size"), Msg: "must be a non-negative integer"}
+		}
+		t.AverageResponseSize = &size
+	}
+	for _, k := range []string{"inputs", "outputs"} {
+		doc, ok := obj[k]
+		if !ok || doc == nil {
+			doc = map[string]any{}
+		}
+		sch, raw, err := compileToolSchema(doc, joinPath(path, k))
+		if err != nil {
+			return nil, err
+		}
+		if k == "inputs" {
+			t.Inputs, t.inSchema = raw, sch
+			t.inFast = newSimpleSchema(doc)
+			t.inputProps = propertyNames(doc)
+		} else {
+			t.Outputs, t.outSchema = raw, sch
+		}
+	}
+	var tmplKey string
+	for _, k := range templateKeys {
+		if _, ok := obj[k]; ok {
+			if tmplKey != "" {
+				return nil, &ManualError{Path: joinPath(path, k), Msg: "a tool has one call template; " + tmplKey + " is already given"}
+			}
+			tmplKey = k
+		}
+	}
+	if tmplKey == "" {
+		return nil, &ManualError{Path: joinPath(path, "tool_call_template"), Msg: "missing"}
+	}
+	if t.Template, err = templateFromValue(obj[tmplKey], joinPath(path, tmplKey)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func compileToolSchema(doc any, path string) (*jsonschema.Schema, json.RawMessage, error) {
+	switch doc.(type) {
+	case map[string]any, bool:
+	default:
+		return nil, nil, &ManualError{Path: path, Msg: "a JSON Schema must be an object or a boolean, got " + jsonKind(doc)}
+	}
+	sch, err := compileSchema(doc)
+	if err != nil {
+		return nil, nil, &ManualError{Path: path, Msg: "invalid JSON Schema: " + err.Error()}
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, &ManualError{Path: path, Msg: "cannot encode: " + err.Error()}
+	}
+	return sch, raw, nil
+}
+
+func propertyNames(doc any) []string {
+	obj, _ := doc.(map[string]any)
+	props, _ := obj["properties"].(map[string]any)
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ParseCallTemplate reads one call template from JSON (for a manual's own
+// template, or a tool's). Errors are *ManualError with the field's path.
+func ParseCallTemplate(data []byte) (*CallTemplate, error) {
+	v, err := decodeJSON(data)
+	if err != nil {
+		return nil, &ManualError{Msg: err.Error()}
+	}
+	return templateFromValue(v, "")
+}
+
+func templateFromValue(v any, path string) (*CallTemplate, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, &ManualError{Path: path, Msg: "a call template must be an object, got " + jsonKind(v)}
+	}
+	fields := make(map[string]any, len(obj))
+	for k, val := range obj {
+		fields[k] = val
+	}
+	c := &CallTemplate{fields: fields}
+	kind, present, err := optString(obj, "call_template_type", path)
+	if err != nil {
+		return nil, err
+	}
+	if !present {
+		if kind, present, err = optString(obj, "provider_type", path); err != nil {
+			return nil, err
+		}
+		if present {
+			delete(fields, "provider_type")
+			fields["call_template_type"] = kind
+		}
+	}
+	if !present || kind == "" {
+		return nil, &ManualError{Path: joinPath(path, "call_template_type"), Msg: "missing"}
+	}
+	c.Type = kind
+	if c.Name, _, err = optString(obj, "name", path); err != nil {
+		return nil, err
+	}
+	if c.AllowedProtocols, err = optStrings(obj, "allowed_communication_protocols", path); err != nil {
+		return nil, err
+	}
+	if a, ok := obj["auth"]; ok && a != nil {
+		if c.Auth, err = parseAuth(a); err != nil {
+			return nil, prefixField(err, joinPath(path, "auth"))
+		}
+	}
+	if to, ok := obj["timeout"]; ok && to != nil {
+		if c.Timeout, err = parseTimeout(to); err != nil {
+			return nil, &ManualError{Path: joinPath(path, "timeout"), Msg: err.Error()}
+		}
+	}
+	c.hasVars = containsVariables(fields)
+	if c.raw, err = json.Marshal(fields); err != nil {
+		return nil, &ManualError{Path: path, Msg: "cannot encode: " + err.Error()}
+	}
+	return c, nil
+}
+
+// MaxTemplateTimeout bounds a template's `timeout`.
+const MaxTemplateTimeout = time.Hour
+
+// parseTimeout reads a template's timeout: a number of milliseconds (the
+// SDK's unit for streamable_http) or a Go duration string ("30s").
+func parseTimeout(v any) (time.Duration, error) {
+	var d time.Duration
+	switch x := v.(type) {
+	case json.Number:
+		ms, err := x.Float64()
+		if err != nil || math.IsNaN(ms) || ms <= 0 || ms > float64(MaxTemplateTimeout/time.Millisecond) {
+			return 0, fmt.Errorf("must be a number of milliseconds in (0, %d]", MaxTemplateTimeout/time.Millisecond)
+		}
+		d = time.Duration(ms * float64(time.Millisecond))
+	case string:
+		var err error
+		if d, err = time.ParseDuration(x); err != nil || d <= 0 || d > MaxTemplateTimeout {
+			return 0, fmt.Errorf("must be a duration in (0, %s], got %q", MaxTemplateTimeout, x)
+		}
+	default:
+		return 0, errors.New("must be a number of milliseconds or a duration string, got " + jsonKind(v))
+	}
+	return d, nil
+}
+
+// prefixField turns a *FieldError into a *ManualError under path.
+func prefixField(err error, path string) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return &ManualError{Path: concatPath(path, fe.Path), Msg: fe.Msg}
+	}
+	var me *ManualError
+	if errors.As(err, &me) {
+		return &ManualError{Manual: me.Manual, Path: concatPath(path, me.Path), Msg: me.Msg}
+	}
+	return &ManualError{Path: path, Msg: err.Error()}
+}
+
+// concatPath joins two already-formed paths.
+func concatPath(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	case strings.HasPrefix(b, "["):
+		return a + b
+	default:
+		return a + "." + b
+	}
+}
+
+// SanitizeManualName is the reference clients' rule: every character that is
+// not an ASCII letter, digit or underscore becomes `_` (per UTF-16 unit, as
+// JavaScript counts them).
+func SanitizeManualName(name string) string {
+	var b strings.Builder
+	b.Grow(len(name))
+	for _, r := range name {
+		switch {
+		case r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			b.WriteString("__")
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// FullToolName prefixes a tool's name with its manual's, unless it already
+// starts with `<manual>.`.
+func FullToolName(manual, tool string) string {
+	if strings.HasPrefix(tool, manual+".") {
+		return tool
+	}
+	return manual + "." + tool
+}

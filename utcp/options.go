@@ -1,0 +1,157 @@
+package utcp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+)
+
+// Registry defaults.
+const (
+	// DefaultTimeout is a call's deadline when its template sets no
+	// `timeout` (the caller's deadline still wins when it is sooner). It
+	// also bounds a discovery request.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxResponseBytes caps a response body, a manual, and a
+	// stream's line or event.
+	DefaultMaxResponseBytes = 8 << 20
+	// DefaultMaxIdleConnsPerHost keeps warm connections to each provider.
+	DefaultMaxIdleConnsPerHost = 32
+)
+
+// Option configures a Registry. An invalid value makes New fail.
+type Option func(*config) error
+
+type config struct {
+	timeout       time.Duration
+	maxResponse   int64
+	client        *http.Client
+	insecureHosts []string
+	variables     map[string]string
+	loaders       []VariableLoader
+	lookupEnv     func(string) (string, bool)
+	factories     map[string]TransportFactory
+}
+
+func defaultConfig() config {
+	return config{
+		timeout:     DefaultTimeout,
+		maxResponse: DefaultMaxResponseBytes,
+		variables:   map[string]string{},
+		lookupEnv:   os.LookupEnv,
+		factories:   defaultFactories(),
+	}
+}
+
+// WithTimeout sets the deadline of a call whose template has no `timeout`.
+// Default DefaultTimeout (10 s).
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("utcp: WithTimeout(%s): must be positive", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithMaxResponseBytes caps response bodies, manuals and stream lines.
+// Default DefaultMaxResponseBytes (8 MiB).
+func WithMaxResponseBytes(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("utcp: WithMaxResponseBytes(%d): must be positive", n)
+		}
+		c.maxResponse = n
+		return nil
+	}
+}
+
+// WithHTTPClient sends requests through c (its Transport, proxy and TLS
+// settings). Its CheckRedirect is replaced by the registry's policy (same
+// host only) and its Timeout should be zero: deadlines come from contexts.
+// Default: a client of the registry's own, keeping
+// DefaultMaxIdleConnsPerHost idle connections per provider.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *config) error {
+		if hc == nil {
+			return errors.New("utcp: WithHTTPClient(nil)")
+		}
+		c.client = hc
+		return nil
+	}
+}
+
+// WithInsecureHTTP lets plain http:// (and other transports without TLS)
+// reach these hosts besides loopback; "*" allows every host. Default: none,
+// only localhost, 127.0.0.1 and ::1, as the reference clients.
+func WithInsecureHTTP(hosts ...string) Option {
+	return func(c *config) error {
+		for _, h := range hosts {
+			if h == "" {
+				return errors.New("utcp: WithInsecureHTTP: empty host")
+			}
+		}
+		c.insecureHosts = append(c.insecureHosts, hosts...)
+		return nil
+	}
+}
+
+// WithVariables adds configured variables, the first place a ${VAR} is
+// looked up (under its namespaced key, e.g. "demo__shop_API_TOKEN").
+func WithVariables(vars map[string]string) Option {
+	return func(c *config) error {
+		for k, v := range vars {
+			c.variables[k] = v
+		}
+		return nil
+	}
+}
+
+// WithVariableLoader adds a source looked up after the configured variables
+// and before the environment, in the order added.
+func WithVariableLoader(l VariableLoader) Option {
+	return func(c *config) error {
+		if l == nil {
+			return errors.New("utcp: WithVariableLoader(nil)")
+		}
+		c.loaders = append(c.loaders, l)
+		return nil
+	}
+}
+
+// WithDotEnvFile loads a .env file (see ParseDotEnv) as a variable loader.
+// A file that cannot be read or parsed makes New fail.
+func WithDotEnvFile(path string) Option {
+	return func(c *config) error {
+		env, err := LoadDotEnv(path)
+		if err != nil {
+			return fmt.Errorf("utcp: WithDotEnvFile: %w", err)
+		}
+		c.loaders = append(c.loaders, env)
+		return nil
+	}
+}
+
+// WithLookupEnv replaces the environment lookup (default os.LookupEnv); nil
+// turns the environment off.
+func WithLookupEnv(f func(string) (string, bool)) Option {
+	return func(c *config) error {
+		c.lookupEnv = f
+		return nil
+	}
+}
+
+// WithTransport adds or replaces the transport of a call template type for
+// this registry only (see RegisterTransport for every registry).
+func WithTransport(kind string, f TransportFactory) Option {
+	return func(c *config) error {
+		if kind == "" || f == nil {
+			return errors.New("utcp: WithTransport needs a type and a factory")
+		}
+		c.factories[kind] = f
+		return nil
+	}
+}

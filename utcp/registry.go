@@ -1,0 +1,294 @@
+package utcp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Registry holds registered manuals and their tools, finds tools for a query
+// and calls them. It is safe for concurrent use; calls never wait on a
+// registration (readers see an immutable snapshot).
+type Registry struct {
+	cfg       config
+	vars      *variables
+	factories map[string]TransportFactory
+	client    *http.Client
+	ownClient bool
+	shared    *Shared
+	tokens    *tokenCache
+
+	mu  sync.Mutex // serialises changes to cat
+	cat atomic.Pointer[catalog]
+}
+
+// catalog is one immutable snapshot of the registry.
+type catalog struct {
+	manuals map[string]*manualEntry
+	tools   map[string]*toolEntry
+	names   []string // tool names, sorted
+	index   *searchIndex
+}
+
+type manualEntry struct {
+	name  string
+	tools []string
+}
+
+type toolEntry struct {
+	tool   *Tool
+	env    Env
+	static Transport // built once when the template has no variables
+	last   atomic.Pointer[builtTransport]
+}
+
+type builtTransport struct {
+	raw []byte
+	t   Transport
+}
+
+// Registration reports what Register registered.
+type Registration struct {
+	Manual  string
+	Tools   []string      // full names, sorted
+	Skipped []SkippedTool // tools left out (protocol not allowed, no operationId)
+}
+
+// New returns an empty Registry.
+func New(opts ...Option) (*Registry, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	r := &Registry{
+		cfg:       cfg,
+		vars:      &variables{configured: cfg.variables, loaders: cfg.loaders, lookupEnv: cfg.lookupEnv},
+		factories: cfg.factories,
+		shared:    &Shared{},
+		tokens:    newTokenCache(),
+	}
+	env := Env{insecureHosts: cfg.insecureHosts}
+	if cfg.client != nil {
+		c := *cfg.client
+		r.client = &c
+	} else {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+		r.client = &http.Client{Transport: tr}
+		r.ownClient = true
+	}
+	r.client.CheckRedirect = env.redirectPolicy
+	r.cat.Store(&catalog{manuals: map[string]*manualEntry{}, tools: map[string]*toolEntry{}, index: buildIndex(nil)})
+	return r, nil
+}
+
+// Close releases the registry's shared resources (Env.Shared) and idle
+// connections. Do not use the registry after Close.
+func (r *Registry) Close() error {
+	err := r.shared.close()
+	if r.ownClient {
+		r.client.CloseIdleConnections()
+	}
+	return err
+}
+
+func (r *Registry) env(manual string) Env {
+	return Env{
+		Manual:           manual,
+		HTTPClient:       r.client,
+		MaxResponseBytes: r.cfg.maxResponse,
+		Shared:           r.shared,
+		insecureHosts:    r.cfg.insecureHosts,
+		tokens:           r.tokens,
+	}
+}
+
+// Register reads a manual from src and registers its tools as
+// `<name>.<tool>`. name is sanitised (non-word characters become `_`); when
+// empty it is the template's name, or a file's base name. Everything is
+// checked first (tool fields, schemas, call templates, the allowed
+// protocols): an error registers nothing. A manual whose every tool is
+// filtered out by the allowed protocols is an error.
+func (r *Registry) Register(ctx context.Context, name string, src Source) (*Registration, error) {
+	tmpl, err := src.callTemplate()
+	if err != nil {
+		return nil, prefixWithManual(err, SanitizeManualName(name))
+	}
+	if name == "" && tmpl != nil {
+		name = tmpl.Name
+	}
+	if name == "" && src.kind == sourceFile {
+		base := filepath.Base(src.location)
+		name = strings.TrimSuffix(base, filepath.Ext(base))
+	}
+	if name == "" {
+		return nil, &ManualError{Msg: "a manual needs a name (give one, or a template name)"}
+	}
+	name = SanitizeManualName(name)
+	if _, taken := r.cat.Load().manuals[name]; taken {
+		return nil, &ManualError{Manual: name, Msg: "already registered; deregister it first"}
+	}
+	allowed := src.allowed
+	if allowed == nil && tmpl != nil {
+		allowed = tmpl.AllowedProtocols
+		if len(allowed) == 0 {
+			allowed = []string{tmpl.Type}
+		}
+	}
+	env := r.env(name)
+	m, skipped, err := r.discover(ctx, name, src, tmpl, env)
+	if err != nil {
+		return nil, err
+	}
+	entries, more, err := r.prepare(name, m, allowed, env)
+	if err != nil {
+		return nil, err
+	}
+	skipped = append(skipped, more...)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.cat.Load()
+	if _, taken := old.manuals[name]; taken {
+		return nil, &ManualError{Manual: name, Msg: "already registered; deregister it first"}
+	}
+	next := old.clone()
+	me := &manualEntry{name: name}
+	for _, e := range entries {
+		if _, clash := next.tools[e.tool.Name]; clash {
+			return nil, &ManualError{Manual: name, Msg: fmt.Sprintf("tool %q is already registered by another manual", e.tool.Name)}
+		}
+		next.tools[e.tool.Name] = e
+		me.tools = append(me.tools, e.tool.Name)
+	}
+	slices.Sort(me.tools)
+	next.manuals[name] = me
+	next.reindex()
+	r.cat.Store(next)
+	return &Registration{Manual: name, Tools: slices.Clone(me.tools), Skipped: skipped}, nil
+}
+
+// prepare checks every tool of a manual and builds its entry.
+func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([]*toolEntry, []SkippedTool, error) {
+	var entries []*toolEntry
+	var skipped []SkippedTool
+	var filteredTypes []string
+	seen := map[string]int{}
+	for i, t := range m.Tools {
+		path := fmt.Sprintf("tools[%d]", i)
+		kind := t.Template.Type
+		if allowed != nil && !slices.Contains(allowed, kind) {
+			skipped = append(skipped, SkippedTool{Name: t.Name, Reason: fmt.Sprintf("call template type %q is not in allowed_communication_protocols [%s]", kind, strings.Join(allowed, ", "))})
+			if !slices.Contains(filteredTypes, kind) {
+				filteredTypes = append(filteredTypes, kind)
+			}
+			continue
+		}
+		f := r.factories[kind]
+		if f == nil {
+			return nil, nil, &ManualError{Manual: name, Path: path + ".tool_call_template.call_template_type", Msg: fmt.Sprintf("no transport for type %q (have: %s)", kind, strings.Join(sortedKeys(r.factories), ", "))}
+		}
+		tr, err := f(t.Template.raw, env)
+		if err != nil {
+			return nil, nil, prefixWithManual(prefixField(err, path+".tool_call_template"), name)
+		}
+		tc := *t
+		tc.Name = FullToolName(name, t.Name)
+		tc.manual = name
+		if j, dup := seen[tc.Name]; dup {
+			return nil, nil, &ManualError{Manual: name, Path: path + ".name", Msg: fmt.Sprintf("%q is also the full name of tools[%d]", tc.Name, j)}
+		}
+		seen[tc.Name] = i
+		e := &toolEntry{tool: &tc, env: env}
+		if !t.Template.hasVars {
+			e.static = tr
+		}
+		entries = append(entries, e)
+	}
+	if len(entries) == 0 && len(filteredTypes) > 0 {
+		return nil, nil, &ManualError{Manual: name, Msg: fmt.Sprintf(
+			"all %d tools were filtered out by allowed_communication_protocols [%s]: they use [%s]; list those types to register them",
+			len(skipped), strings.Join(allowed, ", "), strings.Join(filteredTypes, ", "))}
+	}
+	return entries, skipped, nil
+}
+
+// Deregister removes a manual and its tools.
+func (r *Registry) Deregister(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.cat.Load()
+	me, ok := old.manuals[name]
+	if !ok {
+		return &NotFoundError{Kind: "manual", Name: name, Similar: similarNames(name, sortedKeys(old.manuals))}
+	}
+	next := old.clone()
+	delete(next.manuals, name)
+	for _, t := range me.tools {
+		delete(next.tools, t)
+	}
+	next.reindex()
+	r.cat.Store(next)
+	return nil
+}
+
+// Manuals lists the registered manuals' names, sorted.
+func (r *Registry) Manuals() []string { return sortedKeys(r.cat.Load().manuals) }
+
+// List returns every registered tool, sorted by name. The tools are shared:
+// do not change them.
+func (r *Registry) List() []*Tool {
+	c := r.cat.Load()
+	out := make([]*Tool, len(c.names))
+	for i, n := range c.names {
+		out[i] = c.tools[n].tool
+	}
+	return out
+}
+
+// Tool returns the tool of that full name.
+func (r *Registry) Tool(name string) (*Tool, error) {
+	e, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return e.tool, nil
+}
+
+func (r *Registry) lookup(name string) (*toolEntry, error) {
+	c := r.cat.Load()
+	if e, ok := c.tools[name]; ok {
+		return e, nil
+	}
+	return nil, &NotFoundError{Kind: "tool", Name: name, Similar: similarNames(name, c.names)}
+}
+
+func (c *catalog) clone() *catalog {
+	n := &catalog{
+		manuals: make(map[string]*manualEntry, len(c.manuals)+1),
+		tools:   make(map[string]*toolEntry, len(c.tools)),
+	}
+	for k, v := range c.manuals {
+		n.manuals[k] = v
+	}
+	for k, v := range c.tools {
+		n.tools[k] = v
+	}
+	return n
+}
+
+func (c *catalog) reindex() {
+	c.names = sortedKeys(c.tools)
+	tools := make([]*Tool, len(c.names))
+	for i, n := range c.names {
+		tools[i] = c.tools[n].tool
+	}
+	c.index = buildIndex(tools)
+}

@@ -1,0 +1,398 @@
+package utcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// HTTP template defaults, as the SDK's.
+const (
+	DefaultHTTPMethod  = http.MethodGet
+	DefaultContentType = "application/json"
+	DefaultBodyField   = "body"
+)
+
+// httpFields are the fields of the http, streamable_http and sse templates;
+// each type reads the ones it has. Unknown fields are dropped.
+type httpFields struct {
+	URL          string          `json:"url"`
+	Method       string          `json:"http_method"`
+	ContentType  string          `json:"content_type"`
+	Headers      map[string]any  `json:"headers"`
+	HeaderFields []string        `json:"header_fields"`
+	BodyField    json.RawMessage `json:"body_field"`
+	Auth         json.RawMessage `json:"auth"`
+	AuthTools    json.RawMessage `json:"auth_tools"`
+	ChunkSize    *int            `json:"chunk_size"`
+	EventType    *string         `json:"event_type"`
+}
+
+// httpSpec is a decoded, checked HTTP-family template.
+type httpSpec struct {
+	url          string
+	method       string
+	contentType  string
+	headers      map[string]string
+	headerFields []string
+	bodyField    string // "" when the template maps no argument to the body
+	auth         *Auth
+	authTools    *Auth
+	chunkSize    int
+	eventType    string
+
+	static    *url.URL // the parsed URL when it has no {param}
+	staticErr error    // why the policy refuses static, if it does
+}
+
+var httpMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch}
+
+// decodeHTTPSpec reads the fields common to the HTTP family; methods lists the
+// methods the type allows (nil: none, the type picks its own).
+func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType string) (*httpSpec, error) {
+	var f httpFields
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, fieldDecodeError(err)
+	}
+	s := &httpSpec{
+		url:          f.URL,
+		method:       strings.ToUpper(f.Method),
+		contentType:  f.ContentType,
+		headerFields: f.HeaderFields,
+		bodyField:    DefaultBodyField,
+	}
+	if strings.TrimSpace(s.url) == "" {
+		return nil, &FieldError{Path: "url", Msg: "missing"}
+	}
+	if methods != nil {
+		if s.method == "" {
+			s.method = DefaultHTTPMethod
+		}
+		if !slices.Contains(methods, s.method) {
+			return nil, &FieldError{Path: "http_method", Msg: fmt.Sprintf("must be one of %s, got %q", strings.Join(methods, ", "), f.Method)}
+		}
+	}
+	if s.contentType == "" {
+		s.contentType = defaultContentType
+	}
+	if len(f.Headers) > 0 {
+		s.headers = make(map[string]string, len(f.Headers))
+	}
+	for k, v := range f.Headers {
+		str, ok := v.(string)
+		if !ok {
+			return nil, &FieldError{Path: joinPath("headers", k), Msg: "must be a string, got " + jsonKind(v)}
+		}
+		if hasCRLF(k) || hasCRLF(str) || k == "" {
+			return nil, &FieldError{Path: joinPath("headers", k), Msg: "a header name or value must be non-empty and have no CR or LF"}
+		}
+		s.headers[k] = str
+	}
+	if len(f.BodyField) > 0 {
+		var bf *string
+		if err := json.Unmarshal(f.BodyField, &bf); err != nil {
+			return nil, &FieldError{Path: "body_field", Msg: "must be a string or null"}
+		}
+		s.bodyField = ""
+		if bf != nil {
+			s.bodyField = *bf
+		}
+	}
+	var err error
+	if s.auth, err = decodeAuth(f.Auth); err != nil {
+		return nil, prefixFieldErr(err, "auth")
+	}
+	if s.authTools, err = decodeAuth(f.AuthTools); err != nil {
+		return nil, prefixFieldErr(err, "auth_tools")
+	}
+	if f.ChunkSize != nil {
+		if *f.ChunkSize <= 0 || *f.ChunkSize > MaxChunkSize {
+			return nil, &FieldError{Path: "chunk_size", Msg: fmt.Sprintf("must be in [1, %d]", MaxChunkSize)}
+		}
+		s.chunkSize = *f.ChunkSize
+	}
+	if f.EventType != nil {
+		s.eventType = *f.EventType
+	}
+	return s, nil
+}
+
+func decodeAuth(raw json.RawMessage) (*Auth, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return nil, &FieldError{Msg: err.Error()}
+	}
+	return parseAuth(v)
+}
+
+func prefixFieldErr(err error, path string) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return &FieldError{Path: concatPath(path, fe.Path), Msg: fe.Msg}
+	}
+	return &FieldError{Path: path, Msg: err.Error()}
+}
+
+// fieldDecodeError turns encoding/json's complaint about a field into a
+// *FieldError naming it.
+func fieldDecodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := "of another type"
+		switch te.Type.Kind() {
+		case reflect.String:
+			want = "a string"
+		case reflect.Map, reflect.Struct:
+			want = "an object"
+		case reflect.Slice:
+			want = "an array"
+		case reflect.Int, reflect.Int64, reflect.Float64:
+			want = "a number"
+		case reflect.Bool:
+			want = "a boolean"
+		case reflect.Pointer:
+			if te.Type.Elem().Kind() == reflect.Int {
+				want = "a number"
+			} else {
+				want = "a string"
+			}
+		}
+		return &FieldError{Path: te.Field, Msg: "must be " + want + ", got " + te.Value}
+	}
+	return &FieldError{Msg: err.Error()}
+}
+
+// buildRequest maps a call's arguments onto a request exactly as the
+// reference clients do (UTCP-NOTES.md), in this order: header_fields, then
+// body_field, then {param} path parameters, then everything left as query
+// parameters (for every method).
+func buildRequest(ctx context.Context, s *httpSpec, method string, args map[string]any, env Env, tool string) (*http.Request, error) {
+	// consumed holds the arguments taken by headers, the body and the path;
+	// the rest go to the query.
+	var consumedBuf [8]string
+	consumed := consumedBuf[:0]
+	type header struct{ k, v string }
+	var hfBuf [4]header
+	hfs := hfBuf[:0]
+	for _, name := range s.headerFields {
+		v, ok := args[name]
+		if !ok || slices.Contains(consumed, name) {
+			continue
+		}
+		consumed = append(consumed, name)
+		str := jsString(v)
+		if hasCRLF(str) {
+			return nil, &InvalidArgumentsError{Tool: tool, Problems: []string{fmt.Sprintf("at /%s: a header value must not contain CR or LF", name)}}
+		}
+		hfs = append(hfs, header{name, str})
+	}
+	var body []byte
+	hasBody := false
+	if s.bodyField != "" && !slices.Contains(consumed, s.bodyField) {
+		if v, ok := args[s.bodyField]; ok {
+			consumed = append(consumed, s.bodyField)
+			if v != nil {
+				var err error
+				if body, err = encodeBody(v, s.contentType); err != nil {
+					return nil, &InvalidArgumentsError{Tool: tool, Problems: []string{fmt.Sprintf("at /%s: %v", s.bodyField, err)}}
+				}
+				hasBody = true
+			}
+		}
+	}
+	var u *url.URL
+	if s.static != nil {
+		if s.staticErr != nil {
+			return nil, &TransportError{Tool: tool, Reason: ReasonInsecureURL, cause: s.staticErr}
+		}
+	} else {
+		rawURL, err := expandPathParams(s.url, args, &consumed, tool)
+		if err != nil {
+			return nil, err
+		}
+		if u, err = url.Parse(rawURL); err != nil {
+			return nil, &TransportError{Tool: tool, Reason: ReasonInsecureURL, cause: err}
+		}
+		if err := env.checkURL(u, tool); err != nil {
+			return nil, err
+		}
+		u.Fragment, u.RawFragment = "", ""
+	}
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(body)
+	}
+	// The URL is already parsed: the request is built around it rather than
+	// from its text.
+	req, err := http.NewRequestWithContext(ctx, method, "", rd)
+	if err != nil {
+		return nil, &TransportError{Tool: tool, Reason: ReasonUnreachable, cause: err}
+	}
+	if u == nil {
+		*req.URL = *s.static
+	} else {
+		req.URL = u
+	}
+	req.Host = req.URL.Host
+	hdr := req.Header
+	for k, v := range s.headers {
+		hdr.Set(k, v)
+	}
+	for _, h := range hfs {
+		hdr.Set(h.k, h.v)
+	}
+	if hasBody && hdr.Get("Content-Type") == "" {
+		hdr.Set("Content-Type", s.contentType)
+	}
+	qk, qv, err := applyAuth(ctx, req, s.auth, env, tool)
+	if err != nil {
+		return nil, err
+	}
+	var q queryBuilder
+	q.b.Grow(len(req.URL.RawQuery) + 16*len(args) + len(qk) + len(qv))
+	q.b.WriteString(req.URL.RawQuery)
+	var keyBuf [16]string
+	keys := keyBuf[:0]
+	for k := range args {
+		if !slices.Contains(consumed, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		q.addValue(k, args[k])
+	}
+	if qk != "" {
+		q.add(qk, qv)
+	}
+	req.URL.RawQuery = q.b.String()
+	return req, nil
+}
+
+// prepareStaticURL parses and checks a template URL without path
+// parameters once, for every call.
+func (s *httpSpec) prepareStaticURL(env Env) {
+	if strings.Contains(s.url, "{") {
+		return
+	}
+	u, err := url.Parse(s.url)
+	if err != nil {
+		return // reported on each call by the slow path
+	}
+	if cerr := env.checkURL(u, ""); cerr != nil {
+		var te *TransportError
+		if errors.As(cerr, &te) {
+			s.staticErr = te.cause
+		}
+	}
+	u.Fragment, u.RawFragment = "", ""
+	s.static = u
+}
+
+// pathParam matches {name} in a URL template.
+var pathParam = regexp.MustCompile(`\{([^{}]+)\}`)
+
+// expandPathParams replaces each {name} with the URL-encoded argument and
+// removes it from args; a missing one is an error before anything is sent.
+func expandPathParams(tmpl string, args map[string]any, consumed *[]string, tool string) (string, error) {
+	if !strings.Contains(tmpl, "{") {
+		return tmpl, nil
+	}
+	taken := *consumed // by header_fields and the body, which come first
+	var missing, used []string
+	out := pathParam.ReplaceAllStringFunc(tmpl, func(m string) string {
+		name := m[1 : len(m)-1]
+		v, ok := args[name]
+		if !ok || slices.Contains(taken, name) {
+			if !slices.Contains(missing, name) {
+				missing = append(missing, name)
+			}
+			return m
+		}
+		if !slices.Contains(used, name) {
+			used = append(used, name)
+		}
+		return encodeURIComponent(jsString(v))
+	})
+	if len(missing) > 0 {
+		probs := make([]string, len(missing))
+		for i, n := range missing {
+			probs[i] = fmt.Sprintf("missing path parameter %q", n)
+		}
+		return "", &InvalidArgumentsError{Tool: tool, Problems: probs}
+	}
+	*consumed = append(*consumed, used...)
+	return out, nil
+}
+
+// encodeBody encodes the body argument for the template's content type:
+// JSON unless the type is form-encoded or the value is a string for a
+// non-JSON type. A string for a JSON type is sent as is when it already is
+// JSON text (as axios does), else JSON-encoded.
+func encodeBody(v any, contentType string) ([]byte, error) {
+	mt := mediaType(contentType)
+	switch {
+	case isJSONMediaType(mt) || mt == "":
+		if s, ok := v.(string); ok && json.Valid([]byte(s)) {
+			return []byte(s), nil
+		}
+		return json.Marshal(v)
+	case mt == "application/x-www-form-urlencoded":
+		if s, ok := v.(string); ok {
+			return []byte(s), nil
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return json.Marshal(v)
+		}
+		q := &queryBuilder{}
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			q.addValue(k, obj[k])
+		}
+		return []byte(q.b.String()), nil
+	default:
+		switch x := v.(type) {
+		case string:
+			return []byte(x), nil
+		case []byte:
+			return x, nil
+		}
+		return json.Marshal(v)
+	}
+}
+
+// mediaType is the lower-cased type/subtype of a Content-Type, without
+// parameters (mime.ParseMediaType allocates a map for them).
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = strings.TrimSpace(ct)
+	for i := 0; i < len(ct); i++ {
+		if c := ct[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(ct)
+		}
+	}
+	return ct
+}
+
+func isJSONMediaType(mt string) bool {
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
