@@ -43,6 +43,9 @@ func (s *Server) functions(in []*exprdv1.Function, field string) ([]evaluator.Fu
 				name = f.GetName()
 			}
 			sf, ok := s.opts.functions[name]
+			if !ok && s.opts.registry != nil {
+				sf, ok = s.utcpFunction(name)
+			}
 			if !ok {
 				return nil, badRequest(fmt.Sprintf("%s[%d].server_name", field, i), fmt.Sprintf("the server has no function %q", name))
 			}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/utcp"
 )
 
 // DefaultMaxCallsInFlight bounds the calls running at once on one stream.
@@ -52,6 +53,7 @@ type Server struct {
 	health  *health.Server
 	metrics *metrics
 	limits  *streamLimits
+	tracer  trace.Tracer
 }
 
 type options struct {
@@ -73,6 +75,7 @@ type options struct {
 	logger            *slog.Logger
 	meterProvider     metric.MeterProvider
 	tracerProvider    trace.TracerProvider
+	registry          *utcp.Registry
 	grpcOpts          []grpc.ServerOption
 }
 
@@ -202,6 +205,13 @@ func WithKeepalive(p keepalive.ServerParameters, e keepalive.EnforcementPolicy) 
 	return func(o *options) error { o.keepalive, o.enforcement = p, e; return nil }
 }
 
+// WithRegistry lets sessions declare host functions backed by the
+// registry's UTCP tools (RUNNER_SERVER with server_name "<manual>.<tool>"),
+// and serves exprd.v1.ToolRegistry over it (default: neither).
+func WithRegistry(r *utcp.Registry) Option {
+	return func(o *options) error { o.registry = r; return nil }
+}
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error { o.logger = l; return nil }
@@ -260,7 +270,8 @@ func New(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: newStreamLimits(o.maxStreamsPerConn, o.maxSessions)}
+	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: newStreamLimits(o.maxStreamsPerConn, o.maxSessions),
+		tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
 	if s.metrics, err = newMetrics(o.meterProvider, ev); err != nil {
 		return nil, err
 	}
@@ -278,6 +289,10 @@ func New(opts ...Option) (*Server, error) {
 	s.grpc = grpc.NewServer(append(gopts, o.grpcOpts...)...)
 	exprdv1.RegisterExprToolServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+	if o.registry != nil {
+		exprdv1.RegisterToolRegistryServer(s.grpc, &toolRegistry{reg: o.registry})
+		s.health.SetServingStatus(exprdv1.ToolRegistry_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
 	reflection.Register(s.grpc)
 	s.health.SetServingStatus(exprdv1.ExprTool_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil

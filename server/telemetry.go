@@ -21,6 +21,7 @@ type metrics struct {
 	budgetHits metric.Int64Counter
 	sessions   metric.Int64UpDownCounter
 	panics     metric.Int64Counter
+	toolTime   metric.Float64Histogram
 	reg        metric.Registration
 }
 
@@ -43,6 +44,11 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator) (*metrics, err
 		return nil, err
 	}
 	if out.panics, err = m.Int64Counter("exprd.panics", metric.WithDescription("Panics recovered in handlers and in the goroutines they start.")); err != nil {
+		return nil, err
+	}
+	if out.toolTime, err = m.Float64Histogram("exprd.tool.duration", metric.WithUnit("s"),
+		metric.WithDescription("UTCP tool-call latency, by tool and outcome."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10)); err != nil {
 		return nil, err
 	}
 	hits, err := m.Int64ObservableCounter("exprd.compile_cache.hits", metric.WithDescription("Compile-cache lookups that found the program."))
