@@ -1,0 +1,182 @@
+package openaicompat_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/model/openaicompat"
+	"github.com/exprd/exprd/model/scripted"
+)
+
+// benchTurn is a typical streamed turn: 48 words of text and a tool call
+// whose arguments come in 6 chunks, 57 chunks in all.
+var benchTurn = scripted.Turn{
+	Text: strings.Repeat("The quick brown fox jumps over the lazy dog. ", 5) + "It was fine.",
+	ToolCalls: []scripted.ToolCall{{Name: "expr", Arguments: json.RawMessage(
+		`{"steps":[{"set":"scopes.root.selected","expr":"fromPairs(map(sortBy(scopes.root.products.items, .price)[:5], [.id, true]))"}]}`)}},
+	Usage: &scripted.Usage{PromptTokens: 400, CompletionTokens: 80},
+}
+
+var benchRequest = model.Request{
+	Messages: []model.Message{model.System("You select products."), model.User("Select the five cheapest products.")},
+	Tools:    []model.Tool{{Name: "expr", Description: "Runs steps.", Parameters: json.RawMessage(`{"type":"object","properties":{"steps":{"type":"array"}}}`)}},
+}
+
+// BenchmarkStreamTurn compares one streamed turn through the provider with
+// a bare net/http client that posts the same body and reads the same SSE
+// stream: scan the lines, decode each chunk's content and tool-call deltas
+// with encoding/json (bare-http). The ratio provider/bare-http is the
+// provider's overhead; bare-http-bytes, which only scans the lines, is
+// the floor: the server's and the network's share of a turn.
+func BenchmarkStreamTurn(b *testing.B) {
+	srv, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{benchTurn}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	p, err := openaicompat.New("bench", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	if _, err := model.Complete(ctx, p, benchRequest); err != nil {
+		b.Fatal(err)
+	}
+	body := srv.Requests()[0].Body // what the provider sends
+
+	b.Run("provider", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s, err := p.Stream(ctx, benchRequest)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for {
+				_, err := s.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			if n < 50 {
+				b.Fatalf("got %d events, want more than 50", n)
+			}
+		}
+	})
+
+	b.Run("bare-http", func(b *testing.B) {
+		client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		defer client.CloseIdleConnections()
+		url := srv.BaseURL() + "/chat/completions"
+		b.ReportAllocs()
+		for b.Loop() {
+			if n := bareTurn(b, client, url, body); n < 50 {
+				b.Fatalf("got %d chunks, want more than 50", n)
+			}
+		}
+	})
+
+	b.Run("bare-http-bytes", func(b *testing.B) {
+		client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		defer client.CloseIdleConnections()
+		url := srv.BaseURL() + "/chat/completions"
+		b.ReportAllocs()
+		for b.Loop() {
+			if n := bareBytes(b, client, url, body); n < 50 {
+				b.Fatalf("got %d chunks, want more than 50", n)
+			}
+		}
+	})
+}
+
+func bareBytes(b *testing.B, client *http.Client, url string, body []byte) int {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	n := 0
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		if bytes.Equal(data, []byte("[DONE]")) {
+			return n
+		}
+		n++
+	}
+	b.Fatal("stream ended without [DONE]")
+	return n
+}
+
+type bareChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Index    int    `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+func bareTurn(b *testing.B, client *http.Client, url string, body []byte) int {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	n := 0
+	var text strings.Builder
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		if bytes.Equal(data, []byte("[DONE]")) {
+			return n
+		}
+		var c bareChunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			b.Fatal(err)
+		}
+		for _, ch := range c.Choices {
+			text.WriteString(ch.Delta.Content)
+		}
+		n++
+	}
+	b.Fatal("stream ended without [DONE]")
+	return n
+}

@@ -1,0 +1,150 @@
+package openaicompat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/exprd/exprd/model"
+)
+
+var (
+	doneData   = []byte("[DONE]")
+	nullValue  = []byte("null")
+	errorEvent = []byte("error")
+)
+
+// chatStream reads a streamed reply event by event. The SDK delivers the
+// response; its events are split here (sse.go) and each chunk is decoded
+// into the few fields a turn needs (wire.go), not into the SDK's
+// ChatCompletionChunk, whose decoder costs about 14µs a chunk and tripled
+// the cost of a whole turn (see BenchmarkStreamTurn). It starts no
+// goroutine: Recv reads in the caller's.
+type chatStream struct {
+	p      *Provider
+	ctx    context.Context
+	cancel context.CancelFunc
+	sse    *sseReader
+	asm    assembler
+	chunk  wireChunk
+	queue  []model.Event
+	next   int
+	head   bool  // the first chunk's id and model are read
+	err    error // returned once the queue is drained; io.EOF after a Response
+	closed bool
+}
+
+var _ model.Stream = (*chatStream)(nil)
+
+func newChatStream(ctx context.Context, cancel context.CancelFunc, p *Provider, body io.ReadCloser) *chatStream {
+	return &chatStream{p: p, ctx: ctx, cancel: cancel, sse: newSSEReader(body), queue: make([]model.Event, 0, 4)}
+}
+
+func (s *chatStream) Recv() (model.Event, error) {
+	for s.next == len(s.queue) {
+		if s.err != nil {
+			return nil, s.err
+		}
+		s.queue, s.next = s.queue[:0], 0
+		if err := s.read(); err != nil {
+			s.end(err)
+		}
+	}
+	ev := s.queue[s.next]
+	s.queue[s.next] = nil
+	s.next++
+	return ev, nil
+}
+
+// read takes in the next event; io.EOF when the reply is over.
+func (s *chatStream) read() error {
+	data, typ, err := s.sse.next()
+	if err != nil {
+		if ctxErr := s.ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		if err == io.EOF && !s.asm.sawFinish {
+			return fmt.Errorf("%w: the body ended with neither a finish reason nor [DONE]", model.ErrStreamCut)
+		}
+		return err // io.EOF: a server that sends no [DONE] after its finish reason
+	}
+	if bytes.HasPrefix(data, doneData) {
+		return io.EOF
+	}
+	// Reuse the choices' array, zeroed: encoding/json decodes into the
+	// elements it reuses without clearing them first.
+	choices := s.chunk.Choices[:cap(s.chunk.Choices)]
+	clear(choices)
+	s.chunk = wireChunk{Choices: choices[:0]}
+	if err := json.Unmarshal(data, &s.chunk); err != nil {
+		return fmt.Errorf("%w: %w", model.ErrMalformedChunk, err)
+	}
+	if !s.head {
+		s.head = true
+		var h wireHead
+		_ = json.Unmarshal(data, &h) // valid JSON, as just decoded; a mistyped id is no loss
+		s.asm.id, s.asm.model = h.ID, h.Model
+	}
+	if e := s.chunk.Error; (len(e) > 0 && !bytes.Equal(e, nullValue)) || bytes.Equal(typ, errorEvent) {
+		return fmt.Errorf("%w: %s", model.ErrModelReported, reportedMessage(e, data))
+	}
+	s.asm.add(&s.chunk, &s.queue)
+	if s.asm.size > MaxReplyBytes {
+		return fmt.Errorf("%w: more than %d bytes of text and arguments", model.ErrReplyTooLarge, MaxReplyBytes)
+	}
+	return nil
+}
+
+// end settles how the stream ended: a Response then io.EOF, or an error.
+func (s *chatStream) end(err error) {
+	defer s.release()
+	if err == io.EOF {
+		resp, rerr := s.asm.response()
+		if rerr == nil {
+			s.queue = append(s.queue, resp)
+		}
+		err = rerr
+	}
+	if err != nil {
+		s.err = s.p.wrap(err)
+		return
+	}
+	s.err = io.EOF
+}
+
+// Close aborts the reply if it is not over and releases the connection.
+// Events not yet received are dropped.
+func (s *chatStream) Close() error {
+	if s.err == nil || s.next < len(s.queue) {
+		s.err = s.p.wrap(model.ErrStreamClosed)
+	}
+	s.queue, s.next = nil, 0
+	return s.release()
+}
+
+func (s *chatStream) release() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.cancel()
+	return s.sse.Close()
+}
+
+// reportedMessage is the message of an error event: error.message, else
+// the error value, else the whole event.
+func reportedMessage(e json.RawMessage, data []byte) string {
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(e, &obj) == nil && obj.Message != "" {
+		return obj.Message
+	}
+	var text string
+	if json.Unmarshal(e, &text) == nil && text != "" {
+		return text
+	}
+	return string(bytes.TrimSpace(data))
+}
