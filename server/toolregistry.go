@@ -19,6 +19,8 @@ import (
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/utcp"
+	// RegisterManual's grpc_target, and manuals of grpc tools, need it.
+	_ "github.com/exprd/exprd/utcp/grpctransport"
 )
 
 // DefaultSearchLimit is how many tools SearchTools returns when the request

@@ -39,7 +39,7 @@ type settingsFlags struct {
 
 func (s *settingsFlags) register(fs *flag.FlagSet, clientFnUsage string) {
 	fs.BoolVar(&s.read, "read", false, `allow the call's "read"`)
-	fs.Var(&s.serverFn, "server-fn", "server-run functions to declare, by the server's names (A,B or repeated)")
+	fs.Var(&s.serverFn, "server-fn", "server-run functions to declare, by the server's names (A,B or repeated); NAME=TOOL calls the UTCP tool TOOL as NAME (add=math.add)")
 	if clientFnUsage != "" {
 		fs.Var(&s.clientFn, "client-fn", clientFnUsage)
 	}
@@ -49,7 +49,8 @@ func (s *settingsFlags) settings() *exprdv1.Settings {
 	out := &exprdv1.Settings{Read: s.read, Note: s.note}
 	for _, name := range s.serverFn {
 		// The server fills in the description and schemas of its own.
-		out.Functions = append(out.Functions, &exprdv1.Function{Name: name, Runner: exprdv1.Function_RUNNER_SERVER})
+		name, serverName, _ := strings.Cut(name, "=")
+		out.Functions = append(out.Functions, &exprdv1.Function{Name: name, Runner: exprdv1.Function_RUNNER_SERVER, ServerName: serverName})
 	}
 	for _, name := range s.clientFn {
 		if f, ok := builtinClientFunctions[name]; ok {

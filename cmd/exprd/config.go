@@ -15,6 +15,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/utcp"
 )
 
 // config is exprd's configuration. Every setting is a flag; a YAML file
@@ -41,6 +42,11 @@ type config struct {
 	tlsCert     string
 	tlsKey      string
 	tlsClientCA string
+
+	modelsConfig string
+	manualsDir   string
+	utcpEnvFile  string
+	utcpTimeout  time.Duration
 
 	maxConnAge      time.Duration
 	maxConnAgeGrace time.Duration
@@ -71,6 +77,11 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the TLS certificate's key (PEM)")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "require client certificates signed by this CA (mTLS)")
+
+	fs.StringVar(&c.modelsConfig, "models-config", "", "a YAML file naming the OpenAI-compatible model providers (keys from the environment only)")
+	fs.StringVar(&c.manualsDir, "manuals-dir", "", "register every UTCP manual (or OpenAPI document) in this directory at start")
+	fs.StringVar(&c.utcpEnvFile, "utcp-env-file", "", "a .env file of UTCP variables (keys namespaced by manual: <manual>_<VAR>)")
+	fs.DurationVar(&c.utcpTimeout, "utcp-timeout", utcp.DefaultTimeout, "a tool call's deadline unless its template says less")
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
 	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")

@@ -56,10 +56,21 @@ func run(args []string) error {
 	}
 	defer tel.stop(context.WithoutCancel(ctx))
 
+	md, err := startModels(c, log)
+	if err != nil {
+		return err
+	}
+	defer md.close()
+	tl, err := startTools(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer tl.close()
 	opts, err := c.serverOptions(log)
 	if err != nil {
 		return err
 	}
+	opts = append(opts, server.WithRegistry(tl.reg))
 	srv, err := server.New(opts...)
 	if err != nil {
 		return err

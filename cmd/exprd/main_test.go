@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -83,7 +84,11 @@ func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 	}
 	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Open{Open: &exprdv1.Open{Settings: &exprdv1.Settings{
 		Read:      true,
-		Functions: []*exprdv1.Function{{Name: "convertPrice", Runner: exprdv1.Function_RUNNER_SERVER}},
+		Functions: []*exprdv1.Function{
+			{Name: "convertPrice", Runner: exprdv1.Function_RUNNER_SERVER},
+			{Name: "add", Runner: exprdv1.Function_RUNNER_SERVER, ServerName: "math.add"},
+			{Name: "product", Runner: exprdv1.Function_RUNNER_SERVER, ServerName: "catalog.get"},
+		},
 	}}}})
 	if m, err := stream.Recv(); err != nil || m.GetOpened() == nil {
 		t.Fatalf("got %v %v, want Opened", m, err)
@@ -92,6 +97,12 @@ func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 		`{"read": "convertPrice({amount: sortBy(scopes.root.products.items, .price)[0].price, to: \"USD\"})"}`)}}})
 	if m, err := stream.Recv(); err != nil || string(m.GetAnswer().GetAnswerJson()) != `{"value":9.55}` {
 		t.Fatalf("got %v %v, want the cheapest price in USD", m, err)
+	}
+	// The demo's UTCP providers: math over HTTP, the catalogue over gRPC.
+	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "t", InputJson: []byte(
+		`{"read": "{sum: add({a: 2, b: 3}).result, name: product({id: \"p03\"}).name}"}`)}}})
+	if m, err := stream.Recv(); err != nil || string(m.GetAnswer().GetAnswerJson()) != `{"value":{"name":"Pen set","sum":5}}` {
+		t.Fatalf("got %v %v, want the demo tools' answers", m, err)
 	}
 	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "b", InputJson: []byte(
 		`{"steps": [{"confirm": "go?", "set": "scopes.root.x", "expr": "1"}]}`)}}})
@@ -209,3 +220,34 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		})
 	}
 }
+
+func TestModelsConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", "providers:\n  local:\n    base_url: http://127.0.0.1:11434/v1\n    model: qwen3:8b\n")
+	m, err := startModels(config{modelsConfig: good, demo: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(m.reg.Names(), ","); got != "demo,local" || m.reg.Default() != "demo" {
+		t.Errorf("got providers %q default %q, want demo,local with demo the default", got, m.reg.Default())
+	}
+	m.close()
+	for _, tt := range []struct{ name, text, want string }{
+		{"a key in the file", "providers:\n  x:\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    api_key: sk-secret\n", "api_key"},
+		{"no model", "providers:\n  x:\n    base_url: http://127.0.0.1:1/v1\n", "model"},
+		{"an unknown key", "providers:\n  x:\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    temperature: 1\n", "temperature"},
+	} {
+		if _, err := startModels(config{modelsConfig: write(tt.name+".yaml", tt.text)}, quiet); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: got %v, want an error naming %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+var quiet = slog.New(slog.DiscardHandler)

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/utcp"
+)
+
+// tools is the UTCP registry and the demo providers it may have started.
+type tools struct {
+	reg     *utcp.Registry
+	closers []func()
+}
+
+// startTools makes the UTCP registry: its HTTP requests carry the trace
+// context and make a span each; manuals load from --manuals-dir; with
+// --demo the demo providers start on loopback and register.
+func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error) {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = 64
+	opts := []utcp.Option{
+		utcp.WithHTTPClient(&http.Client{Transport: otelhttp.NewTransport(base)}),
+		utcp.WithTimeout(c.utcpTimeout),
+	}
+	if c.utcpEnvFile != "" {
+		opts = append(opts, utcp.WithDotEnvFile(c.utcpEnvFile))
+	}
+	reg, err := utcp.New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	t := &tools{reg: reg}
+	if c.manualsDir != "" {
+		regs, err := reg.LoadDir(ctx, c.manualsDir)
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("manuals-dir: %w", err)
+		}
+		for _, r := range regs {
+			log.Info("manual registered", "manual", r.Manual, "tools", len(r.Tools))
+		}
+	}
+	if c.demo {
+		if err := t.startDemo(ctx, log); err != nil {
+			t.close()
+			return nil, fmt.Errorf("demo providers: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// startDemo serves math over HTTP and the catalogue over gRPC on loopback
+// and registers their manuals as "math" and "catalog".
+func (t *tools) startDemo(ctx context.Context, log *slog.Logger) error {
+	m, err := providers.StartMath()
+	if err != nil {
+		return err
+	}
+	t.closers = append(t.closers, func() { _ = m.Close() })
+	r, err := t.reg.Register(ctx, "math", utcp.FromURL(m.URL()+"/utcp"))
+	if err != nil {
+		return err
+	}
+	log.Info("demo provider", "manual", "math", "url", m.URL(), "tools", r.Tools)
+
+	cat, err := providers.StartCatalog()
+	if err != nil {
+		return err
+	}
+	t.closers = append(t.closers, cat.Close)
+	host, port, _ := net.SplitHostPort(cat.Addr())
+	tmpl, _ := json.Marshal(map[string]any{"call_template_type": "grpc", "host": host, "port": port, "service_name": "grpcpb.UTCPService"})
+	if r, err = t.reg.Register(ctx, "catalog", utcp.FromTemplate(tmpl)); err != nil {
+		return err
+	}
+	log.Info("demo provider", "manual", "catalog", "addr", cat.Addr(), "tools", r.Tools)
+	return nil
+}
+
+func (t *tools) close() {
+	_ = t.reg.Close()
+	for i := len(t.closers) - 1; i >= 0; i-- {
+		t.closers[i]()
+	}
+}

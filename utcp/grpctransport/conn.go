@@ -1,0 +1,106 @@
+package grpctransport
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/exprd/exprd/gen/grpcpb"
+	"github.com/exprd/exprd/utcp"
+)
+
+// userAgent prefixes grpc-go's own user agent on every connection.
+const userAgent = "exprd-utcp"
+
+// sharedConn is one provider's connection, kept in the registry's
+// Env.Shared and closed with it.
+type sharedConn struct {
+	cc   *grpc.ClientConn
+	utcp grpcpb.UTCPServiceClient
+}
+
+func (c *sharedConn) Close() error { return c.cc.Close() }
+
+// conns finds a template's connection: the one the registry shares for the
+// same address and security, opened on first use.
+type conns struct {
+	spec   *spec
+	env    utcp.Env
+	tls    *tls.Config
+	cached atomic.Pointer[sharedConn]
+}
+
+// get returns the connection, refusing plaintext to a host the operator did
+// not allow.
+func (c *conns) get(tool string) (*sharedConn, error) {
+	if sc := c.cached.Load(); sc != nil {
+		return sc, nil
+	}
+	if !c.spec.useSSL && !c.env.PlaintextAllowed(c.spec.host) {
+		return nil, &utcp.TransportError{Tool: tool, Reason: utcp.ReasonInsecureURL,
+			Body: "use_ssl is false: set use_ssl: true, or the operator may allow this host (WithInsecureHTTP)"}
+	}
+	cl, err := c.env.Shared.Get(c.key(), c.dial)
+	if err != nil {
+		// The registry is closed, or the address does not parse.
+		return nil, &utcp.TransportError{Tool: tool, Reason: utcp.ReasonUnreachable}
+	}
+	sc, ok := cl.(*sharedConn)
+	if !ok {
+		return nil, &utcp.TransportError{Tool: tool, Reason: utcp.ReasonUnreachable}
+	}
+	c.cached.Store(sc)
+	return sc, nil
+}
+
+// key names the connection in Env.Shared: one per address and security.
+func (c *conns) key() string {
+	mode := "plain"
+	if c.spec.useSSL {
+		mode = "tls"
+	}
+	return "grpctransport/" + mode + "/" + c.spec.addr
+}
+
+// dial builds the client; grpc.NewClient does no I/O, the connection is made
+// by the first RPC and kept (and re-made) by grpc-go.
+func (c *conns) dial() (io.Closer, error) {
+	var creds credentials.TransportCredentials
+	if c.spec.useSSL {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.tls != nil {
+			cfg = c.tls.Clone()
+			cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
+		}
+		creds = credentials.NewTLS(cfg) // ServerName defaults to the target's host
+	} else {
+		creds = insecure.NewCredentials()
+	}
+	limit := c.env.MaxResponseBytes
+	if limit <= 0 {
+		limit = utcp.DefaultMaxResponseBytes
+	}
+	cc, err := grpc.NewClient(c.spec.addr,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithUserAgent(userAgent),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(int(limit))),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &sharedConn{cc: cc, utcp: grpcpb.NewUTCPServiceClient(cc)}, nil
+}
+
+// outgoing adds the template's metadata (target, auth) to ctx.
+func (s *spec) outgoing(ctx context.Context) context.Context {
+	if len(s.md) == 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, s.md...)
+}

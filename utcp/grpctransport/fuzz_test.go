@@ -1,0 +1,58 @@
+package grpctransport_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+// FuzzTemplate registers a manual whose tool has a fuzzed grpc template (a
+// discovered manual's templates are the provider's to write). The property:
+// no panic, and a refusal is a *utcp.ManualError. Nothing is dialled.
+// Seeds: testdata/templates.json.
+func FuzzTemplate(f *testing.F) {
+	raw, err := os.ReadFile("testdata/templates.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var cases []struct {
+		Template json.RawMessage `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range cases {
+		f.Add(string(c.Template))
+	}
+	r, err := utcp.New()
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer r.Close()
+	f.Fuzz(func(t *testing.T, fields string) {
+		var tmpl map[string]any
+		if json.Unmarshal([]byte(fields), &tmpl) != nil || tmpl == nil {
+			return
+		}
+		tmpl["call_template_type"] = "grpc"
+		manual, err := json.Marshal(map[string]any{"utcp_version": "1.1.0", "tools": []any{map[string]any{"name": "t", "tool_call_template": tmpl}}})
+		if err != nil {
+			return
+		}
+		_, err = r.Register(context.Background(), "fuzz", utcp.FromText(string(manual)).AllowProtocols("grpc"))
+		if err == nil {
+			if err := r.Deregister("fuzz"); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		var me *utcp.ManualError
+		if !errors.As(err, &me) {
+			t.Fatalf("got %T %v, want a *utcp.ManualError", err, err)
+		}
+	})
+}

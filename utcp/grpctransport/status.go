@@ -1,0 +1,146 @@
+package grpctransport
+
+// This is the one file that reads gRPC status codes: it turns a provider's
+// status into a *utcp.TransportError. (Reading an upstream status is not
+// the server's mapping of exprd's errors to codes, which stays in server/.)
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+// httpStatus is the HTTP status equivalent to a gRPC code (the mapping of
+// google.rpc.Code), so that a TransportError's Status reads the same for
+// every transport.
+var httpStatus = map[codes.Code]int{
+	codes.Canceled:           499,
+	codes.Unknown:            http.StatusInternalServerError,
+	codes.InvalidArgument:    http.StatusBadRequest,
+	codes.DeadlineExceeded:   http.StatusGatewayTimeout,
+	codes.NotFound:           http.StatusNotFound,
+	codes.AlreadyExists:      http.StatusConflict,
+	codes.PermissionDenied:   http.StatusForbidden,
+	codes.ResourceExhausted:  http.StatusTooManyRequests,
+	codes.FailedPrecondition: http.StatusBadRequest,
+	codes.Aborted:            http.StatusConflict,
+	codes.OutOfRange:         http.StatusBadRequest,
+	codes.Unimplemented:      http.StatusNotImplemented,
+	codes.Internal:           http.StatusInternalServerError,
+	codes.Unavailable:        http.StatusServiceUnavailable,
+	codes.DataLoss:           http.StatusInternalServerError,
+	codes.Unauthenticated:    http.StatusUnauthorized,
+}
+
+// Messages grpc-go itself gives a call whose response is over
+// MaxCallRecvMsgSize.
+var tooLargeMessages = []string{
+	"grpc: received message larger than max",
+	"grpc: received message after decompression larger than max",
+}
+
+// rpcError classifies a failed RPC. The caller's context ending is returned
+// as ctx.Err() (the registry maps it to a timeout or a cancellation).
+// Unavailable (and Canceled while ctx is live: the connection closed) is
+// ReasonUnreachable, or ReasonBroken once a stream has begun, without the
+// message, which is grpc-go's own and names addresses. Any other code is
+// what the provider answered: ReasonStatus with the equivalent HTTP status
+// and a body {code, message}, the message bounded and without the
+// provider's host.
+func (s *spec) rpcError(ctx context.Context, err error, tool string, midStream bool) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonFailed}
+	}
+	switch code := st.Code(); {
+	case code == codes.Unavailable || code == codes.Canceled:
+		if midStream {
+			return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonBroken}
+		}
+		return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonUnreachable}
+	case code == codes.ResourceExhausted && hasAnyPrefix(st.Message(), tooLargeMessages):
+		return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonTooLarge}
+	default:
+		return s.statusError(tool, code, st.Message())
+	}
+}
+
+// statusError is the provider's answer with a code other than OK.
+func (s *spec) statusError(tool string, code codes.Code, msg string) *utcp.TransportError {
+	body := map[string]any{"code": code.String()}
+	if msg = s.redact(msg); msg != "" {
+		body["message"] = msg
+	}
+	hs, ok := httpStatus[code]
+	if !ok {
+		hs = http.StatusInternalServerError
+	}
+	return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonStatus, Status: hs, Body: body}
+}
+
+// reflectionError is a reflection server's error_response to req.
+func (s *spec) reflectionError(tool string, req *rpb.ServerReflectionRequest, code int32, msg string) *utcp.TransportError {
+	msg = protojsonNoise.ReplaceAllString(msg, "") // servers pass protobuf-go's errors on
+	if codes.Code(code) == codes.NotFound && req.GetFileContainingSymbol() != "" {
+		return s.notFound(tool, fmt.Sprintf("%s is not a service of the provider (reflection: %s)", req.GetFileContainingSymbol(), msg))
+	}
+	return s.statusError(tool, codes.Code(code), msg)
+}
+
+// notFound is a service or method the provider's reflection does not know.
+func (s *spec) notFound(tool, msg string) *utcp.TransportError {
+	return s.statusError(tool, codes.NotFound, msg)
+}
+
+// unimplemented is something the provider does not offer.
+func (s *spec) unimplemented(tool, msg string) *utcp.TransportError {
+	return s.statusError(tool, codes.Unimplemented, msg)
+}
+
+// isUnimplemented reports whether the provider said it has no such method.
+func isUnimplemented(err error) bool {
+	return status.Code(err) == codes.Unimplemented
+}
+
+// redact bounds a provider's message and takes the provider's address and
+// host out of it.
+func (s *spec) redact(msg string) string {
+	msg = strings.TrimSpace(msg)
+	for _, h := range []string{s.addr, s.host} {
+		if len(h) > 1 {
+			msg = strings.ReplaceAll(msg, h, "[provider]")
+		}
+	}
+	return truncate(msg, utcp.MaxErrorBodyChars)
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
