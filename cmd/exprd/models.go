@@ -12,7 +12,8 @@ import (
 // models is the registry of model providers named in --models-config, and
 // the scripted demo model when --demo starts one.
 type models struct {
-	reg  *model.Registry
+	reg  *model.Registry // the providers, instrumented
+	raw  *model.Registry // the providers themselves, closed at the end
 	demo *scripted.Server
 }
 
@@ -47,19 +48,31 @@ func startModels(c config, log *slog.Logger) (*models, error) {
 		m.reg = model.NewRegistry()
 		return m, nil
 	}
-	reg, err := openaicompat.NewRegistry(cfg)
+	raw, err := openaicompat.NewRegistry(cfg)
 	if err != nil {
 		m.close()
 		return nil, err
 	}
-	m.reg = reg
-	log.Info("model providers", "names", reg.Names(), "default", reg.Default())
+	m.raw, m.reg = raw, model.NewRegistry()
+	// Each turn a span, its latency and tokens metrics.
+	for _, name := range raw.Names() {
+		p, _ := raw.Get(name)
+		if err := m.reg.Register(name, model.Instrument(name, p)); err != nil {
+			m.close()
+			return nil, err
+		}
+	}
+	if err := m.reg.SetDefault(raw.Default()); err != nil {
+		m.close()
+		return nil, err
+	}
+	log.Info("model providers", "names", m.reg.Names(), "default", m.reg.Default())
 	return m, nil
 }
 
 func (m *models) close() {
-	if m.reg != nil {
-		_ = m.reg.Close()
+	if m.raw != nil {
+		_ = m.raw.Close()
 	}
 	if m.demo != nil {
 		m.demo.Close()
