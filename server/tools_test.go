@@ -2,21 +2,27 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/examples/providers"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/gen/grpcpb"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 )
@@ -125,17 +131,52 @@ func TestTraceContextReachesProvider(t *testing.T) {
 	if _, err := reg.Register(context.Background(), "probe", utcp.FromURL(provider.URL+"/utcp")); err != nil {
 		t.Fatal(err)
 	}
+	// And a gRPC provider (go-utcp's UTCPService) that records its metadata.
+	gp := &recordingProvider{}
+	gs := grpc.NewServer()
+	grpcpb.RegisterUTCPServiceServer(gs, gp)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	defer gs.Stop()
+	host, port, _ := net.SplitHostPort(lis.Addr().String())
+	tmpl, _ := json.Marshal(map[string]any{"call_template_type": "grpc", "host": host, "port": port, "service_name": "grpcpb.UTCPService"})
+	if _, err := reg.Register(context.Background(), "rpc", utcp.FromTemplate(tmpl)); err != nil {
+		t.Fatal(err)
+	}
+
 	c := exprdv1.NewExprToolClient(serve(t, newServer(t, server.WithRegistry(reg), server.WithTracerProvider(tp))))
-	s := openSession(t, c, &exprdv1.Open{Settings: &exprdv1.Settings{Read: true, Functions: []*exprdv1.Function{utcpFn("ping", "probe.ping")}}})
-	s.call("p", `{"read": "ping({}).pong"}`)
-	if a := s.answer("p"); string(a.GetAnswerJson()) != `{"value":true}` {
+	s := openSession(t, c, &exprdv1.Open{Settings: &exprdv1.Settings{Read: true, Functions: []*exprdv1.Function{
+		utcpFn("ping", "probe.ping"), utcpFn("rping", "rpc.ping"),
+	}}})
+	s.call("p", `{"read": "[ping({}).pong, rping({}).pong]"}`)
+	if a := s.answer("p"); string(a.GetAnswerJson()) != `{"value":[true,true]}` {
 		t.Fatalf("got %s", a.GetAnswerJson())
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(traceparent) != 55 || !strings.HasPrefix(traceparent, "00-") {
-		t.Errorf("the provider got traceparent %q, want a W3C trace context", traceparent)
+	for name, tp := range map[string]string{"HTTP": traceparent, "gRPC": gp.traceparent.Load().(string)} {
+		if len(tp) != 55 || !strings.HasPrefix(tp, "00-") {
+			t.Errorf("the %s provider got traceparent %q, want a W3C trace context", name, tp)
+		}
 	}
+}
+
+type recordingProvider struct {
+	grpcpb.UnimplementedUTCPServiceServer
+	traceparent atomic.Value
+}
+
+func (p *recordingProvider) GetManual(context.Context, *grpcpb.Empty) (*grpcpb.Manual, error) {
+	return &grpcpb.Manual{Version: "1", Tools: []*grpcpb.Tool{{Name: "ping", Description: "Pings."}}}, nil
+}
+
+func (p *recordingProvider) CallTool(ctx context.Context, _ *grpcpb.ToolCallRequest) (*grpcpb.ToolCallResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	p.traceparent.Store(strings.Join(md.Get("traceparent"), ","))
+	return &grpcpb.ToolCallResponse{ResultJson: `{"pong": true}`}, nil
 }
 
 func TestToolRegistryService(t *testing.T) {

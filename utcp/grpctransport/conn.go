@@ -3,6 +3,7 @@ package grpctransport
 import (
 	"context"
 	"crypto/tls"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"io"
 	"sync/atomic"
 
@@ -89,6 +90,9 @@ func (c *conns) dial() (io.Closer, error) {
 	cc, err := grpc.NewClient(c.spec.addr,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent(userAgent),
+		// A span per call, and the caller's trace context sent on to the
+		// provider, with OpenTelemetry's global providers.
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(int(limit))),
 	)
 	if err != nil {
