@@ -83,7 +83,7 @@ func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 		}
 	}
 	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Open{Open: &exprdv1.Open{Settings: &exprdv1.Settings{
-		Read:      true,
+		Read: true,
 		Functions: []*exprdv1.Function{
 			{Name: "convertPrice", Runner: exprdv1.Function_RUNNER_SERVER},
 			{Name: "add", Runner: exprdv1.Function_RUNNER_SERVER, ServerName: "math.add"},
