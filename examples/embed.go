@@ -1,5 +1,6 @@
-// Package examples holds the demo's data: a products state that `exprd
-// --demo` starts each session from.
+// Package examples holds the demo: a products state that `exprd --demo`
+// starts each session from, the demo's server-run functions (Functions),
+// and, in examples/providers, its UTCP tool providers.
 package examples
 
 import _ "embed"

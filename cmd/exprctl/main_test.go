@@ -1,9 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"math"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/examples"
 	"github.com/exprd/exprd/server"
 )
@@ -21,44 +19,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// demoFunctions are like exprd --demo's server-run functions.
-func demoFunctions() []evaluator.Function {
-	return []evaluator.Function{
-		{
-			Name:         "convertPrice",
-			Description:  "Converts an amount in EUR to another currency (USD, GBP, JPY) at the demo's fixed rates.",
-			InputSchema:  json.RawMessage(`{"type":"object","required":["amount","to"],"additionalProperties":false,"properties":{"amount":{"type":"number"},"to":{"enum":["EUR","USD","GBP","JPY"]}}}`),
-			OutputSchema: json.RawMessage(`{"type":"number"}`),
-			Impl: func(_ context.Context, args map[string]any) (any, error) {
-				rates := map[string]float64{"EUR": 1, "USD": 1.08, "GBP": 0.85, "JPY": 162}
-				return math.Round(toFloat(args["amount"])*rates[args["to"].(string)]*100) / 100, nil
-			},
-		},
-		{
-			Name:         "notify",
-			Description:  "Shows a short message to the user in the app's notification area.",
-			InputSchema:  json.RawMessage(`{"type":"object","required":["message"],"properties":{"message":{"type":"string"}}}`),
-			OutputSchema: json.RawMessage(`{"type":"object","properties":{"shown":{"type":"boolean"}}}`),
-			Impl: func(context.Context, map[string]any) (any, error) {
-				return map[string]any{"shown": true}, nil
-			},
-		},
-	}
-}
-
-// toFloat takes a number as the evaluator hands it over: float64 from the
-// state's JSON, int from an expression's literal.
-func toFloat(v any) float64 {
-	if i, ok := v.(int); ok {
-		return float64(i)
-	}
-	return v.(float64)
-}
-
 // startDemo serves exprd like `exprd --demo` on a loopback port for the test.
 func startDemo(t *testing.T) string {
 	t.Helper()
-	srv, err := server.New(server.WithInitialState(examples.Products), server.WithFunctions(demoFunctions()...))
+	srv, err := server.New(server.WithInitialState(examples.Products), server.WithFunctions(examples.Functions(slog.New(slog.DiscardHandler))...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,7 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 		opts = append(opts, server.WithTransportCredentials(creds))
 	}
 	if c.demo {
-		opts = append(opts, server.WithInitialState(examples.Products), server.WithFunctions(demoFunctions(log)...))
+		opts = append(opts, server.WithInitialState(examples.Products), server.WithFunctions(examples.Functions(log)...))
 	}
 	return opts, nil
 }

@@ -1,4 +1,4 @@
-package main
+package examples
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/exprd/exprd/evaluator"
 )
 
-// demoFunctions are the server-run functions of `exprd --demo`. A session
+// Functions are the server-run functions of `exprd --demo`. A session
 // declares them by name with RUNNER_SERVER.
-func demoFunctions(log *slog.Logger) []evaluator.Function {
+func Functions(log *slog.Logger) []evaluator.Function {
 	return []evaluator.Function{
 		{
 			Name:         "convertPrice",
