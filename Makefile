@@ -36,12 +36,7 @@ FUZZTIME ?= 10s
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (seeds in testdata/)
-	@for pkg in $$(go list ./...); do \
-		for target in $$(go test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-			echo "fuzz $$pkg $$target"; \
-			go test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$pkg > /tmp/exprd-fuzz.log 2>&1 || { cat /tmp/exprd-fuzz.log; exit 1; }; \
-		done; \
-	done
+	FUZZTIME=$(FUZZTIME) scripts/fuzz
 
 LOAD_DURATION ?= 60s
 LOAD_STREAMS ?= 200
