@@ -21,6 +21,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -76,6 +77,7 @@ type options struct {
 	meterProvider     metric.MeterProvider
 	tracerProvider    trace.TracerProvider
 	registry          *utcp.Registry
+	models            *model.Registry
 	grpcOpts          []grpc.ServerOption
 }
 
@@ -210,6 +212,12 @@ func WithKeepalive(p keepalive.ServerParameters, e keepalive.EnforcementPolicy) 
 // and serves exprd.v1.ToolRegistry over it (default: neither).
 func WithRegistry(r *utcp.Registry) Option {
 	return func(o *options) error { o.registry = r; return nil }
+}
+
+// WithModels sets the model providers that prompts are planned with, picked
+// per request by name (default: none; prompt mode is then Unavailable).
+func WithModels(m *model.Registry) Option {
+	return func(o *options) error { o.models = m; return nil }
 }
 
 // WithLogger sets the logger (default slog.Default()).

@@ -70,7 +70,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, server.WithRegistry(tl.reg))
+	opts = append(opts, server.WithRegistry(tl.reg), server.WithModels(md.reg))
 	srv, err := server.New(opts...)
 	if err != nil {
 		return err
