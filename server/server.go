@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model"
@@ -298,6 +299,12 @@ func New(opts ...Option) (*Server, error) {
 	exprdv1.RegisterExprToolServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	if o.registry != nil {
+		rt, err := codemode.New(o.registry)
+		if err != nil {
+			return nil, err
+		}
+		exprdv1.RegisterCodeModeServer(s.grpc, &codeMode{s: s, rt: rt})
+		s.health.SetServingStatus(exprdv1.CodeMode_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		exprdv1.RegisterToolRegistryServer(s.grpc, &toolRegistry{reg: o.registry})
 		s.health.SetServingStatus(exprdv1.ToolRegistry_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}

@@ -975,10 +975,13 @@ func (x *ApprovalRequest) GetArgumentsJson() []byte {
 }
 
 type RunResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ValueJson     []byte                 `protobuf:"bytes,1,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
-	Error         *CodeError             `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	Cancelled     bool                   `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ValueJson []byte                 `protobuf:"bytes,1,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
+	Error     *CodeError             `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Cancelled bool                   `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// not_handled is set when, for a prompt, the model said no tool is needed.
+	NotHandled    bool             `protobuf:"varint,4,opt,name=not_handled,json=notHandled,proto3" json:"not_handled,omitempty"`
+	Trace         []*ToolCallTrace `protobuf:"bytes,5,rep,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1032,6 +1035,20 @@ func (x *RunResult) GetCancelled() bool {
 		return x.Cancelled
 	}
 	return false
+}
+
+func (x *RunResult) GetNotHandled() bool {
+	if x != nil {
+		return x.NotHandled
+	}
+	return false
+}
+
+func (x *RunResult) GetTrace() []*ToolCallTrace {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
 }
 
 type CallToolRequest struct {
@@ -1338,12 +1355,15 @@ const file_exprd_v1_codemode_proto_rawDesc = "" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\"s\n" +
+	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\"\xc3\x01\n" +
 	"\tRunResult\x12\x1d\n" +
 	"\n" +
 	"value_json\x18\x01 \x01(\fR\tvalueJson\x12)\n" +
 	"\x05error\x18\x02 \x01(\v2\x13.exprd.v1.CodeErrorR\x05error\x12\x1c\n" +
-	"\tcancelled\x18\x03 \x01(\bR\tcancelled\"d\n" +
+	"\tcancelled\x18\x03 \x01(\bR\tcancelled\x12\x1f\n" +
+	"\vnot_handled\x18\x04 \x01(\bR\n" +
+	"notHandled\x12-\n" +
+	"\x05trace\x18\x05 \x03(\v2\x17.exprd.v1.ToolCallTraceR\x05trace\"d\n" +
 	"\x0fCallToolRequest\x12\x16\n" +
 	"\x06prompt\x18\x01 \x01(\tR\x06prompt\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
@@ -1416,23 +1436,24 @@ var file_exprd_v1_codemode_proto_depIdxs = []int32{
 	12, // 10: exprd.v1.RunResponse.approval_request:type_name -> exprd.v1.ApprovalRequest
 	13, // 11: exprd.v1.RunResponse.result:type_name -> exprd.v1.RunResult
 	2,  // 12: exprd.v1.RunResult.error:type_name -> exprd.v1.CodeError
-	4,  // 13: exprd.v1.CallToolResponse.plan:type_name -> exprd.v1.Plan
-	3,  // 14: exprd.v1.CallToolResponse.trace:type_name -> exprd.v1.ToolCallTrace
-	2,  // 15: exprd.v1.CallToolResponse.error:type_name -> exprd.v1.CodeError
-	19, // 16: exprd.v1.CodeModeSearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
-	0,  // 17: exprd.v1.CodeMode.Execute:input_type -> exprd.v1.ExecuteRequest
-	5,  // 18: exprd.v1.CodeMode.Run:input_type -> exprd.v1.RunRequest
-	14, // 19: exprd.v1.CodeMode.CallTool:input_type -> exprd.v1.CallToolRequest
-	16, // 20: exprd.v1.CodeMode.SearchTools:input_type -> exprd.v1.CodeModeSearchToolsRequest
-	1,  // 21: exprd.v1.CodeMode.Execute:output_type -> exprd.v1.ExecuteResponse
-	9,  // 22: exprd.v1.CodeMode.Run:output_type -> exprd.v1.RunResponse
-	15, // 23: exprd.v1.CodeMode.CallTool:output_type -> exprd.v1.CallToolResponse
-	17, // 24: exprd.v1.CodeMode.SearchTools:output_type -> exprd.v1.CodeModeSearchToolsResponse
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	3,  // 13: exprd.v1.RunResult.trace:type_name -> exprd.v1.ToolCallTrace
+	4,  // 14: exprd.v1.CallToolResponse.plan:type_name -> exprd.v1.Plan
+	3,  // 15: exprd.v1.CallToolResponse.trace:type_name -> exprd.v1.ToolCallTrace
+	2,  // 16: exprd.v1.CallToolResponse.error:type_name -> exprd.v1.CodeError
+	19, // 17: exprd.v1.CodeModeSearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
+	0,  // 18: exprd.v1.CodeMode.Execute:input_type -> exprd.v1.ExecuteRequest
+	5,  // 19: exprd.v1.CodeMode.Run:input_type -> exprd.v1.RunRequest
+	14, // 20: exprd.v1.CodeMode.CallTool:input_type -> exprd.v1.CallToolRequest
+	16, // 21: exprd.v1.CodeMode.SearchTools:input_type -> exprd.v1.CodeModeSearchToolsRequest
+	1,  // 22: exprd.v1.CodeMode.Execute:output_type -> exprd.v1.ExecuteResponse
+	9,  // 23: exprd.v1.CodeMode.Run:output_type -> exprd.v1.RunResponse
+	15, // 24: exprd.v1.CodeMode.CallTool:output_type -> exprd.v1.CallToolResponse
+	17, // 25: exprd.v1.CodeMode.SearchTools:output_type -> exprd.v1.CodeModeSearchToolsResponse
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_codemode_proto_init() }

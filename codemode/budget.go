@@ -1,0 +1,79 @@
+package codemode
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/exprd/exprd/evaluator"
+)
+
+// The defaults of a run. A zero field of [Budgets] takes its default; a
+// negative one is an error.
+const (
+	// DefaultTimeout bounds a direct run (Execute, Run).
+	DefaultTimeout = 30 * time.Second
+	// ToolHandlerTimeout bounds a run made through the tool handler (the
+	// seed's CallTool, the AgentLoop's codemode tool).
+	ToolHandlerTimeout = 3 * time.Second
+	// DefaultMaxIterations bounds predicate bodies (map, filter, ...) per run.
+	DefaultMaxIterations = evaluator.DefaultMaxIterations
+	// DefaultMemoryBudget is the expr VM's memory budget per run.
+	DefaultMemoryBudget = evaluator.DefaultMemoryBudget
+	// DefaultMaxSourceLength bounds the source, in characters.
+	DefaultMaxSourceLength = evaluator.DefaultMaxSourceLength
+	// DefaultMaxNodes bounds the parsed tree's nodes.
+	DefaultMaxNodes = evaluator.DefaultMaxNodes
+	// DefaultMaxStringLength bounds a string the program builds, in
+	// characters.
+	DefaultMaxStringLength = evaluator.DefaultMaxStringLength
+	// DefaultMaxToolCalls bounds the tool calls of one run.
+	DefaultMaxToolCalls = 64
+	// DefaultMaxResultBytes bounds the JSON of the result, of a tool's
+	// arguments and of a stream's collected chunks.
+	DefaultMaxResultBytes = 1 << 20
+	// DefaultCacheSize is how many compiled programs a Runtime keeps.
+	DefaultCacheSize = 1024
+)
+
+// Budgets bound one run. Zero fields take the defaults above.
+type Budgets struct {
+	Timeout         time.Duration
+	MaxIterations   int
+	MemoryBudget    int
+	MaxSourceLength int
+	MaxNodes        int
+	MaxStringLength int
+	MaxToolCalls    int
+	MaxResultBytes  int
+}
+
+// withDefaults fills zero fields and refuses negative ones.
+func (b Budgets) withDefaults() (Budgets, error) {
+	if b.Timeout < 0 {
+		return b, fmt.Errorf("codemode: budget timeout %v: want a positive value", b.Timeout)
+	}
+	if b.Timeout == 0 {
+		b.Timeout = DefaultTimeout
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"max_iterations", &b.MaxIterations, DefaultMaxIterations},
+		{"memory_budget", &b.MemoryBudget, DefaultMemoryBudget},
+		{"max_source_length", &b.MaxSourceLength, DefaultMaxSourceLength},
+		{"max_nodes", &b.MaxNodes, DefaultMaxNodes},
+		{"max_string_length", &b.MaxStringLength, DefaultMaxStringLength},
+		{"max_tool_calls", &b.MaxToolCalls, DefaultMaxToolCalls},
+		{"max_result_bytes", &b.MaxResultBytes, DefaultMaxResultBytes},
+	} {
+		switch {
+		case *f.v < 0:
+			return b, fmt.Errorf("codemode: budget %s %d: want a positive value", f.name, *f.v)
+		case *f.v == 0:
+			*f.v = f.def
+		}
+	}
+	return b, nil
+}

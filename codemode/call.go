@@ -1,0 +1,257 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+// Outcome is how a tool call ended.
+type Outcome string
+
+// The outcomes of a tool call.
+const (
+	OutcomeOK        Outcome = "ok"
+	OutcomeError     Outcome = "error"
+	OutcomeRejected  Outcome = "rejected"
+	OutcomeCancelled Outcome = "cancelled"
+	OutcomeTimeout   Outcome = "timeout"
+)
+
+// Call is one tool call of a run, as the trace and events report it.
+type Call struct {
+	Tool     string
+	Args     map[string]any
+	Stream   bool
+	Duration time.Duration
+	// Outcome is empty in a start event.
+	Outcome Outcome
+	// Error is the failure, summarised, when Outcome is not ok.
+	Error string
+	// Chunks counts a stream's chunks.
+	Chunks int
+}
+
+// ArgsJSON renders the arguments.
+func (c Call) ArgsJSON() json.RawMessage {
+	b, _ := json.Marshal(c.Args)
+	return b
+}
+
+// EventKind says what an Event reports.
+type EventKind int
+
+// The kinds of Event.
+const (
+	EventToolStart EventKind = iota + 1
+	EventToolEnd
+	EventChunk
+)
+
+// Event is one step of a run, for a client watching it.
+type Event struct {
+	Kind EventKind
+	// Call is the call starting or ending (or streaming, for a chunk).
+	Call Call
+	// Chunk is a stream's chunk, for EventChunk.
+	Chunk any
+}
+
+// run is one run's state; only the run's goroutine (the VM's) touches it.
+type run struct {
+	ctx, parent context.Context
+	reg         Registry
+	opts        *RunOptions
+	b           *Budgets
+	allowed     map[string]bool
+	approval    map[string]bool
+	calls       int
+	iterations  int
+	trace       []Call
+}
+
+// tick counts one iteration. It panics with an error, which the VM
+// recovers and returns, to stop a run that cannot otherwise be interrupted.
+func (r *run) tick() bool {
+	r.iterations++
+	if r.iterations > r.b.MaxIterations {
+		panic(budgetError(BudgetIterations, "over the limit of %d iterations: map, filter and the other predicates ran too often", r.b.MaxIterations))
+	}
+	if r.iterations%tickCheckEvery == 0 && r.ctx.Err() != nil {
+		panic(r.ctx.Err())
+	}
+	return true
+}
+
+func (r *run) emit(kind EventKind, c Call, chunk any) {
+	if r.opts.OnEvent != nil {
+		r.opts.OnEvent(Event{Kind: kind, Call: c, Chunk: chunk})
+	}
+}
+
+func (r *run) callTool(p ...any) (any, error)       { return r.call(false, p) }
+func (r *run) callToolStream(p ...any) (any, error) { return r.call(true, p) }
+
+// call is codemode.CallTool and CallToolStream: the whitelist, the call
+// budget, approval, then the registry under the run's context.
+func (r *run) call(stream bool, p []any) (any, error) {
+	fn := "codemode." + fnCallTool
+	if stream {
+		fn = "codemode." + fnCallToolStrm
+	}
+	if len(p) != 2 {
+		return nil, errorf(ExpressionType, "%s takes (name, args)", fn)
+	}
+	name, ok := p[0].(string)
+	if !ok {
+		return nil, errorf(InvalidArguments, "%s: the tool name is %s, not a string", fn, kind(p[0]))
+	}
+	if !r.allowed[name] {
+		e := errorf(UnknownReference, "tool %q is not allowed here: the run may call %s", name, listNames(r.allowed))
+		e.Tool = name
+		return nil, e
+	}
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.calls++
+	if r.calls > r.b.MaxToolCalls {
+		e := budgetError(BudgetToolCalls, "over the limit of %d tool calls", r.b.MaxToolCalls)
+		e.Tool = name
+		return nil, e
+	}
+	raw := p[1]
+	if raw == nil {
+		raw = map[string]any{}
+	}
+	a, err := jsonValue(raw, r.b.MaxResultBytes)
+	if err != nil {
+		return nil, toolError(name, err)
+	}
+	args, ok := a.(map[string]any)
+	if !ok {
+		e := errorf(InvalidArguments, "%s(%q, args): args must be an object, got %s", fn, name, kind(a))
+		e.Tool = name
+		return nil, e
+	}
+	c := Call{Tool: name, Args: args, Stream: stream}
+	r.emit(EventToolStart, c, nil)
+	start := time.Now()
+	var v any
+	if r.approval[name] {
+		err = r.approve(name, args)
+	}
+	if err == nil {
+		if stream {
+			v, c.Chunks, err = r.stream(c)
+		} else {
+			v, err = r.reg.Call(r.ctx, name, args)
+			if err == nil {
+				v, err = jsonValue(v, r.b.MaxResultBytes)
+			}
+		}
+	}
+	c.Duration = time.Since(start)
+	c.Outcome = OutcomeOK
+	if err != nil {
+		err = r.callFailed(&c, err)
+	}
+	r.trace = append(r.trace, c)
+	r.emit(EventToolEnd, c, nil)
+	return v, err
+}
+
+// errRejected marks a call the approver refused.
+var errRejected = errors.New("rejected")
+
+func (r *run) approve(name string, args map[string]any) error {
+	if r.opts.Approve == nil {
+		return errRejected
+	}
+	ok, err := r.opts.Approve(r.ctx, name, args)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return errRejected
+	}
+	return nil
+}
+
+// callFailed sets c's outcome and returns the error the program sees: the
+// run's own context error when the run is ending (so it ends as cancelled
+// or timed out), else a host-function error naming the tool.
+func (r *run) callFailed(c *Call, err error) error {
+	switch {
+	case r.ctx.Err() != nil:
+		c.Outcome, c.Error = OutcomeCancelled, "the run was cancelled"
+		if !errors.Is(r.parent.Err(), context.Canceled) {
+			c.Outcome, c.Error = OutcomeTimeout, "the run's time budget ran out"
+		}
+		return r.ctx.Err()
+	case errors.Is(err, errRejected):
+		c.Outcome, c.Error = OutcomeRejected, "the call was rejected"
+		e := errorf(HostFunction, "tool %q: the call was rejected", c.Tool)
+		e.Tool, e.cause = c.Tool, err
+		return e
+	case errors.Is(err, utcp.ErrTimeout):
+		c.Outcome = OutcomeTimeout
+	default:
+		c.Outcome = OutcomeError
+	}
+	e := toolError(c.Tool, err)
+	c.Error = e.Message
+	return e
+}
+
+// toolError is a tool's failure as the program sees it: host-function
+// (budget errors keep their reason), carrying the tool's name. utcp's
+// errors carry no lower-level text, so their message is safe to show.
+func toolError(name string, err error) *Error {
+	var inner *Error
+	if errors.As(err, &inner) {
+		c := *inner
+		c.Tool = name
+		c.Message = "tool " + `"` + name + `": ` + inner.Message
+		return &c
+	}
+	e := errorf(HostFunction, "tool %q failed: %v", name, err)
+	if errors.Is(err, utcp.ErrInvalidArguments) {
+		e.Reason = InvalidArguments
+	}
+	e.Tool, e.cause = name, err
+	return e
+}
+
+// stream collects a stream's chunks, reporting each as it arrives. A
+// stream that ends with an error is the tool's error, never a clean end.
+func (r *run) stream(c Call) (any, int, error) {
+	st, err := r.reg.CallStream(r.ctx, c.Tool, c.Args)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer st.Close()
+	w := walker{limit: r.b.MaxResultBytes}
+	chunks := []any{}
+	for {
+		chunk, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			return chunks, len(chunks), nil
+		}
+		if err != nil {
+			return nil, len(chunks), err
+		}
+		if chunk, err = w.value(chunk, 0); err != nil {
+			return nil, len(chunks), err
+		}
+		chunks = append(chunks, chunk)
+		if r.opts.OnChunk != nil {
+			r.opts.OnChunk(c.Tool, chunk)
+		}
+		r.emit(EventChunk, c, chunk)
+	}
+}

@@ -1,0 +1,141 @@
+package codemode
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/checker"
+	"github.com/expr-lang/expr/compiler"
+	"github.com/expr-lang/expr/conf"
+	"github.com/expr-lang/expr/optimizer"
+	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/vm"
+)
+
+// tickName is the counter the patcher calls at the start of every predicate
+// body.
+const tickName = reservedPrefix + "tick"
+
+// tickCheckEvery is how many ticks pass between checks of the context.
+const tickCheckEvery = 1024
+
+// toolFunc is the type of the namespace's functions in the environment.
+type toolFunc = func(args ...any) (any, error)
+
+// namespace is `codemode` in the environment: the functions bound to one
+// run.
+type namespace struct {
+	CallTool       toolFunc
+	CallToolStream toolFunc
+	Get            toolFunc
+}
+
+// program is a compiled source and what its check found. Programs are
+// immutable and shared between runs.
+type program struct {
+	prog     *vm.Program
+	analysis *Analysis
+}
+
+// tickPatcher rewrites every predicate body B into `__tick(); B`, so that
+// map, filter, reduce, ... count each iteration.
+type tickPatcher struct{}
+
+func (tickPatcher) Visit(node *ast.Node) {
+	p, ok := (*node).(*ast.PredicateNode)
+	if !ok {
+		return
+	}
+	tick := &ast.CallNode{Callee: &ast.IdentifierNode{Value: tickName}}
+	tick.SetLocation(p.Location())
+	seq := &ast.SequenceNode{Nodes: []ast.Node{tick, p.Node}}
+	seq.SetLocation(p.Node.Location())
+	p.Node = seq
+}
+
+// compile parses src once, walks the parsed tree for the whitelist, then
+// type-checks, patches, optimises and compiles that same tree: the stages
+// of expr.Compile with the check between parse and patch, as the evaluator
+// does.
+func compile(src string, b *Budgets) (*program, *Error) {
+	if err := checkSource(src, b); err != nil {
+		return nil, err
+	}
+	cfg := conf.CreateNew()
+	env := map[string]any{nsName: namespace{}, tickName: func() bool { return true }}
+	opts := append([]expr.Option{expr.Env(env), expr.Patch(tickPatcher{}), expr.MaxNodes(0)}, boundedFunctions(b.MaxStringLength)...)
+	for _, o := range opts {
+		o(cfg)
+	}
+	cfg.Check()
+	tree, err := parser.ParseWithConfig(src, cfg)
+	if err != nil {
+		return nil, fromExpr(ExpressionSyntax, err)
+	}
+	a, cerr := checkTree(tree, src, b)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if _, err := new(checker.Checker).PatchAndCheck(tree, cfg); err != nil {
+		return nil, fromExpr(ExpressionType, err)
+	}
+	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
+		return nil, fromExpr(ExpressionRuntime, err)
+	}
+	ast.Walk(&tree.Node, boundOps{})
+	p, err := compiler.Compile(tree, cfg)
+	if err != nil {
+		return nil, fromExpr(ExpressionType, err)
+	}
+	return &program{prog: p, analysis: a}, nil
+}
+
+// cacheKey is the source and the budgets that change how it compiles.
+type cacheKey struct {
+	src                       string
+	maxNodes, maxStringLength int
+}
+
+// cache is a bounded LRU of compiled programs.
+type cache struct {
+	mu      sync.Mutex
+	size    int
+	ll      *list.List
+	entries map[cacheKey]*list.Element
+}
+
+type cacheEntry struct {
+	key cacheKey
+	p   *program
+}
+
+func newCache(size int) *cache {
+	return &cache{size: size, ll: list.New(), entries: map[cacheKey]*list.Element{}}
+}
+
+func (c *cache) get(k cacheKey) (*program, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[k]
+	if !ok {
+		return nil, false
+	}
+	c.ll.MoveToFront(e)
+	return e.Value.(*cacheEntry).p, true
+}
+
+func (c *cache) put(k cacheKey, p *program) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[k]; ok {
+		return
+	}
+	c.entries[k] = c.ll.PushFront(&cacheEntry{key: k, p: p})
+	for c.ll.Len() > c.size {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.entries, last.Value.(*cacheEntry).key)
+	}
+}

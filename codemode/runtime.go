@@ -1,0 +1,259 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+// Registry is what the runtime and the orchestrator need of a tool
+// registry; *utcp.Registry is one.
+type Registry interface {
+	Call(ctx context.Context, name string, args map[string]any) (any, error)
+	CallStream(ctx context.Context, name string, args map[string]any) (utcp.Stream, error)
+	Search(query string, limit int) []utcp.SearchResult
+	Tool(name string) (*utcp.Tool, error)
+}
+
+var _ Registry = (*utcp.Registry)(nil)
+
+// ErrInvalidOptions is matched by the error Run returns for options it
+// cannot use (a negative budget): the caller's fault, not the program's.
+var ErrInvalidOptions = errors.New("codemode: invalid options")
+
+// Runtime runs programs against one registry. It caches compiled programs
+// and pools VMs; it is safe for concurrent use.
+type Runtime struct {
+	reg   Registry
+	cache *cache
+	vms   sync.Pool
+}
+
+// Option configures a Runtime.
+type Option func(*Runtime) error
+
+// WithCacheSize sets how many compiled programs are kept (default
+// DefaultCacheSize); it must be positive.
+func WithCacheSize(n int) Option {
+	return func(rt *Runtime) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: cache size %d, want a positive value", ErrInvalidOptions, n)
+		}
+		rt.cache = newCache(n)
+		return nil
+	}
+}
+
+// New returns a Runtime calling the tools of reg.
+func New(reg Registry, opts ...Option) (*Runtime, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("%w: no registry", ErrInvalidOptions)
+	}
+	rt := &Runtime{reg: reg, cache: newCache(DefaultCacheSize)}
+	rt.vms.New = func() any { return &vm.VM{} }
+	for _, o := range opts {
+		if err := o(rt); err != nil {
+			return nil, err
+		}
+	}
+	return rt, nil
+}
+
+// Registry returns the runtime's registry.
+func (rt *Runtime) Registry() Registry { return rt.reg }
+
+// RunOptions are one run's settings.
+type RunOptions struct {
+	// Tools is the whitelist: the full names of the tools the program may
+	// call. Empty: none.
+	Tools []string
+	// Budgets bound the run; Budgets.Timeout is timeout_ms (0: DefaultTimeout).
+	Budgets Budgets
+	// NeedsApproval names tools whose every call is first put to Approve.
+	NeedsApproval []string
+	// Approve decides a call of a tool that needs approval; false (or no
+	// Approve at all) rejects it, which the program sees as the tool's
+	// error. It gets the run's context: a run cancelled while waiting stops.
+	Approve func(ctx context.Context, tool string, args map[string]any) (bool, error)
+	// OnEvent, when set, gets each tool call's start and end and each
+	// stream chunk, in order, from the run's goroutine.
+	OnEvent func(Event)
+	// OnChunk, when set, gets each chunk of a CallToolStream as it arrives.
+	OnChunk func(tool string, chunk any)
+}
+
+// Result is a run's outcome. Trace is set whether or not the run failed.
+type Result struct {
+	// Value is the last expression's value in JSON types, and ValueJSON its
+	// JSON; both unset when the run failed.
+	Value     any
+	ValueJSON json.RawMessage
+	Trace     []Call
+	// Cancelled is set when the caller's context ended the run.
+	Cancelled bool
+	Elapsed   time.Duration
+}
+
+// Check parses and checks code and the literal tool names in it against
+// tools, without running anything (compiled programs are cached).
+func (rt *Runtime) Check(code string, tools []string, b Budgets) (*Analysis, error) {
+	b, err := b.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
+	}
+	p, cerr := rt.compile(code, &b)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if cerr := checkTools(p.analysis, set(tools)); cerr != nil {
+		return p.analysis, cerr
+	}
+	return p.analysis, nil
+}
+
+func (rt *Runtime) compile(code string, b *Budgets) (*program, *Error) {
+	if err := checkSource(code, b); err != nil {
+		return nil, err
+	}
+	key := cacheKey{src: code, maxNodes: b.MaxNodes, maxStringLength: b.MaxStringLength}
+	if p, ok := rt.cache.get(key); ok {
+		return p, nil
+	}
+	p, err := compile(code, b)
+	if err != nil {
+		return nil, err
+	}
+	rt.cache.put(key, p)
+	return p, nil
+}
+
+// Run checks code and runs it in the calling goroutine. A program that
+// fails, before or while running, returns a *Error (with the trace so far
+// in the Result); options it cannot use return an error matching
+// ErrInvalidOptions. Run returns only once the program and its tool calls
+// have stopped.
+func (rt *Runtime) Run(ctx context.Context, code string, opts RunOptions) (Result, error) {
+	start := time.Now()
+	b, err := opts.Budgets.withDefaults()
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
+	}
+	p, cerr := rt.compile(code, &b)
+	if cerr != nil {
+		return Result{}, cerr
+	}
+	allowed := set(opts.Tools)
+	if cerr := checkTools(p.analysis, allowed); cerr != nil {
+		return Result{}, cerr
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.Timeout)
+	defer cancel()
+	r := &run{ctx: rctx, parent: ctx, reg: rt.reg, opts: &opts, b: &b, allowed: allowed, approval: set(opts.NeedsApproval)}
+	env := map[string]any{
+		nsName:   namespace{CallTool: r.callTool, CallToolStream: r.callToolStream, Get: get},
+		tickName: r.tick,
+	}
+	v := rt.vms.Get().(*vm.VM)
+	v.MemoryBudget = uint(b.MemoryBudget)
+	out, err := v.Run(p.prog, env)
+	rt.vms.Put(v)
+	res := Result{Trace: r.trace}
+	if err == nil {
+		err = rctx.Err()
+	}
+	if err == nil {
+		// The walk guards against values of shared parts; the size of the
+		// JSON itself is then checked exactly.
+		var val any
+		if val, err = jsonValue(out, 2*b.MaxResultBytes+64); err == nil {
+			res.Value = val
+			res.ValueJSON, err = json.Marshal(val)
+		}
+		if err == nil && len(res.ValueJSON) > b.MaxResultBytes {
+			err = budgetError(BudgetResult, "the result is %d bytes of JSON, over the limit of %d", len(res.ValueJSON), b.MaxResultBytes)
+		}
+	}
+	res.Elapsed = time.Since(start)
+	if err != nil {
+		e := r.failure(err)
+		res.Cancelled = errors.Is(e, context.Canceled)
+		res.Value, res.ValueJSON = nil, nil
+		return res, e
+	}
+	return res, nil
+}
+
+// failure turns a run's error into the *Error the caller gets.
+func (r *run) failure(err error) *Error {
+	if r.ctx.Err() != nil {
+		if errors.Is(r.parent.Err(), context.Canceled) {
+			return &Error{Reason: ExpressionRuntime, Message: "the run was cancelled", cause: context.Canceled}
+		}
+		e := budgetError(BudgetTime, "the run is over its time budget of %v", r.b.Timeout)
+		e.cause = context.DeadlineExceeded
+		return e
+	}
+	var inner *Error
+	var fe *file.Error
+	switch {
+	case errors.As(err, &inner):
+		c := *inner
+		if errors.As(err, &fe) && c.Line == 0 {
+			return positioned(&c, fe)
+		}
+		return &c
+	case errors.As(err, &fe) && fe.Message == "memory budget exceeded":
+		e := budgetError(BudgetMemory, "over the memory budget of %d", r.b.MemoryBudget)
+		return positioned(e, fe)
+	case errors.As(err, &fe):
+		return positioned(errorf(ExpressionRuntime, "%s", fe.Message), fe)
+	}
+	return &Error{Reason: ExpressionRuntime, Message: err.Error(), cause: err}
+}
+
+// get is codemode.Get: value[key] when value is an object, else nil.
+func get(p ...any) (any, error) {
+	if len(p) != 2 {
+		return nil, errorf(ExpressionType, "codemode.Get takes (value, key)")
+	}
+	m, ok := p[0].(map[string]any)
+	if !ok {
+		return nil, nil
+	}
+	k, ok := p[1].(string)
+	if !ok {
+		return nil, nil
+	}
+	return m[k], nil
+}
+
+func set(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// listNames renders a whitelist for messages.
+func listNames(m map[string]bool) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,288 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/exprd/exprd/codemode"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/model"
+)
+
+// codeMode serves exprd.v1.CodeMode over the server's UTCP registry and,
+// for prompts, its model providers.
+type codeMode struct {
+	exprdv1.UnimplementedCodeModeServer
+	s  *Server
+	rt *codemode.Runtime
+}
+
+func ms(n uint32, def time.Duration) time.Duration {
+	if n == 0 {
+		return def
+	}
+	return time.Duration(n) * time.Millisecond
+}
+
+// Execute runs code and returns its value, its trace, or its error.
+func (c *codeMode) Execute(ctx context.Context, req *exprdv1.ExecuteRequest) (*exprdv1.ExecuteResponse, error) {
+	res, err := c.rt.Run(ctx, req.GetCode(), codemode.RunOptions{
+		Tools: req.GetTools(), Budgets: codemode.Budgets{Timeout: ms(req.GetTimeoutMs(), codemode.DefaultTimeout)},
+	})
+	if err := runStatus(ctx, err); err != nil {
+		return nil, err
+	}
+	return &exprdv1.ExecuteResponse{ValueJson: res.ValueJSON, Trace: traceProto(res.Trace), Error: codeError(err)}, nil
+}
+
+// CallTool plans a prompt with a model and runs the plan: the seed's
+// CallTool(ctx, prompt), with the tool handler's 3 s default.
+func (c *codeMode) CallTool(ctx context.Context, req *exprdv1.CallToolRequest) (*exprdv1.CallToolResponse, error) {
+	p, err := c.provider(req.GetProvider())
+	if err != nil {
+		return nil, err
+	}
+	o, err := c.rt.Orchestrate(ctx, req.GetPrompt(), p, codemode.OrchestrateOptions{
+		Run: codemode.RunOptions{Budgets: codemode.Budgets{Timeout: ms(req.GetTimeoutMs(), codemode.ToolHandlerTimeout)}},
+	})
+	if err := runStatus(ctx, err); err != nil {
+		return nil, err
+	}
+	return &exprdv1.CallToolResponse{Handled: o.Handled, Plan: planProto(o.Plan), ValueJson: o.Result.ValueJSON,
+		Trace: traceProto(o.Result.Trace), Error: codeError(err)}, nil
+}
+
+// SearchTools ranks the registry's tools for a query.
+func (c *codeMode) SearchTools(_ context.Context, req *exprdv1.CodeModeSearchToolsRequest) (*exprdv1.CodeModeSearchToolsResponse, error) {
+	r, err := (&toolRegistry{reg: c.s.opts.registry}).SearchTools(context.Background(), &exprdv1.SearchToolsRequest{Query: req.GetQuery(), Limit: req.GetLimit()})
+	if err != nil {
+		return nil, err
+	}
+	return &exprdv1.CodeModeSearchToolsResponse{Tools: r.GetTools()}, nil
+}
+
+// provider picks a model provider by name ("" is the default).
+func (c *codeMode) provider(name string) (model.Provider, error) {
+	if c.s.opts.models == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this server has no model providers: prompts cannot be planned")
+	}
+	p, err := c.s.opts.models.Get(name)
+	if err != nil {
+		return nil, badRequest("provider", err.Error())
+	}
+	return p, nil
+}
+
+type runStream = grpc.BidiStreamingServer[exprdv1.RunRequest, exprdv1.RunResponse]
+
+// Run runs code, or the plan a model makes of a prompt, streaming its
+// events. A tool in needs_approval pauses the run until the client's
+// ApprovalReply; RunCancel stops it (the tool call in flight is cancelled).
+func (c *codeMode) Run(stream runStream) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if start == nil {
+		return badRequest("start", "the stream's first message must be RunStart")
+	}
+	var p model.Provider
+	switch start.GetSource().(type) {
+	case *exprdv1.RunStart_Code:
+	case *exprdv1.RunStart_Prompt:
+		if p, err = c.provider(start.GetProvider()); err != nil {
+			return err
+		}
+	default:
+		return badRequest("start.source", "give code or a prompt")
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	r := &runSession{stream: stream, approvals: map[string]chan bool{}}
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- r.receive(cancel) }()
+
+	opts := codemode.RunOptions{
+		Tools:         start.GetTools(),
+		Budgets:       codemode.Budgets{Timeout: ms(start.GetTimeoutMs(), codemode.DefaultTimeout)},
+		NeedsApproval: start.GetNeedsApproval(),
+		Approve:       r.approve,
+		OnEvent:       r.event,
+	}
+	var res codemode.Result
+	notHandled := false
+	if p == nil {
+		res, err = c.rt.Run(ctx, start.GetCode(), opts)
+	} else {
+		var o codemode.Orchestration
+		o, err = c.rt.Orchestrate(ctx, start.GetPrompt(), p, codemode.OrchestrateOptions{Run: opts, OnPlan: func(pl codemode.Plan) {
+			r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Plan{Plan: planProto(pl)}})
+		}})
+		res, notHandled = o.Result, !o.Handled && err == nil
+	}
+	select {
+	case rerr := <-recvErr: // the client broke the protocol, or went away
+		if rerr != nil {
+			return rerr
+		}
+	default:
+	}
+	if errors.Is(err, codemode.ErrInvalidOptions) {
+		return badRequest("start", err.Error())
+	}
+	return r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Result{Result: &exprdv1.RunResult{
+		ValueJson: res.ValueJSON, Error: codeError(err), Cancelled: res.Cancelled, NotHandled: notHandled, Trace: traceProto(res.Trace),
+	}}})
+}
+
+// runSession is one Run stream's approvals in flight and its sender.
+type runSession struct {
+	stream    runStream
+	sendMu    sync.Mutex
+	mu        sync.Mutex
+	approvals map[string]chan bool
+	seq       int
+}
+
+func (r *runSession) send(m *exprdv1.RunResponse) error {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	return r.stream.Send(m)
+}
+
+// receive handles the client's messages until the stream ends: approval
+// replies and Cancel. A reply nobody waits for, or a second Start, ends the
+// run (InvalidArgument).
+func (r *runSession) receive(cancel context.CancelFunc) error {
+	for {
+		m, err := r.stream.Recv()
+		if err != nil {
+			cancel()
+			return nil
+		}
+		switch msg := m.GetMsg().(type) {
+		case *exprdv1.RunRequest_ApprovalReply:
+			r.mu.Lock()
+			ch := r.approvals[msg.ApprovalReply.GetApprovalId()]
+			delete(r.approvals, msg.ApprovalReply.GetApprovalId())
+			r.mu.Unlock()
+			if ch == nil {
+				cancel()
+				return badRequest("approval_reply.approval_id", fmt.Sprintf("no approval %q is waiting", msg.ApprovalReply.GetApprovalId()))
+			}
+			ch <- msg.ApprovalReply.GetApproved()
+		case *exprdv1.RunRequest_Cancel:
+			cancel()
+		default:
+			cancel()
+			return badRequest("msg", "after RunStart only ApprovalReply and RunCancel may come")
+		}
+	}
+}
+
+// approve asks the client and waits for its reply.
+func (r *runSession) approve(ctx context.Context, tool string, args map[string]any) (bool, error) {
+	ch := make(chan bool, 1)
+	r.mu.Lock()
+	r.seq++
+	id := strconv.Itoa(r.seq)
+	r.approvals[id] = ch
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.approvals, id)
+		r.mu.Unlock()
+	}()
+	argsJSON, _ := json.Marshal(args)
+	if err := r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_ApprovalRequest{ApprovalRequest: &exprdv1.ApprovalRequest{
+		ApprovalId: id, Tool: tool, ArgumentsJson: argsJSON,
+	}}}); err != nil {
+		return false, err
+	}
+	select {
+	case ok := <-ch:
+		return ok, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// event streams a run's tool calls and chunks as they happen.
+func (r *runSession) event(e codemode.Event) {
+	var m *exprdv1.RunResponse
+	switch e.Kind {
+	case codemode.EventToolStart:
+		m = &exprdv1.RunResponse{Event: &exprdv1.RunResponse_ToolCallStarted{ToolCallStarted: &exprdv1.ToolCallStarted{
+			Tool: e.Call.Tool, ArgumentsJson: e.Call.ArgsJSON()}}}
+	case codemode.EventToolEnd:
+		m = &exprdv1.RunResponse{Event: &exprdv1.RunResponse_ToolCallFinished{ToolCallFinished: traceOne(e.Call)}}
+	case codemode.EventChunk:
+		chunk, _ := json.Marshal(e.Chunk)
+		m = &exprdv1.RunResponse{Event: &exprdv1.RunResponse_Chunk{Chunk: &exprdv1.StreamChunk{Tool: e.Call.Tool, ChunkJson: chunk}}}
+	default:
+		return
+	}
+	_ = r.send(m)
+}
+
+// runStatus is the gRPC error for a run that could not start, or for a
+// caller that went away; a program's own failure is data (codeError).
+func runStatus(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, codemode.ErrInvalidOptions):
+		return badRequest("options", err.Error())
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	var ce *codemode.Error
+	if errors.As(err, &ce) {
+		return nil
+	}
+	var unknown *model.UnknownProviderError
+	if errors.As(err, &unknown) {
+		return badRequest("provider", err.Error())
+	}
+	return nil // a model's failure to plan is reported in the answer
+}
+
+func codeError(err error) *exprdv1.CodeError {
+	if err == nil {
+		return nil
+	}
+	var ce *codemode.Error
+	if errors.As(err, &ce) {
+		return &exprdv1.CodeError{Reason: string(ce.Reason), Message: ce.Message, Line: uint32(ce.Line), Column: uint32(ce.Column)}
+	}
+	return &exprdv1.CodeError{Reason: string(codemode.HostFunction), Message: strings.TrimPrefix(err.Error(), "codemode: ")}
+}
+
+func traceOne(c codemode.Call) *exprdv1.ToolCallTrace {
+	return &exprdv1.ToolCallTrace{Tool: c.Tool, ArgumentsJson: c.ArgsJSON(), Duration: durationpb.New(c.Duration),
+		Outcome: string(c.Outcome), Error: c.Error}
+}
+
+func traceProto(calls []codemode.Call) []*exprdv1.ToolCallTrace {
+	out := make([]*exprdv1.ToolCallTrace, len(calls))
+	for i, c := range calls {
+		out[i] = traceOne(c)
+	}
+	return out
+}
+
+func planProto(p codemode.Plan) *exprdv1.Plan {
+	return &exprdv1.Plan{Tools: p.Tools, Code: p.Code, Stream: p.Stream}
+}

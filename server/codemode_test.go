@@ -1,0 +1,253 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/exprd/exprd/examples/providers"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/model/openaicompat"
+	"github.com/exprd/exprd/model/scripted"
+	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/utcp"
+)
+
+// codeModeServer serves CodeMode over math (HTTP) and the catalogue (gRPC)
+// and, when turns are given, a scripted model as the provider "scripted".
+func codeModeServer(t *testing.T, turns ...scripted.Turn) exprdv1.CodeModeClient {
+	t.Helper()
+	m, err := providers.StartMath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	cat, err := providers.StartCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cat.Close)
+	reg, err := utcp.New(utcp.WithHTTPClient(&http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	ctx := context.Background()
+	if _, err := reg.Register(ctx, "math", utcp.FromURL(m.URL()+"/utcp")); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(cat.Addr(), ":")
+	tmpl, _ := json.Marshal(map[string]any{"call_template_type": "grpc", "host": host, "port": port, "service_name": "grpcpb.UTCPService"})
+	if _, err := reg.Register(ctx, "catalog", utcp.FromTemplate(tmpl)); err != nil {
+		t.Fatal(err)
+	}
+	opts := []server.Option{server.WithRegistry(reg)}
+	if len(turns) > 0 {
+		srv, err := scripted.Start(scripted.Script{Turns: turns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Close)
+		p, err := openaicompat.New("scripted", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		models := model.NewRegistry()
+		if err := models.Register("scripted", p); err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, server.WithModels(models))
+	}
+	return exprdv1.NewCodeModeClient(serve(t, newServer(t, opts...)))
+}
+
+const chain = `let r1 = codemode.CallTool("math.add", {"a": 5, "b": 7});
+let sum = codemode.Get(r1, "result");
+codemode.CallTool("math.multiply", {"a": sum, "b": 3})`
+
+func TestCodeModeExecute(t *testing.T) {
+	t.Parallel()
+	c := codeModeServer(t)
+	tests := []struct {
+		name      string
+		code      string
+		tools     []string
+		wantValue string
+		wantErr   string
+		trace     int
+	}{
+		{"a chain", chain, []string{"math.add", "math.multiply"}, `{"result":36}`, "", 2},
+		{"arithmetic", `let x = 2; x * 21`, nil, `42`, "", 0},
+		{"a gRPC tool", `codemode.Get(codemode.CallTool("catalog.get", {"id": "p03"}), "name")`, []string{"catalog.get"}, `"Pen set"`, "", 1},
+		{"a tool outside the whitelist, as a literal", chain, []string{"math.add"}, "", "unknown-reference", 0},
+		{"a tool outside the whitelist, computed", `let n = "math." + "multiply"; codemode.CallTool(n, {"a": 1, "b": 2})`, []string{"math.add"}, "", "unknown-reference", 0},
+		{"a tool's error", `codemode.CallTool("math.divide", {"a": 1, "b": 0})`, []string{"math.divide"}, "", "host-function", 1},
+		{"another name", `len("x")`, nil, "", "", 0},
+		{"$env", `$env`, nil, "", "unknown-reference", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			resp, err := c.Execute(context.Background(), &exprdv1.ExecuteRequest{Code: tt.code, Tools: tt.tools})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantErr == "" && tt.wantValue == "" {
+				return // only that it answers
+			}
+			if got := resp.GetError().GetReason(); got != tt.wantErr {
+				t.Errorf("got error %v, want reason %q", resp.GetError(), tt.wantErr)
+			}
+			if got := string(resp.GetValueJson()); got != tt.wantValue {
+				t.Errorf("got value %s, want %s", got, tt.wantValue)
+			}
+			if len(resp.GetTrace()) != tt.trace {
+				t.Errorf("got %d traced calls, want %d", len(resp.GetTrace()), tt.trace)
+			}
+		})
+	}
+}
+
+// runCode starts a Run and answers approvals with approve; it returns the
+// events it saw and the result.
+func runCode(t *testing.T, c exprdv1.CodeModeClient, start *exprdv1.RunStart, approve func(*exprdv1.ApprovalRequest, grpc.BidiStreamingClient[exprdv1.RunRequest, exprdv1.RunResponse])) ([]*exprdv1.RunResponse, *exprdv1.RunResult) {
+	t.Helper()
+	stream, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&exprdv1.RunRequest{Msg: &exprdv1.RunRequest_Start{Start: start}}); err != nil {
+		t.Fatal(err)
+	}
+	var events []*exprdv1.RunResponse
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		if r := m.GetResult(); r != nil {
+			return events, r
+		}
+		events = append(events, m)
+		if a := m.GetApprovalRequest(); a != nil {
+			approve(a, stream)
+		}
+	}
+}
+
+func reply(ok bool) func(*exprdv1.ApprovalRequest, grpc.BidiStreamingClient[exprdv1.RunRequest, exprdv1.RunResponse]) {
+	return func(a *exprdv1.ApprovalRequest, s grpc.BidiStreamingClient[exprdv1.RunRequest, exprdv1.RunResponse]) {
+		_ = s.Send(&exprdv1.RunRequest{Msg: &exprdv1.RunRequest_ApprovalReply{ApprovalReply: &exprdv1.ApprovalReply{ApprovalId: a.GetApprovalId(), Approved: ok}}})
+	}
+}
+
+func TestCodeModeRun(t *testing.T) {
+	t.Parallel()
+	c := codeModeServer(t)
+	tools := []string{"math.add", "math.multiply"}
+	t.Run("events and an approval accepted", func(t *testing.T) {
+		t.Parallel()
+		events, r := runCode(t, c, &exprdv1.RunStart{Source: &exprdv1.RunStart_Code{Code: chain}, Tools: tools, NeedsApproval: []string{"math.multiply"}}, reply(true))
+		if string(r.GetValueJson()) != `{"result":36}` {
+			t.Fatalf("got %v", r)
+		}
+		var kinds []string
+		for _, e := range events {
+			switch {
+			case e.GetToolCallStarted() != nil:
+				kinds = append(kinds, "start "+e.GetToolCallStarted().GetTool())
+			case e.GetToolCallFinished() != nil:
+				kinds = append(kinds, "end "+e.GetToolCallFinished().GetOutcome())
+			case e.GetApprovalRequest() != nil:
+				kinds = append(kinds, "approve "+e.GetApprovalRequest().GetTool())
+			}
+		}
+		want := "start math.add|end ok|start math.multiply|approve math.multiply|end ok"
+		if got := strings.Join(kinds, "|"); got != want && got != "start math.add|end ok|approve math.multiply|start math.multiply|end ok" {
+			t.Errorf("got events %s, want %s", got, want)
+		}
+	})
+	t.Run("an approval rejected is a tool error", func(t *testing.T) {
+		t.Parallel()
+		_, r := runCode(t, c, &exprdv1.RunStart{Source: &exprdv1.RunStart_Code{Code: chain}, Tools: tools, NeedsApproval: []string{"math.multiply"}}, reply(false))
+		if r.GetError().GetReason() != "host-function" || !strings.Contains(r.GetError().GetMessage(), "math.multiply") {
+			t.Errorf("got %v, want a host-function error naming math.multiply", r.GetError())
+		}
+	})
+	t.Run("cancel while waiting", func(t *testing.T) {
+		t.Parallel()
+		_, r := runCode(t, c, &exprdv1.RunStart{Source: &exprdv1.RunStart_Code{Code: chain}, Tools: tools, NeedsApproval: []string{"math.add"}},
+			func(_ *exprdv1.ApprovalRequest, s grpc.BidiStreamingClient[exprdv1.RunRequest, exprdv1.RunResponse]) {
+				_ = s.Send(&exprdv1.RunRequest{Msg: &exprdv1.RunRequest_Cancel{Cancel: &exprdv1.RunCancel{}}})
+			})
+		if !r.GetCancelled() {
+			t.Errorf("got %v, want a cancelled result", r)
+		}
+	})
+	t.Run("a stream's chunks arrive as events", func(t *testing.T) {
+		t.Parallel()
+		events, r := runCode(t, c, &exprdv1.RunStart{Source: &exprdv1.RunStart_Code{Code: `len(codemode.CallToolStream("catalog.restock", {"id": "p01", "times": 3}))`}, Tools: []string{"catalog.restock"}}, nil)
+		chunks := 0
+		for _, e := range events {
+			if e.GetChunk() != nil {
+				chunks++
+			}
+		}
+		if string(r.GetValueJson()) != "3" || chunks != 3 {
+			t.Errorf("got value %s with %d chunk events, want 3 and 3", r.GetValueJson(), chunks)
+		}
+	})
+	t.Run("a bad start", func(t *testing.T) {
+		t.Parallel()
+		for _, first := range []*exprdv1.RunRequest{
+			{Msg: &exprdv1.RunRequest_Cancel{Cancel: &exprdv1.RunCancel{}}},
+			{Msg: &exprdv1.RunRequest_Start{Start: &exprdv1.RunStart{}}},
+		} {
+			stream, _ := c.Run(context.Background())
+			_ = stream.Send(first)
+			if _, err := stream.Recv(); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("got %v, want InvalidArgument", err)
+			}
+		}
+		stream, _ := c.Run(context.Background())
+		_ = stream.Send(&exprdv1.RunRequest{Msg: &exprdv1.RunRequest_Start{Start: &exprdv1.RunStart{Source: &exprdv1.RunStart_Prompt{Prompt: "add 2 and 3"}}}})
+		if _, err := stream.Recv(); status.Code(err) != codes.FailedPrecondition {
+			t.Errorf("a prompt with no model providers: got %v, want FailedPrecondition", err)
+		}
+	})
+}
+
+func TestCodeModeCallToolAndSearch(t *testing.T) {
+	t.Parallel()
+	plan := `{"tools": ["math.add"], "code": "codemode.Get(codemode.CallTool(\"math.add\", {\"a\": 2, \"b\": 3}), \"result\")", "stream": false}`
+	c := codeModeServer(t,
+		scripted.Turn{Match: &scripted.Match{LastUser: "add"}, Text: plan},
+		scripted.Turn{Match: &scripted.Match{LastUser: "hello"}, Text: `{"handled": false}`})
+	resp, err := c.CallTool(context.Background(), &exprdv1.CallToolRequest{Prompt: "Add 2 and 3."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.GetHandled() || string(resp.GetValueJson()) != "5" || resp.GetPlan().GetTools()[0] != "math.add" {
+		t.Errorf("got %v (error %v), want handled with value 5 by math.add", resp, resp.GetError())
+	}
+	resp, err = c.CallTool(context.Background(), &exprdv1.CallToolRequest{Prompt: "Say hello."})
+	if err != nil || resp.GetHandled() {
+		t.Errorf("got %v %v, want not handled", resp, err)
+	}
+	if _, err := c.CallTool(context.Background(), &exprdv1.CallToolRequest{Prompt: "x", Provider: "nope"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("an unknown provider: got %v, want InvalidArgument", err)
+	}
+	found, err := c.SearchTools(context.Background(), &exprdv1.CodeModeSearchToolsRequest{Query: "find a product by name", Limit: 3})
+	if err != nil || len(found.GetTools()) == 0 || found.GetTools()[0].GetTool().GetName() != "catalog.search" {
+		t.Errorf("SearchTools: got %v %v, want catalog.search first", found.GetTools(), err)
+	}
+}
