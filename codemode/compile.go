@@ -3,6 +3,7 @@ package codemode
 import (
 	"container/list"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -12,6 +13,8 @@ import (
 	"github.com/expr-lang/expr/optimizer"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/exprd/exprd/internal/exprbound"
 )
 
 // tickName is the counter the patcher calls at the start of every predicate
@@ -65,7 +68,12 @@ func compile(src string, b *Budgets) (*program, *Error) {
 	}
 	cfg := conf.CreateNew()
 	env := map[string]any{nsName: namespace{}, tickName: func() bool { return true }}
-	opts := append([]expr.Option{expr.Env(env), expr.Patch(tickPatcher{}), expr.MaxNodes(0)}, boundedFunctions(b.MaxStringLength)...)
+	limit := b.MaxStringLength
+	opts := append([]expr.Option{expr.Env(env), expr.Patch(tickPatcher{}), expr.MaxNodes(0)}, exprbound.Functions(exprbound.Limits{
+		MaxString: limit,
+		TooLong:   func(msg string) error { return budgetError(BudgetString, "%s", msg) },
+		Normalize: func(v any) (any, error) { return jsonValue(v, limit*utf8.UTFMax) },
+	})...)
 	for _, o := range opts {
 		o(cfg)
 	}
@@ -84,7 +92,7 @@ func compile(src string, b *Budgets) (*program, *Error) {
 	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
 		return nil, fromExpr(ExpressionRuntime, err)
 	}
-	ast.Walk(&tree.Node, boundOps{})
+	ast.Walk(&tree.Node, exprbound.Ops{})
 	p, err := compiler.Compile(tree, cfg)
 	if err != nil {
 		return nil, fromExpr(ExpressionType, err)

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
+	"github.com/exprd/exprd/internal/exprbound"
 )
 
 // tracer makes the spans of a run and of each compile, children of the
@@ -292,7 +293,12 @@ func (e *Evaluator) compile(ctx context.Context, src string, t *Tool) (*vm.Progr
 // stages of expr.Compile with the check between parse and patch.
 func compileChecked(src string, t *Tool) (*vm.Program, *Error) {
 	cfg := conf.CreateNew()
-	opts := append([]expr.Option{expr.Env(envSample(t)), expr.Patch(tickPatcher{}), expr.MaxNodes(0)}, boundedFunctions(&t.budgets)...)
+	b := &t.budgets
+	opts := append([]expr.Option{expr.Env(envSample(t)), expr.Patch(tickPatcher{}), expr.MaxNodes(0)}, exprbound.Functions(exprbound.Limits{
+		MaxString: b.MaxStringLength,
+		TooLong:   func(msg string) error { return budgetError(BudgetString, "%s", msg) },
+		Normalize: func(v any) (any, error) { return normalize(v, b) },
+	})...)
 	for _, o := range opts {
 		o(cfg)
 	}
@@ -311,7 +317,7 @@ func compileChecked(src string, t *Tool) (*vm.Program, *Error) {
 		// The optimiser fails only where it folds constants: 7 % 0.
 		return nil, exprError(ExpressionRuntime, err)
 	}
-	ast.Walk(&tree.Node, boundOps{})
+	ast.Walk(&tree.Node, exprbound.Ops{})
 	p, err := compiler.Compile(tree, cfg)
 	if err != nil {
 		return nil, exprError(ExpressionType, err)

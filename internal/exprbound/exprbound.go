@@ -1,4 +1,14 @@
-package evaluator
+// Package exprbound bounds the strings an expr program builds. expr charges
+// its memory budget for arrays and maps, but it builds strings uncharged
+// (a + b, replace, join) or charges them only after building them (repeat):
+// `reduce(1..40, #acc + #acc, "x")` would ask for a terabyte. After type
+// checking, Ops swaps each such operation for a version from Functions that
+// refuses, before allocating, a string over the limit, and measures a value
+// before toJSON or string renders it.
+//
+// The operations are named with the prefix "__": a caller must keep
+// expressions from naming (or declaring) such names.
+package exprbound
 
 import (
 	"encoding/json"
@@ -13,22 +23,15 @@ import (
 	"github.com/expr-lang/expr/vm/runtime"
 )
 
-// expr charges its memory budget for arrays and maps, but it builds strings
-// uncharged (a + b, replace, join) or charges them only after building them
-// (repeat): `reduce(1..40, #acc + #acc, "x")` would ask for a terabyte. After
-// type checking, boundOps swaps each such operation for a version that
-// refuses, before allocating, a string over MaxStringLength or a value over
-// MaxValueBytes.
-
 // The names of the bounded operations; reserved, so expressions cannot reach
 // them.
 const (
-	addName     = reservedPrefix + "add"
-	repeatName  = reservedPrefix + "repeat"
-	joinName    = reservedPrefix + "join"
-	replaceName = reservedPrefix + "replace"
-	toJSONName  = reservedPrefix + "toJSON"
-	stringName  = reservedPrefix + "string"
+	addName     = "__add"
+	repeatName  = "__repeat"
+	joinName    = "__join"
+	replaceName = "__replace"
+	toJSONName  = "__toJSON"
+	stringName  = "__string"
 )
 
 // boundedBuiltins maps the builtins that build strings to their bounded
@@ -40,23 +43,33 @@ var boundedBuiltins = map[string]string{
 
 var variadicFunc = reflect.TypeOf(func(...any) (any, error) { return nil, nil })
 
-// boundedFunctions returns the expr options that define the bounded
-// operations for budgets b.
-func boundedFunctions(b *Budgets) []expr.Option {
+// Limits configure the bounded operations.
+type Limits struct {
+	// MaxString bounds a built string, in characters.
+	MaxString int
+	// TooLong is the error for a string over MaxString; what names it.
+	TooLong func(what string) error
+	// Normalize turns a value into JSON types, refusing one too large to
+	// render: toJSON and string call it first.
+	Normalize func(v any) (any, error)
+}
+
+// Functions returns the expr options that define the bounded operations.
+func Functions(l Limits) []expr.Option {
 	tooLong := func(what string) error {
-		return budgetError(BudgetString, "%s would be over the limit of %d characters", what, b.MaxStringLength)
+		return l.TooLong(fmt.Sprintf("%s would be over the limit of %d characters", what, l.MaxString))
 	}
 	// fits reports whether parts joined stay within MaxStringLength
 	// characters, counting characters only when the bytes are over.
 	fits := func(bytes int, parts ...string) bool {
-		if bytes <= b.MaxStringLength {
+		if bytes <= l.MaxString {
 			return true
 		}
 		chars := 0
 		for _, p := range parts {
 			chars += utf8.RuneCountInString(p)
 		}
-		return chars <= b.MaxStringLength
+		return chars <= l.MaxString
 	}
 	return []expr.Option{
 		expr.Function(addName, func(p ...any) (any, error) {
@@ -75,7 +88,7 @@ func boundedFunctions(b *Budgets) []expr.Option {
 			if n < 0 {
 				return nil, fmt.Errorf("invalid argument for repeat (expected positive integer, got %d)", n)
 			}
-			if chars := utf8.RuneCountInString(s); chars > 0 && n > b.MaxStringLength/chars {
+			if chars := utf8.RuneCountInString(s); chars > 0 && n > l.MaxString/chars {
 				if n <= math.MaxInt32 {
 					return nil, tooLong(fmt.Sprintf("repeat would make a string of %d characters, which", chars*n))
 				}
@@ -97,7 +110,7 @@ func boundedFunctions(b *Budgets) []expr.Option {
 				for i, x := range a {
 					s, ok := x.(string)
 					if !ok {
-						return nil, fmt.Errorf("join: item %d is %s, not a string", i, jsonKind(x))
+						return nil, fmt.Errorf("join: item %d is %T, not a string", i, x)
 					}
 					parts[i] = s
 				}
@@ -108,12 +121,12 @@ func boundedFunctions(b *Budgets) []expr.Option {
 			for _, s := range parts {
 				n += len(s)
 			}
-			if n > b.MaxStringLength {
+			if n > l.MaxString {
 				chars := utf8.RuneCountInString(glue) * max(len(parts)-1, 0)
 				for _, s := range parts {
 					chars += utf8.RuneCountInString(s)
 				}
-				if chars > b.MaxStringLength {
+				if chars > l.MaxString {
 					return nil, tooLong(fmt.Sprintf("join of %d strings", len(parts)))
 				}
 			}
@@ -129,7 +142,7 @@ func boundedFunctions(b *Budgets) []expr.Option {
 			if count >= 0 && count < hits {
 				hits = count
 			}
-			if n := len(s) + hits*(len(repl)-len(old)); n > 4*b.MaxStringLength {
+			if n := len(s) + hits*(len(repl)-len(old)); n > 4*l.MaxString {
 				return nil, tooLong("the replaced string")
 			}
 			out := strings.Replace(s, old, repl, count)
@@ -139,7 +152,7 @@ func boundedFunctions(b *Budgets) []expr.Option {
 			return out, nil
 		}),
 		expr.Function(toJSONName, func(p ...any) (any, error) {
-			v, err := normalize(p[0], b)
+			v, err := l.Normalize(p[0])
 			if err != nil {
 				return nil, err
 			}
@@ -158,7 +171,7 @@ func boundedFunctions(b *Budgets) []expr.Option {
 			}
 			// A value of shared parts may print exponentially larger than it
 			// is in memory: bound it first.
-			if _, err := normalize(p[0], b); err != nil {
+			if _, err := l.Normalize(p[0]); err != nil {
 				return nil, err
 			}
 			out := fmt.Sprintf("%v", p[0])
@@ -170,13 +183,14 @@ func boundedFunctions(b *Budgets) []expr.Option {
 	}
 }
 
-// boundOps is the pass that swaps the unbounded operations of a checked
+// Ops is the pass that swaps the unbounded operations of a checked
 // tree for the bounded ones: + of strings or of values whose type is known
 // only at run time, and the builtins that build strings. Numeric + keeps
 // expr's opcode.
-type boundOps struct{}
+type Ops struct{}
 
-func (boundOps) Visit(node *ast.Node) {
+// Visit swaps one node; use it with ast.Walk on a checked tree.
+func (Ops) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.BinaryNode:
 		if n.Operator != "+" {
