@@ -19,7 +19,7 @@ import (
 
 // tickName is the counter the patcher calls at the start of every predicate
 // body.
-const tickName = reservedPrefix + "tick"
+const tickName = exprbound.TickName
 
 // tickCheckEvery is how many ticks pass between checks of the context.
 const tickCheckEvery = 1024
@@ -42,22 +42,6 @@ type program struct {
 	analysis *Analysis
 }
 
-// tickPatcher rewrites every predicate body B into `__tick(); B`, so that
-// map, filter, reduce, ... count each iteration.
-type tickPatcher struct{}
-
-func (tickPatcher) Visit(node *ast.Node) {
-	p, ok := (*node).(*ast.PredicateNode)
-	if !ok {
-		return
-	}
-	tick := &ast.CallNode{Callee: &ast.IdentifierNode{Value: tickName}}
-	tick.SetLocation(p.Location())
-	seq := &ast.SequenceNode{Nodes: []ast.Node{tick, p.Node}}
-	seq.SetLocation(p.Node.Location())
-	p.Node = seq
-}
-
 // compile parses src once, walks the parsed tree for the whitelist, then
 // type-checks, patches, optimises and compiles that same tree: the stages
 // of expr.Compile with the check between parse and patch, as the evaluator
@@ -69,7 +53,7 @@ func compile(src string, b *Budgets) (*program, *Error) {
 	cfg := conf.CreateNew()
 	env := map[string]any{nsName: namespace{}, tickName: func() bool { return true }}
 	limit := b.MaxStringLength
-	opts := append([]expr.Option{expr.Env(env), expr.Patch(tickPatcher{}), expr.MaxNodes(0)}, exprbound.Functions(exprbound.Limits{
+	opts := append([]expr.Option{expr.Env(env), expr.Patch(exprbound.TickPatcher{}), expr.MaxNodes(0)}, exprbound.Functions(exprbound.Limits{
 		MaxString: limit,
 		TooLong:   func(msg string) error { return budgetError(BudgetString, "%s", msg) },
 		Normalize: func(v any) (any, error) { return jsonValue(v, limit*utf8.UTFMax) },

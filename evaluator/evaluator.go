@@ -294,7 +294,7 @@ func (e *Evaluator) compile(ctx context.Context, src string, t *Tool) (*vm.Progr
 func compileChecked(src string, t *Tool) (*vm.Program, *Error) {
 	cfg := conf.CreateNew()
 	b := &t.budgets
-	opts := append([]expr.Option{expr.Env(envSample(t)), expr.Patch(tickPatcher{}), expr.MaxNodes(0)}, exprbound.Functions(exprbound.Limits{
+	opts := append([]expr.Option{expr.Env(envSample(t)), expr.Patch(exprbound.TickPatcher{}), expr.MaxNodes(0)}, exprbound.Functions(exprbound.Limits{
 		MaxString: b.MaxStringLength,
 		TooLong:   func(msg string) error { return budgetError(BudgetString, "%s", msg) },
 		Normalize: func(v any) (any, error) { return normalize(v, b) },

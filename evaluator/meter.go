@@ -2,35 +2,18 @@ package evaluator
 
 import (
 	"context"
+	"github.com/exprd/exprd/internal/exprbound"
 	"time"
-
-	"github.com/expr-lang/expr/ast"
 )
 
 // tickName is the counter the patcher calls at the start of every predicate
 // body.
-const tickName = reservedPrefix + "tick"
+const tickName = exprbound.TickName
 
 // tickCheckEvery is how many ticks pass between checks of the clock and the
 // context: often enough to stop within microseconds, rare enough to cost
 // nothing measurable.
 const tickCheckEvery = 1024
-
-// tickPatcher rewrites every predicate body B into `__tick(); B`, so that
-// filter, map, reduce, sortBy, ... count each iteration.
-type tickPatcher struct{}
-
-func (tickPatcher) Visit(node *ast.Node) {
-	p, ok := (*node).(*ast.PredicateNode)
-	if !ok {
-		return
-	}
-	tick := &ast.CallNode{Callee: &ast.IdentifierNode{Value: tickName}}
-	tick.SetLocation(p.Location())
-	seq := &ast.SequenceNode{Nodes: []ast.Node{tick, p.Node}}
-	seq.SetLocation(p.Node.Location())
-	p.Node = seq
-}
 
 // meter enforces a call's iteration and time budgets. The time budget
 // counts evaluation only: waits on the user and on the client are paused.
