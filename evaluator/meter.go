@@ -2,8 +2,9 @@ package evaluator
 
 import (
 	"context"
-	"github.com/exprd/exprd/internal/exprbound"
 	"time"
+
+	"github.com/exprd/exprd/internal/exprbound"
 )
 
 // tickName is the counter the patcher calls at the start of every predicate
