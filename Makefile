@@ -30,7 +30,7 @@ test: ## Run every test with the race detector
 
 .PHONY: bench
 bench: ## Run the benchmarks (ratios against baselines in the same run)
-	go test -run='^$$' -bench=. -benchmem -count=5 ./evaluator/... ./server/... ./utcp/... ./model/...
+	go test -run='^$$' -bench=. -benchmem -count=5 ./evaluator/... ./server/... ./utcp/... ./model/... ./codemode/...
 
 FUZZTIME ?= 10s
 
