@@ -41,13 +41,13 @@ func notInfrastructure(ctx context.Context, c interceptors.CallMeta) bool {
 	return !infrastructure(ctx, c)
 }
 
-// logOpts log each finished call: successes at debug, the rest at the
-// middleware's levels.
+// logOpts log each finished call: successes and client cancels at debug,
+// the rest at the middleware's levels.
 var logOpts = []logging.Option{
 	logging.WithLogOnEvents(logging.FinishCall),
 	logging.WithLevels(func(c codes.Code) logging.Level {
-		if c == codes.OK {
-			return logging.LevelDebug
+		if c == codes.OK || c == codes.Canceled {
+			return logging.LevelDebug // a client that ends its stream is routine
 		}
 		return logging.DefaultServerCodeToLevel(c)
 	}),
