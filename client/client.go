@@ -49,3 +49,15 @@ func (c *Client) Describe(ctx context.Context, settings *exprdv1.Settings, opts 
 func (c *Client) Call(ctx context.Context, req *exprdv1.CallRequest, opts ...grpc.CallOption) (*exprdv1.CallResponse, error) {
 	return c.et.Call(ctx, req, opts...)
 }
+
+// AgentLoop returns the generated AgentLoop client on the same connection.
+func (c *Client) AgentLoop() exprdv1.AgentLoopClient { return exprdv1.NewAgentLoopClient(c.conn) }
+
+// CodeMode returns the generated CodeMode client on the same connection.
+func (c *Client) CodeMode() exprdv1.CodeModeClient { return exprdv1.NewCodeModeClient(c.conn) }
+
+// ToolRegistry returns the generated ToolRegistry client on the same
+// connection.
+func (c *Client) ToolRegistry() exprdv1.ToolRegistryClient {
+	return exprdv1.NewToolRegistryClient(c.conn)
+}

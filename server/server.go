@@ -56,6 +56,9 @@ type Server struct {
 	metrics *metrics
 	limits  *streamLimits
 	tracer  trace.Tracer
+	// codemode runs CodeMode's programs and the agent's codemode tool; nil
+	// without a registry.
+	codemode *codemode.Runtime
 }
 
 type options struct {
@@ -303,10 +306,15 @@ func New(opts ...Option) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.codemode = rt
 		exprdv1.RegisterCodeModeServer(s.grpc, &codeMode{s: s, rt: rt})
 		s.health.SetServingStatus(exprdv1.CodeMode_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		exprdv1.RegisterToolRegistryServer(s.grpc, &toolRegistry{reg: o.registry})
 		s.health.SetServingStatus(exprdv1.ToolRegistry_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
+	if o.models != nil {
+		exprdv1.RegisterAgentLoopServer(s.grpc, &agentLoop{s: s, rt: s.codemode})
+		s.health.SetServingStatus(exprdv1.AgentLoop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	reflection.Register(s.grpc)
 	s.health.SetServingStatus(exprdv1.ExprTool_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

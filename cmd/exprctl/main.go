@@ -72,6 +72,7 @@ var commands = map[string]func(e *env, args []string) error{
 	"describe": describeCmd,
 	"expr":     exprCmd,
 	"call":     callCmd,
+	"agent":    agentCmd,
 }
 
 func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -89,6 +90,7 @@ commands:
   describe   print the tool's description, schemas and prompt partials
   expr       run a call on a Session stream (confirms, client-run downloadCsv)
   call       run a call through the unary Call
+  agent      run an AgentLoop turn and print it as it streams
 
 Run exprctl COMMAND --help for a command's flags.
 `)

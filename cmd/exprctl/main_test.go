@@ -12,6 +12,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/model/openaicompat"
+	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 )
 
@@ -366,4 +369,44 @@ func TestAddrFromEnv(t *testing.T) {
 	t.Setenv("EXPRCTL_ADDR", addr)
 	got := runCmd("", "expr", "--call", fiveLowest)
 	check(t, got, exitOK, fiveLowestWrite+"answer {}\n", "")
+}
+
+// exprctl agent prints a turn as it streams: the demo model calls the expr
+// tool, whose write shows, then answers.
+func TestAgentCommand(t *testing.T) {
+	demo, err := scripted.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer demo.Close()
+	p, err := openaicompat.New("demo", openaicompat.ProviderConfig{BaseURL: demo.BaseURL(), Model: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	models := model.NewRegistry()
+	if err := models.Register("demo", p); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.WithInitialState(examples.Products), server.WithModels(models), server.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	var stdout, stderr strings.Builder
+	code := run([]string{"--addr", lis.Addr().String(), "agent", "--expr", "--prompt", "Select the five cheapest products."}, strings.NewReader(""), &stdout, &stderr)
+	out := stdout.String()
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, stderr.String())
+	}
+	for _, want := range []string{"step 0\n", "call expr ", "write path=scopes.root.selected value={", "result expr {}", "done: completed after 2 steps"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
 }

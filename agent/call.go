@@ -1,0 +1,215 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/exprd/exprd/model"
+)
+
+// errToolTimeout is the cause of a call's context when its own timeout passed.
+var errToolTimeout = errors.New("agent: tool timeout")
+
+// runCalls runs a step's tool calls at once, at most Parallelism at a time,
+// and returns their results in call order. Its error (a hook's) fails the
+// turn; every other failure is a result.
+func (l *loop) runCalls(ctx context.Context, step int, active map[string]*compiledTool, length bool,
+	raw []model.ToolCall, calls []ToolCall) ([]Result, error) {
+	if f := l.cfg.Events.ToolCallRequested; f != nil {
+		for _, c := range calls {
+			f(step, c)
+		}
+	}
+	results := make([]Result, len(calls))
+	if len(calls) == 1 {
+		r, err := l.runCall(ctx, step, active, length, raw[0].ArgumentsErr, calls[0])
+		results[0] = r
+		return results, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, l.cfg.Parallelism)
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	one := func(j int) {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		case <-ctx.Done():
+			results[j] = ErrorResult(fmt.Sprintf("tool %q was cancelled before it ran", calls[j].Name))
+			return
+		}
+		r, err := l.runCall(ctx, step, active, length, raw[j].ArgumentsErr, calls[j])
+		results[j] = r
+		if err != nil {
+			once.Do(func() { first = err })
+			cancel() // a hook's error ends the turn: stop the others
+		}
+	}
+	last := len(calls) - 1
+	for j := range last {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(j)
+		}()
+	}
+	one(last) // in this goroutine, which would only wait
+	wg.Wait()
+	return results, first
+}
+
+// runCall takes one call through hooks, checks, approval and its executor.
+func (l *loop) runCall(ctx context.Context, step int, active map[string]*compiledTool, length bool,
+	argsErr error, call ToolCall) (Result, error) {
+	r, post, err := l.resolve(ctx, step, active, length, argsErr, &call)
+	if err != nil {
+		return Result{}, err
+	}
+	if post {
+		if h := l.cfg.Hooks.PostToolCall; h != nil {
+			if r, err = h(ctx, step, call, r); err != nil {
+				return Result{}, fmt.Errorf("%w: step %d: post-tool-call %s: %w", ErrHook, step, call.ID, err)
+			}
+			r = normalize(r)
+		}
+	}
+	if f := l.cfg.Events.ToolResult; f != nil {
+		f(step, call, r)
+	}
+	return r, nil
+}
+
+// resolve returns a call's result and whether PostToolCall may see it.
+func (l *loop) resolve(ctx context.Context, step int, active map[string]*compiledTool, length bool,
+	argsErr error, call *ToolCall) (Result, bool, error) {
+	if len(bytes.TrimSpace(call.Arguments)) == 0 {
+		call.Arguments = json.RawMessage(`{}`) // as the model package reads no arguments
+	}
+	if length {
+		return ErrorResult("the reply was cut off at its length limit, so the call may be incomplete: it was not run"), false, nil
+	}
+	if h := l.cfg.Hooks.PreToolCall; h != nil {
+		pre, err := h(ctx, step, *call)
+		if err != nil {
+			return Result{}, false, fmt.Errorf("%w: step %d: pre-tool-call %s: %w", ErrHook, step, call.ID, err)
+		}
+		if pre.Call.ID != "" || pre.Call.Name != "" {
+			if pre.Call.ID != call.ID {
+				return Result{}, false, fmt.Errorf("%w: step %d: pre-tool-call for %q replied for %q", ErrCallIDMismatch, step, call.ID, pre.Call.ID)
+			}
+			if !slices.Equal(pre.Call.Arguments, call.Arguments) {
+				argsErr = nil // checked again below
+			}
+			*call = pre.Call
+		}
+		if pre.Result != nil {
+			return normalize(*pre.Result), false, nil
+		}
+	}
+	t := active[call.Name]
+	if t == nil {
+		return ErrorResult(missingTool(call.Name, active, l.names)), false, nil
+	}
+	if argsErr != nil {
+		return ErrorResult(argsErr.Error()), false, nil
+	}
+	if err := t.checkArguments(call.Arguments); err != nil {
+		return ErrorResult(err.Error()), false, nil
+	}
+	if t.Exec == nil {
+		return ErrorResult(fmt.Sprintf("tool %q only describes itself: it has no executor", call.Name)), false, nil
+	}
+	if t.NeedsApproval {
+		ok, reason, err := l.cfg.Approve(ctx, step, *call)
+		if err != nil {
+			return Result{}, false, fmt.Errorf("%w: step %d: approval of %s: %w", ErrHook, step, call.ID, err)
+		}
+		if !ok {
+			msg := "the call was denied"
+			if reason != "" {
+				msg += ": " + reason
+			}
+			return ErrorResult(msg), false, nil
+		}
+	}
+	return l.execute(ctx, t, *call), true, nil
+}
+
+// execute runs the executor under the tool's timeout. A call past its
+// timeout is answered at once; the executor is left to see its context end.
+func (l *loop) execute(ctx context.Context, t *compiledTool, call ToolCall) Result {
+	cctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errToolTimeout)
+	defer cancel()
+	type outcome struct {
+		r   Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- outcome{err: fmt.Errorf("the tool panicked: %v", p)}
+			}
+		}()
+		r, err := t.Exec.Execute(cctx, call)
+		done <- outcome{r, err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-cctx.Done():
+		o.err = cctx.Err()
+	}
+	if cctx.Err() != nil {
+		switch {
+		case context.Cause(cctx) == errToolTimeout:
+			return ErrorResult(fmt.Sprintf("tool %q timed out after %s", call.Name, t.timeout))
+		case context.Cause(ctx) == ErrStepTimeout:
+			return ErrorResult(fmt.Sprintf("tool %q was stopped: the step outlived %s", call.Name, l.cfg.StepTimeout))
+		case o.err == nil && ctx.Err() == nil:
+		default:
+			return ErrorResult(fmt.Sprintf("tool %q was cancelled", call.Name))
+		}
+	}
+	if o.err != nil {
+		return ErrorResult(o.err.Error())
+	}
+	return normalize(o.r)
+}
+
+// normalize makes a result's content JSON: empty is {} (or an error with
+// no message), and content that is not JSON is an error result.
+func normalize(r Result) Result {
+	switch {
+	case len(r.Content) == 0 && r.IsError:
+		return ErrorResult("the tool failed")
+	case len(r.Content) == 0:
+		r.Content = json.RawMessage(`{}`)
+	case !json.Valid(r.Content):
+		return ErrorResult("the tool answered with content that is not JSON")
+	}
+	return r
+}
+
+func missingTool(name string, active map[string]*compiledTool, order []string) string {
+	var names []string
+	for _, n := range order {
+		if active[n] != nil {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("there is no tool %q, and no tools are available", name)
+	}
+	return fmt.Sprintf("there is no tool %q; the tools are: %s", name, strings.Join(names, ", "))
+}

@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/exprd/exprd/model"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxSteps is the step limit when Config.Stop is nil.
+	DefaultMaxSteps = 10
+	// DefaultParallelism bounds the tool calls of one step running at once.
+	DefaultParallelism = 8
+	// DefaultToolTimeout bounds one tool call.
+	DefaultToolTimeout = 30 * time.Second
+	// DefaultStepTimeout bounds one step: its model call and its tools.
+	DefaultStepTimeout = 2 * time.Minute
+	// DefaultTurnTimeout bounds the whole turn.
+	DefaultTurnTimeout = 10 * time.Minute
+)
+
+// Config is one turn.
+type Config struct {
+	Provider model.Provider
+	// Model is the model name sent with each request; empty: the
+	// provider's own.
+	Model string
+	// System, when set, is sent first in every request, as a system message.
+	System string
+	// Messages are the conversation so far; at least one.
+	Messages   []model.Message
+	Tools      []Tool
+	ToolChoice model.ToolChoice
+	// Stop ends the turn after a step that made tool calls; nil:
+	// MaxSteps(DefaultMaxSteps).
+	Stop  StopCondition
+	Hooks Hooks
+	// Approve decides calls of tools with NeedsApproval; required when a
+	// tool needs approval.
+	Approve Approval
+	// Parallelism bounds a step's tool calls running at once; 0:
+	// DefaultParallelism.
+	Parallelism int
+	// Timeouts; 0: the Default of each.
+	ToolTimeout, StepTimeout, TurnTimeout time.Duration
+	Events                                Events
+}
+
+// Errors Run returns, for errors.Is.
+var (
+	// ErrInvalidConfig: the Config cannot run (the caller's fault).
+	ErrInvalidConfig = errors.New("agent: invalid config")
+	// ErrHook: a hook, or the approver, failed or answered something the
+	// loop cannot use.
+	ErrHook = errors.New("agent: hook failed")
+	// ErrCallIDMismatch: a PreToolCall hook replaced a call with one of
+	// another id. It also matches ErrHook.
+	ErrCallIDMismatch = fmt.Errorf("%w: a reply for another tool call id", ErrHook)
+	// ErrModel: the model request failed; the provider's error is wrapped too.
+	ErrModel = errors.New("agent: model request failed")
+	// ErrStepTimeout: a step's model call outlived Config.StepTimeout.
+	ErrStepTimeout = errors.New("agent: step timeout")
+	// ErrTurnTimeout: the turn outlived Config.TurnTimeout.
+	ErrTurnTimeout = errors.New("agent: turn timeout")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+}
+
+// turn is a checked Config with its defaults filled in.
+type turn struct {
+	cfg    Config
+	tools  map[string]*compiledTool
+	names  []string // in Config order
+	stop   StopCondition
+	system []model.Message
+}
+
+func newTurn(cfg Config) (*turn, error) {
+	if cfg.Provider == nil {
+		return nil, invalid("no provider")
+	}
+	if len(cfg.Messages) == 0 {
+		return nil, invalid("messages: none")
+	}
+	durations := []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{
+		{"tool_timeout", &cfg.ToolTimeout, DefaultToolTimeout},
+		{"step_timeout", &cfg.StepTimeout, DefaultStepTimeout},
+		{"turn_timeout", &cfg.TurnTimeout, DefaultTurnTimeout},
+	}
+	for _, d := range durations {
+		switch {
+		case *d.d < 0:
+			return nil, invalid("%s: %s is negative", d.name, *d.d)
+		case *d.d == 0:
+			*d.d = d.def
+		}
+	}
+	switch {
+	case cfg.Parallelism < 0:
+		return nil, invalid("parallelism: %d is negative", cfg.Parallelism)
+	case cfg.Parallelism == 0:
+		cfg.Parallelism = DefaultParallelism
+	}
+	t := &turn{cfg: cfg, tools: make(map[string]*compiledTool, len(cfg.Tools)), stop: cfg.Stop}
+	if t.stop == nil {
+		t.stop = MaxSteps(DefaultMaxSteps)
+	}
+	if cfg.System != "" {
+		t.system = []model.Message{model.System(cfg.System)}
+	}
+	for i, tool := range cfg.Tools {
+		if err := t.addTool(i, tool); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+func (t *turn) addTool(i int, tool Tool) error {
+	switch {
+	case tool.Name == "":
+		return invalid("tools[%d]: no name", i)
+	case t.tools[tool.Name] != nil:
+		return invalid("tools[%d]: duplicate name %q", i, tool.Name)
+	case tool.Timeout < 0:
+		return invalid("tools[%d] (%s): timeout %s is negative", i, tool.Name, tool.Timeout)
+	case tool.NeedsApproval && t.cfg.Approve == nil:
+		return invalid("tools[%d] (%s): needs approval, and the config has no Approve", i, tool.Name)
+	}
+	ct := &compiledTool{Tool: tool, timeout: tool.Timeout,
+		desc: model.Tool{Name: tool.Name, Description: tool.Description, Parameters: tool.Parameters}}
+	if ct.timeout == 0 {
+		ct.timeout = t.cfg.ToolTimeout
+	}
+	if len(tool.Parameters) > 0 {
+		s, err := compileSchema(tool.Parameters)
+		if err != nil {
+			return invalid("tools[%d] (%s): parameters: %v", i, tool.Name, err)
+		}
+		ct.schema, ct.simple = s, newSimpleSchema(tool.Parameters)
+	}
+	t.tools[tool.Name] = ct
+	t.names = append(t.names, tool.Name)
+	return nil
+}

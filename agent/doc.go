@@ -1,0 +1,68 @@
+// Package agent runs the AgentLoop of DESIGN.md: a turn of model ↔ tools
+// steps. The gRPC service (server/) drives it for a client over a bidi
+// stream; everything it asks of the client comes through Hooks, Approval,
+// Events and client-run Executors.
+//
+//	out, err := agent.Run(ctx, agent.Config{
+//		Provider: provider, Messages: []model.Message{model.User("Which lamps are cheap?")},
+//		Tools: []agent.Tool{{Name: "math_add", Parameters: schema, Exec: agent.UTCPExecutor(reg, "math.add")}},
+//	})
+//
+// # The loop
+//
+//   - Each step calls the model with Config.System (when set) and the
+//     messages so far, the active tools and the tool choice, forwarding
+//     text deltas to Events.TextDelta as they arrive. Then it runs the
+//     step's tool calls at once, at most Config.Parallelism at a time
+//     (default DefaultParallelism), and appends the assistant message and
+//     one tool message per call (model.ToolResult) in call order.
+//   - The turn ends when the model answers without a tool call
+//     (StopCompleted), or when Config.Stop matches after a step, its tools
+//     run (StopConditionMet; default MaxSteps(DefaultMaxSteps)).
+//     HasToolCall, And, Or and Not combine conditions.
+//   - Every failure of one call is an is_error result, {"error": "..."},
+//     and the loop goes on: a missing tool (the message lists the step's
+//     tools), arguments that are not JSON or not an object (the model
+//     package's ToolCall.ArgumentsErr, checked again here), arguments that
+//     fail the tool's JSON Schema (santhosh-tekuri/jsonschema, draft
+//     2020-12 by default; compiled schemas are cached, SchemaCacheSize), a
+//     tool with no executor, a denied approval, an executor's error or
+//     panic, content that is not JSON, a call past its timeout. A step
+//     that stopped for length answers each of its calls with an error
+//     result and runs nothing (no hooks either).
+//   - Hooks (nil: not subscribed): PrepareStep may change the messages,
+//     active tools, tool choice and model of its step only; PreToolCall may
+//     replace a call (same id, else ErrCallIDMismatch) or return its
+//     result; PostToolCall may replace a result and runs only for calls
+//     that reached their executor. A hook's error, or the approver's, fails
+//     the turn with ErrHook. Tools with NeedsApproval are put to
+//     Config.Approve after the checks, before they run.
+//   - Events are called from the loop's goroutines, several at once while
+//     a step's tools run.
+//
+// # Limits and ends
+//
+// Each call runs under Tool.Timeout (0: Config.ToolTimeout, default
+// DefaultToolTimeout); a call past it is answered at once with an error
+// result even if its executor ignores its context. Each step (model call
+// and tools) runs under Config.StepTimeout (DefaultStepTimeout): a model
+// call past it ends the turn with ErrStepTimeout (StopStepTimeout); tools
+// past it are error results and the loop goes on. The turn runs under
+// Config.TurnTimeout (DefaultTurnTimeout): past it Run returns
+// ErrTurnTimeout (StopTurnTimeout). Cancelling ctx (an abort) cancels the
+// model request and every running tool, and Run returns ctx.Err() itself
+// (StopCancelled). A failed model request is ErrModel wrapping the
+// provider's error (StopError); a Config that cannot run is
+// ErrInvalidConfig, before anything is sent.
+//
+// Run always returns an Outcome: the steps finished, the last step's text,
+// the summed usage and the StopReason, with its error when it failed.
+//
+// # Executors
+//
+// A tool runs on the client (an Executor of the caller's, which asks over
+// the stream), as a UTCP tool (UTCPExecutor), as the built-in expr tool on
+// the session's state (ExprExecutor: the answer's JSON, an error answer an
+// error result) or as the built-in codemode tool (CodeModeExecutor:
+// {"code": "..."} → {"value": ...}; CodeModeParameters is its schema).
+package agent

@@ -1,0 +1,227 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/exprd/exprd/agent"
+	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/model/scripted"
+)
+
+// blocking is an executor that waits for its context and reports when it
+// saw it end.
+func blocking(ended chan<- error) agent.Executor {
+	return agent.ExecutorFunc(func(ctx context.Context, _ agent.ToolCall) (agent.Result, error) {
+		<-ctx.Done()
+		if ended != nil {
+			ended <- ctx.Err()
+		}
+		return agent.Result{}, ctx.Err()
+	})
+}
+
+// A tool's own timeout overrides Config.ToolTimeout; each is tested at the
+// limit and past it.
+func TestToolTimeouts(t *testing.T) {
+	t.Parallel()
+	sleeper := func(d time.Duration) agent.Executor {
+		return agent.ExecutorFunc(func(ctx context.Context, _ agent.ToolCall) (agent.Result, error) {
+			select {
+			case <-time.After(d):
+				return agent.Result{Content: json.RawMessage(`"slept"`)}, nil
+			case <-ctx.Done():
+				return agent.Result{}, ctx.Err()
+			}
+		})
+	}
+	tests := []struct {
+		name        string
+		toolTimeout time.Duration // Tool.Timeout
+		cfgTimeout  time.Duration // Config.ToolTimeout
+		sleep       time.Duration
+		wantErr     bool
+	}{
+		{"within config timeout", 0, time.Second, 10 * time.Millisecond, false},
+		{"past config timeout", 0, 30 * time.Millisecond, time.Second, true},
+		{"tool timeout overrides config", time.Second, 30 * time.Millisecond, 100 * time.Millisecond, false},
+		{"past tool timeout", 30 * time.Millisecond, time.Second, time.Second, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{call("sleep", `{}`)}}, scripted.Turn{Text: "done"})
+			cfg := config(t, srv, agent.Tool{Name: "sleep", Exec: sleeper(tc.sleep), Timeout: tc.toolTimeout})
+			cfg.ToolTimeout = tc.cfgTimeout
+			out := run(t, cfg)
+			r := out.Steps[0].Results[0]
+			if tc.wantErr {
+				wantError(t, r, "timed out")
+			} else if r.IsError {
+				t.Errorf("got %s, want the tool's result", r.Content)
+			}
+			if out.Text != "done" {
+				t.Errorf("got text %q, want the loop to go on", out.Text)
+			}
+		})
+	}
+}
+
+// A tool that ignores its context is answered at its timeout all the same.
+func TestToolIgnoringTimeoutIsAnswered(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{call("stuck", `{}`)}}, scripted.Turn{Text: "done"})
+	cfg := config(t, srv, agent.Tool{Name: "stuck", Timeout: 30 * time.Millisecond,
+		Exec: agent.ExecutorFunc(func(context.Context, agent.ToolCall) (agent.Result, error) {
+			<-release
+			return agent.Result{}, nil
+		})})
+	out := run(t, cfg)
+	wantError(t, out.Steps[0].Results[0], "timed out")
+}
+
+func TestStepTimeout(t *testing.T) {
+	t.Parallel()
+	t.Run("model call past it fails the turn", func(t *testing.T) {
+		t.Parallel()
+		srv := serve(t, scripted.Turn{Text: "late", DelayMS: 2000})
+		cfg := config(t, srv)
+		cfg.StepTimeout = 50 * time.Millisecond
+		out, err := agent.Run(context.Background(), cfg)
+		if !errors.Is(err, agent.ErrStepTimeout) || out.StopReason != agent.StopStepTimeout {
+			t.Errorf("got %v, %s; want ErrStepTimeout, step-timeout", err, out.StopReason)
+		}
+	})
+	t.Run("tools past it are error results", func(t *testing.T) {
+		t.Parallel()
+		srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{call("hang", `{}`)}}, scripted.Turn{Text: "done"})
+		ended := make(chan error, 1)
+		cfg := config(t, srv, agent.Tool{Name: "hang", Exec: blocking(ended)})
+		cfg.StepTimeout = 100 * time.Millisecond
+		out := run(t, cfg)
+		wantError(t, out.Steps[0].Results[0], "the step outlived 100ms")
+		if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the tool saw %v, want its deadline", err)
+		}
+		if out.Text != "done" {
+			t.Errorf("got text %q, want the next step to run", out.Text)
+		}
+	})
+}
+
+func TestTurnTimeout(t *testing.T) {
+	t.Parallel()
+	srv := serveScript(t, scripted.Script{Loop: true, Turns: []scripted.Turn{{ToolCalls: []scripted.ToolCall{call("hang", `{}`)}}}})
+	ended := make(chan error, 1)
+	cfg := config(t, srv, agent.Tool{Name: "hang", Exec: blocking(ended)})
+	cfg.TurnTimeout = 100 * time.Millisecond
+	start := time.Now()
+	out, err := agent.Run(context.Background(), cfg)
+	if !errors.Is(err, agent.ErrTurnTimeout) || out.StopReason != agent.StopTurnTimeout {
+		t.Errorf("got %v, %s; want ErrTurnTimeout, turn-timeout", err, out.StopReason)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Run took %s, want it to end near the turn timeout", d)
+	}
+	if err := <-ended; err == nil {
+		t.Error("the running tool was not cancelled")
+	}
+}
+
+// An abort (the caller's context) cancels the model request and every
+// running tool, and Run returns the context's error.
+func TestAbort(t *testing.T) {
+	t.Parallel()
+	t.Run("during the model call", func(t *testing.T) {
+		t.Parallel()
+		srv := serve(t, scripted.Turn{Text: "a long answer that streams slowly", ChunkDelayMS: 200})
+		cfg := config(t, srv)
+		ctx, cancel := context.WithCancel(context.Background())
+		cfg.Events.TextDelta = func(int, string) { cancel() }
+		out, err := agent.Run(ctx, cfg)
+		if !errors.Is(err, context.Canceled) || out.StopReason != agent.StopCancelled {
+			t.Fatalf("got %v, %s; want context.Canceled, cancelled", err, out.StopReason)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for !srv.Requests()[0].Aborted {
+			if time.Now().After(deadline) {
+				t.Fatal("the model request was not cancelled")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	t.Run("during the tools", func(t *testing.T) {
+		t.Parallel()
+		srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{call("hang", `{}`), call("hang", `{}`)}}, scripted.Turn{Text: "never"})
+		ended := make(chan error, 2)
+		cfg := config(t, srv, agent.Tool{Name: "hang", Exec: blocking(ended)})
+		ctx, cancel := context.WithCancel(context.Background())
+		var n int
+		cfg.Events.ToolCallRequested = func(int, agent.ToolCall) {
+			if n++; n == 2 {
+				go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+			}
+		}
+		out, err := agent.Run(ctx, cfg)
+		if err != context.Canceled || out.StopReason != agent.StopCancelled || len(out.Steps) != 0 {
+			t.Errorf("got %v, %s, %d steps; want context.Canceled itself, cancelled, none", err, out.StopReason, len(out.Steps))
+		}
+		for range 2 {
+			if err := <-ended; !errors.Is(err, context.Canceled) {
+				t.Errorf("a tool saw %v, want context.Canceled", err)
+			}
+		}
+		if got := len(srv.Requests()); got != 1 {
+			t.Errorf("got %d model requests, want 1", got)
+		}
+	})
+}
+
+func TestModelErrorFailsTurn(t *testing.T) {
+	t.Parallel()
+	srv := serve(t, scripted.Turn{Error: &scripted.ErrorReply{Status: 400}})
+	out, err := agent.Run(context.Background(), config(t, srv))
+	var he *model.HTTPError
+	if !errors.Is(err, agent.ErrModel) || !errors.As(err, &he) || he.StatusCode != 400 || out.StopReason != agent.StopError {
+		t.Errorf("got %v, %s; want ErrModel wrapping the 400", err, out.StopReason)
+	}
+}
+
+func TestInvalidConfig(t *testing.T) {
+	t.Parallel()
+	srv := serve(t, scripted.Turn{Text: "never"})
+	good := config(t, srv)
+	tests := []struct {
+		name string
+		edit func(*agent.Config)
+	}{
+		{"no provider", func(c *agent.Config) { c.Provider = nil }},
+		{"no messages", func(c *agent.Config) { c.Messages = nil }},
+		{"tool without name", func(c *agent.Config) { c.Tools = []agent.Tool{{}} }},
+		{"duplicate tool", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a"}, {Name: "a"}} }},
+		{"parameters not JSON", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", Parameters: json.RawMessage(`{`)}} }},
+		{"parameters not an object", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", Parameters: json.RawMessage(`[]`)}} }},
+		{"parameters not a schema", func(c *agent.Config) {
+			c.Tools = []agent.Tool{{Name: "a", Parameters: json.RawMessage(`{"type": 7}`)}}
+		}},
+		{"needs approval without Approve", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", NeedsApproval: true}} }},
+		{"negative tool timeout", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", Timeout: -1}} }},
+		{"negative parallelism", func(c *agent.Config) { c.Parallelism = -1 }},
+		{"negative step timeout", func(c *agent.Config) { c.StepTimeout = -time.Second }},
+	}
+	for _, tc := range tests {
+		cfg := good
+		tc.edit(&cfg)
+		if _, err := agent.Run(context.Background(), cfg); !errors.Is(err, agent.ErrInvalidConfig) {
+			t.Errorf("%s: got %v, want ErrInvalidConfig", tc.name, err)
+		}
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Errorf("the model got %d requests, want 0", n)
+	}
+}

@@ -1,0 +1,228 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/exprd/exprd/model"
+)
+
+// Step is one model call and the tool calls it asked for.
+type Step struct {
+	Index int
+	// Text is the model's text in the step.
+	Text string
+	// ToolCalls are the calls as the model made them; Results holds their
+	// results, in the same order.
+	ToolCalls    []ToolCall
+	Results      []Result
+	FinishReason model.FinishReason
+	Usage        model.Usage
+}
+
+// StopReason is why a turn ended.
+type StopReason string
+
+// The reasons a turn ends.
+const (
+	// StopCompleted: the model answered without a tool call.
+	StopCompleted StopReason = "completed"
+	// StopConditionMet: Config.Stop matched after a step.
+	StopConditionMet StopReason = "stop-condition"
+	// StopCancelled: the caller's context ended (abort); Run returns its error.
+	StopCancelled StopReason = "cancelled"
+	// StopTurnTimeout: Config.TurnTimeout passed; Run returns ErrTurnTimeout.
+	StopTurnTimeout StopReason = "turn-timeout"
+	// StopStepTimeout: a step's model call outlived Config.StepTimeout; Run
+	// returns ErrStepTimeout.
+	StopStepTimeout StopReason = "step-timeout"
+	// StopError: the model request or a hook failed; Run returns the error.
+	StopError StopReason = "error"
+)
+
+// Outcome is what a turn did. Run returns the steps finished so far with
+// its error too.
+type Outcome struct {
+	// Text is the last step's text.
+	Text       string
+	Steps      []Step
+	Usage      model.Usage
+	StopReason StopReason
+}
+
+// Run runs a turn: each step calls the model, runs the tool calls it asked
+// for and sends their results back, until the model answers without a tool
+// call or cfg.Stop matches. See the package doc for the contract.
+func Run(ctx context.Context, cfg Config) (Outcome, error) {
+	t, err := newTurn(cfg)
+	if err != nil {
+		return Outcome{StopReason: StopError}, err
+	}
+	tctx, cancel := context.WithTimeoutCause(ctx, t.cfg.TurnTimeout, ErrTurnTimeout)
+	defer cancel()
+	l := &loop{turn: t, parent: ctx, ctx: tctx, messages: slices.Clone(cfg.Messages)}
+	return l.run()
+}
+
+type loop struct {
+	*turn
+	parent   context.Context // the caller's
+	ctx      context.Context // the turn's: parent + TurnTimeout
+	messages []model.Message
+	out      Outcome
+}
+
+func (l *loop) run() (Outcome, error) {
+	for i := 0; ; i++ {
+		step, err := l.step(i)
+		if err != nil {
+			return l.fail(err)
+		}
+		l.out.Steps = append(l.out.Steps, step)
+		l.out.Text = step.Text
+		l.out.Usage = addUsage(l.out.Usage, step.Usage)
+		if f := l.cfg.Events.StepFinished; f != nil {
+			f(step)
+		}
+		switch {
+		case len(step.ToolCalls) == 0:
+			l.out.StopReason = StopCompleted
+			return l.out, nil
+		case l.stop.Stop(l.out.Steps):
+			l.out.StopReason = StopConditionMet
+			return l.out, nil
+		}
+	}
+}
+
+// fail ends the turn with err, the turn's own end taking precedence: the
+// caller's context error as it is, or ErrTurnTimeout.
+func (l *loop) fail(err error) (Outcome, error) {
+	switch {
+	case l.parent.Err() != nil:
+		l.out.StopReason = StopCancelled
+		return l.out, l.parent.Err()
+	case l.ctx.Err() != nil:
+		l.out.StopReason = StopTurnTimeout
+		return l.out, fmt.Errorf("%w: the turn outlived %s", ErrTurnTimeout, l.cfg.TurnTimeout)
+	case errors.Is(err, ErrStepTimeout):
+		l.out.StopReason = StopStepTimeout
+	default:
+		l.out.StopReason = StopError
+	}
+	return l.out, err
+}
+
+func (l *loop) step(i int) (Step, error) {
+	if err := l.ctx.Err(); err != nil {
+		return Step{}, err
+	}
+	if f := l.cfg.Events.StepStarted; f != nil {
+		f(i)
+	}
+	sctx, cancel := context.WithTimeoutCause(l.ctx, l.cfg.StepTimeout, ErrStepTimeout)
+	defer cancel()
+	p := PrepareStep{Step: i, Messages: l.messages, ActiveTools: l.names, ToolChoice: l.cfg.ToolChoice, Model: l.cfg.Model}
+	if h := l.cfg.Hooks.PrepareStep; h != nil {
+		// The hook gets copies: what it changes holds for this step only.
+		p.Messages, p.ActiveTools = slices.Clone(p.Messages), slices.Clone(p.ActiveTools)
+		var err error
+		if p, err = h(sctx, p); err != nil {
+			return Step{}, fmt.Errorf("%w: step %d: prepare-step: %w", ErrHook, i, err)
+		}
+	}
+	active, err := l.activeTools(p.ActiveTools)
+	if err != nil {
+		return Step{}, fmt.Errorf("%w: step %d: prepare-step: %w", ErrHook, i, err)
+	}
+	req := model.Request{Messages: p.Messages, ToolChoice: p.ToolChoice, Model: p.Model}
+	if len(l.system) > 0 {
+		req.Messages = append(slices.Clip(l.system), p.Messages...)
+	}
+	for _, name := range p.ActiveTools {
+		req.Tools = append(req.Tools, active[name].desc)
+	}
+	resp, err := l.callModel(sctx, i, req)
+	if err != nil {
+		if context.Cause(sctx) == ErrStepTimeout && l.ctx.Err() == nil {
+			return Step{}, fmt.Errorf("%w: step %d: the model call outlived %s", ErrStepTimeout, i, l.cfg.StepTimeout)
+		}
+		return Step{}, fmt.Errorf("%w: step %d: %w", ErrModel, i, err)
+	}
+	step := Step{Index: i, Text: resp.Message.Content, FinishReason: resp.FinishReason, Usage: resp.Usage}
+	if len(resp.Message.ToolCalls) > 0 {
+		step.ToolCalls = make([]ToolCall, len(resp.Message.ToolCalls))
+		for j, c := range resp.Message.ToolCalls {
+			step.ToolCalls[j] = ToolCall{ID: c.ID, Name: c.Name, Arguments: []byte(c.Arguments)}
+		}
+		if step.Results, err = l.runCalls(sctx, i, active, resp.FinishReason == model.FinishLength,
+			resp.Message.ToolCalls, step.ToolCalls); err != nil {
+			return Step{}, err
+		}
+		if err := l.ctx.Err(); err != nil {
+			return Step{}, err
+		}
+	}
+	l.messages = append(l.messages, model.Assistant(resp.Message.Content, resp.Message.ToolCalls...))
+	for j, c := range step.ToolCalls {
+		l.messages = append(l.messages, model.ToolResult(c.ID, string(step.Results[j].Content)))
+	}
+	return step, nil
+}
+
+// activeTools checks the step's active tool names.
+func (l *loop) activeTools(names []string) (map[string]*compiledTool, error) {
+	if slices.Equal(names, l.names) {
+		return l.tools, nil
+	}
+	active := make(map[string]*compiledTool, len(names))
+	for _, n := range names {
+		t := l.tools[n]
+		switch {
+		case t == nil:
+			return nil, fmt.Errorf("active tool %q is not a tool of the turn", n)
+		case active[n] != nil:
+			return nil, fmt.Errorf("active tool %q is listed twice", n)
+		}
+		active[n] = t
+	}
+	return active, nil
+}
+
+// callModel streams the model's reply, forwarding its text as it comes.
+func (l *loop) callModel(ctx context.Context, i int, req model.Request) (model.Response, error) {
+	s, err := l.cfg.Provider.Stream(ctx, req)
+	if err != nil {
+		return model.Response{}, err
+	}
+	defer s.Close()
+	onText := l.cfg.Events.TextDelta
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = model.ErrStreamCut
+			}
+			return model.Response{}, err
+		}
+		switch ev := ev.(type) {
+		case model.TextDelta:
+			if onText != nil && ev.Text != "" {
+				onText(i, ev.Text)
+			}
+		case model.Response:
+			return ev, nil
+		}
+	}
+}
+
+func addUsage(a, b model.Usage) model.Usage {
+	return model.Usage{
+		PromptTokens:     a.PromptTokens + b.PromptTokens,
+		CompletionTokens: a.CompletionTokens + b.CompletionTokens,
+		TotalTokens:      a.TotalTokens + b.TotalTokens,
+	}
+}

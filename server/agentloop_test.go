@@ -1,0 +1,212 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/examples/providers"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/model/openaicompat"
+	"github.com/exprd/exprd/model/scripted"
+	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/utcp"
+)
+
+type agentClient = grpc.BidiStreamingClient[exprdv1.AgentLoopRunRequest, exprdv1.AgentLoopRunResponse]
+
+// agentServer serves AgentLoop with the scripted model (the given turns),
+// the math provider and the demo products as the initial state.
+func agentServer(t *testing.T, turns ...scripted.Turn) exprdv1.AgentLoopClient {
+	t.Helper()
+	srv, err := scripted.Start(scripted.Script{Turns: turns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	p, err := openaicompat.New("scripted", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	models := model.NewRegistry()
+	if err := models.Register("scripted", p); err != nil {
+		t.Fatal(err)
+	}
+	m, err := providers.StartMath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	reg, err := utcp.New(utcp.WithHTTPClient(http.DefaultClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	if _, err := reg.Register(context.Background(), "math", utcp.FromURL(m.URL()+"/utcp")); err != nil {
+		t.Fatal(err)
+	}
+	conn := serve(t, newServer(t, server.WithModels(models), server.WithRegistry(reg), server.WithInitialState(examples.Products)))
+	return exprdv1.NewAgentLoopClient(conn)
+}
+
+func startAgent(t *testing.T, c exprdv1.AgentLoopClient, start *exprdv1.AgentStart) agentClient {
+	t.Helper()
+	stream, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+func args(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+
+// A two-step turn using the four executors at once: the client, a UTCP
+// tool, the expr tool on the state, and codemode.
+func TestAgentLoopFourExecutors(t *testing.T) {
+	t.Parallel()
+	c := agentServer(t,
+		scripted.Turn{ToolCalls: []scripted.ToolCall{
+			{ID: "c1", Name: "expr", Arguments: args(map[string]any{"steps": []any{map[string]any{"set": "scopes.root.selected", "expr": "fromPairs(map(sortBy(scopes.root.products.items, .price)[:5], [.id, true]))"}}})},
+			{ID: "c2", Name: "add", Arguments: args(map[string]any{"a": 2, "b": 3})},
+			{ID: "c3", Name: "ask_user", Arguments: args(map[string]any{"question": "Which colour?"})},
+			{ID: "c4", Name: "codemode", Arguments: args(map[string]any{"code": `codemode.Get(codemode.CallTool("math.multiply", {"a": 6, "b": 7}), "result")`})},
+		}},
+		scripted.Turn{Text: "Selected five products; 2+3=5, the user said blue, 6×7=42."},
+	)
+	stream := startAgent(t, c, &exprdv1.AgentStart{
+		Messages: []*exprdv1.AgentMessage{{Role: "user", Content: "Do four things."}},
+		Tools: []*exprdv1.AgentTool{
+			{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR},
+			{Name: "add", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.add"},
+			{Name: "ask_user", Description: "Asks the user.", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, ParametersJson: []byte(`{"type":"object","properties":{"question":{"type":"string"}}}`)},
+			{Name: "codemode", Executor: exprdv1.AgentTool_EXECUTOR_CODEMODE, CodemodeTools: []string{"math.multiply"}},
+		},
+	})
+	results := map[string]string{}
+	var writes []string
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		switch ev := m.GetEvent().(type) {
+		case *exprdv1.AgentLoopRunResponse_ToolCallRequested:
+			if ev.ToolCallRequested.GetRunOnClient() {
+				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{
+					CallId: ev.ToolCallRequested.GetCall().GetId(), OutputJson: []byte(`{"answer":"blue"}`)}}})
+			}
+		case *exprdv1.AgentLoopRunResponse_StateWrite:
+			writes = append(writes, ev.StateWrite.GetPath())
+		case *exprdv1.AgentLoopRunResponse_ToolResult:
+			results[ev.ToolResult.GetName()] = string(ev.ToolResult.GetOutputJson())
+			if ev.ToolResult.GetIsError() {
+				t.Errorf("tool %s failed: %s", ev.ToolResult.GetName(), ev.ToolResult.GetOutputJson())
+			}
+		case *exprdv1.AgentLoopRunResponse_Done:
+			if len(ev.Done.GetSteps()) != 2 || !strings.Contains(ev.Done.GetText(), "6×7=42") {
+				t.Errorf("got done %v, want two steps and the final text", ev.Done)
+			}
+			if strings.Join(writes, ",") != "scopes.root.selected" {
+				t.Errorf("got writes %v", writes)
+			}
+			for name, want := range map[string]string{"add": `"result":5`, "ask_user": `"answer":"blue"`, "codemode": `42`, "expr": `{}`} {
+				if !strings.Contains(results[name], want) {
+					t.Errorf("tool %s: got %s, want it to contain %s", name, results[name], want)
+				}
+			}
+			return
+		}
+	}
+}
+
+func TestAgentLoopTurnErrors(t *testing.T) {
+	t.Parallel()
+	c := agentServer(t,
+		scripted.Turn{Match: &scripted.Match{LastUser: "hook"}, ToolCalls: []scripted.ToolCall{{ID: "h1", Name: "noop"}}},
+		scripted.Turn{Match: &scripted.Match{LastUser: "approve"}, ToolCalls: []scripted.ToolCall{{ID: "a1", Name: "add", Arguments: args(map[string]any{"a": 1, "b": 1})}}},
+		scripted.Turn{Match: &scripted.Match{LastRole: "tool"}, Text: "ok"},
+		scripted.Turn{Match: &scripted.Match{LastUser: "cancel"}, ToolCalls: []scripted.ToolCall{{ID: "x1", Name: "ask_user"}}},
+	)
+	t.Run("bad starts", func(t *testing.T) {
+		for _, tt := range []struct {
+			first *exprdv1.AgentLoopRunRequest
+		}{
+			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Cancel{Cancel: &exprdv1.AgentCancel{}}}},
+			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Provider: "nope"}}}},
+			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Hooks: []string{"later"}}}}},
+			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Tools: []*exprdv1.AgentTool{{Name: "x", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.pow"}}}}}},
+		} {
+			stream, _ := c.Run(context.Background())
+			_ = stream.Send(tt.first)
+			if _, err := stream.Recv(); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("%v: got %v, want InvalidArgument", tt.first, err)
+			}
+		}
+	})
+	t.Run("a hook reply for another call fails the turn", func(t *testing.T) {
+		stream := startAgent(t, c, &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: "user", Content: "hook"}},
+			Tools: []*exprdv1.AgentTool{{Name: "noop"}}, Hooks: []string{"pre_tool_call"}})
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				if status.Code(err) != codes.InvalidArgument {
+					t.Errorf("got %v, want InvalidArgument", err)
+				}
+				return
+			}
+			if h := m.GetHookRequest(); h != nil {
+				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_HookReply{HookReply: &exprdv1.HookReply{HookId: h.GetHookId(), CallId: "someone-else"}}})
+			}
+		}
+	})
+	t.Run("a denied approval is an error result with the reason", func(t *testing.T) {
+		stream := startAgent(t, c, &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: "user", Content: "approve"}},
+			Tools: []*exprdv1.AgentTool{{Name: "add", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.add", NeedsApproval: true}}})
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := m.GetApprovalRequest(); a != nil {
+				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ApprovalReply{ApprovalReply: &exprdv1.AgentApprovalReply{
+					CallId: a.GetCall().GetId(), Approved: false, Reason: "not on a Sunday"}}})
+			}
+			if r := m.GetToolResult(); r != nil {
+				if !r.GetIsError() || !strings.Contains(string(r.GetOutputJson()), "not on a Sunday") {
+					t.Errorf("got %v, want an error result with the reason", r)
+				}
+			}
+			if m.GetDone() != nil {
+				return
+			}
+		}
+	})
+	t.Run("cancel aborts the turn", func(t *testing.T) {
+		stream := startAgent(t, c, &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: "user", Content: "cancel"}},
+			Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}})
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				if status.Code(err) != codes.Canceled {
+					t.Errorf("got %v, want Canceled", err)
+				}
+				return
+			}
+			if m.GetToolCallRequested().GetRunOnClient() {
+				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Cancel{Cancel: &exprdv1.AgentCancel{}}})
+			}
+		}
+	})
+}
