@@ -156,6 +156,11 @@ func (l *loop) step(i int) (Step, error) {
 	if len(resp.Message.ToolCalls) > 0 {
 		step.ToolCalls = make([]ToolCall, len(resp.Message.ToolCalls))
 		for j, c := range resp.Message.ToolCalls {
+			if c.ID == "" {
+				// A result must name its call: give an id the model left out.
+				c.ID = fmt.Sprintf("call_%d_%d", i, j)
+				resp.Message.ToolCalls[j].ID = c.ID
+			}
 			step.ToolCalls[j] = ToolCall{ID: c.ID, Name: c.Name, Arguments: []byte(c.Arguments)}
 		}
 		if step.Results, err = l.runCalls(sctx, i, active, resp.FinishReason == model.FinishLength,
