@@ -230,9 +230,11 @@ func TestCodeModeCallToolAndSearch(t *testing.T) {
 	t.Parallel()
 	plan := `{"tools": ["math.add"], "code": "codemode.Get(codemode.CallTool(\"math.add\", {\"a\": 2, \"b\": 3}), \"result\")", "stream": false}`
 	c := codeModeServer(t,
-		scripted.Turn{Match: &scripted.Match{LastUser: "add"}, Text: plan},
+		scripted.Turn{Match: &scripted.Match{LastUser: "plus"}, Text: plan},
 		scripted.Turn{Match: &scripted.Match{LastUser: "hello"}, Text: `{"handled": false}`})
-	resp, err := c.CallTool(context.Background(), &exprdv1.CallToolRequest{Prompt: "Add 2 and 3."})
+	// "plus" shares no word with math.add's manual: the search's synonyms
+	// must still offer it as a candidate.
+	resp, err := c.CallTool(context.Background(), &exprdv1.CallToolRequest{Prompt: "What is 2 plus 3?"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -357,6 +357,11 @@ var synonyms = func() map[string][]string {
 		{"remind", "alert", "notify", "notification"},
 		{"map", "direction", "route"},
 		{"summarize", "summary", "digest"},
+		// Arithmetic as people say it: "what is 2 plus 3?"
+		{"add", "plus", "sum"},
+		{"subtract", "minus", "difference"},
+		{"multiply", "times"},
+		{"divide", "divided", "quotient"},
 	}
 	m := map[string][]string{}
 	for _, g := range groups {
