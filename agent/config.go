@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/exprd/exprd/internal/schemafast"
 	"github.com/exprd/exprd/model"
 )
 
@@ -146,9 +148,18 @@ func (t *turn) addTool(i int, tool Tool) error {
 		if err != nil {
 			return invalid("tools[%d] (%s): parameters: %v", i, tool.Name, err)
 		}
-		ct.schema, ct.simple = s, newSimpleSchema(tool.Parameters)
+		ct.schema, ct.simple = s, simpleOf(tool.Parameters)
 	}
 	t.tools[tool.Name] = ct
 	t.names = append(t.names, tool.Name)
 	return nil
+}
+
+// simpleOf is the argument check's fast path for a tool's schema, or nil.
+func simpleOf(doc []byte) *schemafast.Schema {
+	var v any
+	if json.Unmarshal(doc, &v) != nil {
+		return nil
+	}
+	return schemafast.New(v)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/exprd/exprd/internal/schemafast"
 	"github.com/exprd/exprd/model"
 )
 
@@ -21,7 +21,7 @@ import (
 type compiledTool struct {
 	Tool
 	schema  *jsonschema.Schema // nil: any object
-	simple  *simpleSchema      // nil: not of the simple shape
+	simple  *schemafast.Schema // nil: not of the simple shape
 	timeout time.Duration
 	desc    model.Tool
 }
@@ -100,7 +100,7 @@ func (t *compiledTool) checkArguments(args json.RawMessage) error {
 		}
 		obj = nil // an object encoding/json cannot hold (1e400): the validator reads it
 	}
-	if t.schema == nil || (obj != nil && t.simple != nil && t.simple.accepts(obj)) {
+	if t.schema == nil || (obj != nil && t.simple != nil && t.simple.Accepts(obj)) {
 		return nil
 	}
 	// The validator decides, and words its errors; it reads numbers exactly.
@@ -137,134 +137,3 @@ func schemaMessage(err error) string {
 }
 
 var printer = message.NewPrinter(language.English)
-
-// simpleSchema is a fast path for the most common tool schema: an object of
-// typed properties, some required, maybe closed. It only ever accepts what
-// the compiled schema accepts; anything it is unsure of goes to the
-// validator, which also words the errors.
-type simpleSchema struct {
-	props      map[string]string // property → JSON type ("" for any)
-	required   []string
-	additional bool
-}
-
-// annotations are keywords that never change whether a value is valid.
-var annotations = []string{"description", "title", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly", "format"}
-
-var simpleTypes = []string{"string", "number", "boolean", "object", "array", "null"}
-
-// newSimpleSchema returns the fast path for a schema, or nil when it is not
-// of that simple shape.
-func newSimpleSchema(doc []byte) *simpleSchema {
-	var root map[string]any
-	if json.Unmarshal(doc, &root) != nil || root["type"] != "object" {
-		return nil
-	}
-	s := &simpleSchema{props: map[string]string{}, additional: true}
-	for k, v := range root {
-		switch {
-		case k == "type" || slices.Contains(annotations, k):
-		case k == "properties":
-			props, ok := v.(map[string]any)
-			if !ok {
-				return nil
-			}
-			for name, p := range props {
-				typ, ok := simpleProperty(p)
-				if !ok {
-					return nil
-				}
-				s.props[name] = typ
-			}
-		case k == "required":
-			list, ok := v.([]any)
-			if !ok {
-				return nil
-			}
-			for _, r := range list {
-				name, ok := r.(string)
-				if !ok {
-					return nil
-				}
-				s.required = append(s.required, name)
-			}
-		case k == "additionalProperties":
-			b, ok := v.(bool)
-			if !ok {
-				return nil
-			}
-			s.additional = b
-		default:
-			return nil
-		}
-	}
-	return s
-}
-
-// simpleProperty returns a property's JSON type ("" for any), and whether
-// the property is of the simple shape: a type and annotations.
-func simpleProperty(p any) (string, bool) {
-	pm, ok := p.(map[string]any)
-	if !ok {
-		return "", false
-	}
-	typ := ""
-	for k, v := range pm {
-		switch {
-		case k == "type":
-			t, ok := v.(string)
-			if !ok || !slices.Contains(simpleTypes, t) {
-				return "", false
-			}
-			typ = t
-		case !slices.Contains(annotations, k):
-			return "", false
-		}
-	}
-	return typ, true
-}
-
-// accepts reports whether args surely pass; false means "ask the validator".
-func (s *simpleSchema) accepts(args map[string]any) bool {
-	for _, r := range s.required {
-		if _, ok := args[r]; !ok {
-			return false
-		}
-	}
-	for k, v := range args {
-		typ, known := s.props[k]
-		switch {
-		case !known && !s.additional:
-			return false
-		case !known || typ == "":
-		case !hasJSONType(v, typ):
-			return false
-		}
-	}
-	return true
-}
-
-// hasJSONType reports whether a value decoded by encoding/json is of typ
-// ("integer" is left to the validator: float64 cannot tell 1e400 apart).
-func hasJSONType(v any, typ string) bool {
-	switch typ {
-	case "string":
-		_, ok := v.(string)
-		return ok
-	case "boolean":
-		_, ok := v.(bool)
-		return ok
-	case "null":
-		return v == nil
-	case "object":
-		_, ok := v.(map[string]any)
-		return ok
-	case "array":
-		_, ok := v.([]any)
-		return ok
-	case "number":
-		_, ok := v.(float64)
-		return ok
-	}
-	return false
-}

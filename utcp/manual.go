@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/exprd/exprd/internal/schemafast"
 )
 
 // Defaults a manual gets for what it leaves out.
@@ -42,7 +44,7 @@ type Tool struct {
 
 	manual     string
 	inSchema   *jsonschema.Schema
-	inFast     *simpleSchema // nil unless the input schema is simple
+	inFast     *schemafast.Schema // nil unless the input schema is simple
 	outSchema  *jsonschema.Schema
 	inputProps []string
 }
@@ -93,7 +95,7 @@ func (t *Tool) InputProperties() []string { return slices.Clone(t.inputProps) }
 // ValidateArgs checks args against the tool's input schema; the error is an
 // *InvalidArgumentsError.
 func (t *Tool) ValidateArgs(args map[string]any) error {
-	if t.inFast != nil && args != nil && isJSONValue(args) && t.inFast.accepts(args) {
+	if t.inFast != nil && args != nil && isJSONValue(args) && t.inFast.Accepts(args) {
 		return nil
 	}
 	return validateAgainst(t.inSchema, t.Name, args)
@@ -256,7 +258,7 @@ func toolFromValue(v any, path string) (*Tool, error) {
 		}
 		if k == "inputs" {
 			t.Inputs, t.inSchema = raw, sch
-			t.inFast = newSimpleSchema(doc)
+			t.inFast = schemafast.New(doc)
 			t.inputProps = propertyNames(doc)
 		} else {
 			t.Outputs, t.outSchema = raw, sch
