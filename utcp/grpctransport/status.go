@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -63,6 +64,12 @@ func (s *spec) rpcError(ctx context.Context, err error, tool string, midStream b
 		return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonFailed}
 	}
 	switch code := st.Code(); {
+	case code == codes.DeadlineExceeded && deadlineNear(ctx):
+		// The provider enforces the deadline we sent it (grpc-timeout) and
+		// may answer a moment before our own timer fires: it is ours, so
+		// report it as the caller's context does, a moment later.
+		<-ctx.Done()
+		return ctx.Err()
 	case code == codes.Unavailable || code == codes.Canceled:
 		if midStream {
 			return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonBroken}
@@ -144,3 +151,13 @@ func truncate(s string, n int) string {
 	}
 	return s[:cut] + "…"
 }
+
+// deadlineNear reports whether ctx's deadline is at most deadlineSlack
+// away, so that waiting for it costs nothing noticeable.
+func deadlineNear(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) <= deadlineSlack
+}
+
+// deadlineSlack is how early a provider may report our deadline as passed.
+const deadlineSlack = 100 * time.Millisecond
