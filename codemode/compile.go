@@ -2,15 +2,10 @@ package codemode
 
 import (
 	"container/list"
+	"errors"
 	"sync"
 	"unicode/utf8"
 
-	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/ast"
-	"github.com/expr-lang/expr/checker"
-	"github.com/expr-lang/expr/compiler"
-	"github.com/expr-lang/expr/conf"
-	"github.com/expr-lang/expr/optimizer"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
@@ -42,44 +37,40 @@ type program struct {
 	analysis *Analysis
 }
 
-// compile parses src once, walks the parsed tree for the whitelist, then
-// type-checks, patches, optimises and compiles that same tree: the stages
-// of expr.Compile with the check between parse and patch, as the evaluator
-// does.
+// compile compiles src with the sandbox (exprbound.Compile), the
+// whitelist walking the parsed tree between parse and patch, as the
+// evaluator does.
 func compile(src string, b *Budgets) (*program, *Error) {
 	if err := checkSource(src, b); err != nil {
 		return nil, err
 	}
-	cfg := conf.CreateNew()
 	env := map[string]any{nsName: namespace{}, tickName: func() bool { return true }}
 	limit := b.MaxStringLength
-	opts := append([]expr.Option{expr.Env(env), expr.Patch(exprbound.TickPatcher{}), expr.MaxNodes(0)}, exprbound.Functions(exprbound.Limits{
+	var a *Analysis
+	p, err := exprbound.Compile(src, env, exprbound.Limits{
 		MaxString: limit,
 		TooLong:   func(msg string) error { return budgetError(BudgetString, "%s", msg) },
 		Normalize: func(v any) (any, error) { return jsonValue(v, limit*utf8.UTFMax) },
-	})...)
-	for _, o := range opts {
-		o(cfg)
-	}
-	cfg.Check()
-	tree, err := parser.ParseWithConfig(src, cfg)
+	}, func(tree *parser.Tree) error {
+		var cerr *Error
+		if a, cerr = checkTree(tree, src, b); cerr != nil {
+			return cerr
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fromExpr(ExpressionSyntax, err)
-	}
-	a, cerr := checkTree(tree, src, b)
-	if cerr != nil {
-		return nil, cerr
-	}
-	if _, err := new(checker.Checker).PatchAndCheck(tree, cfg); err != nil {
-		return nil, fromExpr(ExpressionType, err)
-	}
-	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
-		return nil, fromExpr(ExpressionRuntime, err)
-	}
-	ast.Walk(&tree.Node, exprbound.Ops{})
-	p, err := compiler.Compile(tree, cfg)
-	if err != nil {
-		return nil, fromExpr(ExpressionType, err)
+		var e *Error
+		var se *exprbound.StageError
+		switch {
+		case errors.As(err, &e):
+			return nil, e
+		case errors.As(err, &se) && se.Stage == exprbound.StageSyntax:
+			return nil, fromExpr(ExpressionSyntax, se.Err)
+		case errors.As(err, &se) && se.Stage == exprbound.StageRuntime:
+			return nil, fromExpr(ExpressionRuntime, se.Err)
+		default:
+			return nil, fromExpr(ExpressionType, err)
+		}
 	}
 	return &program{prog: p, analysis: a}, nil
 }

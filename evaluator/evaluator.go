@@ -7,13 +7,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/ast"
-	"github.com/expr-lang/expr/checker"
-	"github.com/expr-lang/expr/compiler"
-	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
-	"github.com/expr-lang/expr/optimizer"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
@@ -288,41 +282,44 @@ func (e *Evaluator) compile(ctx context.Context, src string, t *Tool) (*vm.Progr
 	return p, nil
 }
 
-// compileChecked parses src once, walks the parsed tree for the whitelist,
-// then type-checks, patches, optimises and compiles that same tree: the
-// stages of expr.Compile with the check between parse and patch.
+// compileChecked compiles src with the sandbox (exprbound.Compile), the
+// tool's whitelist walking the parsed tree between parse and patch.
 func compileChecked(src string, t *Tool) (*vm.Program, *Error) {
-	cfg := conf.CreateNew()
 	b := &t.budgets
-	opts := append([]expr.Option{expr.Env(envSample(t)), expr.Patch(exprbound.TickPatcher{}), expr.MaxNodes(0)}, exprbound.Functions(exprbound.Limits{
+	p, err := exprbound.Compile(src, envSample(t), exprbound.Limits{
 		MaxString: b.MaxStringLength,
 		TooLong:   func(msg string) error { return budgetError(BudgetString, "%s", msg) },
 		Normalize: func(v any) (any, error) { return normalize(v, b) },
-	})...)
-	for _, o := range opts {
-		o(cfg)
-	}
-	cfg.Check()
-	tree, err := parser.ParseWithConfig(src, cfg)
+	}, func(tree *parser.Tree) error {
+		if cerr := checkTree(tree, t); cerr != nil {
+			return cerr
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, exprError(ExpressionSyntax, err)
-	}
-	if cerr := checkTree(tree, t); cerr != nil {
-		return nil, cerr
-	}
-	if _, err := new(checker.Checker).PatchAndCheck(tree, cfg); err != nil {
-		return nil, exprError(ExpressionType, err)
-	}
-	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
-		// The optimiser fails only where it folds constants: 7 % 0.
-		return nil, exprError(ExpressionRuntime, err)
-	}
-	ast.Walk(&tree.Node, exprbound.Ops{})
-	p, err := compiler.Compile(tree, cfg)
-	if err != nil {
-		return nil, exprError(ExpressionType, err)
+		return nil, compileError(err)
 	}
 	return p, nil
+}
+
+// compileError gives a compile failure its reason: the whitelist's own, or
+// the stage's (syntax, type; runtime where the optimiser folds 7 % 0).
+func compileError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var se *exprbound.StageError
+	if !errors.As(err, &se) {
+		return errorf(ExpressionRuntime, "%v", err)
+	}
+	switch se.Stage {
+	case exprbound.StageSyntax:
+		return exprError(ExpressionSyntax, se.Err)
+	case exprbound.StageRuntime:
+		return exprError(ExpressionRuntime, se.Err)
+	}
+	return exprError(ExpressionType, se.Err)
 }
 
 func exprError(reason Reason, err error) *Error {

@@ -1,0 +1,67 @@
+package exprbound
+
+import (
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/checker"
+	"github.com/expr-lang/expr/compiler"
+	"github.com/expr-lang/expr/conf"
+	"github.com/expr-lang/expr/optimizer"
+	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Stage is where a compile failed.
+type Stage int
+
+// The stages of Compile.
+const (
+	StageSyntax  Stage = iota + 1 // parsing
+	StageType                     // type checking, or compiling the checked tree
+	StageRuntime                  // the optimiser folding constants: 7 % 0
+)
+
+// StageError is a compile failure and its stage; Err is expr's error
+// (usually a *file.Error with the position).
+type StageError struct {
+	Stage Stage
+	Err   error
+}
+
+func (e *StageError) Error() string { return e.Err.Error() }
+func (e *StageError) Unwrap() error { return e.Err }
+
+// Compile runs the stages of expr.Compile on src with the sandbox in
+// place: it parses once, hands the parsed tree to check (the caller's
+// whitelist, which sees the tree as written: the optimiser would hide
+// calls inside fused builtins), then patches every predicate with the
+// iteration counter (TickName must be in env as func() bool), type-checks,
+// optimises, swaps in the bounded operations and compiles that same tree.
+// check's error is returned as it is; the others are *StageError.
+func Compile(src string, env any, l Limits, check func(*parser.Tree) error) (*vm.Program, error) {
+	cfg := conf.CreateNew()
+	opts := append([]expr.Option{expr.Env(env), expr.Patch(TickPatcher{}), expr.MaxNodes(0)}, Functions(l)...)
+	for _, o := range opts {
+		o(cfg)
+	}
+	cfg.Check()
+	tree, err := parser.ParseWithConfig(src, cfg)
+	if err != nil {
+		return nil, &StageError{StageSyntax, err}
+	}
+	if err := check(tree); err != nil {
+		return nil, err
+	}
+	if _, err := new(checker.Checker).PatchAndCheck(tree, cfg); err != nil {
+		return nil, &StageError{StageType, err}
+	}
+	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
+		return nil, &StageError{StageRuntime, err}
+	}
+	ast.Walk(&tree.Node, Ops{})
+	p, err := compiler.Compile(tree, cfg)
+	if err != nil {
+		return nil, &StageError{StageType, err}
+	}
+	return p, nil
+}
