@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/exprd/exprd/internal/schemafast"
 	"github.com/exprd/exprd/model"
@@ -25,8 +21,6 @@ type compiledTool struct {
 	timeout time.Duration
 	desc    model.Tool
 }
-
-var schemaSeq atomic.Uint64
 
 // SchemaCacheSize bounds the compiled parameter schemas kept across turns:
 // a turn's tools are mostly the same as the last turn's, and compiling a
@@ -60,34 +54,16 @@ func compileSchema(doc []byte) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// compileSchemaDoc compiles a schema. Schemas are never fetched: a $ref
-// must stay inside the document.
+// compileSchemaDoc compiles a tool's parameters: a JSON object, fetching
+// nothing.
 func compileSchemaDoc(doc []byte) (*jsonschema.Schema, error) {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return nil, fmt.Errorf("not valid JSON: %v", err)
+	var v any
+	if err := json.Unmarshal(doc, &v); err == nil {
+		if _, ok := v.(map[string]any); !ok {
+			return nil, fmt.Errorf("not a JSON object")
+		}
 	}
-	if _, ok := v.(map[string]any); !ok {
-		return nil, fmt.Errorf("not a JSON object")
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(refusingLoader{})
-	url := fmt.Sprintf("mem:///agent/%d.json", schemaSeq.Add(1))
-	if err := c.AddResource(url, v); err != nil {
-		return nil, err
-	}
-	s, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("not a valid JSON Schema: %v", err)
-	}
-	return s, nil
-}
-
-type refusingLoader struct{}
-
-func (refusingLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schemas are not fetched (%s)", url)
+	return schemafast.Compile(doc)
 }
 
 // checkArguments decodes a call's arguments and validates them against the
@@ -114,26 +90,5 @@ func (t *compiledTool) checkArguments(args json.RawMessage) error {
 	return nil
 }
 
-// schemaMessage renders a validation error as "at /path: what" parts from
-// the leaves of its tree of causes, the form a model reads best.
-func schemaMessage(err error) string {
-	ve, ok := err.(*jsonschema.ValidationError)
-	if !ok {
-		return err.Error()
-	}
-	var parts []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				walk(c)
-			}
-			return
-		}
-		parts = append(parts, "at /"+strings.Join(e.InstanceLocation, "/")+": "+e.ErrorKind.LocalizedString(printer))
-	}
-	walk(ve)
-	return strings.Join(parts, "; ")
-}
-
-var printer = message.NewPrinter(language.English)
+// schemaMessage renders a validation error for the model.
+func schemaMessage(err error) string { return schemafast.Message(err) }

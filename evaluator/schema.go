@@ -1,71 +1,25 @@
 package evaluator
 
 import (
-	"bytes"
 	"fmt"
-	"strings"
-	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
+
+	"github.com/exprd/exprd/internal/schemafast"
 )
 
-var schemaSeq atomic.Uint64
-
 // compileSchema compiles a JSON Schema (draft 2020-12 unless it says
-// otherwise). what names it in errors.
+// otherwise) that fetches nothing. what names it in errors.
 func compileSchema(what string, doc []byte) (*jsonschema.Schema, error) {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	sch, err := schemafast.Compile(doc)
 	if err != nil {
-		return nil, fmt.Errorf("%s is not valid JSON: %v", what, err)
+		return nil, fmt.Errorf("%s is %v", what, err)
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	// Schemas are never fetched: a $ref must stay inside the document.
-	c.UseLoader(refusingLoader{})
-	url := fmt.Sprintf("mem:///%d.json", schemaSeq.Add(1))
-	if err := c.AddResource(url, v); err != nil {
-		return nil, fmt.Errorf("%s: %v", what, err)
-	}
-	s, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("%s is not a valid JSON Schema: %v", what, err)
-	}
-	return s, nil
+	return sch, nil
 }
 
-type refusingLoader struct{}
-
-func (refusingLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schemas are not fetched (%s)", url)
-}
-
-// schemaMessage renders a validation error as "at /path: what" lines joined
-// with "; ", from the leaves of its tree of causes (the real errors, also
-// under a $ref), the form a model reads best.
-func schemaMessage(err error) string {
-	ve, ok := err.(*jsonschema.ValidationError)
-	if !ok {
-		return err.Error()
-	}
-	var parts []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				walk(c)
-			}
-			return
-		}
-		loc := "/" + strings.Join(e.InstanceLocation, "/")
-		parts = append(parts, "at "+loc+": "+e.ErrorKind.LocalizedString(printer))
-	}
-	walk(ve)
-	return strings.Join(parts, "; ")
-}
-
-var printer = message.NewPrinter(language.English)
+// schemaMessage renders a validation error for the model.
+func schemaMessage(err error) string { return schemafast.Message(err) }
 
 // validInput reports whether v satisfies InputSchema(read, maxSteps) without
 // the general validator, which costs more than a small call's whole run.

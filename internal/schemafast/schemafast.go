@@ -1,5 +1,8 @@
-// Package schemafast is a fast path for the most common tool schema: an
-// object of typed properties, some required, maybe closed. It only ever
+// Package schemafast holds the JSON Schema pieces the evaluator, the UTCP
+// registry and the agent share: Compile (draft 2020-12, fetching nothing),
+// Message (a validation error as a model reads it), and Schema, a fast path
+// for the most common tool schema: an object of typed properties, some
+// required, maybe closed. It only ever
 // accepts what the compiled JSON Schema accepts; anything it is unsure of
 // goes to the validator, which also words the errors. utcp's test holds it
 // to the validator for every type.
