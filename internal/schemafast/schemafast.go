@@ -2,10 +2,10 @@
 // registry and the agent share: Compile (draft 2020-12, fetching nothing),
 // Message (a validation error as a model reads it), and Schema, a fast path
 // for the most common tool schema: an object of typed properties, some
-// required, maybe closed. It only ever
-// accepts what the compiled JSON Schema accepts; anything it is unsure of
-// goes to the validator, which also words the errors. utcp's test holds it
-// to the validator for every type.
+// required, maybe closed. The fast path only ever accepts what the
+// compiled schema accepts; anything it is unsure of goes to the validator,
+// which also words the errors. utcp's test holds it to the validator for
+// every type.
 package schemafast
 
 import (
