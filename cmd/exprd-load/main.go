@@ -9,18 +9,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/exprdproc"
 )
 
 func main() {
@@ -70,17 +67,20 @@ func run() error {
 	maxGoroutineGrowth := flag.Float64("max-goroutine-growth", 10, "exit non-zero when goroutines after exceed before by more")
 	flag.Parse()
 
-	srv, err := startExprd(*bin)
+	srv, err := exprdproc.Start(*bin, prefixed{os.Stderr},
+		"--demo", "--max-sessions", "50000", "--max-streams-per-connection", "100000", "--rate-limit", "100000", "--rate-burst", "100000")
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	r := report{Streams: *streams}
-	if r.RSSBefore, r.GoroutinesPre, err = srv.gauges(); err != nil {
+	before, err := srv.Gauges()
+	if err != nil {
 		return err
 	}
+	r.RSSBefore, r.GoroutinesPre = before.RSSMiB, before.Goroutines
 
-	clients, err := dial(srv.addr, *conns)
+	clients, err := dial(srv.Addr, *conns)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,8 @@ func run() error {
 		})
 	}
 	time.Sleep(*duration / 2)
-	r.RSSDuring, _, _ = srv.gauges()
+	during, _ := srv.Gauges()
+	r.RSSDuring = during.RSSMiB
 	wg.Wait()
 	r.Seconds = time.Since(start).Seconds()
 	r.Calls, r.Errors = calls.Load(), errs.Load()
@@ -120,10 +121,11 @@ func run() error {
 		c.Close()
 	}
 	time.Sleep(2 * time.Second)
-	r.RSSAfter, r.GoroutinesPost, _ = srv.gauges()
+	after, _ := srv.Gauges()
+	r.RSSAfter, r.GoroutinesPost = after.RSSMiB, after.Goroutines
 
 	if *idle > 0 {
-		idleClients, err := dial(srv.addr, max(*idle/200, 1))
+		idleClients, err := dial(srv.Addr, max(*idle/200, 1))
 		if err != nil {
 			return err
 		}
@@ -194,8 +196,8 @@ func loop(ctx context.Context, c exprdv1.ExprToolClient, calls *atomic.Int64) ([
 }
 
 // holdIdle opens n sessions that do nothing and reports the RSS they add.
-func holdIdle(srv *exprd, clients []*grpc.ClientConn, n int, r *report) error {
-	before, _, err := srv.gauges()
+func holdIdle(srv *exprdproc.Proc, clients []*grpc.ClientConn, n int, r *report) error {
+	before, err := srv.Gauges()
 	if err != nil {
 		return err
 	}
@@ -214,12 +216,12 @@ func holdIdle(srv *exprd, clients []*grpc.ClientConn, n int, r *report) error {
 		}
 	}
 	time.Sleep(time.Second)
-	rss, _, err := srv.gauges()
+	after, err := srv.Gauges()
 	if err != nil {
 		return err
 	}
-	r.IdleSessions, r.IdleRSS = n, rss
-	r.IdleRSSPerSess = (rss - before) * 1024 / float64(n)
+	r.IdleSessions, r.IdleRSS = n, after.RSSMiB
+	r.IdleRSSPerSess = (after.RSSMiB - before.RSSMiB) * 1024 / float64(n)
 	return nil
 }
 
@@ -235,65 +237,12 @@ func dial(addr string, n int) ([]*grpc.ClientConn, error) {
 	return out, nil
 }
 
-// exprd is the started server process.
-type exprd struct {
-	cmd     *exec.Cmd
-	addr    string
-	metrics string
-}
+// prefixed writes the server's log lines to w marked as exprd's.
+type prefixed struct{ w io.Writer }
 
-func startExprd(bin string) (*exprd, error) {
-	cmd := exec.Command(bin, "--demo", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--log-level", "info", "--max-sessions", "50000", "--max-streams-per-connection", "100000", "--rate-limit", "100000", "--rate-burst", "100000")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
+func (p prefixed) Write(b []byte) (int, error) {
+	if _, err := fmt.Fprint(p.w, "exprd: ", string(b)); err != nil {
+		return 0, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	lines := bufio.NewScanner(stderr)
-	for lines.Scan() {
-		var rec struct{ Msg, Addr, Metrics string }
-		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec.Msg == "exprd serving" {
-			go func() {
-				for lines.Scan() {
-					fmt.Fprintln(os.Stderr, "exprd:", lines.Text())
-				}
-			}()
-			return &exprd{cmd: cmd, addr: rec.Addr, metrics: rec.Metrics}, nil
-		}
-	}
-	_ = cmd.Process.Kill()
-	return nil, fmt.Errorf("%s never said it was serving", bin)
-}
-
-func (e *exprd) stop() {
-	_ = e.cmd.Process.Kill()
-	_ = e.cmd.Wait()
-}
-
-// gauges reads the server's RSS (MiB) and goroutines from /metrics.
-func (e *exprd) gauges() (rssMiB, goroutines float64, err error) {
-	resp, err := http.Get("http://" + e.metrics + "/metrics")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		name, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		v, _ := strconv.ParseFloat(value, 64)
-		switch name {
-		case "process_resident_memory_bytes":
-			rssMiB = v / (1 << 20)
-		case "go_goroutines":
-			goroutines = v
-		}
-	}
-	return rssMiB, goroutines, sc.Err()
+	return len(b), nil
 }

@@ -1,0 +1,144 @@
+// Package exprdproc starts an exprd binary as a child process for load
+// tests, benchmarks and cross-language examples: it waits for the
+// "exprd serving" log line to learn the addresses and reads the server's
+// gauges from its /metrics endpoint.
+package exprdproc
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Proc is a running exprd.
+type Proc struct {
+	cmd *exec.Cmd
+	// Addr is the gRPC address, Metrics the Prometheus address.
+	Addr, Metrics string
+}
+
+// Build compiles ./cmd/exprd of the module rooted at moduleDir into dir
+// and returns the binary's path.
+func Build(ctx context.Context, moduleDir, dir string) (string, error) {
+	bin := filepath.Join(dir, "exprd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/exprd")
+	cmd.Dir = moduleDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/exprd: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Start runs bin on loopback ports with args added (later flags win) and
+// returns once it serves. Its log goes to logTo (nil: discarded).
+func Start(bin string, logTo io.Writer, args ...string) (*Proc, error) {
+	base := []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "info"}
+	cmd := exec.Command(bin, append(base, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if logTo == nil {
+		logTo = io.Discard
+	}
+	lines := bufio.NewScanner(stderr)
+	lines.Buffer(make([]byte, 64<<10), 1<<20)
+	var seen strings.Builder
+	for lines.Scan() {
+		var rec struct{ Msg, Addr, Metrics string }
+		fmt.Fprintln(&seen, lines.Text())
+		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec.Msg == "exprd serving" {
+			go func() {
+				for lines.Scan() {
+					fmt.Fprintln(logTo, lines.Text())
+				}
+			}()
+			return &Proc{cmd: cmd, Addr: rec.Addr, Metrics: rec.Metrics}, nil
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return nil, fmt.Errorf("%s never said it was serving:\n%s", bin, seen.String())
+}
+
+// Stop kills the process and waits for it.
+func (p *Proc) Stop() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// Terminate sends SIGTERM and waits up to grace for the drain, then kills.
+func (p *Proc) Terminate(grace time.Duration) error {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		return fmt.Errorf("exprd did not stop within %s", grace)
+	}
+}
+
+// Pid is the process id, for reading /proc.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Gauges are read from the server's /metrics.
+type Gauges struct {
+	RSSMiB     float64
+	Goroutines float64
+}
+
+// Gauges reads the server's resident memory and goroutines.
+func (p *Proc) Gauges() (Gauges, error) {
+	var g Gauges
+	resp, err := http.Get("http://" + p.Metrics + "/metrics")
+	if err != nil {
+		return g, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		v, _ := strconv.ParseFloat(value, 64)
+		switch name {
+		case "process_resident_memory_bytes":
+			g.RSSMiB = v / (1 << 20)
+		case "go_goroutines":
+			g.Goroutines = v
+		}
+	}
+	return g, sc.Err()
+}
+
+// PeakRSSMiB reads a process's peak resident set (VmHWM) from /proc; Linux only.
+func PeakRSSMiB(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
