@@ -2,9 +2,14 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -52,6 +57,67 @@ func BenchmarkSessionRoundTrip(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSessionThroughput: calls per second through one server with 1,
+// 8 and 64 Session streams on one connection, each making the benchmark's
+// one-step call back to back. ns/op is the wall time per call across all
+// streams, so calls/s is its inverse.
+func BenchmarkSessionThroughput(b *testing.B) {
+	products, err := os.ReadFile("../examples/products.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 8, 64} {
+		b.Run("streams="+strconv.Itoa(n), func(b *testing.B) {
+			budgets := evaluator.DefaultBudgets()
+			budgets.Timeout = 60_000_000_000
+			c := startServer(b, server.WithBudgets(budgets))
+			sessions := make([]*rawSession, n)
+			for i := range sessions {
+				sessions[i] = openSession(b, c, &exprdv1.Open{})
+				sessions[i].state(string(products))
+			}
+			call := &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: []byte(benchInput)}}}
+			var left atomic.Int64
+			left.Store(int64(b.N))
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for _, s := range sessions {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						if err := callOnce(s.stream, call); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+		})
+	}
+}
+
+// callOnce sends a call and reads until its answer, which must be clean.
+func callOnce(stream exprdv1.ExprTool_SessionClient, call *exprdv1.SessionRequest) error {
+	if err := stream.Send(call); err != nil {
+		return err
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if a := m.GetAnswer(); a != nil {
+			if a.GetReason() != "" {
+				return fmt.Errorf("answer %s", a.GetAnswerJson())
+			}
+			return nil
+		}
+	}
 }
 
 var echoDesc = grpc.ServiceDesc{
