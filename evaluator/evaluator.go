@@ -127,7 +127,7 @@ func (e *Evaluator) runSteps(ctx context.Context, t *Tool, st *State, h Host, ce
 		if err != nil {
 			return e.failed(ctx, err, i)
 		}
-		if err := st.set(*s.set, v); err != nil {
+		if err := st.set(*s.set, v, len(js)); err != nil {
 			return e.failed(ctx, err, i)
 		}
 		if err := h.Write(ctx, Write{Step: i, Path: s.set.String(), Value: v, ValueJSON: js}); err != nil {

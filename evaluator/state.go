@@ -141,19 +141,19 @@ func mergePatch(target, patch any) any {
 	return out
 }
 
-// set writes v at p.
-func (s *State) set(p Path, v any) error {
+// set writes v, whose JSON is size bytes, at p.
+func (s *State) set(p Path, v any, size int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	root, err := p.set(s.root, v)
 	if err != nil {
 		return err
 	}
-	size, err := s.fits(root, s.size+jsonSize(v)+len(p.text))
+	total, err := s.fits(root, s.size+size+len(p.text))
 	if err != nil {
 		return budgetError(BudgetState, "%s", err.Error())
 	}
-	s.root, s.size = root, size
+	s.root, s.size = root, total
 	return nil
 }
 
