@@ -76,6 +76,11 @@ func (a *agentLoop) Run(stream agentStream) error {
 	t := &turn{stream: stream, state: a.s.opts.initialState.Fork(a.s.opts.maxStateBytes),
 		outputs: map[string]chan *exprdv1.ToolOutput{}, hooks: map[string]chan *exprdv1.HookReply{},
 		approvals: map[string]chan *exprdv1.AgentApprovalReply{}}
+	if js := start.GetStateJson(); len(js) > 0 {
+		if err := t.state.Replace(js); err != nil {
+			return badRequest("start.state_json", err.Error())
+		}
+	}
 	cfg, err := a.config(ctx, start, provider, t)
 	if err != nil {
 		return err

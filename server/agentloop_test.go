@@ -131,6 +131,38 @@ func TestAgentLoopFourExecutors(t *testing.T) {
 	}
 }
 
+// Start's state_json is the state the turn's first tool call sees.
+func TestAgentLoopStartState(t *testing.T) {
+	t.Parallel()
+	c := agentServer(t,
+		scripted.Turn{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{
+			{ID: "c1", Name: "expr", Arguments: args(map[string]any{"steps": []any{map[string]any{"set": "scopes.root.count", "expr": "len(scopes.root.products.items)"}}})},
+		}},
+		scripted.Turn{Match: &scripted.Match{LastRole: "tool"}, Text: "Counted."},
+	)
+	stream := startAgent(t, c, &exprdv1.AgentStart{
+		Messages:  []*exprdv1.AgentMessage{{Role: "user", Content: "Count the products."}},
+		Tools:     []*exprdv1.AgentTool{{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR}},
+		StateJson: []byte(`{"products": {"items": [{"id": "a"}, {"id": "b"}]}}`),
+	})
+	var written string
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		if w := m.GetStateWrite(); w != nil {
+			written = string(w.GetValueJson())
+		}
+		if m.GetDone() != nil {
+			break
+		}
+	}
+	if written != "2" {
+		t.Fatalf("the expr tool wrote %q, want 2: the items of Start's state, not the server's 20", written)
+	}
+}
+
 func TestAgentLoopTurnErrors(t *testing.T) {
 	t.Parallel()
 	c := agentServer(t,
@@ -147,6 +179,8 @@ func TestAgentLoopTurnErrors(t *testing.T) {
 			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Provider: "nope"}}}},
 			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Hooks: []string{"later"}}}}},
 			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Tools: []*exprdv1.AgentTool{{Name: "x", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.pow"}}}}}},
+			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{StateJson: []byte(`{"products":`)}}}},
+			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{StateJson: []byte(`[1, 2]`)}}}},
 		} {
 			stream, _ := c.Run(context.Background())
 			_ = stream.Send(tt.first)

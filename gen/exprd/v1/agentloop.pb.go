@@ -678,7 +678,12 @@ type AgentStart struct {
 	TurnTimeoutMs uint32 `protobuf:"varint,11,opt,name=turn_timeout_ms,json=turnTimeoutMs,proto3" json:"turn_timeout_ms,omitempty"`
 	Parallelism   uint32 `protobuf:"varint,12,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
 	// tool_choice: auto (default), none, required, or a tool's name.
-	ToolChoice    string `protobuf:"bytes,13,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	ToolChoice string `protobuf:"bytes,13,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	// state_json is the expr tool's state when the turn starts (a JSON
+	// object; empty: the server's initial state), applied before the model
+	// is first called. State and StatePatch messages sent after Start reach
+	// the state whenever they arrive, possibly after a tool has run.
+	StateJson     []byte `protobuf:"bytes,14,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -802,6 +807,13 @@ func (x *AgentStart) GetToolChoice() string {
 		return x.ToolChoice
 	}
 	return ""
+}
+
+func (x *AgentStart) GetStateJson() []byte {
+	if x != nil {
+		return x.StateJson
+	}
+	return nil
 }
 
 // ToolOutput answers a ToolCallRequested with run_on_client.
@@ -1898,7 +1910,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x0eStopConditions\x127\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2\x17.exprd.v1.StopConditionR\n" +
-	"conditions\"\xec\x03\n" +
+	"conditions\"\x8b\x04\n" +
 	"\n" +
 	"AgentStart\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
@@ -1915,7 +1927,9 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x0fturn_timeout_ms\x18\v \x01(\rR\rturnTimeoutMs\x12 \n" +
 	"\vparallelism\x18\f \x01(\rR\vparallelism\x12\x1f\n" +
 	"\vtool_choice\x18\r \x01(\tR\n" +
-	"toolChoice\"a\n" +
+	"toolChoice\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x0e \x01(\fR\tstateJson\"a\n" +
 	"\n" +
 	"ToolOutput\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
