@@ -1,0 +1,556 @@
+// Command agentxsai benchmarks exprd's AgentLoop against the npm package
+// xsai's generateText on the same two-step turn: the model calls the math
+// provider's add tool, gets {"result": 5}, then answers with fixed text.
+//
+// Both sides talk to the same scripted OpenAI-compatible server
+// (model/scripted, a loop script without any delay) and the same HTTP tool
+// (examples/providers' math provider), both served by this process on
+// loopback. The exprd side is a real exprd binary, built from this
+// repository and started as a child with --models-config naming the
+// scripted server and --manuals-dir registering the math manual; its
+// client is this program run again as a worker (a process of its own)
+// that drives exprd.v1.AgentLoop/Run through the Go SDK (client package),
+// one turn after another, the tool declared with the UTCP executor. The
+// xsai side is bench/xsai/turn.mjs, whose tool's execute makes the same
+// GET the UTCP executor makes.
+//
+// Fairness: exprd's turn crosses gRPC to another process (client → exprd
+// → model and tool, and every event streamed back), where xsai runs the
+// loop inside the calling process; that hop is part of what exprd's
+// number measures. Both make the same two model requests and one tool
+// request per turn over keep-alive HTTP/1.1 to the same servers. By
+// default exprd's provider is configured non-streamed (stream: false) as
+// generateText always is, so both get the same reply bodies; --stream
+// measures exprd with SSE replies instead. The scripted server adds no
+// delay. Rounds alternate the two sides (and which goes first) so that
+// the load of a shared machine falls on both alike; each round starts a
+// fresh client process of each side and warms it up before measuring.
+// exprd itself runs once for all rounds, as a server does.
+//
+// Usage (from bench/):
+//
+//	go run ./cmd/agentxsai [--rounds 5] [--turns 50] [--warmup 10] [--json out.json]
+//
+// It prints a table on stderr and the report as JSON on stdout (or into
+// --json). It runs `npm ci` in bench/xsai when node_modules does not hold
+// the locked xsai.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/model/openaicompat"
+	"github.com/exprd/exprd/model/scripted"
+)
+
+func main() {
+	if os.Getenv(workerEnv) == "1" {
+		if err := workerMain(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "agentxsai worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o Options
+	fs := flag.NewFlagSet("agentxsai", flag.ExitOnError)
+	fs.IntVar(&o.Rounds, "rounds", 5, "rounds, each running both sides")
+	fs.IntVar(&o.Turns, "turns", 50, "measured turns per side per round")
+	fs.IntVar(&o.Warmup, "warmup", 10, "turns per side per round before measuring")
+	fs.BoolVar(&o.Stream, "stream", false, "configure exprd's provider streamed (SSE); xsai's generateText never streams")
+	fs.StringVar(&o.ModuleDir, "module", "", "the exprd module's root (default: found above the working directory)")
+	fs.StringVar(&o.ExprdBin, "exprd-bin", "", "an exprd binary to run (default: built from --module)")
+	fs.StringVar(&o.XSAIDir, "xsai-dir", "", "the xsai side's directory (default: <module>/bench/xsai)")
+	jsonOut := fs.String("json", "", "write the JSON report to this file instead of stdout")
+	verbose := fs.Bool("v", false, "copy exprd's log to stderr")
+	_ = fs.Parse(os.Args[1:])
+	o.Log = os.Stderr
+	if *verbose {
+		o.ExprdLog = os.Stderr
+	}
+	ctx := context.Background()
+	rep, err := Run(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentxsai:", err)
+		os.Exit(1)
+	}
+	rep.WriteTable(os.Stderr)
+	out, _ := json.MarshalIndent(rep, "", "  ")
+	out = append(out, '\n')
+	if *jsonOut != "" {
+		err = os.WriteFile(*jsonOut, out, 0o644)
+	} else {
+		_, err = os.Stdout.Write(out)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentxsai:", err)
+		os.Exit(1)
+	}
+}
+
+// Options configure a run.
+type Options struct {
+	Rounds, Turns, Warmup int
+	Stream                bool
+	ModuleDir             string
+	ExprdBin              string
+	XSAIDir               string
+	// Log receives progress lines (nil: none); ExprdLog exprd's log.
+	Log, ExprdLog io.Writer
+}
+
+// Report is the run's result, as JSON for the report generator.
+type Report struct {
+	Benchmark     string    `json:"benchmark"`
+	Turn          string    `json:"turn"`
+	Rounds        int       `json:"rounds"`
+	TurnsPerRound int       `json:"turns_per_round"`
+	WarmupPerRnd  int       `json:"warmup_per_round"`
+	ExprdStream   bool      `json:"exprd_stream"`
+	GoVersion     string    `json:"go_version"`
+	NodeVersion   string    `json:"node_version"`
+	XSAIVersion   string    `json:"xsai_version"`
+	CPUs          int       `json:"cpus"`
+	Exprd         Side      `json:"exprd"`
+	XSAI          Side      `json:"xsai"`
+	Ratio         float64   `json:"ratio"`
+	RoundRatios   []float64 `json:"round_ratios"`
+	RatioMin      float64   `json:"ratio_min"`
+	RatioMax      float64   `json:"ratio_max"`
+	Goal          float64   `json:"goal"`
+	GoalMet       bool      `json:"goal_met"`
+	// ScriptedRequests is how many chat requests the scripted server
+	// answered, every one checked (2 per turn, warm-up included).
+	ScriptedRequests int `json:"scripted_requests"`
+	// HarnessPeakRSSMiB is this process's: the scripted server, the math
+	// provider and the bookkeeping.
+	HarnessPeakRSSMiB float64 `json:"harness_peak_rss_mib"`
+	ElapsedS          float64 `json:"elapsed_s"`
+	Fairness          string  `json:"fairness"`
+}
+
+// Side is one side's numbers over all rounds. Times are per turn, in
+// nanoseconds, over all measured turns; the spread is the lowest and the
+// highest of the rounds' medians.
+type Side struct {
+	MedianNS         int64   `json:"median_ns"`
+	P10NS            int64   `json:"p10_ns"`
+	P90NS            int64   `json:"p90_ns"`
+	RoundMediansNS   []int64 `json:"round_medians_ns"`
+	MinRoundMedianNS int64   `json:"min_round_median_ns"`
+	MaxRoundMedianNS int64   `json:"max_round_median_ns"`
+	Turns            int     `json:"turns"`
+	VerifiedTurns    int     `json:"verified_turns"`
+	ToolCalls        int     `json:"tool_calls"`
+	// ClosedEarly counts the side's model requests (warm-up included)
+	// whose connection the client closed before the scripted server's
+	// last write returned: complete replies, but connections not kept.
+	ClosedEarly int `json:"closed_early_requests"`
+	// ClientPeakRSSMiB is the peak RSS (VmHWM) of the process running the
+	// turns, the highest over the rounds: node for xsai, the Go client for
+	// exprd.
+	ClientPeakRSSMiB float64 `json:"client_peak_rss_mib"`
+	// ServerPeakRSSMiB is the exprd process's VmHWM (exprd side only).
+	ServerPeakRSSMiB float64 `json:"server_peak_rss_mib,omitempty"`
+	// TotalPeakRSSMiB adds them up: what the side costs in memory.
+	TotalPeakRSSMiB float64 `json:"total_peak_rss_mib"`
+
+	durations []int64
+}
+
+const fairness = "exprd's turn crosses gRPC to a separate exprd process (Go client -> exprd -> model and tool, events streamed back); " +
+	"xsai runs the loop in the calling node process. Both hit the same scripted OpenAI-compatible server (no delays) and the same HTTP math tool; " +
+	"rounds alternate the sides."
+
+// Run runs the benchmark.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	began := time.Now()
+	if o.Rounds <= 0 || o.Turns <= 0 || o.Warmup < 0 {
+		return nil, errors.New("rounds and turns must be positive, warmup not negative")
+	}
+	logf := func(format string, args ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "agentxsai: "+format+"\n", args...)
+		}
+	}
+	if o.ModuleDir == "" {
+		dir, err := findModule()
+		if err != nil {
+			return nil, err
+		}
+		o.ModuleDir = dir
+	}
+	if o.XSAIDir == "" {
+		o.XSAIDir = filepath.Join(o.ModuleDir, "bench", "xsai")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	nodeVersion, err := exec.CommandContext(ctx, node, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("node --version: %w", err)
+	}
+	xsaiVersion, err := ensureNodeModules(ctx, o.XSAIDir, logf)
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+
+	tmp, err := os.MkdirTemp("", "agentxsai-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	bin := o.ExprdBin
+	if bin == "" {
+		logf("building exprd from %s", o.ModuleDir)
+		if bin, err = exprdproc.Build(ctx, o.ModuleDir, tmp); err != nil {
+			return nil, err
+		}
+	}
+
+	sc := scenario{Prompt: "What is 2 + 3?", A: 2, B: 3, WantText: "2 + 3 = 5."}
+	model, err := scripted.Start(script(sc))
+	if err != nil {
+		return nil, err
+	}
+	defer model.Close()
+	math, err := providers.StartMath()
+	if err != nil {
+		return nil, err
+	}
+	defer math.Close()
+
+	// exprd's configuration: the scripted server as its only provider, the
+	// math manual from a directory.
+	cfgPath, manuals := filepath.Join(tmp, "models.json"), filepath.Join(tmp, "manuals")
+	noRetries := 0
+	stream := o.Stream
+	cfg, _ := json.Marshal(openaicompat.Config{Default: "scripted", Providers: map[string]openaicompat.ProviderConfig{
+		"scripted": {BaseURL: model.BaseURL(), Model: "scripted-model", Stream: &stream, MaxRetries: &noRetries},
+	}})
+	tmpl, _ := json.Marshal(map[string]any{"name": "math", "call_template_type": "http", "http_method": "GET", "url": math.URL() + "/utcp"})
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(manuals, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(manuals, "math.json"), tmpl, 0o600); err != nil {
+		return nil, err
+	}
+	// The environment must not send exprd's telemetry anywhere.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			os.Unsetenv(k)
+		}
+	}
+	exprdLog := &tailBuffer{max: 16 << 10}
+	var logTo io.Writer = exprdLog
+	if o.ExprdLog != nil {
+		logTo = io.MultiWriter(exprdLog, o.ExprdLog)
+	}
+	srv, err := exprdproc.Start(bin, logTo, "--models-config", cfgPath, "--manuals-dir", manuals)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+
+	rep := &Report{
+		Benchmark: "agentloop-vs-xsai", Turn: "two steps: the model calls add(2, 3) on the math HTTP provider, then answers",
+		Rounds: o.Rounds, TurnsPerRound: o.Turns, WarmupPerRnd: o.Warmup, ExprdStream: o.Stream,
+		GoVersion: runtime.Version(), NodeVersion: strings.TrimSpace(string(nodeVersion)), XSAIVersion: xsaiVersion,
+		CPUs: runtime.NumCPU(), Goal: 1.0, Fairness: fairness,
+	}
+	counts := []string{"--warmup", fmt.Sprint(o.Warmup), "--turns", fmt.Sprint(o.Turns)}
+	goSide := func() (*sideResult, error) {
+		cmd := exec.CommandContext(ctx, self, append(append([]string{"-addr", srv.Addr}, counts...), sc.args()...)...)
+		cmd.Env = append(os.Environ(), workerEnv+"=1")
+		return runSide(cmd, "exprd (Go client)", exprdLog)
+	}
+	nodeSide := func() (*sideResult, error) {
+		args := append([]string{"turn.mjs", "--base-url", model.BaseURL(), "--math-url", math.URL(),
+			"--model", "scripted-model", "--max-steps", "10"}, counts...)
+		cmd := exec.CommandContext(ctx, node, append(args, sc.args()...)...)
+		cmd.Dir = o.XSAIDir
+		return runSide(cmd, "xsai (node)", nil)
+	}
+	seen := 0
+	for r := range o.Rounds {
+		order := []string{"exprd", "xsai"}
+		if r%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		var med [2]int64
+		for _, name := range order {
+			var res *sideResult
+			side := &rep.Exprd
+			if name == "exprd" {
+				res, err = goSide()
+			} else {
+				side = &rep.XSAI
+				res, err = nodeSide()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("round %d: %w", r+1, err)
+			}
+			if res.Verified != o.Turns || len(res.DurationsNS) != o.Turns || res.ToolCalls != o.Turns+o.Warmup {
+				return nil, fmt.Errorf("round %d: %s verified %d of %d turns, ran the tool %d times", r+1, name, res.Verified, o.Turns, res.ToolCalls)
+			}
+			// The scripted server saw the side's two requests per turn, the
+			// second carrying the math provider's answer.
+			n, aborted, err := checkRequests(model, seen, 2*(o.Turns+o.Warmup), sc.wantResult())
+			if err != nil {
+				return nil, fmt.Errorf("round %d: %s: %w", r+1, name, err)
+			}
+			seen += n
+			side.add(res)
+			side.ClosedEarly += aborted
+			if name == "exprd" {
+				med[0] = res.MedianNS
+			} else {
+				med[1] = res.MedianNS
+				if res.XSAI != xsaiVersion {
+					return nil, fmt.Errorf("node ran xsai %s, want %s", res.XSAI, xsaiVersion)
+				}
+			}
+			logf("round %d/%d %-5s median %s (%d turns verified)", r+1, o.Rounds, name, ms(res.MedianNS), res.Verified)
+		}
+		rep.RoundRatios = append(rep.RoundRatios, float64(med[0])/float64(med[1]))
+	}
+	peak, err := exprdproc.PeakRSSMiB(srv.Pid())
+	if err != nil {
+		return nil, err
+	}
+	rep.Exprd.ServerPeakRSSMiB = round2(peak)
+	rep.Exprd.finish()
+	rep.XSAI.finish()
+	rep.Ratio = float64(rep.Exprd.MedianNS) / float64(rep.XSAI.MedianNS)
+	rep.RatioMin, rep.RatioMax = slices.Min(rep.RoundRatios), slices.Max(rep.RoundRatios)
+	rep.Ratio, rep.RatioMin, rep.RatioMax = round3(rep.Ratio), round3(rep.RatioMin), round3(rep.RatioMax)
+	for i := range rep.RoundRatios {
+		rep.RoundRatios[i] = round3(rep.RoundRatios[i])
+	}
+	rep.GoalMet = rep.Ratio <= rep.Goal
+	rep.ScriptedRequests = seen
+	hp, _ := selfRSS()
+	rep.HarnessPeakRSSMiB = round2(float64(hp) / 1024)
+	rep.ElapsedS = round2(time.Since(began).Seconds())
+	return rep, nil
+}
+
+// script is the loop both sides replay: a user message gets the call of
+// add, the tool's result the final text. No delays.
+func script(sc scenario) scripted.Script {
+	args, _ := json.Marshal(map[string]float64{"a": sc.A, "b": sc.B})
+	return scripted.Script{Loop: true, Turns: []scripted.Turn{
+		{Match: &scripted.Match{LastRole: "user"},
+			ToolCalls: []scripted.ToolCall{{Name: "add", Arguments: args}},
+			Usage:     &scripted.Usage{PromptTokens: 40, CompletionTokens: 12, TotalTokens: 52}},
+		{Match: &scripted.Match{LastRole: "tool"}, Text: sc.WantText,
+			Usage: &scripted.Usage{PromptTokens: 60, CompletionTokens: 8, TotalTokens: 68}},
+	}}
+}
+
+// checkRequests checks the scripted server's requests from index from on:
+// want of them, each answered by a turn of the script, none aborted, and
+// every tool message carrying the provider's answer.
+//
+// A request marked aborted is counted, not failed: the side's own check
+// saw the whole reply, and the mark means the client closed the
+// connection (rather than keeping it for the next request) before the
+// server's last write returned, as exprd's streamed provider may do right
+// after [DONE].
+func checkRequests(s *scripted.Server, from, want int, result string) (n, aborted int, err error) {
+	reqs := s.Requests()
+	if len(reqs)-from != want {
+		return 0, 0, fmt.Errorf("the scripted server got %d requests, want %d", len(reqs)-from, want)
+	}
+	tools := 0
+	for _, r := range reqs[from:] {
+		if r.Turn < 0 {
+			return 0, 0, fmt.Errorf("request %d: not answered as scripted: %s", r.N, r.Body)
+		}
+		if r.Aborted {
+			aborted++
+		}
+		msgs := r.Chat.Messages
+		if last := msgs[len(msgs)-1]; last.Role == "tool" {
+			if !jsonEqual([]byte(last.Content), result) {
+				return 0, 0, fmt.Errorf("request %d: the tool message is %q, want %s", r.N, last.Content, result)
+			}
+			tools++
+		}
+	}
+	if tools != want/2 {
+		return 0, 0, fmt.Errorf("%d of %d requests carried a tool result, want %d", tools, want, want/2)
+	}
+	return want, aborted, nil
+}
+
+// runSide runs one side's process for a round and decodes its report.
+func runSide(cmd *exec.Cmd, name string, extra *tailBuffer) (*sideResult, error) {
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := fmt.Sprintf("%s: %v\n%s", name, err, stderr.String())
+		if extra != nil {
+			msg += "\nexprd's log:\n" + extra.String()
+		}
+		return nil, errors.New(msg)
+	}
+	var r sideResult
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		return nil, fmt.Errorf("%s: its report: %v\n%s", name, err, stdout.String())
+	}
+	return &r, nil
+}
+
+func (s *Side) add(r *sideResult) {
+	s.durations = append(s.durations, r.DurationsNS...)
+	s.RoundMediansNS = append(s.RoundMediansNS, r.MedianNS)
+	s.Turns += r.Turns
+	s.VerifiedTurns += r.Verified
+	s.ToolCalls += r.ToolCalls
+	s.ClientPeakRSSMiB = max(s.ClientPeakRSSMiB, round2(float64(r.PeakRSSKiB)/1024))
+}
+
+func (s *Side) finish() {
+	s.MedianNS, s.P10NS, s.P90NS = quantiles(s.durations)
+	s.MinRoundMedianNS, s.MaxRoundMedianNS = slices.Min(s.RoundMediansNS), slices.Max(s.RoundMediansNS)
+	s.TotalPeakRSSMiB = round2(s.ClientPeakRSSMiB + s.ServerPeakRSSMiB)
+}
+
+// WriteTable writes the report for people.
+func (r *Report) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "\nAgentLoop vs xsai %s (node %s, %s): %s\n", r.XSAIVersion, r.NodeVersion, r.GoVersion, r.Turn)
+	fmt.Fprintf(w, "%d rounds x %d turns per side (+%d warm-up each), exprd provider streamed: %v\n\n", r.Rounds, r.TurnsPerRound, r.WarmupPerRnd, r.ExprdStream)
+	fmt.Fprintf(w, "%-7s %10s %10s %10s %21s %9s  %s\n", "side", "median", "p10", "p90", "round medians", "verified", "peak RSS")
+	row := func(name string, s Side, mem string) {
+		fmt.Fprintf(w, "%-7s %10s %10s %10s %21s %9s  %s\n", name, ms(s.MedianNS), ms(s.P10NS), ms(s.P90NS),
+			ms(s.MinRoundMedianNS)+" - "+ms(s.MaxRoundMedianNS), fmt.Sprintf("%d/%d", s.VerifiedTurns, s.Turns), mem)
+	}
+	row("exprd", r.Exprd, fmt.Sprintf("exprd %.1f MiB + Go client %.1f MiB = %.1f MiB", r.Exprd.ServerPeakRSSMiB, r.Exprd.ClientPeakRSSMiB, r.Exprd.TotalPeakRSSMiB))
+	row("xsai", r.XSAI, fmt.Sprintf("node %.1f MiB", r.XSAI.ClientPeakRSSMiB))
+	verdict := "met"
+	if !r.GoalMet {
+		verdict = "NOT met"
+	}
+	fmt.Fprintf(w, "\nexprd/xsai per-turn wall time: %.3fx (rounds %.3fx - %.3fx); goal <= %.1fx: %s\n", r.Ratio, r.RatioMin, r.RatioMax, r.Goal, verdict)
+	if r.Exprd.ClosedEarly+r.XSAI.ClosedEarly > 0 {
+		fmt.Fprintf(w, "model requests whose connection the client closed at the end of the reply: exprd %d, xsai %d\n",
+			r.Exprd.ClosedEarly, r.XSAI.ClosedEarly)
+	}
+	fmt.Fprintf(w, "%d scripted requests checked; harness (scripted server + math provider) peak RSS %.1f MiB; %.1f s\n\n",
+		r.ScriptedRequests, r.HarnessPeakRSSMiB, r.ElapsedS)
+}
+
+func ms(ns int64) string { return fmt.Sprintf("%.3f ms", float64(ns)/1e6) }
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+// findModule walks up from the working directory to exprd's module root.
+func findModule() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(b, []byte("module github.com/exprd/exprd\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("exprd's module root not found above the working directory: pass --module")
+		}
+		dir = parent
+	}
+}
+
+// ensureNodeModules runs `npm ci` unless node_modules holds the xsai
+// version package-lock.json pins, and returns that version.
+func ensureNodeModules(ctx context.Context, dir string, logf func(string, ...any)) (string, error) {
+	var lock struct {
+		Packages map[string]struct{ Version string } `json:"packages"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal(b, &lock); err != nil {
+		return "", fmt.Errorf("%s/package-lock.json: %v", dir, err)
+	}
+	want := lock.Packages["node_modules/xsai"].Version
+	if want == "" {
+		return "", fmt.Errorf("%s/package-lock.json pins no xsai", dir)
+	}
+	installed := func() string {
+		var pkg struct{ Version string }
+		b, err := os.ReadFile(filepath.Join(dir, "node_modules", "xsai", "package.json"))
+		if err != nil || json.Unmarshal(b, &pkg) != nil {
+			return ""
+		}
+		return pkg.Version
+	}
+	if installed() == want {
+		return want, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return "", fmt.Errorf("npm: %w", err)
+	}
+	logf("npm ci in %s (xsai %s)", dir, want)
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("npm ci: %v\n%s", err, out)
+	}
+	if got := installed(); got != want {
+		return "", fmt.Errorf("after npm ci node_modules holds xsai %q, want %s", got, want)
+	}
+	return want, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
