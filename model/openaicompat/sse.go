@@ -101,3 +101,13 @@ func (r *sseReader) next() (data, typ []byte, err error) {
 func (r *sseReader) event() ([]byte, []byte, error) { return r.data, r.typ, nil }
 
 func (r *sseReader) Close() error { return r.body.Close() }
+
+// maxDrain bounds what drain reads: a server still sending after [DONE]
+// is not worth its connection.
+const maxDrain = 4 << 10
+
+// drain reads what is left of the body, up to maxDrain bytes, so that the
+// HTTP client can reuse the connection.
+func (r *sseReader) drain() {
+	_, _ = io.CopyN(io.Discard, r.body, maxDrain)
+}

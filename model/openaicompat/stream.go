@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/exprd/exprd/model"
 )
+
+// drainWait bounds the wait for the body's end after [DONE].
+const drainWait = 100 * time.Millisecond
 
 var (
 	doneData   = []byte("[DONE]")
@@ -124,13 +128,24 @@ func (s *chatStream) Close() error {
 	return s.release()
 }
 
+// release ends the request. After a reply that is over, it first reads
+// the body's end (what follows [DONE]: the chunked encoding's last chunk)
+// so that the connection goes back to the pool; cancelling first would
+// close it and cost the next request a new one.
 func (s *chatStream) release() error {
 	if s.closed {
 		return nil
 	}
 	s.closed = true
+	if s.err == io.EOF {
+		// A server that neither ends the body nor sends more gets cut.
+		t := time.AfterFunc(drainWait, s.cancel)
+		s.sse.drain()
+		t.Stop()
+	}
+	err := s.sse.Close()
 	s.cancel()
-	return s.sse.Close()
+	return err
 }
 
 // reportedMessage is the message of an error event: error.message, else

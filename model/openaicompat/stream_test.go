@@ -76,6 +76,34 @@ func TestTurn(t *testing.T) {
 	}
 }
 
+// Turns one after another share one connection, streamed or not: a reply
+// read to [DONE] gives its connection back to the pool.
+func TestConnectionReuse(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{true, false} {
+		t.Run(map[bool]string{true: "streamed", false: "not streamed"}[stream], func(t *testing.T) {
+			t.Parallel()
+			srv, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{lampTurn}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(srv.Close)
+			p := provider(t, srv, func(c *openaicompat.ProviderConfig) { c.Stream = &stream })
+			// A few hundred turns: the race the drain closes (the client
+			// cancelling before the body's end arrives) is rare.
+			const turns = 300
+			for range turns {
+				if _, _, err := turn(t, p, ask); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := srv.Connections(); n != 1 {
+				t.Errorf("%d turns opened %d connections, want 1", turns, n)
+			}
+		})
+	}
+}
+
 func TestComplete(t *testing.T) {
 	t.Parallel()
 	p := provider(t, serve(t, scripted.Turn{Text: "Two lamps."}), nil)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,7 +30,8 @@ type Server struct {
 	done    chan struct{}
 	created int64
 
-	wg sync.WaitGroup // Serve, every connection and every handler
+	wg    sync.WaitGroup // Serve, every connection and every handler
+	conns atomic.Int64   // connections opened
 
 	mu       sync.Mutex
 	next     int // the turn a pass goes on from
@@ -69,6 +71,7 @@ func Start(script Script) (*Server, error) {
 			switch st {
 			case http.StateNew:
 				s.wg.Add(1)
+				s.conns.Add(1)
 			case http.StateClosed, http.StateHijacked:
 				s.wg.Done()
 			}
@@ -81,6 +84,10 @@ func Start(script Script) (*Server, error) {
 	}()
 	return s, nil
 }
+
+// Connections is how many connections clients have opened so far: a client
+// that reuses its connections opens one per request it makes at once.
+func (s *Server) Connections() int { return int(s.conns.Load()) }
 
 // URL is the server's root, http://127.0.0.1:PORT.
 func (s *Server) URL() string { return s.url }
