@@ -24,13 +24,20 @@ help: ## Describe useful make targets
 run: ## Start exprd with the embedded demo on $(ADDR)
 	go run ./cmd/exprd --demo --listen $(ADDR)
 
+# Modules of their own, so that their dependencies (cel-go, goja, gonum
+# plot; kustomize, k8s.io/api) never become exprd's.
+NESTED_MODULES := bench deploy
+
 .PHONY: test
-test: ## Run every test with the race detector
+test: ## Run every test: exprd's with the race detector, then the bench and deploy modules'
 	go test -race -count=1 ./...
+	for m in $(NESTED_MODULES); do (cd $$m && go test -count=1 ./...); done
+
+BENCH_COUNT ?= 5
 
 .PHONY: bench
-bench: ## Run the benchmarks (ratios against baselines in the same run)
-	go test -run='^$$' -bench=. -benchmem -count=5 ./evaluator/... ./server/... ./utcp/... ./model/... ./codemode/...
+bench: ## Run every benchmark against its baseline and peers; writes BENCHMARKS.md's tables and benchmarks-scale.png
+	cd bench && go run ./cmd/benchreport --module .. --count $(BENCH_COUNT)
 
 FUZZTIME ?= 10s
 
@@ -73,6 +80,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## Run buf lint, gofmt, go vet and staticche
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'); exit 1; }
 	go vet ./...
 	staticcheck ./...
+	for m in $(NESTED_MODULES); do (cd $$m && go vet ./... && staticcheck ./...); done
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck $(BIN)/grpcurl ## Install the pinned tools into ./bin
