@@ -90,8 +90,8 @@ func (r report) pairRow(p pair) string {
 		return fmt.Sprintf("| %s | missing | missing | — | %s |\n", p.what, goal(p.goal, 0))
 	}
 	ratio := x.Median / y.Median
-	return fmt.Sprintf("| %s (`%s`, `%s`) | %s, %s | %s, %s | **%.2f×** | %s |\n",
-		p.what, p.exprd, p.baseline, durRange(x), r.allocs(p.exprd), durRange(y), r.allocs(p.baseline), ratio, goal(p.goal, ratio))
+	return fmt.Sprintf("| %s (`%s`, `%s`) | %s, %s | %s, %s | **%s×** | %s |\n",
+		p.what, p.exprd, p.baseline, durRange(x), r.allocs(p.exprd), durRange(y), r.allocs(p.baseline), ratioText(ratio), goal(p.goal, ratio))
 }
 
 // interleavedRow adds the agent benchmark that alternates the two sides in
@@ -164,6 +164,14 @@ func (r report) allocs(key string) string {
 		return "? allocs"
 	}
 	return fmt.Sprintf("%.0f allocs", a.Median)
+}
+
+// ratioText gives two decimals, or three significant figures below 0.1.
+func ratioText(r float64) string {
+	if r < 0.1 {
+		return fmt.Sprintf("%.3g", r)
+	}
+	return fmt.Sprintf("%.2f", r)
 }
 
 func goal(g, ratio float64) string {
