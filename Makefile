@@ -51,7 +51,7 @@ LOAD_IDLE ?= 10000
 
 .PHONY: loadtest
 loadtest: ## Load a local exprd: LOAD_STREAMS streams for LOAD_DURATION, then LOAD_IDLE idle sessions
-	go build -o $(BIN)/exprd ./cmd/exprd
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/exprd ./cmd/exprd
 	go build -o $(BIN)/exprd-load ./cmd/exprd-load
 	$(BIN)/exprd-load --exprd $(BIN)/exprd --streams $(LOAD_STREAMS) --duration $(LOAD_DURATION) --idle $(LOAD_IDLE)
 

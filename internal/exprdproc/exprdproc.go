@@ -27,11 +27,14 @@ type Proc struct {
 }
 
 // Build compiles ./cmd/exprd of the module rooted at moduleDir into dir
-// and returns the binary's path.
+// and returns the binary's path. It builds as the container image does
+// (deploy/Dockerfile: static, -trimpath), so that the tests which build
+// exprd share one build cache entry and compile it once.
 func Build(ctx context.Context, moduleDir, dir string) (string, error) {
 	bin := filepath.Join(dir, "exprd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/exprd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/exprd")
 	cmd.Dir = moduleDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/exprd: %v\n%s", err, out)
 	}
