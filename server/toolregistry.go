@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,48 +41,91 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 		return nil, badRequest("name", "the manual needs a name")
 	}
 	var src utcp.Source
+	var field string
+	var overTLS bool
 	switch s := req.GetSource().(type) {
 	case *exprdv1.RegisterManualRequest_Url:
-		src = utcp.FromURL(s.Url)
+		src, field = utcp.FromURL(s.Url), "url"
 	case *exprdv1.RegisterManualRequest_ManualJson:
-		src = utcp.FromText(string(s.ManualJson)).AllowProtocols("http", "streamable_http", "sse", "grpc")
+		src, field = utcp.FromText(string(s.ManualJson)).AllowProtocols("http", "streamable_http", "sse", "grpc"), "manual_json"
 	case *exprdv1.RegisterManualRequest_GrpcTarget:
-		host, port, err := net.SplitHostPort(s.GrpcTarget)
-		if err != nil {
-			return nil, badRequest("grpc_target", "want host:port")
+		var err error
+		if src, overTLS, err = t.grpcSource(s.GrpcTarget, req.GetGrpcSecurity()); err != nil {
+			return nil, err
 		}
-		tmpl, _ := json.Marshal(map[string]any{"call_template_type": "grpc", "host": host, "port": port, "service_name": "grpcpb.UTCPService"})
-		src = utcp.FromTemplate(tmpl)
+		field = "grpc_target"
 	default:
 		return nil, badRequest("source", "give one of url, manual_json or grpc_target")
 	}
+	if field != "grpc_target" && req.GetGrpcSecurity() != exprdv1.RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED {
+		return nil, badRequest("grpc_security", "applies only to grpc_target; leave it unset for url and manual_json")
+	}
+	register := t.reg.Register
 	if req.GetReplace() {
-		_ = t.reg.Deregister(req.GetName())
+		// Replace reads and checks the new manual in full before it takes
+		// the old one's place: a refused replacement leaves the old one.
+		register = t.reg.Replace
 	}
-	r, err := t.reg.Register(ctx, req.GetName(), src)
+	r, err := register(ctx, req.GetName(), src)
+	var te *utcp.TransportError
+	if overTLS && errors.As(err, &te) && te.Reason == utcp.ReasonUnreachable {
+		// A plaintext provider, or a certificate the server does not
+		// trust, looks the same from here: say which checks were made.
+		return nil, status.Error(codes.Unavailable, "utcp: provider unreachable over TLS: check that the target serves TLS "+
+			"with a certificate the server trusts for that host")
+	}
 	if err != nil {
-		return nil, registryStatus(err)
+		return nil, registryStatus(err, field)
 	}
-	return &exprdv1.RegisterManualResponse{Tools: r.Tools}, nil
+	return &exprdv1.RegisterManualResponse{Tools: r.Tools, Manual: r.Manual}, nil
+}
+
+// grpcSource is the manual call template of a grpc_target: go-utcp's
+// UTCPService at host:port, over TLS (reported as true) unless the target is
+// a host plaintext may reach (loopback) and the caller did not ask for TLS.
+func (t *toolRegistry) grpcSource(target string, sec exprdv1.RegisterManualRequest_GrpcSecurity) (utcp.Source, bool, error) {
+	host, port, err := net.SplitHostPort(target)
+	if err != nil || host == "" {
+		return utcp.Source{}, false, badRequest("grpc_target", "want host:port, e.g. tools.example.com:443 or 127.0.0.1:9339")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return utcp.Source{}, false, badRequest("grpc_target", "the port must be a number in [1, 65535]")
+	}
+	var useTLS bool
+	switch sec {
+	case exprdv1.RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED:
+		useTLS = !t.reg.PlaintextAllowed(host)
+	case exprdv1.RegisterManualRequest_GRPC_SECURITY_TLS:
+		useTLS = true
+	case exprdv1.RegisterManualRequest_GRPC_SECURITY_PLAINTEXT:
+		if !t.reg.PlaintextAllowed(host) {
+			return utcp.Source{}, false, badRequest("grpc_security", "plaintext may reach only loopback hosts (localhost, 127.0.0.1, ::1); "+
+				"leave grpc_security unset or set GRPC_SECURITY_TLS to reach this host over TLS")
+		}
+	default:
+		return utcp.Source{}, false, badRequest("grpc_security", fmt.Sprintf("unknown value %d: GRPC_SECURITY_TLS or GRPC_SECURITY_PLAINTEXT, or unset", sec))
+	}
+	tmpl, _ := json.Marshal(map[string]any{"call_template_type": "grpc", "host": host, "port": port,
+		"service_name": "grpcpb.UTCPService", "use_ssl": useTLS})
+	return utcp.FromTemplate(tmpl), useTLS, nil
 }
 
 func (t *toolRegistry) DeregisterManual(_ context.Context, req *exprdv1.DeregisterManualRequest) (*exprdv1.DeregisterManualResponse, error) {
-	var names []string
-	for _, tool := range t.reg.List() {
-		if tool.ManualName() == req.GetName() {
-			names = append(names, tool.Name)
-		}
+	if req.GetName() == "" {
+		return nil, badRequest("name", "the manual's name is empty")
 	}
-	if err := t.reg.Deregister(req.GetName()); err != nil {
-		return nil, registryStatus(err)
+	r, err := t.reg.Remove(req.GetName())
+	if err != nil {
+		return nil, registryStatus(err, "name")
 	}
-	return &exprdv1.DeregisterManualResponse{Tools: names}, nil
+	return &exprdv1.DeregisterManualResponse{Tools: r.Tools, Manual: r.Manual}, nil
 }
 
 func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsRequest) (*exprdv1.ListToolsResponse, error) {
 	out := &exprdv1.ListToolsResponse{}
+	manual := utcp.SanitizeManualName(req.GetManual())
 	for _, tool := range t.reg.List() {
-		if req.GetManual() == "" || tool.ManualName() == req.GetManual() {
+		if manual == "" || tool.ManualName() == manual {
 			out.Tools = append(out.Tools, toolInfo(tool))
 		}
 	}
@@ -109,25 +154,6 @@ func toolInfo(t *utcp.Tool) *exprdv1.ToolInfo {
 		info.CallTemplateType = t.Template.Type
 	}
 	return info
-}
-
-// registryStatus maps the registry's errors to codes; the messages are the
-// registry's own, which name paths and keys but hold no provider's text.
-func registryStatus(err error) error {
-	var me *utcp.ManualError
-	switch {
-	case errors.As(err, &me) && strings.Contains(me.Msg, "already registered"):
-		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, utcp.ErrInvalidManual), errors.Is(err, utcp.ErrVariableNotFound):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, utcp.ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, utcp.ErrTimeout):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, utcp.ErrTransport):
-		return status.Error(codes.Unavailable, err.Error())
-	}
-	return status.Error(codes.Internal, "internal error")
 }
 
 // utcpFunction is a host function backed by a registered UTCP tool: its

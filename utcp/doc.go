@@ -23,7 +23,14 @@
 // manual, the `text` template), FromTemplate (any manual call template whose
 // transport discovers) or FromManual. Tools are named `<manual>.<tool>`: the
 // manual's name has every non-word character turned into `_`, and the tool's
-// name is prefixed unless it already starts with `<manual>.`. A template's
+// name is prefixed unless it already starts with `<manual>.`. Every method
+// that takes a manual's name (Replace, Deregister, Remove) or a tool's full
+// name (Tool, Call, CallStream; NormalizeToolName) sanitises the manual part
+// the same way, so the name a manual was registered under (`my-api`,
+// `my-api.get`) works everywhere; what they return shows the sanitised form.
+// Register refuses a name already taken (*AlreadyExistsError); Replace reads
+// and checks the new manual in full, then swaps it for the old one in one
+// step, leaving the old one as it was on any error. A template's
 // allowed_communication_protocols (default: its own type) filter the tools;
 // when every tool is filtered out registration fails and says so, where the
 // SDK silently registers nothing. LoadDir registers a directory of manuals
@@ -44,9 +51,14 @@
 // the URL-encoded argument (a missing one fails before any request); every
 // other argument goes to the query string, for every method, in key order,
 // arrays as k[]=v, objects as k[sub]=v, booleans as true/false, nulls
-// dropped. A status >= 400 is a *TransportError carrying the status and the
-// decoded body (bounded). JSON responses are decoded (numbers as float64),
-// others returned as text. Plain http:// may reach only localhost, 127.0.0.1
+// dropped. A status >= 400 is a *TransportError carrying the status and, of
+// the body, only the provider's own short message (its JSON `error`,
+// `message` or `detail` field, or `error.message`, when that is one line of
+// at most MaxProviderMessageChars; see ProviderErrorBody): the reference
+// clients pass the whole body on, but it is upstream raw text (HTML, stack
+// traces, internal host names) that must not reach a model or a client. The
+// body, bounded, stays behind Unwrap for logs. JSON responses are decoded
+// (numbers as float64), others returned as text. Plain http:// may reach only localhost, 127.0.0.1
 // and ::1 unless WithInsecureHTTP allows more; a redirect to another host is
 // not followed; bodies are capped (WithMaxResponseBytes, default 8 MiB).
 //
@@ -79,9 +91,10 @@
 //
 // Errors are typed, wrapped with %w, and match one sentinel each:
 // ErrNotFound (*NotFoundError, with close names), ErrInvalidArguments,
-// ErrTransport (*TransportError: a Reason, the status and a bounded body,
-// never a lower-level error's text, which stays behind Unwrap for logs),
-// ErrTimeout (*TimeoutError), ErrInvalidManual (*ManualError) and
+// ErrTransport (*TransportError: a Reason, the status and the provider's
+// short message, never its raw body nor a lower-level error's text, which
+// stay behind Unwrap for logs), ErrTimeout (*TimeoutError), ErrInvalidManual
+// (*ManualError), ErrAlreadyExists (*AlreadyExistsError) and
 // ErrVariableNotFound. A caller's cancellation is returned as
 // context.Canceled. Only server/ maps them to gRPC codes.
 //

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Sentinels for errors.Is. Every error the package returns for a tool call or
@@ -30,11 +32,19 @@ var (
 	ErrInvalidManual = errors.New("utcp: invalid manual")
 	// ErrVariableNotFound: a ${VAR} of a call template has no value.
 	ErrVariableNotFound = errors.New("utcp: variable not found")
+	// ErrAlreadyExists: a manual of that name (or a tool of that full name)
+	// is already registered.
+	ErrAlreadyExists = errors.New("utcp: already exists")
 )
 
-// MaxErrorBodyChars bounds the provider body an error carries: a status
-// error says what the provider answered, not all of it.
+// MaxErrorBodyChars bounds the provider body a status error keeps for logs
+// (behind Unwrap); it is never shown (see TransportError).
 const MaxErrorBodyChars = 1024
+
+// MaxProviderMessageChars bounds the provider's own error message that a
+// status error may show: a longer one is left out whole, not cut, since it
+// is more likely a dump than a message.
+const MaxProviderMessageChars = 200
 
 // NotFoundError is returned for an unknown tool or manual. Similar lists
 // registered names close to the one asked for (at most MaxSimilarNames).
@@ -65,6 +75,24 @@ func (e *NotFoundError) Error() string {
 
 // Is reports whether target is ErrNotFound.
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// AlreadyExistsError is returned when Register meets a manual of the same
+// (sanitised) name, or a tool whose full name another manual has.
+type AlreadyExistsError struct {
+	Kind   string // "manual" or "tool"
+	Name   string // the manual's or the tool's full name
+	Manual string // the manual being registered
+}
+
+func (e *AlreadyExistsError) Error() string {
+	if e.Kind == "tool" {
+		return fmt.Sprintf("utcp: manual %q: tool %q is already registered by another manual", e.Manual, e.Name)
+	}
+	return fmt.Sprintf("utcp: manual %q: already registered; deregister it first, or replace it", e.Name)
+}
+
+// Is reports whether target is ErrAlreadyExists.
+func (e *AlreadyExistsError) Is(target error) bool { return target == ErrAlreadyExists }
 
 // InvalidArgumentsError is returned when a call's arguments are refused
 // before any request is sent. Problems are short, one per failing keyword,
@@ -100,15 +128,19 @@ const (
 )
 
 // TransportError is a failure between exprd and the provider. It carries the
-// provider's status and a bounded summary of its body, never the raw text of
-// a lower-level error (which may name hosts): that stays reachable through
-// Unwrap, for logs.
+// provider's status and what may be shown of its answer, never the raw text
+// of the provider's body or of a lower-level error (either may name hosts,
+// or hold a stack trace): those stay reachable through Unwrap, for logs.
 type TransportError struct {
 	Tool   string
 	Reason Reason
 	Status int // HTTP status when the provider answered, else 0
-	Body   any // the provider's body (decoded JSON or text), bounded by MaxErrorBodyChars
-	cause  error
+	// Body is what may be shown of the answer: for a status error, the
+	// provider's short message as a one-key object ({"error": "…"}, see
+	// ProviderError), or nil when its body has none; for other reasons, a
+	// text of ours that says more.
+	Body  any
+	cause error
 }
 
 func (e *TransportError) Error() string {
@@ -127,7 +159,10 @@ func (e *TransportError) Error() string {
 	case ReasonBroken:
 		what = "connection to the provider broke before the response ended"
 	case ReasonInsecureURL:
-		what = "plain http:// is allowed only to loopback hosts"
+		what = "without TLS only loopback hosts (localhost, 127.0.0.1, ::1) may be reached"
+		if e.Body == nil {
+			what += ": use an https:// URL"
+		}
 	case ReasonNotCallable:
 		what = "this tool only describes a manual and cannot be called"
 	case ReasonAuth:
@@ -262,14 +297,73 @@ func truncate(s string, n int) string {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// boundBody keeps a parsed body when its JSON is short enough, else its
-// truncated text.
-func boundBody(raw []byte, parsed any) any {
-	if parsed != nil && len(raw) <= MaxErrorBodyChars {
-		return parsed
+// ProviderError is a provider's answer of a status >= 400, as a client may
+// see it: the status, and the provider's own message when its body has a
+// short one (ProviderErrorBody). The body itself, bounded to
+// MaxErrorBodyChars, is kept behind Unwrap for logs. hosts (the provider's
+// host and address) are taken out of the message. Transports of other
+// packages use it for the statuses they read.
+func ProviderError(tool string, status int, body []byte, parsed any, hosts ...string) *TransportError {
+	e := &TransportError{Tool: tool, Reason: ReasonStatus, Status: status}
+	if b := ProviderErrorBody(parsed, hosts...); b != nil {
+		e.Body = b
 	}
-	if len(raw) == 0 {
+	if len(body) > 0 {
+		e.cause = providerBody(truncate(string(body), MaxErrorBodyChars))
+	}
+	return e
+}
+
+// providerBody is a provider's raw error body, kept for logs only.
+type providerBody string
+
+func (b providerBody) Error() string { return "provider body: " + string(b) }
+
+// providerMessageKeys are the fields of a JSON error body that commonly hold
+// a message for people, in the order they are tried.
+var providerMessageKeys = []string{"error", "message", "detail"}
+
+// ProviderErrorBody is what may be shown of a provider's decoded error body:
+// its `error`, `message` or `detail` field (or `error.message`) as a one-key
+// object ({"error": "amount must be positive"}) when that is a short line of
+// text (ProviderMessage); nil for anything else — plain text, HTML, a long
+// or nested dump — so that no upstream raw text reaches a client.
+func ProviderErrorBody(parsed any, hosts ...string) map[string]any {
+	obj, ok := parsed.(map[string]any)
+	if !ok {
 		return nil
 	}
-	return truncate(string(raw), MaxErrorBodyChars)
+	for _, k := range providerMessageKeys {
+		v := obj[k]
+		if nested, ok := v.(map[string]any); ok && k == "error" {
+			v = nested["message"]
+		}
+		if s, ok := v.(string); ok {
+			if m := ProviderMessage(s, hosts...); m != "" {
+				return map[string]any{k: m}
+			}
+		}
+	}
+	return nil
+}
+
+// ProviderMessage returns msg, trimmed and with each of hosts replaced by
+// "[provider]", when it is fit to show a client: one line of printable text
+// of at most MaxProviderMessageChars bytes. Anything else is "".
+func ProviderMessage(msg string, hosts ...string) string {
+	msg = strings.TrimSpace(msg)
+	for _, h := range hosts {
+		if len(h) > 1 {
+			msg = strings.ReplaceAll(msg, h, "[provider]")
+		}
+	}
+	if msg == "" || len(msg) > MaxProviderMessageChars || !utf8.ValidString(msg) {
+		return ""
+	}
+	for _, r := range msg {
+		if !unicode.IsPrint(r) {
+			return ""
+		}
+	}
+	return msg
 }

@@ -50,8 +50,10 @@ func TestFaults(t *testing.T) {
 			},
 			check: func(t *testing.T, err error) {
 				transport(utcp.ReasonStatus, 500)(t, err)
-				if !strings.Contains(err.Error(), "provider answered 500: internal trouble") {
-					t.Errorf("message %q: want the status and the body's summary", err)
+				// A plain-text body is the provider's raw text: only the
+				// status is shown (the body stays behind Unwrap, for logs).
+				if got, want := err.Error(), `utcp: tool "svc.op": provider answered 500`; got != want {
+					t.Errorf("message: got %q, want %q", got, want)
 				}
 			},
 		},

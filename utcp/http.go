@@ -69,7 +69,7 @@ func (h *httpTransport) Discover(ctx context.Context) (*Document, error) {
 	ct := resp.Header.Get("Content-Type")
 	if resp.StatusCode >= 400 {
 		parsed, _ := decodeResponse(body, ct)
-		return nil, &TransportError{Reason: ReasonStatus, Status: resp.StatusCode, Body: boundBody(body, parsed)}
+		return nil, ProviderError("", resp.StatusCode, body, parsed, req.URL.Host, req.URL.Hostname())
 	}
 	mt := mediaType(ct)
 	return &Document{Body: body, ContentType: mt, Location: req.URL.String()}, nil
@@ -89,7 +89,7 @@ func doJSON(ctx context.Context, env Env, req *http.Request, tool string) (any, 
 	ct := resp.Header.Get("Content-Type")
 	if resp.StatusCode >= 400 {
 		parsed, _ := decodeResponse(body, ct)
-		return nil, &TransportError{Tool: tool, Reason: ReasonStatus, Status: resp.StatusCode, Body: boundBody(body, parsed)}
+		return nil, ProviderError(tool, resp.StatusCode, body, parsed, req.URL.Host, req.URL.Hostname())
 	}
 	v, err := decodeResponse(body, ct)
 	if err != nil {

@@ -449,3 +449,15 @@ func FullToolName(manual, tool string) string {
 	}
 	return manual + "." + tool
 }
+
+// NormalizeToolName is a full tool name with its manual part (before the
+// first `.`) sanitised as Register sanitises a manual's name: `my-api.get`
+// becomes `my_api.get`, the name the registry knows the tool by. A name
+// without a `.` is returned as it is.
+func NormalizeToolName(name string) string {
+	manual, tool, ok := strings.Cut(name, ".")
+	if !ok {
+		return name
+	}
+	return SanitizeManualName(manual) + "." + tool
+}

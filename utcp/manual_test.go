@@ -162,8 +162,10 @@ func TestRegisterNamesAndPrefixes(t *testing.T) {
 	if len(nf.Similar) == 0 || nf.Similar[0] != "demo_shop.add" {
 		t.Errorf("similar names: got %v, want demo_shop.add first", nf.Similar)
 	}
-	if _, err := r.Register(context.Background(), "demo_shop", utcp.FromText(manual).AllowProtocols("http")); !errors.Is(err, utcp.ErrInvalidManual) {
-		t.Errorf("registering the same name twice: got %v, want ErrInvalidManual", err)
+	_, err = r.Register(context.Background(), "demo_shop", utcp.FromText(manual).AllowProtocols("http"))
+	var ae *utcp.AlreadyExistsError
+	if !errors.As(err, &ae) || !errors.Is(err, utcp.ErrAlreadyExists) || ae.Kind != "manual" || ae.Name != "demo_shop" {
+		t.Errorf("registering the same name twice: got %v, want *AlreadyExistsError for manual demo_shop", err)
 	}
 }
 

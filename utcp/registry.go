@@ -111,12 +111,27 @@ func (r *Registry) env(manual string) Env {
 }
 
 // Register reads a manual from src and registers its tools as
-// `<name>.<tool>`. name is sanitised (non-word characters become `_`); when
-// empty it is the template's name, or a file's base name. Everything is
-// checked first (tool fields, schemas, call templates, the allowed
-// protocols): an error registers nothing. A manual whose every tool is
-// filtered out by the allowed protocols is an error.
+// `<name>.<tool>`. name is sanitised (non-word characters become `_`,
+// SanitizeManualName); when empty it is the template's name, or a file's
+// base name. Everything is checked first (tool fields, schemas, call
+// templates, the allowed protocols): an error registers nothing. A manual
+// whose every tool is filtered out by the allowed protocols is an error. A
+// name already registered is an *AlreadyExistsError (see Replace).
 func (r *Registry) Register(ctx context.Context, name string, src Source) (*Registration, error) {
+	return r.register(ctx, name, src, false)
+}
+
+// Replace is Register that replaces a manual of the same name, or registers
+// it when there is none. The new manual is read, fetched and checked in full
+// before anything changes; then its tools take the old ones' place in one
+// step, so a concurrent call, list or search sees either the old manual or
+// the new one, never a mix and never neither. On any error the old manual
+// and its tools stay exactly as they were.
+func (r *Registry) Replace(ctx context.Context, name string, src Source) (*Registration, error) {
+	return r.register(ctx, name, src, true)
+}
+
+func (r *Registry) register(ctx context.Context, name string, src Source, replace bool) (*Registration, error) {
 	tmpl, err := src.callTemplate()
 	if err != nil {
 		return nil, prefixWithManual(err, SanitizeManualName(name))
@@ -132,8 +147,8 @@ func (r *Registry) Register(ctx context.Context, name string, src Source) (*Regi
 		return nil, &ManualError{Msg: "a manual needs a name (give one, or a template name)"}
 	}
 	name = SanitizeManualName(name)
-	if _, taken := r.cat.Load().manuals[name]; taken {
-		return nil, &ManualError{Manual: name, Msg: "already registered; deregister it first"}
+	if _, taken := r.cat.Load().manuals[name]; taken && !replace {
+		return nil, &AlreadyExistsError{Kind: "manual", Name: name, Manual: name}
 	}
 	allowed := src.allowed
 	if allowed == nil && tmpl != nil {
@@ -156,14 +171,19 @@ func (r *Registry) Register(ctx context.Context, name string, src Source) (*Regi
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.cat.Load()
-	if _, taken := old.manuals[name]; taken {
-		return nil, &ManualError{Manual: name, Msg: "already registered; deregister it first"}
-	}
 	next := old.clone()
+	if prev, taken := old.manuals[name]; taken {
+		if !replace {
+			return nil, &AlreadyExistsError{Kind: "manual", Name: name, Manual: name}
+		}
+		for _, t := range prev.tools {
+			delete(next.tools, t)
+		}
+	}
 	me := &manualEntry{name: name}
 	for _, e := range entries {
 		if _, clash := next.tools[e.tool.Name]; clash {
-			return nil, &ManualError{Manual: name, Msg: fmt.Sprintf("tool %q is already registered by another manual", e.tool.Name)}
+			return nil, &AlreadyExistsError{Kind: "tool", Name: e.tool.Name, Manual: name}
 		}
 		next.tools[e.tool.Name] = e
 		me.tools = append(me.tools, e.tool.Name)
@@ -220,14 +240,24 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 	return entries, skipped, nil
 }
 
-// Deregister removes a manual and its tools.
+// Deregister removes a manual and its tools. name is sanitised as Register
+// sanitises it, so the name a manual was registered under works here too.
 func (r *Registry) Deregister(name string) error {
+	_, err := r.Remove(name)
+	return err
+}
+
+// Remove is Deregister that reports what it removed: the manual's sanitised
+// name and its tools' full names, sorted. An unknown manual is a
+// *NotFoundError.
+func (r *Registry) Remove(name string) (*Registration, error) {
+	name = SanitizeManualName(name)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.cat.Load()
 	me, ok := old.manuals[name]
 	if !ok {
-		return &NotFoundError{Kind: "manual", Name: name, Similar: similarNames(name, sortedKeys(old.manuals))}
+		return nil, &NotFoundError{Kind: "manual", Name: name, Similar: similarNames(name, sortedKeys(old.manuals))}
 	}
 	next := old.clone()
 	delete(next.manuals, name)
@@ -236,8 +266,13 @@ func (r *Registry) Deregister(name string) error {
 	}
 	next.reindex()
 	r.cat.Store(next)
-	return nil
+	return &Registration{Manual: name, Tools: slices.Clone(me.tools)}, nil
 }
+
+// PlaintextAllowed reports whether a connection without TLS may reach host
+// (a host name or IP, no port): loopback always, other hosts only when
+// WithInsecureHTTP allowed them.
+func (r *Registry) PlaintextAllowed(host string) bool { return r.env("").PlaintextAllowed(host) }
 
 // Manuals lists the registered manuals' names, sorted.
 func (r *Registry) Manuals() []string { return sortedKeys(r.cat.Load().manuals) }
@@ -253,7 +288,8 @@ func (r *Registry) List() []*Tool {
 	return out
 }
 
-// Tool returns the tool of that full name.
+// Tool returns the tool of that full name (its manual part sanitised, as
+// Register sanitises a manual's name).
 func (r *Registry) Tool(name string) (*Tool, error) {
 	e, err := r.lookup(name)
 	if err != nil {
@@ -262,9 +298,14 @@ func (r *Registry) Tool(name string) (*Tool, error) {
 	return e.tool, nil
 }
 
+// lookup finds a tool by its full name, its manual part normalised
+// (NormalizeToolName): `my-api.get` finds `my_api.get`.
 func (r *Registry) lookup(name string) (*toolEntry, error) {
 	c := r.cat.Load()
 	if e, ok := c.tools[name]; ok {
+		return e, nil
+	}
+	if e, ok := c.tools[NormalizeToolName(name)]; ok {
 		return e, nil
 	}
 	return nil, &NotFoundError{Kind: "tool", Name: name, Similar: similarNames(name, c.names)}

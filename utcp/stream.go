@@ -100,7 +100,7 @@ func openStream(ctx context.Context, env Env, req *http.Request, tool string) (*
 			return nil, &TransportError{Tool: tool, Reason: ReasonStatus, Status: resp.StatusCode}
 		}
 		parsed, _ := decodeResponse(body, resp.Header.Get("Content-Type"))
-		return nil, &TransportError{Tool: tool, Reason: ReasonStatus, Status: resp.StatusCode, Body: boundBody(body, parsed)}
+		return nil, ProviderError(tool, resp.StatusCode, body, parsed, req.URL.Host, req.URL.Hostname())
 	}
 	return resp, nil
 }

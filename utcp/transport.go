@@ -166,7 +166,7 @@ func (e Env) checkURL(u *url.URL, tool string) error {
 	switch strings.ToLower(u.Scheme) {
 	case "https":
 		if u.Hostname() == "" {
-			return &TransportError{Tool: tool, Reason: ReasonInsecureURL, cause: fmt.Errorf("no host in %q", u.Redacted())}
+			return &TransportError{Tool: tool, Reason: ReasonInsecureURL, Body: "the URL has no host", cause: fmt.Errorf("no host in %q", u.Redacted())}
 		}
 		return nil
 	case "http":

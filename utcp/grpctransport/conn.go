@@ -45,7 +45,7 @@ func (c *conns) get(tool string) (*sharedConn, error) {
 	}
 	if !c.spec.useSSL && !c.env.PlaintextAllowed(c.spec.host) {
 		return nil, &utcp.TransportError{Tool: tool, Reason: utcp.ReasonInsecureURL,
-			Body: "use_ssl is false: set use_ssl: true, or the operator may allow this host (WithInsecureHTTP)"}
+			Body: "set use_ssl: true in the call template to reach this host over TLS"}
 	}
 	cl, err := c.env.Shared.Get(c.key(), c.dial)
 	if err != nil {

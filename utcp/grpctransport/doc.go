@@ -62,7 +62,8 @@
 // a private CA or a client certificate); plaintext may reach only the hosts
 // utcp.Env.PlaintextAllowed allows (loopback, or what the operator allowed
 // with utcp.WithInsecureHTTP), else the call fails with
-// utcp.ReasonInsecureURL before anything is sent. Responses are capped at
+// utcp.ReasonInsecureURL before anything is sent, its message telling the
+// template's author to set use_ssl. Responses are capped at
 // the registry's WithMaxResponseBytes per message (and in total for a
 // collected stream). The call's context (deadline, cancellation) is the
 // RPC's.
@@ -72,8 +73,10 @@
 // Failures are *utcp.TransportError. A status the provider answered is
 // ReasonStatus with Status the HTTP equivalent of the gRPC code (NotFound
 // → 404, PermissionDenied → 403, Internal → 500, …) and Body {"code":
-// "NotFound", "message": "…"}, the message bounded and with the provider's
-// address taken out. No
+// "NotFound", "message": "…"}, the message with the provider's address
+// taken out and only when it is short, one line of text
+// (utcp.ProviderMessage; the whole message stays behind Unwrap, for logs).
+// No
 // connection is ReasonUnreachable (grpc-go's own message, which names
 // addresses, is left out); a stream whose connection breaks is ReasonBroken;
 // a stream is never ended cleanly by an error. A response over the cap is

@@ -175,6 +175,9 @@ func (p *provider) CallTool(ctx context.Context, req *grpcpb.ToolCallRequest) (*
 		return &grpcpb.ToolCallResponse{}, nil
 	case "fail":
 		return nil, status.Errorf(codes.NotFound, "no such record on %s", p.addr)
+	case "say":
+		msg, _ := args["msg"].(string)
+		return nil, status.Error(codes.FailedPrecondition, msg)
 	case "slow":
 		_, ok := ctx.Deadline()
 		p.hadDeadln.Store(ok)

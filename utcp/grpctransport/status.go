@@ -82,17 +82,23 @@ func (s *spec) rpcError(ctx context.Context, err error, tool string, midStream b
 	}
 }
 
-// statusError is the provider's answer with a code other than OK.
+// statusError is the provider's answer with a code other than OK: the code,
+// and its message only when that is short enough to show
+// (utcp.ProviderMessage: one line, at most utcp.MaxProviderMessageChars,
+// the provider's address taken out); the whole message stays behind Unwrap,
+// for logs.
 func (s *spec) statusError(tool string, code codes.Code, msg string) *utcp.TransportError {
-	body := map[string]any{"code": code.String()}
-	if msg = s.redact(msg); msg != "" {
-		body["message"] = msg
-	}
 	hs, ok := httpStatus[code]
 	if !ok {
 		hs = http.StatusInternalServerError
 	}
-	return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonStatus, Status: hs, Body: body}
+	e := utcp.ProviderError(tool, hs, []byte(msg), map[string]any{"message": msg}, s.addr, s.host)
+	body := map[string]any{"code": code.String()}
+	if shown, ok := e.Body.(map[string]any); ok {
+		body["message"] = shown["message"]
+	}
+	e.Body = body
+	return e
 }
 
 // reflectionError is a reflection server's error_response to req.

@@ -21,9 +21,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// GrpcSecurity is how exprd connects to a grpc_target.
+type RegisterManualRequest_GrpcSecurity int32
+
+const (
+	// GRPC_SECURITY_UNSPECIFIED, the default: plaintext to a loopback host
+	// (localhost, 127.0.0.1, ::1), TLS to any other.
+	RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED RegisterManualRequest_GrpcSecurity = 0
+	// GRPC_SECURITY_TLS: TLS 1.2 or later, the provider's certificate
+	// checked against the server's trusted roots for the target's host.
+	RegisterManualRequest_GRPC_SECURITY_TLS RegisterManualRequest_GrpcSecurity = 1
+	// GRPC_SECURITY_PLAINTEXT: no TLS, which may reach only loopback hosts.
+	RegisterManualRequest_GRPC_SECURITY_PLAINTEXT RegisterManualRequest_GrpcSecurity = 2
+)
+
+// Enum value maps for RegisterManualRequest_GrpcSecurity.
+var (
+	RegisterManualRequest_GrpcSecurity_name = map[int32]string{
+		0: "GRPC_SECURITY_UNSPECIFIED",
+		1: "GRPC_SECURITY_TLS",
+		2: "GRPC_SECURITY_PLAINTEXT",
+	}
+	RegisterManualRequest_GrpcSecurity_value = map[string]int32{
+		"GRPC_SECURITY_UNSPECIFIED": 0,
+		"GRPC_SECURITY_TLS":         1,
+		"GRPC_SECURITY_PLAINTEXT":   2,
+	}
+)
+
+func (x RegisterManualRequest_GrpcSecurity) Enum() *RegisterManualRequest_GrpcSecurity {
+	p := new(RegisterManualRequest_GrpcSecurity)
+	*p = x
+	return p
+}
+
+func (x RegisterManualRequest_GrpcSecurity) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RegisterManualRequest_GrpcSecurity) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_toolregistry_proto_enumTypes[0].Descriptor()
+}
+
+func (RegisterManualRequest_GrpcSecurity) Type() protoreflect.EnumType {
+	return &file_exprd_v1_toolregistry_proto_enumTypes[0]
+}
+
+func (x RegisterManualRequest_GrpcSecurity) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RegisterManualRequest_GrpcSecurity.Descriptor instead.
+func (RegisterManualRequest_GrpcSecurity) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{0, 0}
+}
+
 type RegisterManualRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// name is the manual's name, the prefix of its tools' names.
+	// name is the manual's name, the prefix of its tools' names. Every
+	// character that is not a letter, digit or _ becomes _ (my-api: my_api);
+	// every RPC taking a manual's name does the same.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Where the manual comes from: exactly one of these.
 	//
@@ -33,8 +90,11 @@ type RegisterManualRequest struct {
 	//	*RegisterManualRequest_ManualJson
 	//	*RegisterManualRequest_GrpcTarget
 	Source isRegisterManualRequest_Source `protobuf_oneof:"source"`
-	// replace allows replacing a manual of the same name.
-	Replace       bool `protobuf:"varint,5,opt,name=replace,proto3" json:"replace,omitempty"`
+	// replace allows replacing a manual of the same name (or registers it
+	// when there is none).
+	Replace bool `protobuf:"varint,5,opt,name=replace,proto3" json:"replace,omitempty"`
+	// grpc_security says how grpc_target is reached; only with grpc_target.
+	GrpcSecurity  RegisterManualRequest_GrpcSecurity `protobuf:"varint,6,opt,name=grpc_security,json=grpcSecurity,proto3,enum=exprd.v1.RegisterManualRequest_GrpcSecurity" json:"grpc_security,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -117,6 +177,13 @@ func (x *RegisterManualRequest) GetReplace() bool {
 	return false
 }
 
+func (x *RegisterManualRequest) GetGrpcSecurity() RegisterManualRequest_GrpcSecurity {
+	if x != nil {
+		return x.GrpcSecurity
+	}
+	return RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED
+}
+
 type isRegisterManualRequest_Source interface {
 	isRegisterManualRequest_Source()
 }
@@ -133,7 +200,7 @@ type RegisterManualRequest_ManualJson struct {
 
 type RegisterManualRequest_GrpcTarget struct {
 	// grpc_target is a go-utcp UTCPService provider (host:port) whose
-	// GetManual is asked.
+	// GetManual is asked, over the connection grpc_security says.
 	GrpcTarget string `protobuf:"bytes,4,opt,name=grpc_target,json=grpcTarget,proto3,oneof"`
 }
 
@@ -146,7 +213,9 @@ func (*RegisterManualRequest_GrpcTarget) isRegisterManualRequest_Source() {}
 type RegisterManualResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tools are the registered tools' full names, <manual>.<tool>.
-	Tools         []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// manual is the manual's name as registered (normalised).
+	Manual        string `protobuf:"bytes,2,opt,name=manual,proto3" json:"manual,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -188,9 +257,17 @@ func (x *RegisterManualResponse) GetTools() []string {
 	return nil
 }
 
+func (x *RegisterManualResponse) GetManual() string {
+	if x != nil {
+		return x.Manual
+	}
+	return ""
+}
+
 type DeregisterManualRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the manual's name, as registered or normalised.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -235,7 +312,9 @@ func (x *DeregisterManualRequest) GetName() string {
 type DeregisterManualResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tools are the removed tools' full names.
-	Tools         []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// manual is the removed manual's (normalised) name.
+	Manual        string `protobuf:"bytes,2,opt,name=manual,proto3" json:"manual,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,11 +356,19 @@ func (x *DeregisterManualResponse) GetTools() []string {
 	return nil
 }
 
+func (x *DeregisterManualResponse) GetManual() string {
+	if x != nil {
+		return x.Manual
+	}
+	return ""
+}
+
 // ToolInfo describes one registered tool.
 type ToolInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is <manual>.<tool>.
-	Name        string   `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// manual is the manual's (normalised) name.
 	Manual      string   `protobuf:"bytes,2,opt,name=manual,proto3" json:"manual,omitempty"`
 	Description string   `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	Tags        []string `protobuf:"bytes,4,rep,name=tags,proto3" json:"tags,omitempty"`
@@ -375,7 +462,8 @@ func (x *ToolInfo) GetCallTemplateType() string {
 
 type ListToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// manual, when set, lists only that manual's tools.
+	// manual, when set, lists only that manual's tools (the name as
+	// registered or normalised).
 	Manual        string `protobuf:"bytes,1,opt,name=manual,proto3" json:"manual,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -616,7 +704,7 @@ var File_exprd_v1_toolregistry_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"\n" +
-	"\x1bexprd/v1/toolregistry.proto\x12\bexprd.v1\"\xa9\x01\n" +
+	"\x1bexprd/v1/toolregistry.proto\x12\bexprd.v1\"\xdf\x02\n" +
 	"\x15RegisterManualRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12!\n" +
@@ -624,14 +712,21 @@ const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"manualJson\x12!\n" +
 	"\vgrpc_target\x18\x04 \x01(\tH\x00R\n" +
 	"grpcTarget\x12\x18\n" +
-	"\areplace\x18\x05 \x01(\bR\areplaceB\b\n" +
-	"\x06source\".\n" +
+	"\areplace\x18\x05 \x01(\bR\areplace\x12Q\n" +
+	"\rgrpc_security\x18\x06 \x01(\x0e2,.exprd.v1.RegisterManualRequest.GrpcSecurityR\fgrpcSecurity\"a\n" +
+	"\fGrpcSecurity\x12\x1d\n" +
+	"\x19GRPC_SECURITY_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11GRPC_SECURITY_TLS\x10\x01\x12\x1b\n" +
+	"\x17GRPC_SECURITY_PLAINTEXT\x10\x02B\b\n" +
+	"\x06source\"F\n" +
 	"\x16RegisterManualResponse\x12\x14\n" +
-	"\x05tools\x18\x01 \x03(\tR\x05tools\"-\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x16\n" +
+	"\x06manual\x18\x02 \x01(\tR\x06manual\"-\n" +
 	"\x17DeregisterManualRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"0\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"H\n" +
 	"\x18DeregisterManualResponse\x12\x14\n" +
-	"\x05tools\x18\x01 \x03(\tR\x05tools\"\xf4\x01\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x16\n" +
+	"\x06manual\x18\x02 \x01(\tR\x06manual\"\xf4\x01\n" +
 	"\bToolInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06manual\x18\x02 \x01(\tR\x06manual\x12 \n" +
@@ -671,36 +766,39 @@ func file_exprd_v1_toolregistry_proto_rawDescGZIP() []byte {
 	return file_exprd_v1_toolregistry_proto_rawDescData
 }
 
+var file_exprd_v1_toolregistry_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_exprd_v1_toolregistry_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_exprd_v1_toolregistry_proto_goTypes = []any{
-	(*RegisterManualRequest)(nil),    // 0: exprd.v1.RegisterManualRequest
-	(*RegisterManualResponse)(nil),   // 1: exprd.v1.RegisterManualResponse
-	(*DeregisterManualRequest)(nil),  // 2: exprd.v1.DeregisterManualRequest
-	(*DeregisterManualResponse)(nil), // 3: exprd.v1.DeregisterManualResponse
-	(*ToolInfo)(nil),                 // 4: exprd.v1.ToolInfo
-	(*ListToolsRequest)(nil),         // 5: exprd.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),        // 6: exprd.v1.ListToolsResponse
-	(*SearchToolsRequest)(nil),       // 7: exprd.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),      // 8: exprd.v1.SearchToolsResponse
-	(*ScoredTool)(nil),               // 9: exprd.v1.ScoredTool
+	(RegisterManualRequest_GrpcSecurity)(0), // 0: exprd.v1.RegisterManualRequest.GrpcSecurity
+	(*RegisterManualRequest)(nil),           // 1: exprd.v1.RegisterManualRequest
+	(*RegisterManualResponse)(nil),          // 2: exprd.v1.RegisterManualResponse
+	(*DeregisterManualRequest)(nil),         // 3: exprd.v1.DeregisterManualRequest
+	(*DeregisterManualResponse)(nil),        // 4: exprd.v1.DeregisterManualResponse
+	(*ToolInfo)(nil),                        // 5: exprd.v1.ToolInfo
+	(*ListToolsRequest)(nil),                // 6: exprd.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),               // 7: exprd.v1.ListToolsResponse
+	(*SearchToolsRequest)(nil),              // 8: exprd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),             // 9: exprd.v1.SearchToolsResponse
+	(*ScoredTool)(nil),                      // 10: exprd.v1.ScoredTool
 }
 var file_exprd_v1_toolregistry_proto_depIdxs = []int32{
-	4, // 0: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
-	9, // 1: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
-	4, // 2: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
-	0, // 3: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
-	2, // 4: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
-	5, // 5: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
-	7, // 6: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
-	1, // 7: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
-	3, // 8: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
-	6, // 9: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
-	8, // 10: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: exprd.v1.RegisterManualRequest.grpc_security:type_name -> exprd.v1.RegisterManualRequest.GrpcSecurity
+	5,  // 1: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
+	10, // 2: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
+	5,  // 3: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
+	1,  // 4: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
+	3,  // 5: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
+	6,  // 6: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
+	8,  // 7: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
+	2,  // 8: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
+	4,  // 9: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
+	7,  // 10: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
+	9,  // 11: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_toolregistry_proto_init() }
@@ -718,13 +816,14 @@ func file_exprd_v1_toolregistry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_toolregistry_proto_rawDesc), len(file_exprd_v1_toolregistry_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_exprd_v1_toolregistry_proto_goTypes,
 		DependencyIndexes: file_exprd_v1_toolregistry_proto_depIdxs,
+		EnumInfos:         file_exprd_v1_toolregistry_proto_enumTypes,
 		MessageInfos:      file_exprd_v1_toolregistry_proto_msgTypes,
 	}.Build()
 	File_exprd_v1_toolregistry_proto = out.File

@@ -33,8 +33,10 @@ const (
 // register a manual, deregister it, list and search the tools.
 type ToolRegistryClient interface {
 	// RegisterManual registers a manual's tools under the manual's name. A bad
-	// manual is refused whole (INVALID_ARGUMENT naming the JSON path); an
-	// existing name is ALREADY_EXISTS unless replace is set.
+	// manual is refused whole (INVALID_ARGUMENT with a BadRequest naming the
+	// JSON path); an existing name is ALREADY_EXISTS unless replace is set.
+	// With replace, the new manual is read and checked in full before it takes
+	// the old one's place in one step; when it is refused the old one stays.
 	RegisterManual(ctx context.Context, in *RegisterManualRequest, opts ...grpc.CallOption) (*RegisterManualResponse, error)
 	// DeregisterManual removes a manual and its tools (NOT_FOUND if absent).
 	DeregisterManual(ctx context.Context, in *DeregisterManualRequest, opts ...grpc.CallOption) (*DeregisterManualResponse, error)
@@ -100,8 +102,10 @@ func (c *toolRegistryClient) SearchTools(ctx context.Context, in *SearchToolsReq
 // register a manual, deregister it, list and search the tools.
 type ToolRegistryServer interface {
 	// RegisterManual registers a manual's tools under the manual's name. A bad
-	// manual is refused whole (INVALID_ARGUMENT naming the JSON path); an
-	// existing name is ALREADY_EXISTS unless replace is set.
+	// manual is refused whole (INVALID_ARGUMENT with a BadRequest naming the
+	// JSON path); an existing name is ALREADY_EXISTS unless replace is set.
+	// With replace, the new manual is read and checked in full before it takes
+	// the old one's place in one step; when it is refused the old one stays.
 	RegisterManual(context.Context, *RegisterManualRequest) (*RegisterManualResponse, error)
 	// DeregisterManual removes a manual and its tools (NOT_FOUND if absent).
 	DeregisterManual(context.Context, *DeregisterManualRequest) (*DeregisterManualResponse, error)

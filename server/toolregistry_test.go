@@ -1,0 +1,533 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/gen/grpcpb"
+	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/grpctransport"
+)
+
+// registryClient serves exprd over a fresh UTCP registry (built with opts)
+// on a loopback port and returns its ToolRegistry and ExprTool clients.
+func registryClient(t *testing.T, opts ...utcp.Option) (exprdv1.ToolRegistryClient, exprdv1.ExprToolClient) {
+	t.Helper()
+	reg, err := utcp.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	srv, err := server.New(server.WithLogger(slog.New(slog.DiscardHandler)), server.WithRegistry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		srv.Stop()
+		<-done
+	})
+	return exprdv1.NewToolRegistryClient(conn), exprdv1.NewExprToolClient(conn)
+}
+
+// weatherProvider is an HTTP provider whose tools answer {"ok": true}; its
+// /status/N answers status N with an HTML page.
+func weatherProvider(t *testing.T) *httptest.Server {
+	t.Helper()
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code, ok := strings.CutPrefix(r.URL.Path, "/status/"); ok {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(map[string]int{"404": 404, "500": 500}[code])
+			_, _ = w.Write([]byte("<html><body>nginx at lb-3.internal.example</body></html>"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok": true}`))
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+// weatherManual is a manual of the given tools, each an http GET of p.
+func weatherManual(p *httptest.Server, tools ...string) []byte {
+	var ts []any
+	for _, n := range tools {
+		ts = append(ts, map[string]any{"name": n, "description": "The weather: " + n + ".",
+			"tool_call_template": map[string]any{"call_template_type": "http", "url": p.URL + "/" + n}})
+	}
+	raw, _ := json.Marshal(map[string]any{"utcp_version": "1.0.1", "manual_version": "1.0.0", "tools": ts})
+	return raw
+}
+
+func inline(name string, manual []byte, replace bool) *exprdv1.RegisterManualRequest {
+	return &exprdv1.RegisterManualRequest{Name: name, Replace: replace, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: manual}}
+}
+
+func fromURL(name, url string, replace bool) *exprdv1.RegisterManualRequest {
+	return &exprdv1.RegisterManualRequest{Name: name, Replace: replace, Source: &exprdv1.RegisterManualRequest_Url{Url: url}}
+}
+
+func fromTarget(name, target string, sec exprdv1.RegisterManualRequest_GrpcSecurity) *exprdv1.RegisterManualRequest {
+	return &exprdv1.RegisterManualRequest{Name: name, GrpcSecurity: sec, Source: &exprdv1.RegisterManualRequest_GrpcTarget{GrpcTarget: target}}
+}
+
+// listed is the names ListTools answers for manual.
+func listed(t *testing.T, c exprdv1.ToolRegistryClient, manual string) []string {
+	t.Helper()
+	resp, err := c.ListTools(context.Background(), &exprdv1.ListToolsRequest{Manual: manual})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	var names []string
+	for _, tool := range resp.GetTools() {
+		names = append(names, tool.GetName())
+	}
+	return names
+}
+
+// closedPort is a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// RegisterManual with replace used to deregister the old manual first, so a
+// refused replacement left nothing. Now the old manual and its tools stay.
+func TestRegisterManualReplaceRefusedKeepsOld(t *testing.T) {
+	t.Parallel()
+	p := weatherProvider(t)
+	noURL := []byte(`{"utcp_version": "1.0.1", "tools": [{"name": "forecast", "tool_call_template": {"call_template_type": "http"}}]}`)
+	down := closedPort(t)
+	cases := []struct {
+		name string
+		req  *exprdv1.RegisterManualRequest
+		code codes.Code
+	}{
+		{"a tool without url", inline("weather", noURL, true), codes.InvalidArgument},
+		{"not JSON", inline("weather", []byte(`{"tools": [`), true), codes.InvalidArgument},
+		{"a url that is not a manual", fromURL("weather", p.URL+"/forecast", true), codes.InvalidArgument},
+		{"a url answering 404", fromURL("weather", p.URL+"/status/404", true), codes.InvalidArgument},
+		{"a url answering 500", fromURL("weather", p.URL+"/status/500", true), codes.Unavailable},
+		{"a provider that is down", fromURL("weather", "http://"+down+"/utcp", true), codes.Unavailable},
+		{"plain http to a remote host", fromURL("weather", "http://tools.example.com/utcp", true), codes.InvalidArgument},
+		{"a grpc target that is down", &exprdv1.RegisterManualRequest{Name: "weather", Replace: true, Source: &exprdv1.RegisterManualRequest_GrpcTarget{GrpcTarget: down}}, codes.Unavailable},
+		{"a bad grpc target", &exprdv1.RegisterManualRequest{Name: "weather", Replace: true, Source: &exprdv1.RegisterManualRequest_GrpcTarget{GrpcTarget: "nowhere"}}, codes.InvalidArgument},
+		{"no source", &exprdv1.RegisterManualRequest{Name: "weather", Replace: true}, codes.InvalidArgument},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := registryClient(t)
+			ctx := context.Background()
+			if _, err := c.RegisterManual(ctx, inline("weather", weatherManual(p, "forecast", "current"), false)); err != nil {
+				t.Fatal(err)
+			}
+			before, err := c.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: "weather"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.RegisterManual(ctx, tc.req)
+			if status.Code(err) != tc.code {
+				t.Fatalf("replace: got %v, want %v", err, tc.code)
+			}
+			after, err := c.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: "weather"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after.GetTools()) != 2 || !slices.EqualFunc(before.GetTools(), after.GetTools(), func(a, b *exprdv1.ToolInfo) bool {
+				return a.GetName() == b.GetName() && a.GetDescription() == b.GetDescription() && string(a.GetInputSchemaJson()) == string(b.GetInputSchemaJson())
+			}) {
+				t.Errorf("tools after a refused replace: got %v, want %v", after.GetTools(), before.GetTools())
+			}
+		})
+	}
+}
+
+func TestRegisterManualReplace(t *testing.T) {
+	t.Parallel()
+	p := weatherProvider(t)
+	c, _ := registryClient(t)
+	ctx := context.Background()
+	if _, err := c.RegisterManual(ctx, inline("weather", weatherManual(p, "forecast", "current"), false)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.RegisterManual(ctx, inline("weather", weatherManual(p, "forecast", "alerts"), true))
+	if err != nil {
+		t.Fatalf("replace: %v", err)
+	}
+	want := []string{"weather.alerts", "weather.forecast"}
+	if !slices.Equal(resp.GetTools(), want) || !slices.Equal(listed(t, c, "weather"), want) {
+		t.Errorf("tools: got %v (listed %v), want %v", resp.GetTools(), listed(t, c, "weather"), want)
+	}
+	// replace with no manual of that name registers it.
+	if resp, err := c.RegisterManual(ctx, inline("news", weatherManual(p, "today"), true)); err != nil || !slices.Equal(resp.GetTools(), []string{"news.today"}) {
+		t.Errorf("replace of a new name: got %v, %v; want [news.today]", resp.GetTools(), err)
+	}
+}
+
+// Clients listing while another replaces a manual see the old tools or the
+// new ones, whole: never none, never a mix.
+func TestRegisterManualReplaceConcurrentList(t *testing.T) {
+	t.Parallel()
+	p := weatherProvider(t)
+	c, _ := registryClient(t)
+	ctx := context.Background()
+	v1, v2 := weatherManual(p, "forecast", "current"), weatherManual(p, "forecast", "current", "alerts")
+	bad := []byte(`{"utcp_version": "1.0.1", "tools": [{"name": "forecast", "tool_call_template": {"call_template_type": "http"}}]}`)
+	sets := [][]string{{"weather.current", "weather.forecast"}, {"weather.alerts", "weather.current", "weather.forecast"}}
+	if _, err := c.RegisterManual(ctx, inline("weather", v1, false)); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer stop.Store(true)
+		for i := range 30 {
+			m := [][]byte{v2, bad, v1}[i%3]
+			_, err := c.RegisterManual(ctx, inline("weather", m, true))
+			if wantErr := i%3 == 1; wantErr != (err != nil) {
+				t.Errorf("replace %d: got %v", i, err)
+			}
+		}
+	}()
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				resp, err := c.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: "weather"})
+				if err != nil {
+					t.Errorf("ListTools: %v", err)
+					return
+				}
+				var got []string
+				for _, tool := range resp.GetTools() {
+					got = append(got, tool.GetName())
+				}
+				if !slices.ContainsFunc(sets, func(s []string) bool { return slices.Equal(s, got) }) {
+					t.Errorf("ListTools during a replace: got %v, want one of %v", got, sets)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// A manual registered as my-api is my_api; every RPC taking a manual's name
+// used to need that form. Now the name as registered works everywhere.
+func TestManualNameAcceptedAsRegistered(t *testing.T) {
+	t.Parallel()
+	p := weatherProvider(t)
+	c, e := registryClient(t)
+	ctx := context.Background()
+	resp, err := c.RegisterManual(ctx, inline("my-api", weatherManual(p, "get"), false))
+	if err != nil || resp.GetManual() != "my_api" || !slices.Equal(resp.GetTools(), []string{"my_api.get"}) {
+		t.Fatalf("RegisterManual: got %v, %v; want manual my_api, tools [my_api.get]", resp, err)
+	}
+	for _, name := range []string{"my-api", "my_api", "my api"} {
+		t.Run("ListTools "+name, func(t *testing.T) {
+			if got := listed(t, c, name); !slices.Equal(got, []string{"my_api.get"}) {
+				t.Errorf("got %v, want [my_api.get]", got)
+			}
+		})
+	}
+	lt, _ := c.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: "my-api"})
+	if got := lt.GetTools()[0].GetManual(); got != "my_api" {
+		t.Errorf("ToolInfo.manual: got %q, want the normalised my_api", got)
+	}
+	// A tool named with the manual as registered.
+	d, err := e.Describe(ctx, &exprdv1.DescribeRequest{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{
+		{Name: "fetch", Runner: exprdv1.Function_RUNNER_SERVER, ServerName: "my-api.get"}}}})
+	if err != nil || !strings.Contains(d.GetFunctionsPrompt(), "The weather: get.") {
+		t.Errorf("Describe with server_name my-api.get: got %v; want the tool's description", err)
+	}
+	// Replace, and the name taken without it.
+	if _, err := c.RegisterManual(ctx, inline("my-api", weatherManual(p, "get", "put"), true)); err != nil {
+		t.Errorf("replace my-api: %v", err)
+	}
+	_, err = c.RegisterManual(ctx, inline("my-api", weatherManual(p, "get"), false))
+	if ri := resourceInfo(t, err, codes.AlreadyExists); ri.GetResourceType() != "manual" || ri.GetResourceName() != "my_api" {
+		t.Errorf("register my-api again: got %v, want ResourceInfo manual my_api", ri)
+	}
+	dr, err := c.DeregisterManual(ctx, &exprdv1.DeregisterManualRequest{Name: "my-api"})
+	if err != nil || dr.GetManual() != "my_api" || !slices.Equal(dr.GetTools(), []string{"my_api.get", "my_api.put"}) {
+		t.Fatalf("DeregisterManual my-api: got %v, %v; want my_api [my_api.get my_api.put]", dr, err)
+	}
+	_, err = c.DeregisterManual(ctx, &exprdv1.DeregisterManualRequest{Name: "my-api"})
+	if ri := resourceInfo(t, err, codes.NotFound); ri.GetResourceType() != "manual" || ri.GetResourceName() != "my_api" {
+		t.Errorf("deregister again: got %v, want ResourceInfo manual my_api", ri)
+	}
+}
+
+// resourceInfo is err's ResourceInfo, asserting its code.
+func resourceInfo(t *testing.T, err error, code codes.Code) *errdetails.ResourceInfo {
+	t.Helper()
+	st := status.Convert(err)
+	if st.Code() != code {
+		t.Fatalf("got %v, want %v", err, code)
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.ResourceInfo); ok {
+			return ri
+		}
+	}
+	t.Fatalf("%v carries no ResourceInfo", err)
+	return nil
+}
+
+// ToolRegistry's errors used to carry no errdetails past the request's own
+// fields. Now INVALID_ARGUMENT names the field (and the JSON path inside a
+// manual), NOT_FOUND and ALREADY_EXISTS the manual; none shows a provider's
+// raw answer.
+func TestToolRegistryErrorDetails(t *testing.T) {
+	t.Parallel()
+	p := weatherProvider(t)
+	c, _ := registryClient(t, utcp.WithLookupEnv(nil))
+	ctx := context.Background()
+	if _, err := c.RegisterManual(ctx, inline("weather", weatherManual(p, "forecast"), false)); err != nil {
+		t.Fatal(err)
+	}
+	register := func(req *exprdv1.RegisterManualRequest) func() error {
+		return func() error { _, err := c.RegisterManual(ctx, req); return err }
+	}
+	badManual := []byte(`{"utcp_version": "1.0.1", "tools": [{"name": "a", "tool_call_template": {"call_template_type": "http"}}]}`)
+	httpTools := weatherManual(p, "a")
+	cases := []struct {
+		name string
+		call func() error
+		code codes.Code
+		// field is the BadRequest field; kind and resource the ResourceInfo.
+		field, kind, resource string
+		msg                   string // in the message
+	}{
+		{name: "no name", call: register(&exprdv1.RegisterManualRequest{Source: &exprdv1.RegisterManualRequest_Url{Url: p.URL}}), code: codes.InvalidArgument, field: "name"},
+		{name: "no source", call: register(&exprdv1.RegisterManualRequest{Name: "x"}), code: codes.InvalidArgument, field: "source"},
+		{name: "a tool without url", call: register(inline("x", badManual, false)), code: codes.InvalidArgument,
+			field: "manual_json.tools[0].tool_call_template.url", msg: "manual_json.tools[0].tool_call_template.url: missing"},
+		{name: "not JSON", call: register(inline("x", []byte("{"), false)), code: codes.InvalidArgument, field: "manual_json"},
+		{name: "every tool filtered out", call: register(inline("x", []byte(`{"utcp_version": "1", "tools": [{"name": "a", "tool_call_template": {"call_template_type": "text", "content": "x"}}]}`), false)),
+			code: codes.InvalidArgument, field: "manual_json", msg: "allowed_communication_protocols"},
+		{name: "not a manual", call: register(fromURL("x", p.URL+"/forecast", false)), code: codes.InvalidArgument, field: "url"},
+		{name: "a url answering 404", call: register(fromURL("x", p.URL+"/status/404", false)), code: codes.InvalidArgument, field: "url", msg: "url: provider answered 404"},
+		{name: "a missing variable", call: register(fromURL("x", p.URL+"/${MANUAL_PATH}", false)), code: codes.InvalidArgument, field: "url", msg: "x_MANUAL_PATH"},
+		{name: "plain http to a remote host", call: register(fromURL("x", "http://tools.example.com/utcp", false)), code: codes.InvalidArgument, field: "url", msg: "use an https:// URL"},
+		{name: "a grpc target without a port", call: register(fromTarget("x", "nowhere", 0)), code: codes.InvalidArgument, field: "grpc_target"},
+		{name: "a grpc target with port 0", call: register(fromTarget("x", "127.0.0.1:0", 0)), code: codes.InvalidArgument, field: "grpc_target"},
+		{name: "plaintext to a remote grpc target", call: register(fromTarget("x", "tools.example.com:443", exprdv1.RegisterManualRequest_GRPC_SECURITY_PLAINTEXT)), code: codes.InvalidArgument, field: "grpc_security"},
+		{name: "an unknown grpc security", call: register(fromTarget("x", "127.0.0.1:9", 7)), code: codes.InvalidArgument, field: "grpc_security"},
+		{name: "grpc security with a url", call: register(&exprdv1.RegisterManualRequest{Name: "x", GrpcSecurity: exprdv1.RegisterManualRequest_GRPC_SECURITY_TLS, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: httpTools}}), code: codes.InvalidArgument, field: "grpc_security"},
+		{name: "a taken name", call: register(inline("weather", httpTools, false)), code: codes.AlreadyExists, kind: "manual", resource: "weather"},
+		{name: "deregister an unknown manual", call: func() error {
+			_, err := c.DeregisterManual(ctx, &exprdv1.DeregisterManualRequest{Name: "wether"})
+			return err
+		}, code: codes.NotFound, kind: "manual", resource: "wether", msg: `did you mean "weather"`},
+		{name: "deregister without a name", call: func() error {
+			_, err := c.DeregisterManual(ctx, &exprdv1.DeregisterManualRequest{})
+			return err
+		}, code: codes.InvalidArgument, field: "name"},
+		{name: "an empty query", call: func() error {
+			_, err := c.SearchTools(ctx, &exprdv1.SearchToolsRequest{Query: " "})
+			return err
+		}, code: codes.InvalidArgument, field: "query"},
+		{name: "a url answering 500", call: register(fromURL("x", p.URL+"/status/500", false)), code: codes.Unavailable, msg: "provider answered 500"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			st := status.Convert(err)
+			if st.Code() != tc.code {
+				t.Fatalf("got %v, want %v", err, tc.code)
+			}
+			if !strings.Contains(st.Message(), tc.msg) {
+				t.Errorf("message: got %q, want it to contain %q", st.Message(), tc.msg)
+			}
+			for _, leak := range []string{"nginx", "lb-3", "html", "WithInsecureHTTP", "use_ssl"} {
+				if strings.Contains(st.Message(), leak) {
+					t.Errorf("message %q holds %q", st.Message(), leak)
+				}
+			}
+			var br *errdetails.BadRequest
+			var ri *errdetails.ResourceInfo
+			for _, d := range st.Details() {
+				switch d := d.(type) {
+				case *errdetails.BadRequest:
+					br = d
+				case *errdetails.ResourceInfo:
+					ri = d
+				}
+			}
+			switch {
+			case tc.field != "":
+				if br == nil || len(br.GetFieldViolations()) != 1 || br.GetFieldViolations()[0].GetField() != tc.field || br.GetFieldViolations()[0].GetDescription() == "" {
+					t.Errorf("BadRequest: got %v, want one violation of field %q with a description", br, tc.field)
+				}
+			case tc.kind != "":
+				if ri == nil || ri.GetResourceType() != tc.kind || ri.GetResourceName() != tc.resource {
+					t.Errorf("ResourceInfo: got %v, want %s %q", ri, tc.kind, tc.resource)
+				}
+			}
+		})
+	}
+}
+
+// certFor is a self-signed certificate for ip and the pool that trusts it.
+func certFor(t *testing.T, ip string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "provider"},
+		IPAddresses: []net.IP{net.ParseIP(ip)},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+// utcpProvider serves go-utcp's UTCPService (one tool, ping) on ip, over
+// TLS when cert is given.
+func utcpProvider(t *testing.T, ip string, cert *tls.Certificate) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", ip, err)
+	}
+	var opts []grpc.ServerOption
+	if cert != nil {
+		opts = append(opts, grpc.Creds(credentials.NewServerTLSFromCert(cert)))
+	}
+	gs := grpc.NewServer(opts...)
+	grpcpb.RegisterUTCPServiceServer(gs, pingProvider{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = gs.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		gs.Stop()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// pingProvider is a go-utcp UTCPService with one tool, ping.
+type pingProvider struct {
+	grpcpb.UnimplementedUTCPServiceServer
+}
+
+func (pingProvider) GetManual(context.Context, *grpcpb.Empty) (*grpcpb.Manual, error) {
+	return &grpcpb.Manual{Version: "1", Tools: []*grpcpb.Tool{{Name: "ping", Description: "Pings."}}}, nil
+}
+
+// grpc_target used to be plaintext only, so no remote target could be
+// registered. Now a target that is not loopback is reached over TLS by
+// default (127.0.0.2 stands in for a remote host: it is not in the
+// loopback list plaintext may reach), and plaintext stays loopback only.
+func TestRegisterManualGrpcTargetSecurity(t *testing.T) {
+	t.Parallel()
+	const remote = "127.0.0.2"
+	cert, pool := certFor(t, remote)
+	remoteTLS := utcpProvider(t, remote, &cert)
+	remotePlain := utcpProvider(t, remote, nil)
+	local := utcpProvider(t, "127.0.0.1", nil)
+	f, err := grpctransport.NewFactory(grpctransport.WithTLSConfig(&tls.Config{RootCAs: pool}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := registryClient(t, utcp.WithTransport(grpctransport.Type, f))
+	const (
+		unset     = exprdv1.RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED
+		tlsOn     = exprdv1.RegisterManualRequest_GRPC_SECURITY_TLS
+		plaintext = exprdv1.RegisterManualRequest_GRPC_SECURITY_PLAINTEXT
+	)
+	cases := []struct {
+		name   string
+		target string
+		sec    exprdv1.RegisterManualRequest_GrpcSecurity
+		code   codes.Code
+	}{
+		{"a remote target: TLS by default", remoteTLS, unset, codes.OK},
+		{"a remote target, TLS asked for", remoteTLS, tlsOn, codes.OK},
+		{"a remote target, plaintext asked for", remoteTLS, plaintext, codes.InvalidArgument},
+		{"a remote target without TLS", remotePlain, unset, codes.Unavailable},
+		{"a loopback target: plaintext by default", local, unset, codes.OK},
+		{"a loopback target, plaintext asked for", local, plaintext, codes.OK},
+		{"a loopback target without TLS, TLS asked for", local, tlsOn, codes.Unavailable},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "p" + string(rune('a'+i))
+			resp, err := c.RegisterManual(context.Background(), fromTarget(name, tc.target, tc.sec))
+			if status.Code(err) != tc.code {
+				t.Fatalf("got %v, want %v", err, tc.code)
+			}
+			if err == nil && !slices.Equal(resp.GetTools(), []string{name + ".ping"}) {
+				t.Errorf("tools: got %v, want [%s.ping]", resp.GetTools(), name)
+			}
+			if msg := status.Convert(err).Message(); tc.code == codes.Unavailable && !strings.Contains(msg, "over TLS") {
+				t.Errorf("message %q: want it to say TLS was tried", msg)
+			}
+			if msg := status.Convert(err).Message(); strings.Contains(msg, "use_ssl") || strings.Contains(msg, "WithInsecureHTTP") || strings.Contains(msg, remote) {
+				t.Errorf("message %q names a template field, a Go identifier or the host", msg)
+			}
+		})
+	}
+}
