@@ -2,6 +2,7 @@ package evaluator
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -24,7 +25,7 @@ const (
 // Budgets bound one call.
 type Budgets struct {
 	// Timeout is evaluation time per call, not counting waits on the user or
-	// on client-run functions.
+	// on host functions (client-run, server-run and UTCP alike).
 	Timeout time.Duration
 	// MaxIterations bounds predicate bodies run per call.
 	MaxIterations uint64
@@ -40,7 +41,8 @@ type Budgets struct {
 	MaxArrayLength  int
 	// MaxReadChars bounds the JSON of a read value, in characters.
 	MaxReadChars int
-	// FunctionTimeout bounds the wait for a client-run function.
+	// FunctionTimeout bounds each host-function call, whoever runs it: the
+	// client, the server, or a UTCP tool the server dispatches.
 	FunctionTimeout time.Duration
 	// MaxSteps bounds the steps of one call.
 	MaxSteps int
@@ -66,52 +68,111 @@ func DefaultBudgets() Budgets {
 	}
 }
 
+// budgetField is one budget as a caller names it: its field in the proto's
+// Budgets message and the unit its value is in there.
+type budgetField struct {
+	name string // the proto field: timeout_ms, max_iterations, ...
+	unit string // after a value: "ms", "characters", ...; empty for memory_budget, in expr's own units
+	// get reads the field in that unit; a duration's milliseconds may have
+	// a fraction when the Go API set it.
+	get func(*Budgets) budgetValue
+	// set copies the field from o to b.
+	set func(b, o *Budgets)
+}
+
+// budgetValue is a budget in its caller's unit: a count as a magnitude and
+// a sign, so that a uint64 budget past MaxInt64 is never read as negative,
+// or a duration as milliseconds.
+type budgetValue struct {
+	n   uint64  // a count's magnitude
+	ms  float64 // a duration's milliseconds
+	neg bool
+	dur bool // ms, not n, holds the value
+}
+
+func count[T int | uint64](v T) budgetValue {
+	if v < 0 {
+		return budgetValue{neg: true, n: uint64(-int64(v))}
+	}
+	return budgetValue{n: uint64(v)}
+}
+
+func millis(d time.Duration) budgetValue {
+	return budgetValue{ms: float64(d) / float64(time.Millisecond), neg: d < 0, dur: true}
+}
+
+func (v budgetValue) zero() bool { return v.n == 0 && v.ms == 0 }
+
+// above reports whether v is more than limit (both non-negative).
+func (v budgetValue) above(limit budgetValue) bool {
+	if v.dur {
+		return v.ms > limit.ms
+	}
+	return v.n > limit.n
+}
+
+func (v budgetValue) String() string {
+	if v.dur {
+		return strconv.FormatFloat(v.ms, 'f', -1, 64)
+	}
+	if v.neg {
+		return "-" + strconv.FormatUint(v.n, 10)
+	}
+	return strconv.FormatUint(v.n, 10)
+}
+
+// budgetFields lists every budget in the proto's order.
+var budgetFields = []budgetField{
+	{"timeout_ms", "ms", func(b *Budgets) budgetValue { return millis(b.Timeout) }, func(b, o *Budgets) { b.Timeout = o.Timeout }},
+	{"max_iterations", "iterations", func(b *Budgets) budgetValue { return count(b.MaxIterations) }, func(b, o *Budgets) { b.MaxIterations = o.MaxIterations }},
+	{"memory_budget", "", func(b *Budgets) budgetValue { return count(b.MemoryBudget) }, func(b, o *Budgets) { b.MemoryBudget = o.MemoryBudget }},
+	{"max_source_length", "characters", func(b *Budgets) budgetValue { return count(b.MaxSourceLength) }, func(b, o *Budgets) { b.MaxSourceLength = o.MaxSourceLength }},
+	{"max_nodes", "nodes", func(b *Budgets) budgetValue { return count(b.MaxNodes) }, func(b, o *Budgets) { b.MaxNodes = o.MaxNodes }},
+	{"max_string_length", "characters", func(b *Budgets) budgetValue { return count(b.MaxStringLength) }, func(b, o *Budgets) { b.MaxStringLength = o.MaxStringLength }},
+	{"max_array_length", "items", func(b *Budgets) budgetValue { return count(b.MaxArrayLength) }, func(b, o *Budgets) { b.MaxArrayLength = o.MaxArrayLength }},
+	{"max_read_chars", "characters", func(b *Budgets) budgetValue { return count(b.MaxReadChars) }, func(b, o *Budgets) { b.MaxReadChars = o.MaxReadChars }},
+	{"function_timeout_ms", "ms", func(b *Budgets) budgetValue { return millis(b.FunctionTimeout) }, func(b, o *Budgets) { b.FunctionTimeout = o.FunctionTimeout }},
+	{"max_steps", "steps", func(b *Budgets) budgetValue { return count(b.MaxSteps) }, func(b, o *Budgets) { b.MaxSteps = o.MaxSteps }},
+	{"max_value_bytes", "bytes", func(b *Budgets) budgetValue { return count(b.MaxValueBytes) }, func(b, o *Budgets) { b.MaxValueBytes = o.MaxValueBytes }},
+}
+
+// withUnit renders v in f's unit: "1000 ms", "9 steps".
+func (f budgetField) withUnit(v budgetValue) string {
+	if f.unit == "" {
+		return v.String()
+	}
+	return v.String() + " " + f.unit
+}
+
 // Lower returns b with each non-zero field of o in place of b's, refusing any
 // value above b's: a session may lower the server's maxima, never raise them.
+// An error names the first such field as the proto's Budgets message does,
+// with its value in that field's unit:
+//
+//	budget timeout_ms: 1000 ms is above the server's maximum of 100 ms
 func (b Budgets) Lower(o Budgets) (Budgets, error) {
-	var err error
-	lower := func(name string, max, v int64, set func()) {
+	out := b
+	for _, f := range budgetFields {
+		v, limit := f.get(&o), f.get(&b)
 		switch {
-		case err != nil, v == 0:
-		case v < 0 || v > max:
-			err = fmt.Errorf("budget %s: %d is above the server's maximum %d", name, v, max)
+		case v.zero():
+		case v.neg:
+			return b, fmt.Errorf("budget %s: %s, want a positive value (0 keeps the server's maximum of %s)", f.name, f.withUnit(v), f.withUnit(limit))
+		case v.above(limit):
+			return b, fmt.Errorf("budget %s: %s is above the server's maximum of %s", f.name, f.withUnit(v), f.withUnit(limit))
 		default:
-			set()
+			f.set(&out, &o)
 		}
 	}
-	lower("timeout", int64(b.Timeout), int64(o.Timeout), func() { b.Timeout = o.Timeout })
-	if o.MaxIterations > b.MaxIterations {
-		err = fmt.Errorf("budget max_iterations: %d is above the server's maximum %d", o.MaxIterations, b.MaxIterations)
-	}
-	lower("max_iterations", int64(b.MaxIterations), int64(o.MaxIterations), func() { b.MaxIterations = o.MaxIterations })
-	lower("memory_budget", int64(b.MemoryBudget), int64(o.MemoryBudget), func() { b.MemoryBudget = o.MemoryBudget })
-	lower("max_source_length", int64(b.MaxSourceLength), int64(o.MaxSourceLength), func() { b.MaxSourceLength = o.MaxSourceLength })
-	lower("max_nodes", int64(b.MaxNodes), int64(o.MaxNodes), func() { b.MaxNodes = o.MaxNodes })
-	lower("max_string_length", int64(b.MaxStringLength), int64(o.MaxStringLength), func() { b.MaxStringLength = o.MaxStringLength })
-	lower("max_array_length", int64(b.MaxArrayLength), int64(o.MaxArrayLength), func() { b.MaxArrayLength = o.MaxArrayLength })
-	lower("max_read_chars", int64(b.MaxReadChars), int64(o.MaxReadChars), func() { b.MaxReadChars = o.MaxReadChars })
-	lower("function_timeout", int64(b.FunctionTimeout), int64(o.FunctionTimeout), func() { b.FunctionTimeout = o.FunctionTimeout })
-	lower("max_steps", int64(b.MaxSteps), int64(o.MaxSteps), func() { b.MaxSteps = o.MaxSteps })
-	lower("max_value_bytes", int64(b.MaxValueBytes), int64(o.MaxValueBytes), func() { b.MaxValueBytes = o.MaxValueBytes })
-	return b, err
+	return out, nil
 }
 
 // Validate checks that every budget is positive: a server's maxima may be
 // set to anything above zero.
 func (b Budgets) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"timeout", int64(b.Timeout)}, {"max_iterations", int64(b.MaxIterations)},
-		{"memory_budget", int64(b.MemoryBudget)}, {"max_source_length", int64(b.MaxSourceLength)},
-		{"max_nodes", int64(b.MaxNodes)}, {"max_string_length", int64(b.MaxStringLength)},
-		{"max_array_length", int64(b.MaxArrayLength)}, {"max_read_chars", int64(b.MaxReadChars)},
-		{"function_timeout", int64(b.FunctionTimeout)}, {"max_steps", int64(b.MaxSteps)},
-		{"max_value_bytes", int64(b.MaxValueBytes)},
-	} {
-		if f.v <= 0 {
-			return fmt.Errorf("budget %s: %d, want a positive value", f.name, f.v)
+	for _, f := range budgetFields {
+		if v := f.get(&b); v.zero() || v.neg {
+			return fmt.Errorf("budget %s: %s, want a positive value", f.name, f.withUnit(v))
 		}
 	}
 	return nil

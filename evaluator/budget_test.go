@@ -2,7 +2,9 @@ package evaluator_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -88,6 +90,136 @@ func TestBudgetsLower(t *testing.T) {
 			t.Errorf("Lower(max_steps 6) of max_steps 5: got no error, want one")
 		}
 	})
+}
+
+// TestBudgetsLowerMessages checks that a refused budget is named as the
+// proto's Budgets field and given in that field's unit, not in nanoseconds.
+func TestBudgetsLowerMessages(t *testing.T) {
+	t.Parallel()
+	d := evaluator.DefaultBudgets()
+	for _, tt := range []struct {
+		name string
+		in   evaluator.Budgets
+		want string
+	}{
+		{"timeout in ms", evaluator.Budgets{Timeout: time.Second}, "budget timeout_ms: 1000 ms is above the server's maximum of 100 ms"},
+		{"timeout one ms past", evaluator.Budgets{Timeout: d.Timeout + time.Millisecond}, "budget timeout_ms: 101 ms is above the server's maximum of 100 ms"},
+		{"timeout with a fraction of a ms", evaluator.Budgets{Timeout: d.Timeout + time.Microsecond}, "budget timeout_ms: 100.001 ms is above the server's maximum of 100 ms"},
+		{"function timeout in ms", evaluator.Budgets{FunctionTimeout: d.FunctionTimeout + time.Millisecond}, "budget function_timeout_ms: 10001 ms is above the server's maximum of 10000 ms"},
+		{"iterations", evaluator.Budgets{MaxIterations: d.MaxIterations + 1}, "budget max_iterations: 1000001 iterations is above the server's maximum of 1000000 iterations"},
+		{"iterations past int64", evaluator.Budgets{MaxIterations: math.MaxUint64}, "budget max_iterations: 18446744073709551615 iterations is above the server's maximum of 1000000 iterations"},
+		{"memory in expr's units", evaluator.Budgets{MemoryBudget: d.MemoryBudget + 1}, "budget memory_budget: 1000001 is above the server's maximum of 1000000"},
+		{"memory past int64", evaluator.Budgets{MemoryBudget: 1 << 63}, "budget memory_budget: 9223372036854775808 is above the server's maximum of 1000000"},
+		{"source length", evaluator.Budgets{MaxSourceLength: d.MaxSourceLength + 1}, "budget max_source_length: 8001 characters is above the server's maximum of 8000 characters"},
+		{"nodes", evaluator.Budgets{MaxNodes: d.MaxNodes + 1}, "budget max_nodes: 2001 nodes is above the server's maximum of 2000 nodes"},
+		{"string length", evaluator.Budgets{MaxStringLength: d.MaxStringLength + 1}, "budget max_string_length: 100001 characters is above the server's maximum of 100000 characters"},
+		{"array length", evaluator.Budgets{MaxArrayLength: d.MaxArrayLength + 1}, "budget max_array_length: 100001 items is above the server's maximum of 100000 items"},
+		{"read chars", evaluator.Budgets{MaxReadChars: d.MaxReadChars + 1}, "budget max_read_chars: 8001 characters is above the server's maximum of 8000 characters"},
+		{"steps", evaluator.Budgets{MaxSteps: d.MaxSteps + 1}, "budget max_steps: 51 steps is above the server's maximum of 50 steps"},
+		{"value bytes", evaluator.Budgets{MaxValueBytes: d.MaxValueBytes + 1}, "budget max_value_bytes: 8388609 bytes is above the server's maximum of 8388608 bytes"},
+		{"negative", evaluator.Budgets{MaxSteps: -1}, "budget max_steps: -1 steps, want a positive value (0 keeps the server's maximum of 50 steps)"},
+		{"negative duration", evaluator.Budgets{Timeout: -time.Millisecond}, "budget timeout_ms: -1 ms, want a positive value (0 keeps the server's maximum of 100 ms)"},
+		{"the first refused field in proto order", evaluator.Budgets{MaxSteps: 51, Timeout: time.Second}, "budget timeout_ms: 1000 ms is above the server's maximum of 100 ms"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := d.Lower(tt.in)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("Lower(%+v): got error %v, want %q", tt.in, err, tt.want)
+			}
+			if got != d {
+				t.Errorf("Lower(%+v) refused: got budgets %+v, want the maxima unchanged", tt.in, got)
+			}
+		})
+	}
+}
+
+func TestBudgetsValidateMessages(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		set  func(*evaluator.Budgets)
+		want string
+	}{
+		{"zero timeout", func(b *evaluator.Budgets) { b.Timeout = 0 }, "budget timeout_ms: 0 ms, want a positive value"},
+		{"negative function timeout", func(b *evaluator.Budgets) { b.FunctionTimeout = -time.Second }, "budget function_timeout_ms: -1000 ms, want a positive value"},
+		{"zero iterations", func(b *evaluator.Budgets) { b.MaxIterations = 0 }, "budget max_iterations: 0 iterations, want a positive value"},
+		{"zero value bytes", func(b *evaluator.Budgets) { b.MaxValueBytes = 0 }, "budget max_value_bytes: 0 bytes, want a positive value"},
+		{"the smallest positive values pass", func(b *evaluator.Budgets) {
+			*b = evaluator.Budgets{Timeout: 1, MaxIterations: 1, MemoryBudget: 1, MaxSourceLength: 1, MaxNodes: 1, MaxStringLength: 1,
+				MaxArrayLength: 1, MaxReadChars: 1, FunctionTimeout: 1, MaxSteps: 1, MaxValueBytes: 1}
+		}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := evaluator.DefaultBudgets()
+			tt.set(&b)
+			err := b.Validate()
+			if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
+				t.Errorf("Validate(): got %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// waitHost runs the client-run function wait: it answers after args.ms
+// milliseconds, or fails when its context ends first.
+type waitHost struct{ *evaltest.Host }
+
+func (h waitHost) CallClient(ctx context.Context, _ string, args map[string]any) (any, error) {
+	return wait(ctx, args)
+}
+
+func wait(ctx context.Context, args map[string]any) (any, error) {
+	ms, _ := args["ms"].(float64)
+	select {
+	case <-time.After(time.Duration(ms) * time.Millisecond):
+		return "done", nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestFunctionTimeoutAppliesToEveryRunner pins what DESIGN.md and the docs
+// say (and the proto once said only of client-run functions): the time
+// budget is paused while any host function runs, and function_timeout_ms
+// bounds each one, whoever runs it. UTCP functions are server-run ones
+// whose Impl calls the registry.
+func TestFunctionTimeoutAppliesToEveryRunner(t *testing.T) {
+	t.Parallel()
+	const timeout, functionTimeout = 20 * time.Millisecond, 200 * time.Millisecond
+	b, err := evaluator.DefaultBudgets().Lower(evaluator.Budgets{Timeout: timeout, FunctionTimeout: functionTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := json.RawMessage(`{"type":"object","required":["ms"],"properties":{"ms":{"type":"number"}}}`)
+	for _, runner := range []struct {
+		name string
+		fn   evaluator.Function
+	}{
+		{"client-run", evaluator.Function{Name: "wait", InputSchema: schema, Runner: evaluator.RunClient}},
+		{"server-run", evaluator.Function{Name: "wait", InputSchema: schema, Runner: evaluator.RunServer, Impl: wait}},
+	} {
+		for _, tt := range []struct {
+			name, read, want string
+			reason           evaluator.Reason
+		}{
+			{"a wait past the time budget is not counted", `wait({ms: 60})`, `{"value":"done"}`, ""},
+			{"a wait past function_timeout is host-function", `wait({ms: 2000})`, "timed out after 200ms", evaluator.HostFunction},
+		} {
+			t.Run(runner.name+": "+tt.name, func(t *testing.T) {
+				t.Parallel()
+				tool, err := evaluator.NewTool(evaluator.Settings{Read: true, Functions: []evaluator.Function{runner.fn}}, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := newEvaluator(t).Run(context.Background(), tool, evaluator.NewState(), readInput(tt.read), waitHost{evaltest.NewHost(nil)})
+				if a.Reason() != tt.reason || !strings.Contains(string(a.JSON()), tt.want) {
+					t.Errorf("%s (time budget %v, function_timeout %v): got %s, want reason %q and %q", tt.read, timeout, functionTimeout, a.JSON(), tt.reason, tt.want)
+				}
+			})
+		}
+	}
 }
 
 // TestMemoryBudgetBoundsAllocation checks that the memory budget bounds

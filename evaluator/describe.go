@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -30,7 +31,7 @@ func (t *Tool) Describe() Description {
 	var d strings.Builder
 	d.WriteString(toolRules)
 	if s.Read {
-		d.WriteString(readRules)
+		fmt.Fprintf(&d, readRules, characters(t.budgets.MaxReadChars))
 	}
 	if s.HasToolFunctions {
 		d.WriteString("\n## Functions\n\nThese functions replace the ones in the system prompt for this tool.\n\n")
@@ -48,7 +49,7 @@ func (t *Tool) Describe() Description {
 	return Description{
 		Name:            ToolName,
 		Description:     d.String(),
-		InputSchema:     InputSchema(s.Read, t.budgets.MaxSteps),
+		InputSchema:     InputSchema(s.Read, t.budgets.MaxSteps, t.budgets.MaxReadChars),
 		OutputSchema:    OutputSchema(s.Read),
 		CorePrompt:      corePrompt,
 		FunctionsPrompt: renderFunctions(s.Functions, "#"),
@@ -68,8 +69,9 @@ func (t *Tool) toolFunctions() []Function {
 }
 
 // InputSchema is the tool's input JSON Schema: without "read" when read is
-// off, so a model is never told of it.
-func InputSchema(read bool, maxSteps int) json.RawMessage {
+// off, so a model is never told of it. maxSteps is the steps' maxItems;
+// maxReadChars is the read limit its description states.
+func InputSchema(read bool, maxSteps, maxReadChars int) json.RawMessage {
 	step := map[string]any{
 		"type":                 "object",
 		"additionalProperties": false,
@@ -90,7 +92,7 @@ func InputSchema(read bool, maxSteps int) json.RawMessage {
 		"properties":           props,
 	}
 	if read {
-		props["read"] = map[string]any{"type": "string", "minLength": 1, "description": "An expression whose JSON value is the answer (at most 8,000 characters)."}
+		props["read"] = map[string]any{"type": "string", "minLength": 1, "description": "An expression whose JSON value is the answer (at most " + characters(maxReadChars) + ")."}
 		schema["anyOf"] = []any{map[string]any{"required": []string{"steps"}}, map[string]any{"required": []string{"read"}}}
 	} else {
 		schema["required"] = []string{"steps"}
@@ -140,9 +142,37 @@ The whole call is checked before any step runs: a bad path, a parse or type erro
 Answers: {} when the steps ran; {"error": {"reason": ..., "message": ...}} to fix and retry.
 `
 
+// readRules is a format: %s is the read limit, from characters.
 const readRules = `
-Add "read": an expression whose JSON value is the answer, {"value": ...}, at most 8,000 characters. Read only what you need.
+Add "read": an expression whose JSON value is the answer, {"value": ...}, at most %s. Read only what you need.
 `
+
+// characters renders a limit in characters as the prompts write it:
+// "8,000 characters", "1 character".
+func characters(n int) string {
+	if n == 1 {
+		return "1 character"
+	}
+	return thousands(n) + " characters"
+}
+
+// thousands renders n with commas between groups of three digits, as the
+// prompts write numbers: 8000 → "8,000".
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	start := 0
+	if n < 0 {
+		start = 1
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > start && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
 
 const corePrompt = `# The expr tool
 

@@ -60,6 +60,48 @@ func TestDescribe(t *testing.T) {
 			t.Errorf("InputSchema: got %s, want maxItems 7", tool.Describe().InputSchema)
 		}
 	})
+	t.Run("the read limit is the tool's max_read_chars", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct {
+			maxReadChars int
+			want, not    string
+		}{
+			{0, "at most 8,000 characters", ""}, // 0 keeps the server's maximum
+			{7999, "at most 7,999 characters", "8,000"},
+			{500, "at most 500 characters", "8,000"},
+			{1, "at most 1 character", "1 characters"},
+			{1_234_567, "at most 1,234,567 characters", "8,000"}, // a server maximum raised by --max-read-chars
+		} {
+			b := evaluator.DefaultBudgets()
+			if tt.maxReadChars != 0 {
+				b.MaxReadChars = tt.maxReadChars
+			}
+			tool, err := evaluator.NewTool(evaluator.Settings{Read: true}, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := tool.Describe()
+			if !strings.Contains(d.Description, tt.want) {
+				t.Errorf("Description (max_read_chars %d): got %q, want it to contain %q", tt.maxReadChars, d.Description, tt.want)
+			}
+			var schema struct {
+				Properties struct {
+					Read struct {
+						Description string `json:"description"`
+					} `json:"read"`
+				} `json:"properties"`
+			}
+			if err := json.Unmarshal(d.InputSchema, &schema); err != nil {
+				t.Fatal(err)
+			}
+			if got := schema.Properties.Read.Description; !strings.Contains(got, tt.want) {
+				t.Errorf("InputSchema read (max_read_chars %d): got %q, want it to contain %q", tt.maxReadChars, got, tt.want)
+			}
+			if all := d.Description + string(d.InputSchema); tt.not != "" && strings.Contains(all, tt.not) {
+				t.Errorf("Describe (max_read_chars %d): got %q in the description or schema, want none", tt.maxReadChars, tt.not)
+			}
+		}
+	})
 	t.Run("the output schema lists every reason", func(t *testing.T) {
 		t.Parallel()
 		out := string(newTool(t, evaluator.Settings{}).Describe().OutputSchema)

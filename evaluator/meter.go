@@ -17,7 +17,8 @@ const tickName = exprbound.TickName
 const tickCheckEvery = 1024
 
 // meter enforces a call's iteration and time budgets. The time budget
-// counts evaluation only: waits on the user and on the client are paused.
+// counts evaluation only: waits on the user and on host functions (client-
+// or server-run) are paused.
 type meter struct {
 	ctx        context.Context
 	iterations uint64

@@ -87,7 +87,7 @@ type Answer struct {
 	// Cancelled is set when the caller's context ended the call.
 	Cancelled bool
 	// EvalTime is the evaluation time the call used: the time budget's
-	// measure, without waits on the user or the client.
+	// measure, without waits on the user or on host functions.
 	EvalTime time.Duration
 }
 

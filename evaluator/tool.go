@@ -210,7 +210,9 @@ func inputSchema(read bool, maxSteps int) (*jsonschema.Schema, error) {
 	if s, ok := inputSchemas.Load(k); ok {
 		return s.(*jsonschema.Schema), nil
 	}
-	s, err := compileSchema("input schema", InputSchema(read, maxSteps))
+	// The read limit changes only a description, which validation ignores:
+	// the default keeps one compiled schema per form.
+	s, err := compileSchema("input schema", InputSchema(read, maxSteps, DefaultMaxReadChars))
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,13 @@ import (
 // ("exprd.model.call") and its latency (exprd.model.duration, by provider
 // and outcome) and tokens (exprd.model.tokens, by provider and kind) are
 // recorded, with OpenTelemetry's global providers. The turn's time runs
-// from the request to the stream's end.
+// from the request to the stream's end: io.EOF, an error, or Close.
+//
+// The outcome is "ok" for a turn that delivered its Response, however its
+// stream then ended (callers such as [Complete] Close it without reading
+// io.EOF); "cancelled" when the turn's context ended first; else "error"
+// (the request failed, the stream broke, or it was closed before its
+// Response), and only then is the span's status an error.
 func Instrument(name string, p Provider) Provider {
 	m := otel.Meter("github.com/exprd/exprd/model")
 	dur, _ := m.Float64Histogram("exprd.model.duration", metric.WithUnit("s"),
@@ -30,7 +36,7 @@ func Instrument(name string, p Provider) Provider {
 		s := &instrumented{ctx: ctx, name: name, span: span, start: time.Now(), dur: dur, tokens: tokens}
 		inner, err := p.Stream(ctx, req)
 		if err != nil {
-			s.end(err, nil)
+			s.end(err)
 			return nil, err
 		}
 		s.Stream = inner
@@ -56,23 +62,44 @@ func (s *instrumented) Recv() (Event, error) {
 		s.resp = &r
 	}
 	if err != nil {
-		s.end(err, s.resp)
+		s.end(err)
 	}
 	return ev, err
 }
 
 func (s *instrumented) Close() error {
 	err := s.Stream.Close()
-	s.end(errors.New("closed before its end"), s.resp)
+	s.end(errClosedEarly)
 	return err
 }
 
+// errClosedEarly ends a turn closed before its stream ended; it is an error
+// only when no Response came.
+var errClosedEarly = errors.New("closed before its Response")
+
+// outcome classes a turn that ended with err (io.EOF, errClosedEarly or
+// another error), given the Response it delivered, if any.
+func (s *instrumented) outcome(err error) string {
+	switch {
+	case s.resp != nil && (errors.Is(err, io.EOF) || errors.Is(err, errClosedEarly)):
+		return "ok"
+	case s.ctx.Err() != nil:
+		return "cancelled"
+	default:
+		return "error"
+	}
+}
+
 // end records the turn once: at io.EOF, an error, or Close.
-func (s *instrumented) end(err error, r *Response) {
+func (s *instrumented) end(err error) {
 	s.once.Do(func() {
-		outcome := "ok"
-		if !errors.Is(err, io.EOF) || r == nil {
-			outcome = "error"
+		r := s.resp
+		outcome := s.outcome(err)
+		s.span.SetAttributes(attribute.String("exprd.outcome", outcome))
+		if outcome == "error" { // a cancelled turn is the caller's doing, not a failure
+			if errors.Is(err, io.EOF) {
+				err = ErrStreamCut
+			}
 			s.span.SetStatus(codes.Error, err.Error())
 		}
 		ctx := context.WithoutCancel(s.ctx)

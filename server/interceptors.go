@@ -62,7 +62,7 @@ func (s *Server) logger() logging.Logger {
 // The rate limit is checked by our own two interceptors rather than
 // go-grpc-middleware's, which replace the limiter's error (and its
 // QuotaFailure detail) with one of their own; the limiter is still a
-// ratelimit.Limiter.
+// ratelimit.Limiter, and both interceptors share the server's one.
 var _ ratelimit.Limiter = (*callerLimiter)(nil)
 
 // The chain, outermost first: recovery, logging, auth, rate limit, stream
@@ -77,14 +77,7 @@ func (s *Server) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	if s.opts.tokens != nil {
 		out = append(out, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
 	}
-	lim := newCallerLimiter(s.opts.ratePerSecond, s.opts.rateBurst)
-	admit := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := lim.Limit(ctx); err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
-	}
-	return append(out, selector.UnaryServerInterceptor(admit, selector.MatchFunc(notInfrastructure)))
+	return append(out, selector.UnaryServerInterceptor(s.rate.unary(), selector.MatchFunc(notInfrastructure)))
 }
 
 func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
@@ -96,15 +89,8 @@ func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
 	if s.opts.tokens != nil {
 		out = append(out, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
 	}
-	lim := newCallerLimiter(s.opts.ratePerSecond, s.opts.rateBurst)
-	admit := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := lim.Limit(ss.Context()); err != nil {
-			return err
-		}
-		return handler(srv, ss)
-	}
 	sessionMethod := "/" + exprdv1.ExprTool_ServiceDesc.ServiceName + "/Session"
 	return append(out,
-		selector.StreamServerInterceptor(admit, selector.MatchFunc(notInfrastructure)),
+		selector.StreamServerInterceptor(s.rate.stream(), selector.MatchFunc(notInfrastructure)),
 		selector.StreamServerInterceptor(s.limits.interceptor(sessionMethod), selector.MatchFunc(notInfrastructure)))
 }

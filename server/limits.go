@@ -16,10 +16,14 @@ import (
 )
 
 // The server's limits. Each is a named default, set by an Option; a request
-// over one gets ResourceExhausted with a QuotaFailure naming it.
+// over one gets ResourceExhausted with a QuotaFailure naming it, except a
+// message over DefaultMaxRecvMsgSize (below).
 const (
 	// DefaultMaxRecvMsgSize bounds one received message: a state snapshot
-	// must fit.
+	// must fit. grpc-go enforces it while decoding: a unary RPC fails with
+	// its ResourceExhausted "grpc: received message larger than max (N vs.
+	// M)", without details, before any interceptor runs; on a stream, Recv
+	// returns that error and the handler ends the stream with it.
 	DefaultMaxRecvMsgSize = 16 << 20
 	// DefaultMaxStateBytes bounds a session's state, as bytes of JSON.
 	DefaultMaxStateBytes = 16 << 20
@@ -32,7 +36,6 @@ const (
 
 // The subjects of QuotaFailure violations, one per limit.
 const (
-	quotaMessageSize   = "max_recv_msg_size"
 	quotaStateBytes    = "max_state_bytes"
 	quotaCallsInFlight = "max_calls_in_flight"
 	quotaStreamsPerCon = "max_streams_per_connection"

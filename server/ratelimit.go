@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
 
 // callerLimiter is a token bucket per caller: the authenticated caller's
 // name, or the peer's IP when auth is off. It is go-grpc-middleware's
 // ratelimit.Limiter, checked before a handler (and so a stream's work)
-// starts.
+// starts. A server has one, which its unary and its stream interceptor
+// share: a caller's unary RPCs and streams draw on one bucket.
 type callerLimiter struct {
 	rate  rate.Limit
 	burst int
@@ -61,6 +63,27 @@ func (l *callerLimiter) Limit(ctx context.Context) error {
 		return exhausted(quotaRate, fmt.Sprintf("over %v requests per second (burst %d) for this caller", float64(l.rate), l.burst))
 	}
 	return nil
+}
+
+// unary admits a unary RPC when its caller's bucket has a token.
+func (l *callerLimiter) unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := l.Limit(ctx); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// stream admits a stream when its caller's bucket has a token: the same
+// bucket as the caller's unary RPCs.
+func (l *callerLimiter) stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := l.Limit(ss.Context()); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
 }
 
 func peerIP(ctx context.Context) string {

@@ -55,6 +55,7 @@ type Server struct {
 	health  *health.Server
 	metrics *metrics
 	limits  *streamLimits
+	rate    *callerLimiter // one per server: unary RPCs and streams share a caller's bucket
 	tracer  trace.Tracer
 	// codemode runs CodeMode's programs and the agent's codemode tool; nil
 	// without a registry.
@@ -283,7 +284,7 @@ func New(opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: newStreamLimits(o.maxStreamsPerConn, o.maxSessions),
-		tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
+		rate: newCallerLimiter(o.ratePerSecond, o.rateBurst), tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
 	if s.metrics, err = newMetrics(o.meterProvider, ev); err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator) (*metrics, err
 		return nil, err
 	}
 	if out.evalTime, err = m.Float64Histogram("exprd.evaluation.duration", metric.WithUnit("s"),
-		metric.WithDescription("Evaluation time of a call, without waits on the user or the client."),
+		metric.WithDescription("Evaluation time of a call, without waits on the user or on host functions."),
 		metric.WithExplicitBucketBoundaries(0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5)); err != nil {
 		return nil, err
 	}

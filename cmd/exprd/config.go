@@ -80,15 +80,15 @@ func newFlagSet(c *config) *flag.FlagSet {
 
 	fs.StringVar(&c.modelsConfig, "models-config", "", "a YAML file naming the OpenAI-compatible model providers (keys from the environment only)")
 	fs.StringVar(&c.manualsDir, "manuals-dir", "", "register every UTCP manual (or OpenAPI document) in this directory at start")
-	fs.StringVar(&c.utcpEnvFile, "utcp-env-file", "", "a .env file of UTCP variables (keys namespaced by manual: <manual>_<VAR>)")
-	fs.DurationVar(&c.utcpTimeout, "utcp-timeout", utcp.DefaultTimeout, "a tool call's deadline unless its template says less")
+	fs.StringVar(&c.utcpEnvFile, "utcp-env-file", "", "a .env file of UTCP variables, each keyed by its manual's name with every _ doubled, then _, then the variable (demo_shop + API_TOKEN: demo__shop_API_TOKEN)")
+	fs.DurationVar(&c.utcpTimeout, "utcp-timeout", utcp.DefaultTimeout, "the deadline of a UTCP tool call or manual fetch whose template sets no timeout (a template's own timeout wins, longer or shorter)")
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
 	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")
 	fs.DurationVar(&c.minPingInterval, "min-ping-interval", server.DefaultMinPingInterval, "clients pinging more often are sent away")
 
 	b := &c.budgets
-	fs.DurationVar(&b.Timeout, "max-timeout", b.Timeout, "evaluation time per call")
+	fs.DurationVar(&b.Timeout, "max-timeout", b.Timeout, "evaluation time per call, not counting waits on the user or on host functions")
 	fs.Uint64Var(&b.MaxIterations, "max-iterations", b.MaxIterations, "predicate iterations per call")
 	fs.Uint64Var(&b.MemoryBudget, "max-memory-budget", b.MemoryBudget, "expr VM memory budget per expression")
 	fs.IntVar(&b.MaxSourceLength, "max-source-length", b.MaxSourceLength, "characters of one expression")
@@ -96,7 +96,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&b.MaxStringLength, "max-string-length", b.MaxStringLength, "characters of a string written or read")
 	fs.IntVar(&b.MaxArrayLength, "max-array-length", b.MaxArrayLength, "items of an array written or read")
 	fs.IntVar(&b.MaxReadChars, "max-read-chars", b.MaxReadChars, "characters of a read value's JSON")
-	fs.DurationVar(&b.FunctionTimeout, "max-function-timeout", b.FunctionTimeout, "wait for a client-run function")
+	fs.DurationVar(&b.FunctionTimeout, "max-function-timeout", b.FunctionTimeout, "wait for one host function's result (client-run, server-run or UTCP)")
 	fs.IntVar(&b.MaxSteps, "max-steps", b.MaxSteps, "steps of one call")
 	fs.IntVar(&b.MaxValueBytes, "max-value-bytes", b.MaxValueBytes, "bytes of JSON of a value written, read or passed to a function")
 	return fs
@@ -125,7 +125,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		if !ok || onCommandLine[f.Name] {
 			return
 		}
-		if err := f.Value.Set(v); err != nil {
+		if err := set(f, v); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %v", key, v, err))
 		}
 		fromEnv[f.Name] = true
@@ -142,8 +142,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 				errs = append(errs, fmt.Errorf("%s: %q is not a setting (see exprd --help)", path, key))
 			case onCommandLine[key] || fromEnv[key]:
 			default:
-				if err := f.Value.Set(file[key]); err != nil {
-					errs = append(errs, fmt.Errorf("%s: %s: %v", path, key, err))
+				if err := set(f, file[key]); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %s: %q: %v", path, key, file[key], err))
 				}
 			}
 		}
@@ -152,6 +152,43 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
+}
+
+// set sets f from the environment or the file. A value that does not parse
+// leaves f as it was (flag's numeric values would become 0), so that the
+// parse error is the only one reported for it.
+func set(f *flag.Flag, v string) error {
+	was := f.Value.String()
+	err := f.Value.Set(v)
+	if err == nil {
+		return nil
+	}
+	_ = f.Value.Set(was)
+	if w := wanted(f); w != "" {
+		return fmt.Errorf("%v, want %s", err, w)
+	}
+	return err
+}
+
+// wanted says what a flag's value must look like, for its parse error.
+func wanted(f *flag.Flag) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "a duration such as 100ms or 10s"
+	case bool:
+		return "true or false"
+	case int, int64:
+		return "an integer"
+	case uint, uint64:
+		return "a whole number"
+	case float64:
+		return "a number"
+	}
+	return ""
 }
 
 func envKey(flagName string) string {
@@ -179,10 +216,7 @@ func readConfigFile(path string) (map[string]string, error) {
 }
 
 func (c config) validate() error {
-	var errs []error
-	if err := c.budgets.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs := c.budgetErrors()
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		errs = append(errs, errors.New("tls-cert and tls-key: give both or neither"))
 	}
@@ -193,4 +227,43 @@ func (c config) validate() error {
 		errs = append(errs, fmt.Errorf("drain-timeout: %v, want a positive duration", c.drain))
 	}
 	return errors.Join(errs...)
+}
+
+// budgetErrors checks that every budget's flag is positive, naming the flag
+// (evaluator's Validate names the proto's field, and stays as a backstop).
+func (c config) budgetErrors() []error {
+	b := c.budgets
+	var errs []error
+	for _, f := range []struct {
+		flag string
+		ok   bool
+		v    any
+	}{
+		{"max-timeout", b.Timeout > 0, b.Timeout},
+		{"max-iterations", b.MaxIterations > 0, b.MaxIterations},
+		{"max-memory-budget", b.MemoryBudget > 0, b.MemoryBudget},
+		{"max-source-length", b.MaxSourceLength > 0, b.MaxSourceLength},
+		{"max-nodes", b.MaxNodes > 0, b.MaxNodes},
+		{"max-string-length", b.MaxStringLength > 0, b.MaxStringLength},
+		{"max-array-length", b.MaxArrayLength > 0, b.MaxArrayLength},
+		{"max-read-chars", b.MaxReadChars > 0, b.MaxReadChars},
+		{"max-function-timeout", b.FunctionTimeout > 0, b.FunctionTimeout},
+		{"max-steps", b.MaxSteps > 0, b.MaxSteps},
+		{"max-value-bytes", b.MaxValueBytes > 0, b.MaxValueBytes},
+	} {
+		if f.ok {
+			continue
+		}
+		want := "a positive value"
+		if _, ok := f.v.(time.Duration); ok {
+			want = "a positive duration"
+		}
+		errs = append(errs, fmt.Errorf("%s: %v, want %s", f.flag, f.v, want))
+	}
+	if len(errs) == 0 {
+		if err := b.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }

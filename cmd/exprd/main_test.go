@@ -203,7 +203,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"not a mapping", []string{"--config", write("c.yaml", "- 1\n")}, nil, "c.yaml"},
 		{"nested value", []string{"--config", write("d.yaml", "max-steps: [1]\n")}, nil, "max-steps: want a single value"},
 		{"bad environment value", nil, map[string]string{"EXPRD_MAX_NODES": "x"}, "EXPRD_MAX_NODES"},
-		{"zero budget", []string{"--max-steps", "0"}, nil, "max_steps"},
+		{"zero budget", []string{"--max-steps", "0"}, nil, "max-steps"},
 		{"tls half given", []string{"--tls-cert", "c.pem"}, nil, "tls-cert and tls-key"},
 		{"missing file", []string{"--config", filepath.Join(dir, "none.yaml")}, nil, "none.yaml"},
 		{"stray argument", []string{"serve"}, nil, `unexpected argument "serve"`},

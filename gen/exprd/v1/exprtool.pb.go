@@ -293,7 +293,7 @@ func (x *Function) GetServerName() string {
 type Budgets struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Evaluation time per call, not counting time spent waiting on the user or
-	// on a client-run function.
+	// on a host function (client-run, server-run or UTCP alike).
 	TimeoutMs uint32 `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// Predicate iterations per call (filter, map, reduce, ... bodies).
 	MaxIterations uint64 `protobuf:"varint,2,opt,name=max_iterations,json=maxIterations,proto3" json:"max_iterations,omitempty"`
@@ -309,7 +309,9 @@ type Budgets struct {
 	MaxArrayLength uint32 `protobuf:"varint,7,opt,name=max_array_length,json=maxArrayLength,proto3" json:"max_array_length,omitempty"`
 	// Characters of the JSON of a "read" value.
 	MaxReadChars uint32 `protobuf:"varint,8,opt,name=max_read_chars,json=maxReadChars,proto3" json:"max_read_chars,omitempty"`
-	// Wait for a client-run function's result.
+	// Wait for one host function's result, whoever runs it: the client, the
+	// server, or a UTCP tool the server dispatches. Past it the call fails
+	// with host-function.
 	FunctionTimeoutMs uint32 `protobuf:"varint,9,opt,name=function_timeout_ms,json=functionTimeoutMs,proto3" json:"function_timeout_ms,omitempty"`
 	// Steps of one call.
 	MaxSteps uint32 `protobuf:"varint,10,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
