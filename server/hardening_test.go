@@ -23,7 +23,7 @@ import (
 )
 
 // serve starts s on loopback and returns a connection to it.
-func serve(t *testing.T, s *server.Server, dial ...grpc.DialOption) *grpc.ClientConn {
+func serve(t testing.TB, s *server.Server, dial ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,12 +38,14 @@ func serve(t *testing.T, s *server.Server, dial ...grpc.DialOption) *grpc.Client
 	t.Cleanup(func() {
 		conn.Close()
 		s.Stop()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
 	})
 	return conn
 }
 
-func newServer(t *testing.T, opts ...server.Option) *server.Server {
+func newServer(t testing.TB, opts ...server.Option) *server.Server {
 	t.Helper()
 	s, err := server.New(append([]server.Option{server.WithLogger(quietLog)}, opts...)...)
 	if err != nil {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -22,28 +20,7 @@ var quietLog = slog.New(slog.DiscardHandler)
 // startServer serves on a loopback port and returns a client of it.
 func startServer(t testing.TB, opts ...server.Option) exprdv1.ExprToolClient {
 	t.Helper()
-	srv, err := server.New(append([]server.Option{server.WithLogger(quietLog)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		srv.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return exprdv1.NewExprToolClient(conn)
+	return exprdv1.NewExprToolClient(serve(t, newServer(t, opts...)))
 }
 
 // rawSession is a Session stream driven message by message.

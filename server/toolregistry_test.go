@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -25,7 +24,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -44,25 +42,7 @@ func registryClient(t *testing.T, opts ...utcp.Option) (exprdv1.ToolRegistryClie
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	srv, err := server.New(server.WithLogger(slog.New(slog.DiscardHandler)), server.WithRegistry(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		srv.Stop()
-		<-done
-	})
+	conn := serve(t, newServer(t, server.WithRegistry(reg)))
 	return exprdv1.NewToolRegistryClient(conn), exprdv1.NewExprToolClient(conn)
 }
 
