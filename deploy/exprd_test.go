@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,7 +44,7 @@ func TestExprdServesManifest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			log := &syncBuffer{}
+			log := &exprdproc.LogBuffer{}
 			proc, err := startPod(t, m, bin, log)
 			if err != nil {
 				t.Fatal(err)
@@ -111,7 +110,7 @@ func TestExprdServesManifest(t *testing.T) {
 			if err := p.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			if got, err := log.drainTimeout(5 * time.Second); err != nil {
+			if got, err := loggedDrainTimeout(log, 5*time.Second); err != nil {
 				t.Error(err)
 			} else if got != drain {
 				t.Errorf("exprd draining: timeout got %v, want %v, the --drain-timeout the checks read", got, drain)
@@ -287,27 +286,9 @@ func (m *manifest) manualNames(c *corev1.Container) ([]string, error) {
 	return names, nil
 }
 
-// syncBuffer collects exprd's log lines from exprdproc's reader goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// drainTimeout waits for exprd's "exprd draining" line and returns its
+// loggedDrainTimeout waits for exprd's "exprd draining" line and returns its
 // timeout.
-func (b *syncBuffer) drainTimeout(wait time.Duration) (time.Duration, error) {
+func loggedDrainTimeout(b *exprdproc.LogBuffer, wait time.Duration) (time.Duration, error) {
 	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		for line := range strings.Lines(b.String()) {
 			var rec struct{ Msg, Timeout string }

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -15,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,7 +57,7 @@ func TestNodeClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var serverLog syncBuffer
+	var serverLog exprdproc.LogBuffer
 	p, err := exprdproc.Start(bin, &serverLog, "--demo", "--metrics-listen", "")
 	if err != nil {
 		t.Fatal(err)
@@ -208,22 +206,4 @@ func checkNoGoFiles(t *testing.T) {
 	if len(found) > 0 {
 		t.Fatalf("node_modules holds .go files that ./... would build as packages of this module: %v", found)
 	}
-}
-
-// syncBuffer collects exprd's log while its reader goroutine writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
