@@ -142,13 +142,23 @@ func (l *loop) resolve(ctx context.Context, step int, active map[string]*compile
 			return ErrorResult(msg), false, nil
 		}
 	}
-	return l.execute(ctx, t, *call), true, nil
+	return l.execute(ctx, step, t, *call), true, nil
+}
+
+// stepKey is the context key of CallStep.
+type stepKey struct{}
+
+// CallStep returns the index of the step whose tool call an Executor is
+// running, from the context the Executor was given.
+func CallStep(ctx context.Context) (int, bool) {
+	step, ok := ctx.Value(stepKey{}).(int)
+	return step, ok
 }
 
 // execute runs the executor under the tool's timeout. A call past its
 // timeout is answered at once; the executor is left to see its context end.
-func (l *loop) execute(ctx context.Context, t *compiledTool, call ToolCall) Result {
-	cctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errToolTimeout)
+func (l *loop) execute(ctx context.Context, step int, t *compiledTool, call ToolCall) Result {
+	cctx, cancel := context.WithTimeoutCause(context.WithValue(ctx, stepKey{}, step), t.timeout, errToolTimeout)
 	defer cancel()
 	type outcome struct {
 		r   Result

@@ -53,7 +53,8 @@ type Config struct {
 
 // Errors Run returns, for errors.Is.
 var (
-	// ErrInvalidConfig: the Config cannot run (the caller's fault).
+	// ErrInvalidConfig: the Config cannot run (the caller's fault). The
+	// error also holds a *FieldError naming the field.
 	ErrInvalidConfig = errors.New("agent: invalid config")
 	// ErrHook: a hook, or the approver, failed or answered something the
 	// loop cannot use.
@@ -69,8 +70,9 @@ var (
 	ErrTurnTimeout = errors.New("agent: turn timeout")
 )
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+// invalid is the ErrInvalidConfig of field: a *FieldError naming it.
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 }
 
 // turn is a checked Config with its defaults filled in.
@@ -84,10 +86,10 @@ type turn struct {
 
 func newTurn(cfg Config) (*turn, error) {
 	if cfg.Provider == nil {
-		return nil, invalid("no provider")
+		return nil, invalid("provider", "none")
 	}
 	if len(cfg.Messages) == 0 {
-		return nil, invalid("messages: none")
+		return nil, invalid("messages", "none: give at least one")
 	}
 	durations := []struct {
 		name string
@@ -101,14 +103,14 @@ func newTurn(cfg Config) (*turn, error) {
 	for _, d := range durations {
 		switch {
 		case *d.d < 0:
-			return nil, invalid("%s: %s is negative", d.name, *d.d)
+			return nil, invalid(d.name, "%s is negative", *d.d)
 		case *d.d == 0:
 			*d.d = d.def
 		}
 	}
 	switch {
 	case cfg.Parallelism < 0:
-		return nil, invalid("parallelism: %d is negative", cfg.Parallelism)
+		return nil, invalid("parallelism", "%d is negative", cfg.Parallelism)
 	case cfg.Parallelism == 0:
 		cfg.Parallelism = DefaultParallelism
 	}
@@ -124,19 +126,27 @@ func newTurn(cfg Config) (*turn, error) {
 			return nil, err
 		}
 	}
+	// What the model package would refuse to send is the caller's mistake:
+	// refused here, naming the field, before anything is sent.
+	if fe := checkMessages(cfg.Messages); fe != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, fe)
+	}
+	if fe := checkToolChoice(cfg.ToolChoice, t.names); fe != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, fe)
+	}
 	return t, nil
 }
 
 func (t *turn) addTool(i int, tool Tool) error {
 	switch {
 	case tool.Name == "":
-		return invalid("tools[%d]: no name", i)
+		return invalid(fmt.Sprintf("tools[%d].name", i), "empty")
 	case t.tools[tool.Name] != nil:
-		return invalid("tools[%d]: duplicate name %q", i, tool.Name)
+		return invalid(fmt.Sprintf("tools[%d].name", i), "%q is the name of an earlier tool", tool.Name)
 	case tool.Timeout < 0:
-		return invalid("tools[%d] (%s): timeout %s is negative", i, tool.Name, tool.Timeout)
+		return invalid(fmt.Sprintf("tools[%d].timeout", i), "%s is negative (tool %s)", tool.Timeout, tool.Name)
 	case tool.NeedsApproval && t.cfg.Approve == nil:
-		return invalid("tools[%d] (%s): needs approval, and the config has no Approve", i, tool.Name)
+		return invalid(fmt.Sprintf("tools[%d].needs_approval", i), "tool %s needs approval, and the config has no Approve", tool.Name)
 	}
 	ct := &compiledTool{Tool: tool, timeout: tool.Timeout,
 		desc: model.Tool{Name: tool.Name, Description: tool.Description, Parameters: tool.Parameters}}
@@ -146,7 +156,7 @@ func (t *turn) addTool(i int, tool Tool) error {
 	if len(tool.Parameters) > 0 {
 		s, err := compileSchema(tool.Parameters)
 		if err != nil {
-			return invalid("tools[%d] (%s): parameters: %v", i, tool.Name, err)
+			return invalid(fmt.Sprintf("tools[%d].parameters", i), "tool %s: %v", tool.Name, err)
 		}
 		ct.schema, ct.simple = s, simpleOf(tool.Parameters)
 	}

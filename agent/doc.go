@@ -53,7 +53,14 @@
 // model request and every running tool, and Run returns ctx.Err() itself
 // (StopCancelled). A failed model request is ErrModel wrapping the
 // provider's error (StopError); a Config that cannot run is
-// ErrInvalidConfig, before anything is sent.
+// ErrInvalidConfig, before anything is sent: besides its own checks, the
+// messages (roles, tool_call_id on tool messages, ids and names of
+// assistant tool calls) and the tool choice (auto, none, required with at
+// least one tool, or a declared tool) are checked up front as the model
+// package would check the request. The error holds a *FieldError naming
+// the field ("messages[2].role", "tool_choice"). What a PrepareStep hook
+// returns is checked the same way; a failure is ErrHook holding a
+// *FieldError ("active_tools", "tool_choice", "messages[0].role").
 //
 // Run always returns an Outcome: the steps finished, the last step's text,
 // the summed usage and the StopReason, with its error when it failed.
@@ -64,5 +71,8 @@
 // the stream), as a UTCP tool (UTCPExecutor), as the built-in expr tool on
 // the session's state (ExprExecutor: the answer's JSON, an error answer an
 // error result) or as the built-in codemode tool (CodeModeExecutor:
-// {"code": "..."} → {"value": ...}; CodeModeParameters is its schema).
+// {"code": "..."} → {"value": ...}; CodeModeParameters is its schema; each
+// run under codemode.ToolHandlerTimeout, 3 s, or the call's timeout when
+// smaller). An Executor's context carries the step of its call
+// (CallStep).
 package agent

@@ -40,7 +40,9 @@ const CodeModeParameters = `{"type": "object", "required": ["code"], "additional
 
 // CodeModeExecutor runs calls {"code": "..."} as CodeMode programs in rt that
 // may call the given UTCP tools; the result is {"value": ...}, a failed
-// program an error result.
+// program an error result. Each run is bounded by the tool handler's time
+// budget, codemode.ToolHandlerTimeout, or by the call's own timeout when
+// that ends first.
 func CodeModeExecutor(rt *codemode.Runtime, tools []string) Executor {
 	return ExecutorFunc(func(ctx context.Context, call ToolCall) (Result, error) {
 		var args struct {
@@ -49,7 +51,8 @@ func CodeModeExecutor(rt *codemode.Runtime, tools []string) Executor {
 		if err := json.Unmarshal(call.Arguments, &args); err != nil || args.Code == nil {
 			return Result{}, errors.New(`the arguments must be {"code": "<program>"}`)
 		}
-		res, err := rt.Run(ctx, *args.Code, codemode.RunOptions{Tools: tools})
+		res, err := rt.Run(ctx, *args.Code, codemode.RunOptions{Tools: tools,
+			Budgets: codemode.Budgets{Timeout: codemode.ToolHandlerTimeout}})
 		if err != nil {
 			return Result{}, err
 		}

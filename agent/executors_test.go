@@ -170,3 +170,31 @@ func TestExecutorsErrorResults(t *testing.T) {
 		}
 	}
 }
+
+// An executor's context carries the step of the call it runs.
+func TestCallStep(t *testing.T) {
+	t.Parallel()
+	srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{call("a", `{}`)}},
+		scripted.Turn{ToolCalls: []scripted.ToolCall{call("a", `{}`)}}, scripted.Turn{Text: "done"})
+	var (
+		mu    sync.Mutex
+		steps []int
+	)
+	a := agent.ExecutorFunc(func(ctx context.Context, _ agent.ToolCall) (agent.Result, error) {
+		step, ok := agent.CallStep(ctx)
+		if !ok {
+			t.Error("CallStep: got no step, want one")
+		}
+		mu.Lock()
+		steps = append(steps, step)
+		mu.Unlock()
+		return agent.Result{}, nil
+	})
+	run(t, config(t, srv, agent.Tool{Name: "a", Exec: a}))
+	if len(steps) != 2 || steps[0] != 0 || steps[1] != 1 {
+		t.Errorf("got steps %v, want [0 1]", steps)
+	}
+	if _, ok := agent.CallStep(context.Background()); ok {
+		t.Error("CallStep of a context outside a call: got a step, want none")
+	}
+}

@@ -42,16 +42,41 @@ func TestPrepareStepChangesOneStep(t *testing.T) {
 	}
 }
 
-func TestPrepareStepUnknownActiveToolFailsTurn(t *testing.T) {
+// What a prepare-step hook returns that the model package would refuse
+// fails the turn with ErrHook naming the field, and nothing is sent.
+func TestPrepareStepInvalidFailsTurn(t *testing.T) {
 	t.Parallel()
-	srv := serve(t, scripted.Turn{Text: "never"})
-	cfg := config(t, srv, agent.Tool{Name: "search"})
-	cfg.Hooks.PrepareStep = func(_ context.Context, p agent.PrepareStep) (agent.PrepareStep, error) {
-		p.ActiveTools = []string{"nope"}
-		return p, nil
+	tests := []struct {
+		name  string
+		edit  func(*agent.PrepareStep)
+		field string
+	}{
+		{"an unknown active tool", func(p *agent.PrepareStep) { p.ActiveTools = []string{"nope"} }, "active_tools"},
+		{"an active tool twice", func(p *agent.PrepareStep) { p.ActiveTools = []string{"search", "search"} }, "active_tools"},
+		{"a tool choice naming an inactive tool", func(p *agent.PrepareStep) {
+			p.ActiveTools, p.ToolChoice = []string{"search"}, model.ChooseTool("buy")
+		}, "tool_choice"},
+		{"an unknown role", func(p *agent.PrepareStep) { p.Messages = append(p.Messages, model.Message{Role: "bot"}) }, "messages[1].role"},
+		{"no messages", func(p *agent.PrepareStep) { p.Messages = nil }, "messages"},
 	}
-	if _, err := agent.Run(context.Background(), cfg); !errors.Is(err, agent.ErrHook) {
-		t.Errorf("got %v, want ErrHook", err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := serve(t, scripted.Turn{Text: "never"})
+			cfg := config(t, srv, agent.Tool{Name: "search"}, agent.Tool{Name: "buy"})
+			cfg.Hooks.PrepareStep = func(_ context.Context, p agent.PrepareStep) (agent.PrepareStep, error) {
+				tc.edit(&p)
+				return p, nil
+			}
+			_, err := agent.Run(context.Background(), cfg)
+			var fe *agent.FieldError
+			if !errors.Is(err, agent.ErrHook) || !errors.As(err, &fe) || fe.Field != tc.field {
+				t.Errorf("got %v, want ErrHook naming %s", err, tc.field)
+			}
+			if n := len(srv.Requests()); n != 0 {
+				t.Errorf("the model got %d requests, want 0", n)
+			}
+		})
 	}
 }
 

@@ -196,29 +196,46 @@ func TestInvalidConfig(t *testing.T) {
 	t.Parallel()
 	srv := serve(t, scripted.Turn{Text: "never"})
 	good := config(t, srv)
+	msgs := func(m ...model.Message) func(*agent.Config) {
+		return func(c *agent.Config) { c.Messages = append([]model.Message{model.User("question")}, m...) }
+	}
 	tests := []struct {
-		name string
-		edit func(*agent.Config)
+		name  string
+		edit  func(*agent.Config)
+		field string
 	}{
-		{"no provider", func(c *agent.Config) { c.Provider = nil }},
-		{"no messages", func(c *agent.Config) { c.Messages = nil }},
-		{"tool without name", func(c *agent.Config) { c.Tools = []agent.Tool{{}} }},
-		{"duplicate tool", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a"}, {Name: "a"}} }},
-		{"parameters not JSON", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", Parameters: json.RawMessage(`{`)}} }},
-		{"parameters not an object", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", Parameters: json.RawMessage(`[]`)}} }},
+		{"no provider", func(c *agent.Config) { c.Provider = nil }, "provider"},
+		{"no messages", func(c *agent.Config) { c.Messages = nil }, "messages"},
+		{"tool without name", func(c *agent.Config) { c.Tools = []agent.Tool{{}} }, "tools[0].name"},
+		{"duplicate tool", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a"}, {Name: "a"}} }, "tools[1].name"},
+		{"parameters not JSON", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", Parameters: json.RawMessage(`{`)}} }, "tools[0].parameters"},
+		{"parameters not an object", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", Parameters: json.RawMessage(`[]`)}} }, "tools[0].parameters"},
 		{"parameters not a schema", func(c *agent.Config) {
 			c.Tools = []agent.Tool{{Name: "a", Parameters: json.RawMessage(`{"type": 7}`)}}
-		}},
-		{"needs approval without Approve", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", NeedsApproval: true}} }},
-		{"negative tool timeout", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", Timeout: -1}} }},
-		{"negative parallelism", func(c *agent.Config) { c.Parallelism = -1 }},
-		{"negative step timeout", func(c *agent.Config) { c.StepTimeout = -time.Second }},
+		}, "tools[0].parameters"},
+		{"needs approval without Approve", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", NeedsApproval: true}} }, "tools[0].needs_approval"},
+		{"negative tool timeout", func(c *agent.Config) { c.Tools = []agent.Tool{{Name: "a", Timeout: -1}} }, "tools[0].timeout"},
+		{"negative parallelism", func(c *agent.Config) { c.Parallelism = -1 }, "parallelism"},
+		{"negative step timeout", func(c *agent.Config) { c.StepTimeout = -time.Second }, "step_timeout"},
+		// What the model package would refuse to send.
+		{"unknown role", msgs(model.Message{Role: "bot", Content: "hi"}), "messages[1].role"},
+		{"tool message without its call id", msgs(model.Message{Role: model.RoleTool, Content: "{}"}), "messages[1].tool_call_id"},
+		{"user message with a call id", msgs(model.Message{Role: model.RoleUser, ToolCallID: "c1"}), "messages[1].tool_call_id"},
+		{"assistant call without id", msgs(model.Assistant("", model.ToolCall{Name: "a"})), "messages[1].tool_calls[0].id"},
+		{"assistant call without name", msgs(model.Assistant("", model.ToolCall{ID: "c1"})), "messages[1].tool_calls[0].name"},
+		{"tool choice names no tool", func(c *agent.Config) {
+			c.Tools, c.ToolChoice = []agent.Tool{{Name: "a"}}, model.ChooseTool("b")
+		}, "tool_choice"},
+		{"tool choice required without tools", func(c *agent.Config) { c.ToolChoice = model.ToolChoice{Mode: model.ToolChoiceRequired} }, "tool_choice"},
+		{"tool choice of an unknown mode", func(c *agent.Config) { c.ToolChoice = model.ToolChoice{Mode: "sometimes"} }, "tool_choice"},
 	}
 	for _, tc := range tests {
 		cfg := good
 		tc.edit(&cfg)
-		if _, err := agent.Run(context.Background(), cfg); !errors.Is(err, agent.ErrInvalidConfig) {
-			t.Errorf("%s: got %v, want ErrInvalidConfig", tc.name, err)
+		_, err := agent.Run(context.Background(), cfg)
+		var fe *agent.FieldError
+		if !errors.Is(err, agent.ErrInvalidConfig) || !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%s: got %v, want ErrInvalidConfig naming %s", tc.name, err, tc.field)
 		}
 	}
 	if n := len(srv.Requests()); n != 0 {

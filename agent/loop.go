@@ -133,6 +133,9 @@ func (l *loop) step(i int) (Step, error) {
 		if p, err = h(sctx, p); err != nil {
 			return Step{}, fmt.Errorf("%w: step %d: prepare-step: %w", ErrHook, i, err)
 		}
+		if fe := checkPrepared(p); fe != nil {
+			return Step{}, fmt.Errorf("%w: step %d: prepare-step: %w", ErrHook, i, fe)
+		}
 	}
 	active, err := l.activeTools(p.ActiveTools)
 	if err != nil {
@@ -178,7 +181,20 @@ func (l *loop) step(i int) (Step, error) {
 	return step, nil
 }
 
-// activeTools checks the step's active tool names.
+// checkPrepared refuses what a PrepareStep hook returned that the model
+// package would refuse to send.
+func checkPrepared(p PrepareStep) *FieldError {
+	if len(p.Messages) == 0 {
+		return &FieldError{"messages", "none: give at least one"}
+	}
+	if fe := checkMessages(p.Messages); fe != nil {
+		return fe
+	}
+	return checkToolChoice(p.ToolChoice, p.ActiveTools)
+}
+
+// activeTools checks the step's active tool names; its error is a
+// *FieldError (active_tools).
 func (l *loop) activeTools(names []string) (map[string]*compiledTool, error) {
 	if slices.Equal(names, l.names) {
 		return l.tools, nil
@@ -188,9 +204,9 @@ func (l *loop) activeTools(names []string) (map[string]*compiledTool, error) {
 		t := l.tools[n]
 		switch {
 		case t == nil:
-			return nil, fmt.Errorf("active tool %q is not a tool of the turn", n)
+			return nil, &FieldError{"active_tools", fmt.Sprintf("%q is not a tool of the turn", n)}
 		case active[n] != nil:
-			return nil, fmt.Errorf("active tool %q is listed twice", n)
+			return nil, &FieldError{"active_tools", fmt.Sprintf("%q is listed twice", n)}
 		}
 		active[n] = t
 	}

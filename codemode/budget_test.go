@@ -9,7 +9,9 @@ import (
 	"github.com/exprd/exprd/codemode"
 )
 
-// Each budget at its limit, then one past it.
+// Each budget at its limit, then one past it. Source length and node count
+// are guardrails, as in the evaluator (DESIGN.md): guardrail-violation,
+// naming no budget; the others are budget-exceeded, naming theirs.
 func TestBudgets(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -19,12 +21,12 @@ func TestBudgets(t *testing.T) {
 		code   string
 		at     codemode.Budgets
 		past   codemode.Budgets
-		budget string
+		budget string // "": a guardrail
 	}{
 		{"iterations", `len(map(1..10, #))`, codemode.Budgets{MaxIterations: 10}, codemode.Budgets{MaxIterations: 9}, codemode.BudgetIterations},
 		{"memory", `len(1..99)`, codemode.Budgets{MemoryBudget: 100}, codemode.Budgets{MemoryBudget: 99}, codemode.BudgetMemory},
-		{"source length", `1 + 2`, codemode.Budgets{MaxSourceLength: 5}, codemode.Budgets{MaxSourceLength: 4}, codemode.BudgetSource},
-		{"nodes", `1 + 2`, codemode.Budgets{MaxNodes: 3}, codemode.Budgets{MaxNodes: 2}, codemode.BudgetNodes},
+		{"source length", `1 + 2`, codemode.Budgets{MaxSourceLength: 5}, codemode.Budgets{MaxSourceLength: 4}, ""},
+		{"nodes", `1 + 2`, codemode.Budgets{MaxNodes: 3}, codemode.Budgets{MaxNodes: 2}, ""},
 		{"string length", `let a = "ab"; a + "cde"`, codemode.Budgets{MaxStringLength: 5}, codemode.Budgets{MaxStringLength: 4}, codemode.BudgetString},
 		{"a repeated string", `repeat("é", 5)`, codemode.Budgets{MaxStringLength: 5}, codemode.Budgets{MaxStringLength: 4}, codemode.BudgetString},
 		{"tool calls", three, codemode.Budgets{MaxToolCalls: 3}, codemode.Budgets{MaxToolCalls: 2}, codemode.BudgetToolCalls},
@@ -38,8 +40,12 @@ func TestBudgets(t *testing.T) {
 				t.Errorf("at the limit: got %v, want no error", err)
 			}
 			_, err := e.rt.Run(context.Background(), tt.code, codemode.RunOptions{Tools: allTools, Budgets: tt.past})
-			if ce := codeError(t, err); ce.Reason != codemode.BudgetExceeded || ce.Budget != tt.budget {
-				t.Errorf("one past: got %v (budget %q), want budget-exceeded (%s)", err, ce.Budget, tt.budget)
+			want := codemode.BudgetExceeded
+			if tt.budget == "" {
+				want = codemode.GuardrailViolation
+			}
+			if ce := codeError(t, err); ce.Reason != want || ce.Budget != tt.budget {
+				t.Errorf("one past: got %v (budget %q), want %s (budget %q)", err, ce.Budget, want, tt.budget)
 			}
 		})
 	}

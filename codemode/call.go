@@ -165,19 +165,22 @@ func (r *run) call(stream bool, p []any) (any, error) {
 	return v, err
 }
 
-// errRejected marks a call the approver refused.
-var errRejected = errors.New("rejected")
+// ErrRejected marks a call the approver refused. RunOptions.Approve may
+// return an error wrapping it to reject a call with a reason: the error's
+// text is what the program and the trace are told
+// (fmt.Errorf("%w: nobody is left to ask", ErrRejected)).
+var ErrRejected = errors.New("the call was rejected")
 
 func (r *run) approve(name string, args map[string]any) error {
 	if r.opts.Approve == nil {
-		return errRejected
+		return ErrRejected
 	}
 	ok, err := r.opts.Approve(r.ctx, name, args)
 	switch {
 	case err != nil:
 		return err
 	case !ok:
-		return errRejected
+		return ErrRejected
 	}
 	return nil
 }
@@ -193,9 +196,9 @@ func (r *run) callFailed(c *Call, err error) error {
 			c.Outcome, c.Error = OutcomeTimeout, "the run's time budget ran out"
 		}
 		return r.ctx.Err()
-	case errors.Is(err, errRejected):
-		c.Outcome, c.Error = OutcomeRejected, "the call was rejected"
-		e := errorf(HostFunction, "tool %q: the call was rejected", c.Tool)
+	case errors.Is(err, ErrRejected):
+		c.Outcome, c.Error = OutcomeRejected, err.Error()
+		e := errorf(HostFunction, "tool %q: %s", c.Tool, err.Error())
 		e.Tool, e.cause = c.Tool, err
 		return e
 	case errors.Is(err, utcp.ErrTimeout):

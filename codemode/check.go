@@ -74,11 +74,12 @@ func (c *collector) Visit(node *ast.Node) {
 	}
 }
 
-// checkSource bounds the source's length before it is parsed.
+// checkSource bounds the source's length before it is parsed. Size limits
+// are guardrail-violation, as in the evaluator (DESIGN.md's reasons).
 func checkSource(src string, b *Budgets) *Error {
 	if len(src) > b.MaxSourceLength {
 		if n := utf8.RuneCountInString(src); n > b.MaxSourceLength {
-			return budgetError(BudgetSource, "the code is %d characters, over the limit of %d", n, b.MaxSourceLength)
+			return errorf(GuardrailViolation, "the code is %d characters, over the limit of %d", n, b.MaxSourceLength)
 		}
 	}
 	return nil
@@ -93,7 +94,7 @@ func checkTree(tree *parser.Tree, src string, b *Budgets) (*Analysis, *Error) {
 	ast.Walk(&tree.Node, c)
 	a := &Analysis{Nodes: c.nodes}
 	if c.nodes > b.MaxNodes {
-		return nil, budgetError(BudgetNodes, "the code has %d nodes, over the limit of %d", c.nodes, b.MaxNodes)
+		return nil, errorf(GuardrailViolation, "the code has %d nodes, over the limit of %d", c.nodes, b.MaxNodes)
 	}
 	declared := map[string]bool{}
 	for _, l := range c.lets {

@@ -36,14 +36,19 @@
 //     budget, source length, AST nodes, string length; plus tool calls per
 //     run (DefaultMaxToolCalls) and the JSON size of the result, of tool
 //     arguments and of a stream's chunks (DefaultMaxResultBytes). A zero
-//     budget takes its default; a negative one is ErrInvalidOptions.
+//     budget takes its default; a negative one is ErrInvalidOptions. As in
+//     the evaluator, code over the source length or node limit is
+//     guardrail-violation (it is refused before it runs); the others are
+//     budget-exceeded, naming the budget.
 //   - A tool's failure is a *Error, reason host-function (invalid-arguments
 //     when its schema refuses the arguments), naming the tool, at the
 //     call's position, wrapping utcp's error (errors.Is(err,
 //     utcp.ErrTransport)). A stream that breaks is such an error, never a
 //     clean end.
 //   - A tool in RunOptions.NeedsApproval is put to RunOptions.Approve first;
-//     a rejection (or no Approve) is the tool's error, outcome rejected.
+//     a rejection (or no Approve) is the tool's error, outcome rejected. An
+//     Approve error wrapping ErrRejected rejects the call with its text as
+//     the reason.
 //   - Result.Trace lists every call: tool, arguments, duration, outcome
 //     (ok, error, rejected, cancelled, timeout), error summary. OnEvent
 //     reports each call's start and end and each chunk.

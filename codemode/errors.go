@@ -39,8 +39,6 @@ const (
 	BudgetIterations = evaluator.BudgetIterations
 	BudgetMemory     = evaluator.BudgetMemory
 	BudgetString     = evaluator.BudgetString
-	BudgetSource     = "source_length"
-	BudgetNodes      = "nodes"
 	BudgetToolCalls  = "tool_calls"
 	BudgetResult     = "result_bytes"
 )

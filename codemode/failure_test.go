@@ -3,6 +3,7 @@ package codemode_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -143,6 +144,18 @@ func TestApproval(t *testing.T) {
 	}
 	if len(asked) != 2 || asked[0] != "math.multiply" {
 		t.Errorf("asked for %v, want math.multiply twice", asked)
+	}
+	// An approver's error wrapping ErrRejected rejects with its reason.
+	opts.Approve = func(context.Context, string, map[string]any) (bool, error) {
+		return false, fmt.Errorf("%w: nobody is left to ask", codemode.ErrRejected)
+	}
+	res, err = e.rt.Run(context.Background(), code, opts)
+	want := `tool "math.multiply": the call was rejected: nobody is left to ask`
+	if ce := codeError(t, err); ce.Reason != codemode.HostFunction || !strings.HasPrefix(ce.Message, want) {
+		t.Errorf("rejected with a reason: got %v, want host-function %q", err, want)
+	}
+	if len(res.Trace) != 2 || res.Trace[1].Outcome != codemode.OutcomeRejected || res.Trace[1].Error != "the call was rejected: nobody is left to ask" {
+		t.Errorf("rejected with a reason: got trace %+v, want the second call rejected with the reason", res.Trace)
 	}
 }
 

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,6 +35,13 @@ type agentStream = grpc.BidiStreamingServer[exprdv1.AgentLoopRunRequest, exprdv1
 // errHookCallID fails a turn whose hook reply names another call.
 var errHookCallID = errors.New("a hook reply names another call than the one asked about")
 
+// errAborted is the cause of a turn the client aborted (AgentCancel).
+var errAborted = errors.New("the client aborted the turn")
+
+// errClientGone answers what waits for the client after its half-close:
+// no reply can come.
+var errClientGone = errors.New("the client closed its side of the stream")
+
 // codemodeParameters is the built-in codemode tool's input.
 var codemodeParameters = json.RawMessage(`{"type":"object","required":["code"],"additionalProperties":false,"properties":{"code":{"type":"string","description":"Expr source over codemode.CallTool, codemode.CallToolStream and codemode.Get; the last expression is the result."}}}`)
 
@@ -42,10 +52,28 @@ type turn struct {
 	sendMu sync.Mutex
 
 	mu        sync.Mutex
-	outputs   map[string]chan *exprdv1.ToolOutput
-	hooks     map[string]chan *exprdv1.HookReply
-	approvals map[string]chan *exprdv1.AgentApprovalReply
+	outputs   replies[*exprdv1.ToolOutput]
+	hooks     replies[*exprdv1.HookReply]
+	approvals replies[*exprdv1.AgentApprovalReply]
 	seq       int
+	// closed (under mu) and gone: the client half-closed, and no reply
+	// can come any more.
+	closed bool
+	gone   chan struct{}
+}
+
+// replies are the requests of one kind that wait for the client's reply,
+// by id.
+type replies[T any] struct {
+	waiting map[string]chan T
+	// ended are requests that stopped waiting without a reply (the call
+	// timed out, its step ended): a late reply to one is dropped, not a
+	// protocol error.
+	ended map[string]bool
+}
+
+func newReplies[T any]() replies[T] {
+	return replies[T]{waiting: map[string]chan T{}, ended: map[string]bool{}}
 }
 
 func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error {
@@ -54,56 +82,51 @@ func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error {
 	return t.stream.Send(m)
 }
 
-// Run runs one agent turn.
+// Run runs one agent turn. The client's half-close only means no more
+// messages: the turn goes on to its end, and what would wait for the
+// client is answered at once (see the half-close cases of the hooks,
+// approve and runOnClient).
 func (a *agentLoop) Run(stream agentStream) error {
 	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return errFirstNotStart
+	}
 	if err != nil {
 		return err
 	}
 	start := first.GetStart()
 	if start == nil {
-		return badRequest("start", "the stream's first message must be Start")
+		return errFirstNotStart
 	}
-	if a.s.opts.models == nil {
-		return status.Error(codes.FailedPrecondition, "this server has no model providers")
-	}
-	provider, err := a.s.opts.models.Get(start.GetProvider())
+	provider, err := modelProvider(a.s.opts.models, start.GetProvider(), "start.provider")
 	if err != nil {
-		return badRequest("start.provider", err.Error())
+		return err
 	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
 	t := &turn{stream: stream, state: a.s.opts.initialState.Fork(a.s.opts.maxStateBytes),
-		outputs: map[string]chan *exprdv1.ToolOutput{}, hooks: map[string]chan *exprdv1.HookReply{},
-		approvals: map[string]chan *exprdv1.AgentApprovalReply{}}
+		outputs: newReplies[*exprdv1.ToolOutput](), hooks: newReplies[*exprdv1.HookReply](),
+		approvals: newReplies[*exprdv1.AgentApprovalReply](), gone: make(chan struct{})}
 	if js := start.GetStateJson(); len(js) > 0 {
 		if err := t.state.Replace(js); err != nil {
-			return badRequest("start.state_json", err.Error())
+			return stateStatus("start.state_json", err)
 		}
 	}
 	cfg, err := a.config(ctx, start, provider, t)
 	if err != nil {
 		return err
 	}
-	protocol := make(chan error, 1)
-	aborted := make(chan struct{})
-	go func() { protocol <- t.receive(cancel, aborted) }()
+	go t.receive(cancel)
 
 	out, err := agent.Run(ctx, cfg)
+	if perr := brokenProtocol(ctx); perr != nil {
+		return perr // the client broke the protocol: its status, not the turn's
+	}
 	if err != nil {
-		select {
-		case perr := <-protocol:
-			if perr != nil {
-				return perr
-			}
-		default:
+		if errors.Is(context.Cause(ctx), errAborted) {
+			return status.Error(codes.Canceled, errAborted.Error())
 		}
-		select {
-		case <-aborted:
-			return status.Error(codes.Canceled, "the client aborted the turn")
-		default:
-		}
-		return agentStatus(ctx, err)
+		return a.status(ctx, err)
 	}
 	done := &exprdv1.AgentDone{Text: out.Text, Usage: usageProto(out.Usage), StopReason: string(out.StopReason)}
 	for _, s := range out.Steps {
@@ -112,24 +135,71 @@ func (a *agentLoop) Run(stream agentStream) error {
 	return t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Done{Done: done}})
 }
 
-// agentStatus maps a turn's failure to its gRPC status.
-func agentStatus(ctx context.Context, err error) error {
-	var me *model.HTTPError
+// status maps a turn's failure to its gRPC status. What a client sees
+// never holds a model provider's own error text: that is logged.
+func (a *agentLoop) status(ctx context.Context, err error) error {
+	var (
+		me *model.HTTPError
+		fe *agent.FieldError
+	)
 	switch {
 	case errors.Is(err, errHookCallID), errors.Is(err, agent.ErrCallIDMismatch):
-		return status.Error(codes.InvalidArgument, err.Error())
+		msg := errHookCallID.Error()
+		if _, detail, ok := strings.Cut(err.Error(), errHookCallID.Error()+": "); ok {
+			msg += ": " + detail
+		}
+		return badRequest("hook_reply.call_id", msg)
+	case errors.Is(err, agent.ErrInvalidConfig) && errors.As(err, &fe):
+		return badRequest("start."+wireField(fe.Field), fe.Reason)
 	case errors.Is(err, agent.ErrInvalidConfig):
-		return badRequest("start", err.Error())
+		return badRequest("start", strings.TrimPrefix(err.Error(), agent.ErrInvalidConfig.Error()+": "))
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
+	case errors.Is(err, agent.ErrHook) && errors.As(err, &fe):
+		return badRequest("hook_reply."+fe.Field, fe.Reason)
 	case errors.Is(err, agent.ErrTurnTimeout), errors.Is(err, agent.ErrStepTimeout):
 		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.As(err, &me):
-		return status.Errorf(codes.Unavailable, "the model provider answered %d", me.StatusCode)
 	case errors.Is(err, agent.ErrHook):
 		return status.Error(codes.Aborted, err.Error())
 	}
-	return status.Error(codes.Unavailable, "the model turn failed: "+err.Error())
+	a.s.opts.logger.WarnContext(ctx, "agent turn failed", "err", err)
+	switch {
+	case errors.As(err, &me):
+		return status.Errorf(codes.Unavailable, "the model provider answered %d", me.StatusCode)
+	case errors.Is(err, model.ErrInvalidRequest):
+		// Start is checked up front, so this is the server's own fault.
+		return status.Error(codes.Internal, "the turn made a model request the model package refused")
+	}
+	return status.Error(codes.Unavailable, "the model turn failed: "+modelFailure(err))
+}
+
+// modelFailure says what went wrong with a model request in words of
+// ours: the provider's error text, which may name hosts or carry the
+// upstream's own message, stays in the log.
+func modelFailure(err error) string {
+	switch {
+	case errors.Is(err, model.ErrStreamCut):
+		return "the reply was cut off before it was complete"
+	case errors.Is(err, model.ErrMalformedChunk):
+		return "the reply was malformed"
+	case errors.Is(err, model.ErrReplyTooLarge):
+		return "the reply was too large"
+	case errors.Is(err, model.ErrNoChoices):
+		return "the reply held no choices"
+	case errors.Is(err, model.ErrModelReported):
+		return "the model server reported an error"
+	}
+	return "the model request failed"
+}
+
+// wireField renames a field of agent.Config to its AgentStart name.
+func wireField(f string) string {
+	for _, r := range [][2]string{{".parameters", ".parameters_json"}, {".timeout", ".timeout_ms"}, {"_timeout", "_timeout_ms"}} {
+		if strings.HasSuffix(f, r[0]) {
+			return strings.TrimSuffix(f, r[0]) + r[1]
+		}
+	}
+	return f
 }
 
 // config turns Start into the loop's configuration.
@@ -148,9 +218,9 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 		cfg.Messages = append(cfg.Messages, messageFromProto(m))
 	}
 	for i, tp := range start.GetTools() {
-		tool, err := a.tool(ctx, tp, start, t)
+		tool, err := a.tool(ctx, i, tp, start, t)
 		if err != nil {
-			return cfg, badRequest(fmt.Sprintf("start.tools[%d]", i), err.Error())
+			return cfg, err
 		}
 		cfg.Tools = append(cfg.Tools, tool)
 	}
@@ -176,8 +246,10 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 	return cfg, nil
 }
 
-// tool builds one declared tool with its executor.
-func (a *agentLoop) tool(_ context.Context, tp *exprdv1.AgentTool, start *exprdv1.AgentStart, t *turn) (agent.Tool, error) {
+// tool builds the i-th declared tool with its executor; its error is the
+// stream's status.
+func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start *exprdv1.AgentStart, t *turn) (agent.Tool, error) {
+	field := fmt.Sprintf("start.tools[%d]", i)
 	tool := agent.Tool{Name: tp.GetName(), Description: tp.GetDescription(), Parameters: tp.GetParametersJson(),
 		NeedsApproval: tp.GetNeedsApproval(), Timeout: time.Duration(tp.GetTimeoutMs()) * time.Millisecond}
 	switch tp.GetExecutor() {
@@ -186,11 +258,11 @@ func (a *agentLoop) tool(_ context.Context, tp *exprdv1.AgentTool, start *exprdv
 		tool.Exec = agent.ExecutorFunc(t.runOnClient)
 	case exprdv1.AgentTool_EXECUTOR_UTCP:
 		if a.s.opts.registry == nil {
-			return tool, errors.New("this server has no UTCP registry")
+			return tool, status.Errorf(codes.FailedPrecondition, "%s: this server has no UTCP registry", field)
 		}
 		ut, err := a.s.opts.registry.Tool(tp.GetUtcpTool())
 		if err != nil {
-			return tool, err
+			return tool, badRequest(field+".utcp_tool", err.Error())
 		}
 		if len(tool.Parameters) == 0 {
 			tool.Parameters = ut.Inputs
@@ -202,11 +274,12 @@ func (a *agentLoop) tool(_ context.Context, tp *exprdv1.AgentTool, start *exprdv
 	case exprdv1.AgentTool_EXECUTOR_EXPR:
 		settings, err := a.s.settings(start.GetExprSettings())
 		if err != nil {
-			return tool, err
+			// Its BadRequest names settings.*; in a turn they are Start's.
+			return tool, refield(err, "settings", "start.expr_settings")
 		}
 		et, err := evaluator.NewTool(settings, a.s.opts.budgets, evaluator.ClientUnreachable())
 		if err != nil {
-			return tool, err
+			return tool, badRequest("start.expr_settings", err.Error())
 		}
 		d := et.Describe()
 		if len(tool.Parameters) == 0 {
@@ -218,79 +291,123 @@ func (a *agentLoop) tool(_ context.Context, tp *exprdv1.AgentTool, start *exprdv
 		tool.Exec = agent.ExprExecutor(a.s.eval, et, t.state, &agentExprHost{t: t})
 	case exprdv1.AgentTool_EXECUTOR_CODEMODE:
 		if a.rt == nil {
-			return tool, errors.New("this server has no UTCP registry for codemode")
+			return tool, status.Errorf(codes.FailedPrecondition, "%s: this server has no UTCP registry for codemode", field)
 		}
 		if len(tool.Parameters) == 0 {
 			tool.Parameters = codemodeParameters
 		}
 		tool.Exec = agent.CodeModeExecutor(a.rt, tp.GetCodemodeTools())
 	default:
-		return tool, fmt.Errorf("unknown executor %v", tp.GetExecutor())
+		return tool, badRequest(field+".executor", fmt.Sprintf("unknown executor %v", tp.GetExecutor()))
 	}
 	return tool, nil
 }
 
-// receive dispatches the client's messages until the stream ends. A reply
-// nobody waits for fails the turn; Cancel aborts it.
-func (t *turn) receive(cancel context.CancelFunc, aborted chan struct{}) error {
+// refield moves the field of err's BadRequest from under the prefix from
+// to under to; an error with no BadRequest becomes one naming to.
+func refield(err error, from, to string) error {
+	st := status.Convert(err)
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+			v := br.GetFieldViolations()[0]
+			if rest, ok := strings.CutPrefix(v.GetField(), from); ok {
+				return badRequest(to+rest, v.GetDescription())
+			}
+			return badRequest(v.GetField(), v.GetDescription())
+		}
+	}
+	return badRequest(to, st.Message())
+}
+
+// receive dispatches the client's messages until the stream ends. A
+// message that breaks the protocol (a reply nobody waits for, a state the
+// turn refuses) ends the turn with its status, the cause the turn is
+// cancelled with; Cancel aborts it. The client's half-close cancels
+// nothing.
+func (t *turn) receive(cancel context.CancelCauseFunc) {
 	for {
 		m, err := t.stream.Recv()
+		if errors.Is(err, io.EOF) {
+			t.mu.Lock()
+			t.closed = true
+			t.mu.Unlock()
+			close(t.gone)
+			return
+		}
 		if err != nil {
-			cancel()
-			return nil
+			cancel(recvFailed(err))
+			return
 		}
 		var bad error
 		switch msg := m.GetMsg().(type) {
 		case *exprdv1.AgentLoopRunRequest_ToolOutput:
-			bad = deliver(t, t.outputs, msg.ToolOutput.GetCallId(), msg.ToolOutput, "tool output")
+			bad = deliver(t, &t.outputs, msg.ToolOutput.GetCallId(), msg.ToolOutput, "tool_output.call_id", "tool output")
 		case *exprdv1.AgentLoopRunRequest_HookReply:
-			bad = deliver(t, t.hooks, msg.HookReply.GetHookId(), msg.HookReply, "hook reply")
+			bad = deliver(t, &t.hooks, msg.HookReply.GetHookId(), msg.HookReply, "hook_reply.hook_id", "hook reply")
 		case *exprdv1.AgentLoopRunRequest_ApprovalReply:
-			bad = deliver(t, t.approvals, msg.ApprovalReply.GetCallId(), msg.ApprovalReply, "approval reply")
+			bad = deliver(t, &t.approvals, msg.ApprovalReply.GetCallId(), msg.ApprovalReply, "approval_reply.call_id", "approval")
 		case *exprdv1.AgentLoopRunRequest_State:
 			if err := t.state.Replace(msg.State.GetStateJson()); err != nil {
-				bad = badRequest("state", err.Error())
+				bad = stateStatus("state.state_json", err)
 			}
 		case *exprdv1.AgentLoopRunRequest_StatePatch:
 			if err := t.state.MergePatch(msg.StatePatch.GetPatchJson()); err != nil {
-				bad = badRequest("state_patch", err.Error())
+				bad = stateStatus("state_patch.patch_json", err)
 			}
 		case *exprdv1.AgentLoopRunRequest_Cancel:
-			close(aborted)
-			cancel()
-			return nil
+			cancel(errAborted)
+			return
 		default:
 			bad = badRequest("msg", "after Start: tool outputs, hook and approval replies, state, or cancel")
 		}
 		if bad != nil {
-			cancel()
-			return bad
+			cancel(&streamError{st: bad})
+			return
 		}
 	}
 }
 
-func deliver[T any](t *turn, waiting map[string]chan T, id string, v T, what string) error {
+// deliver hands a reply to the request waiting for it. A reply to a
+// request that ended without one is dropped; to anything else, it is a
+// protocol error naming field.
+func deliver[T any](t *turn, r *replies[T], id string, v T, field, what string) error {
 	t.mu.Lock()
-	ch := waiting[id]
-	delete(waiting, id)
+	ch := r.waiting[id]
+	delete(r.waiting, id)
+	late := r.ended[id]
 	t.mu.Unlock()
-	if ch == nil {
-		return badRequest(what, fmt.Sprintf("nothing is waiting for %q", id))
+	switch {
+	case ch != nil:
+		ch <- v
+	case !late:
+		return badRequest(field, fmt.Sprintf("no %s is waiting for %q", what, id))
 	}
-	ch <- v
 	return nil
 }
 
-// wait registers id, sends m, and waits for the reply or ctx.
-func wait[T any](ctx context.Context, t *turn, waiting map[string]chan T, id string, m *exprdv1.AgentLoopRunResponse) (T, error) {
+// wait registers id, sends m, and waits for the reply, ctx, or the
+// client's half-close (errClientGone, also at once when the client has
+// already half-closed: m is not sent).
+func wait[T any](ctx context.Context, t *turn, r *replies[T], id string, m *exprdv1.AgentLoopRunResponse) (T, error) {
 	var zero T
 	ch := make(chan T, 1)
 	t.mu.Lock()
-	waiting[id] = ch
+	if t.closed {
+		t.mu.Unlock()
+		return zero, errClientGone
+	}
+	r.waiting[id] = ch
+	delete(r.ended, id)
 	t.mu.Unlock()
+	replied := false
 	defer func() {
 		t.mu.Lock()
-		delete(waiting, id)
+		if r.waiting[id] == ch {
+			delete(r.waiting, id)
+		}
+		if !replied {
+			r.ended[id] = true
+		}
 		t.mu.Unlock()
 	}()
 	if err := t.send(m); err != nil {
@@ -298,15 +415,31 @@ func wait[T any](ctx context.Context, t *turn, waiting map[string]chan T, id str
 	}
 	select {
 	case v := <-ch:
+		replied = true
 		return v, nil
+	case <-t.gone:
+		select {
+		case v := <-ch: // the reply came just before the half-close
+			replied = true
+			return v, nil
+		default:
+			return zero, errClientGone
+		}
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}
 }
 
+// runOnClient asks the client to run a call: the second ToolCallRequested
+// of the call, with run_on_client, sent once hooks and approval let it
+// run. After the client's half-close the call is an error result.
 func (t *turn) runOnClient(ctx context.Context, call agent.ToolCall) (agent.Result, error) {
-	out, err := wait(ctx, t, t.outputs, call.ID, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolCallRequested{
-		ToolCallRequested: &exprdv1.ToolCallRequested{Call: callProto(call), RunOnClient: true}}})
+	step, _ := agent.CallStep(ctx)
+	out, err := wait(ctx, t, &t.outputs, call.ID, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolCallRequested{
+		ToolCallRequested: &exprdv1.ToolCallRequested{Step: uint32(step), Call: callProto(call), RunOnClient: true}}})
+	if errors.Is(err, errClientGone) {
+		return agent.Result{}, fmt.Errorf("tool %q runs on the client, which closed its side of the stream: the call was not run", call.Name)
+	}
 	if err != nil {
 		return agent.Result{}, err
 	}
@@ -317,21 +450,27 @@ func (t *turn) runOnClient(ctx context.Context, call agent.ToolCall) (agent.Resu
 	return agent.Result{Content: content, IsError: out.GetIsError()}, nil
 }
 
+// approve asks the client to approve a call. After the client's
+// half-close the call is denied, with that as the reason.
 func (t *turn) approve(ctx context.Context, step int, call agent.ToolCall) (bool, string, error) {
-	r, err := wait(ctx, t, t.approvals, call.ID, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ApprovalRequest{
+	r, err := wait(ctx, t, &t.approvals, call.ID, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ApprovalRequest{
 		ApprovalRequest: &exprdv1.AgentApprovalRequest{Step: uint32(step), Call: callProto(call)}}})
+	if errors.Is(err, errClientGone) {
+		return false, "the client closed its side of the stream before approving the call", nil
+	}
 	if err != nil {
 		return false, "", err
 	}
 	return r.GetApproved(), r.GetReason(), nil
 }
 
+// hook asks the client a hook; after its half-close, errClientGone.
 func (t *turn) hook(ctx context.Context, req *exprdv1.HookRequest) (*exprdv1.HookReply, error) {
 	t.mu.Lock()
 	t.seq++
 	req.HookId = strconv.Itoa(t.seq)
 	t.mu.Unlock()
-	r, err := wait(ctx, t, t.hooks, req.HookId, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_HookRequest{HookRequest: req}})
+	r, err := wait(ctx, t, &t.hooks, req.HookId, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_HookRequest{HookRequest: req}})
 	if err != nil {
 		return nil, err
 	}
@@ -343,6 +482,9 @@ func (t *turn) hook(ctx context.Context, req *exprdv1.HookRequest) (*exprdv1.Hoo
 
 func (t *turn) prepareStep(ctx context.Context, p agent.PrepareStep) (agent.PrepareStep, error) {
 	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: "prepare_step", Step: uint32(p.Step)})
+	if errors.Is(err, errClientGone) {
+		return p, nil // nobody to ask: the step as it is
+	}
 	if err != nil {
 		return p, err
 	}
@@ -366,6 +508,12 @@ func (t *turn) prepareStep(ctx context.Context, p agent.PrepareStep) (agent.Prep
 
 func (t *turn) preToolCall(ctx context.Context, step int, call agent.ToolCall) (agent.PreToolCall, error) {
 	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: "pre_tool_call", Step: uint32(step), CallId: call.ID, Call: callProto(call)})
+	if errors.Is(err, errClientGone) {
+		// The client asked to see every call before it runs: a call it
+		// can no longer see does not run, as an approval not given.
+		res := agent.ErrorResult("the call was not run: the client closed its side of the stream before its pre_tool_call hook could be asked")
+		return agent.PreToolCall{Call: call, Result: &res}, nil
+	}
 	if err != nil {
 		return agent.PreToolCall{Call: call}, err
 	}
@@ -382,6 +530,9 @@ func (t *turn) preToolCall(ctx context.Context, step int, call agent.ToolCall) (
 func (t *turn) postToolCall(ctx context.Context, step int, call agent.ToolCall, res agent.Result) (agent.Result, error) {
 	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: "post_tool_call", Step: uint32(step), CallId: call.ID, Call: callProto(call),
 		ResultJson: res.Content, ResultIsError: res.IsError})
+	if errors.Is(err, errClientGone) {
+		return res, nil // nobody to ask: the result as it is
+	}
 	if err != nil {
 		return res, err
 	}

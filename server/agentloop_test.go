@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -27,7 +29,15 @@ type agentClient = grpc.BidiStreamingClient[exprdv1.AgentLoopRunRequest, exprdv1
 // the math provider and the demo products as the initial state.
 func agentServer(t *testing.T, turns ...scripted.Turn) exprdv1.AgentLoopClient {
 	t.Helper()
-	srv, err := scripted.Start(scripted.Script{Turns: turns})
+	return agentServerWith(t, scripted.Script{Turns: turns})
+}
+
+// agentServerWith serves AgentLoop with the scripted model playing script,
+// the math provider, the slow provider (slow.wait answers when its request
+// ends) and the demo products as the initial state; opts come last.
+func agentServerWith(t *testing.T, script scripted.Script, opts ...server.Option) exprdv1.AgentLoopClient {
+	t.Helper()
+	srv, err := scripted.Start(script)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +64,38 @@ func agentServer(t *testing.T, turns ...scripted.Turn) exprdv1.AgentLoopClient {
 	if _, err := reg.Register(context.Background(), "math", utcp.FromURL(m.URL()+"/utcp")); err != nil {
 		t.Fatal(err)
 	}
-	conn := serve(t, newServer(t, server.WithModels(models), server.WithRegistry(reg), server.WithInitialState(examples.Products)))
+	if _, err := reg.Register(context.Background(), "slow", utcp.FromURL(startSlow(t)+"/utcp")); err != nil {
+		t.Fatal(err)
+	}
+	base := []server.Option{server.WithModels(models), server.WithRegistry(reg), server.WithInitialState(examples.Products)}
+	conn := serve(t, newServer(t, append(base, opts...)...))
 	return exprdv1.NewAgentLoopClient(conn)
+}
+
+// startSlow serves a UTCP manual with one tool, wait, that answers only
+// when its request ends (or after a minute); it returns the base URL.
+func startSlow(t *testing.T) string {
+	t.Helper()
+	var url string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /utcp", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"utcp_version": "1.0.1", "manual_version": "1.0.0", "tools": []any{map[string]any{
+			"name": "wait", "description": "Waits.", "inputs": map[string]any{"type": "object"},
+			"tool_call_template": map[string]any{"call_template_type": "http", "http_method": "GET", "url": url + "/wait"},
+		}}})
+	})
+	mux.HandleFunc("GET /wait", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+		_, _ = w.Write([]byte(`{}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	url = srv.URL
+	return url
 }
 
 func startAgent(t *testing.T, c exprdv1.AgentLoopClient, start *exprdv1.AgentStart) agentClient {

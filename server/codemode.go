@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -49,7 +51,7 @@ func (c *codeMode) Execute(ctx context.Context, req *exprdv1.ExecuteRequest) (*e
 // CallTool plans a prompt with a model and runs the plan: the seed's
 // CallTool(ctx, prompt), with the tool handler's 3 s default.
 func (c *codeMode) CallTool(ctx context.Context, req *exprdv1.CallToolRequest) (*exprdv1.CallToolResponse, error) {
-	p, err := c.provider(req.GetProvider())
+	p, err := c.provider(req.GetProvider(), "provider")
 	if err != nil {
 		return nil, err
 	}
@@ -73,46 +75,100 @@ func (c *codeMode) SearchTools(_ context.Context, req *exprdv1.CodeModeSearchToo
 }
 
 // provider picks a model provider by name ("" is the default).
-func (c *codeMode) provider(name string) (model.Provider, error) {
-	if c.s.opts.models == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this server has no model providers: prompts cannot be planned")
+func (c *codeMode) provider(name, field string) (model.Provider, error) {
+	return modelProvider(c.s.opts.models, name, field)
+}
+
+// modelProvider picks a model provider by name ("" is the default). A
+// server with no providers at all, whether its registry is nil or empty,
+// cannot plan prompts or run agent turns: FAILED_PRECONDITION, with a
+// PreconditionFailure. An unknown name is the client's: INVALID_ARGUMENT
+// naming field.
+func modelProvider(models *model.Registry, name, field string) (model.Provider, error) {
+	if models == nil || len(models.Names()) == 0 {
+		const desc = "this server has no model providers configured: prompts and agent turns need one"
+		st := status.New(codes.FailedPrecondition, desc)
+		if d, err := st.WithDetails(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{
+			{Type: "MODEL_PROVIDERS", Subject: "models", Description: desc},
+		}}); err == nil {
+			st = d
+		}
+		return nil, st.Err()
 	}
-	p, err := c.s.opts.models.Get(name)
+	p, err := models.Get(name)
 	if err != nil {
-		return nil, badRequest("provider", err.Error())
+		return nil, badRequest(field, err.Error())
 	}
 	return p, nil
 }
+
+// streamError is the cause a bidi stream's receiving goroutine cancels the
+// run with when the client broke the protocol: st is the status the stream
+// ends with. Setting it and cancelling are one atomic step, so a run that
+// ended because of it always finds it (brokenProtocol).
+type streamError struct{ st error }
+
+func (e *streamError) Error() string { return e.st.Error() }
+
+// brokenProtocol returns the status the run's receiver cancelled ctx with,
+// or nil.
+func brokenProtocol(ctx context.Context) error {
+	var se *streamError
+	if errors.As(context.Cause(ctx), &se) {
+		return se.st
+	}
+	return nil
+}
+
+// recvFailed is the cause for a Recv that failed other than by the client's
+// half-close: the status grpc gave (a message over the size limit, the
+// client gone).
+func recvFailed(err error) error { return &streamError{st: status.Convert(err).Err()} }
+
+// errFirstNotStart ends a stream whose first message is not Start, or
+// that ended before any.
+var errFirstNotStart = badRequest("start", "the stream's first message must be Start")
+
+// errRunCancelled is the cause of a run the client cancelled (RunCancel).
+var errRunCancelled = errors.New("the client cancelled the run")
+
+// errNoApproval rejects a call that waits for an approval after the client
+// closed its side of the stream: no reply can come.
+var errNoApproval = fmt.Errorf("%w: the client closed its side of the stream before approving it", codemode.ErrRejected)
 
 type runStream = grpc.BidiStreamingServer[exprdv1.RunRequest, exprdv1.RunResponse]
 
 // Run runs code, or the plan a model makes of a prompt, streaming its
 // events. A tool in needs_approval pauses the run until the client's
 // ApprovalReply; RunCancel stops it (the tool call in flight is cancelled).
+// The client's half-close only means no more messages: the run goes on to
+// its result, and approvals it then waits for are rejected.
 func (c *codeMode) Run(stream runStream) error {
 	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return errFirstNotStart
+	}
 	if err != nil {
 		return err
 	}
 	start := first.GetStart()
 	if start == nil {
-		return badRequest("start", "the stream's first message must be RunStart")
+		return errFirstNotStart
 	}
 	var p model.Provider
 	switch start.GetSource().(type) {
 	case *exprdv1.RunStart_Code:
 	case *exprdv1.RunStart_Prompt:
-		if p, err = c.provider(start.GetProvider()); err != nil {
+		if p, err = c.provider(start.GetProvider(), "start.provider"); err != nil {
 			return err
 		}
 	default:
 		return badRequest("start.source", "give code or a prompt")
 	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	r := &runSession{stream: stream, approvals: map[string]chan bool{}}
-	recvErr := make(chan error, 1)
-	go func() { recvErr <- r.receive(cancel) }()
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	r := &runSession{stream: stream, approvals: map[string]chan bool{}, gone: make(chan struct{})}
+	go r.receive(cancel)
 
 	opts := codemode.RunOptions{
 		Tools:         start.GetTools(),
@@ -132,12 +188,11 @@ func (c *codeMode) Run(stream runStream) error {
 		}})
 		res, notHandled = o.Result, !o.Handled && err == nil
 	}
-	select {
-	case rerr := <-recvErr: // the client broke the protocol, or went away
-		if rerr != nil {
-			return rerr
-		}
-	default:
+	if perr := brokenProtocol(ctx); perr != nil {
+		return perr // the client broke the protocol: its status, not the run's
+	}
+	if serr := stream.Context().Err(); serr != nil {
+		return status.FromContextError(serr).Err() // nobody is left to answer
 	}
 	if errors.Is(err, codemode.ErrInvalidOptions) {
 		return badRequest("start", err.Error())
@@ -154,6 +209,10 @@ type runSession struct {
 	mu        sync.Mutex
 	approvals map[string]chan bool
 	seq       int
+	// closed (under mu) and gone: the client half-closed, and no reply
+	// can come any more.
+	closed bool
+	gone   chan struct{}
 }
 
 func (r *runSession) send(m *exprdv1.RunResponse) error {
@@ -164,13 +223,21 @@ func (r *runSession) send(m *exprdv1.RunResponse) error {
 
 // receive handles the client's messages until the stream ends: approval
 // replies and Cancel. A reply nobody waits for, or a second Start, ends the
-// run (InvalidArgument).
-func (r *runSession) receive(cancel context.CancelFunc) error {
+// run with InvalidArgument: the status is the cause the run is cancelled
+// with. The client's half-close cancels nothing.
+func (r *runSession) receive(cancel context.CancelCauseFunc) {
 	for {
 		m, err := r.stream.Recv()
+		if errors.Is(err, io.EOF) {
+			r.mu.Lock()
+			r.closed = true
+			r.mu.Unlock()
+			close(r.gone)
+			return
+		}
 		if err != nil {
-			cancel()
-			return nil
+			cancel(recvFailed(err))
+			return
 		}
 		switch msg := m.GetMsg().(type) {
 		case *exprdv1.RunRequest_ApprovalReply:
@@ -179,23 +246,28 @@ func (r *runSession) receive(cancel context.CancelFunc) error {
 			delete(r.approvals, msg.ApprovalReply.GetApprovalId())
 			r.mu.Unlock()
 			if ch == nil {
-				cancel()
-				return badRequest("approval_reply.approval_id", fmt.Sprintf("no approval %q is waiting", msg.ApprovalReply.GetApprovalId()))
+				cancel(&streamError{st: badRequest("approval_reply.approval_id", fmt.Sprintf("no approval %q is waiting", msg.ApprovalReply.GetApprovalId()))})
+				return
 			}
 			ch <- msg.ApprovalReply.GetApproved()
 		case *exprdv1.RunRequest_Cancel:
-			cancel()
+			cancel(errRunCancelled)
 		default:
-			cancel()
-			return badRequest("msg", "after RunStart only ApprovalReply and RunCancel may come")
+			cancel(&streamError{st: badRequest("msg", "after Start only ApprovalReply and RunCancel may come")})
+			return
 		}
 	}
 }
 
-// approve asks the client and waits for its reply.
+// approve asks the client and waits for its reply. After the client's
+// half-close the call is rejected at once, and so is one still waiting.
 func (r *runSession) approve(ctx context.Context, tool string, args map[string]any) (bool, error) {
 	ch := make(chan bool, 1)
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return false, errNoApproval
+	}
 	r.seq++
 	id := strconv.Itoa(r.seq)
 	r.approvals[id] = ch
@@ -214,6 +286,13 @@ func (r *runSession) approve(ctx context.Context, tool string, args map[string]a
 	select {
 	case ok := <-ch:
 		return ok, nil
+	case <-r.gone:
+		select {
+		case ok := <-ch: // the reply came just before the half-close
+			return ok, nil
+		default:
+			return false, errNoApproval
+		}
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/examples/providers"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model"
@@ -24,6 +25,12 @@ import (
 // codeModeServer serves CodeMode over math (HTTP) and the catalogue (gRPC)
 // and, when turns are given, a scripted model as the provider "scripted".
 func codeModeServer(t *testing.T, turns ...scripted.Turn) exprdv1.CodeModeClient {
+	t.Helper()
+	return codeModeServerWith(t, turns)
+}
+
+// codeModeServerWith is codeModeServer with more options, which come last.
+func codeModeServerWith(t *testing.T, turns []scripted.Turn, more ...server.Option) exprdv1.CodeModeClient {
 	t.Helper()
 	m, err := providers.StartMath()
 	if err != nil {
@@ -67,7 +74,7 @@ func codeModeServer(t *testing.T, turns ...scripted.Turn) exprdv1.CodeModeClient
 		}
 		opts = append(opts, server.WithModels(models))
 	}
-	return exprdv1.NewCodeModeClient(serve(t, newServer(t, opts...)))
+	return exprdv1.NewCodeModeClient(serve(t, newServer(t, append(opts, more...)...)))
 }
 
 const chain = `let r1 = codemode.CallTool("math.add", {"a": 5, "b": 7});
@@ -93,6 +100,10 @@ func TestCodeModeExecute(t *testing.T) {
 		{"a tool's error", `codemode.CallTool("math.divide", {"a": 1, "b": 0})`, []string{"math.divide"}, "", "host-function", 1},
 		{"another name", `len("x")`, nil, "", "", 0},
 		{"$env", `$env`, nil, "", "unknown-reference", 0},
+		// Size limits are guardrails, as in the ExprTool (DESIGN.md).
+		{"source at the length limit", "1" + strings.Repeat(" ", codemode.DefaultMaxSourceLength-1), nil, "1", "", 0},
+		{"source over the length limit", "1" + strings.Repeat(" ", codemode.DefaultMaxSourceLength), nil, "", "guardrail-violation", 0},
+		{"nodes over the limit", "1" + strings.Repeat("+1", codemode.DefaultMaxNodes), nil, "", "guardrail-violation", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,11 +37,7 @@ func (s *Server) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1.C
 	st := evaluator.NewState(s.opts.maxStateBytes)
 	if len(req.GetStateJson()) > 0 {
 		if err := st.Replace(req.GetStateJson()); err != nil {
-			var big *evaluator.StateTooLargeError
-			if errors.As(err, &big) {
-				return nil, exhausted(quotaStateBytes, err.Error())
-			}
-			return nil, badRequest("state_json", err.Error())
+			return nil, stateStatus("state_json", err)
 		}
 	}
 	h := &unaryHost{}

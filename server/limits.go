@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/exprd/exprd/evaluator"
 )
 
 // The server's limits. Each is a named default, set by an Option; a request
@@ -117,4 +120,20 @@ func connKey(ctx context.Context) string {
 		return a.String()
 	}
 	return p.Addr.Network() + ":" + p.Addr.String()
+}
+
+// stateTooLarge reports whether err refuses a state for its size.
+func stateTooLarge(err error) bool {
+	var big *evaluator.StateTooLargeError
+	return errors.As(err, &big)
+}
+
+// stateStatus is the status of a refused state: too large is
+// RESOURCE_EXHAUSTED with a QuotaFailure, anything else INVALID_ARGUMENT
+// on field.
+func stateStatus(field string, err error) error {
+	if stateTooLarge(err) {
+		return exhausted(quotaStateBytes, err.Error())
+	}
+	return badRequest(field, err.Error())
 }

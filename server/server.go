@@ -220,7 +220,8 @@ func WithRegistry(r *utcp.Registry) Option {
 }
 
 // WithModels sets the model providers that prompts are planned with, picked
-// per request by name (default: none; prompt mode is then Unavailable).
+// per request by name (default: none; CodeMode's prompt mode and AgentLoop
+// turns are then FailedPrecondition).
 func WithModels(m *model.Registry) Option {
 	return func(o *options) error { o.models = m; return nil }
 }
@@ -313,8 +314,11 @@ func New(opts ...Option) (*Server, error) {
 		exprdv1.RegisterToolRegistryServer(s.grpc, &toolRegistry{reg: o.registry})
 		s.health.SetServingStatus(exprdv1.ToolRegistry_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
+	// AgentLoop is always served, so that a server without model providers
+	// answers FAILED_PRECONDITION rather than UNIMPLEMENTED; health calls it
+	// serving only when it has providers.
+	exprdv1.RegisterAgentLoopServer(s.grpc, &agentLoop{s: s, rt: s.codemode})
 	if o.models != nil {
-		exprdv1.RegisterAgentLoopServer(s.grpc, &agentLoop{s: s, rt: s.codemode})
 		s.health.SetServingStatus(exprdv1.AgentLoop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	reflection.Register(s.grpc)

@@ -27,14 +27,17 @@ const (
 	// No executor: the tool only describes itself; calling it is an error
 	// result unless a pre-tool-call hook returns a result.
 	AgentTool_EXECUTOR_UNSPECIFIED AgentTool_Executor = 0
-	// The client runs it: the server sends ToolCallRequested with
-	// run_on_client and waits for ToolOutput.
+	// The client runs it: once hooks and approval let the call run, the
+	// server sends ToolCallRequested with run_on_client and waits for
+	// ToolOutput.
 	AgentTool_EXECUTOR_CLIENT AgentTool_Executor = 1
 	// A registered UTCP tool, named by utcp_tool.
 	AgentTool_EXECUTOR_UTCP AgentTool_Executor = 2
 	// The built-in expr tool on the stream's state (State, StatePatch).
 	AgentTool_EXECUTOR_EXPR AgentTool_Executor = 3
-	// The built-in codemode tool over codemode_tools.
+	// The built-in codemode tool over codemode_tools. Each run is bounded
+	// by CodeMode's tool handler budget (3 s), or by the tool's timeout
+	// when that is smaller.
 	AgentTool_EXECUTOR_CODEMODE AgentTool_Executor = 4
 )
 
@@ -248,7 +251,9 @@ func (*AgentLoopRunRequest_Cancel) isAgentLoopRunRequest_Msg() {}
 // AgentMessage is one message of the conversation so far.
 type AgentMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// role: system, user, assistant, tool.
+	// role: system, user, assistant, tool. A tool message needs
+	// tool_call_id; only an assistant message carries tool_calls, each with
+	// an id and a name.
 	Role      string           `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
 	Content   string           `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	ToolCalls []*AgentToolCall `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
@@ -677,7 +682,8 @@ type AgentStart struct {
 	StepTimeoutMs uint32 `protobuf:"varint,10,opt,name=step_timeout_ms,json=stepTimeoutMs,proto3" json:"step_timeout_ms,omitempty"`
 	TurnTimeoutMs uint32 `protobuf:"varint,11,opt,name=turn_timeout_ms,json=turnTimeoutMs,proto3" json:"turn_timeout_ms,omitempty"`
 	Parallelism   uint32 `protobuf:"varint,12,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
-	// tool_choice: auto (default), none, required, or a tool's name.
+	// tool_choice: auto (default), none, required (with at least one tool),
+	// or a declared tool's name.
 	ToolChoice string `protobuf:"bytes,13,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
 	// state_json is the expr tool's state when the turn starts (a JSON
 	// object; empty: the server's initial state), applied before the model
@@ -816,7 +822,8 @@ func (x *AgentStart) GetStateJson() []byte {
 	return nil
 }
 
-// ToolOutput answers a ToolCallRequested with run_on_client.
+// ToolOutput answers a ToolCallRequested with run_on_client. One that
+// comes after its call stopped waiting (it timed out) is dropped.
 type ToolOutput struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -1376,6 +1383,10 @@ func (x *TextDelta) GetText() string {
 	return ""
 }
 
+// ToolCallRequested announces every call of a step once, when the step's
+// calls start (run_on_client false). A call of an EXECUTOR_CLIENT tool is
+// then requested again, with run_on_client and the same step, once its
+// hooks and approval let it run.
 type ToolCallRequested struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Step  uint32                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`

@@ -32,7 +32,11 @@ const (
 type AgentLoopClient interface {
 	// Run runs one agent turn. The first client message must be Start.
 	// Errors of the turn itself (a bad Start, a hook reply for another call,
-	// an abort) end the stream with a gRPC status.
+	// an abort) end the stream with a gRPC status. The client's half-close
+	// means no more client messages, not an abort: the turn goes on to Done,
+	// and what would wait for the client is answered at once (an approval is
+	// denied, a client-run call is an error result, a pre_tool_call hook's
+	// call does not run, prepare_step and post_tool_call change nothing).
 	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AgentLoopRunRequest, AgentLoopRunResponse], error)
 }
 
@@ -67,7 +71,11 @@ type AgentLoop_RunClient = grpc.BidiStreamingClient[AgentLoopRunRequest, AgentLo
 type AgentLoopServer interface {
 	// Run runs one agent turn. The first client message must be Start.
 	// Errors of the turn itself (a bad Start, a hook reply for another call,
-	// an abort) end the stream with a gRPC status.
+	// an abort) end the stream with a gRPC status. The client's half-close
+	// means no more client messages, not an abort: the turn goes on to Done,
+	// and what would wait for the client is answered at once (an approval is
+	// denied, a client-run call is an error result, a pre_tool_call hook's
+	// call does not run, prepare_step and post_tool_call change nothing).
 	Run(grpc.BidiStreamingServer[AgentLoopRunRequest, AgentLoopRunResponse]) error
 	mustEmbedUnimplementedAgentLoopServer()
 }

@@ -149,7 +149,8 @@ func (x *ExecuteResponse) GetError() *CodeError {
 type CodeError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// reason is one of the evaluator's reasons (expression-syntax,
-	// unknown-reference, budget-exceeded, host-function, ...) or, for a plan,
+	// unknown-reference, guardrail-violation for code over the source length
+	// or node limit, budget-exceeded, host-function, ...) or, for a plan,
 	// invalid-plan.
 	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`

@@ -38,6 +38,8 @@ type CodeModeClient interface {
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error)
 	// Run runs code, or a plan a model makes from a prompt, streaming its
 	// events; tools that need approval pause it until the client answers.
+	// The client's half-close means no more client messages: the run goes
+	// on to its result, and a call that waits for approval then is rejected.
 	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunRequest, RunResponse], error)
 	// CallTool turns a prompt into a plan with a model and runs it.
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
@@ -109,6 +111,8 @@ type CodeModeServer interface {
 	Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error)
 	// Run runs code, or a plan a model makes from a prompt, streaming its
 	// events; tools that need approval pause it until the client answers.
+	// The client's half-close means no more client messages: the run goes
+	// on to its result, and a call that waits for approval then is rejected.
 	Run(grpc.BidiStreamingServer[RunRequest, RunResponse]) error
 	// CallTool turns a prompt into a plan with a model and runs it.
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
