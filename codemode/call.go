@@ -67,8 +67,8 @@ type run struct {
 	reg         Registry
 	opts        *RunOptions
 	b           *Budgets
-	allowed     map[string]bool
-	approval    map[string]bool
+	allowed     toolSet
+	approval    toolSet
 	calls       int
 	iterations  int
 	trace       []Call
@@ -110,7 +110,7 @@ func (r *run) call(stream bool, p []any) (any, error) {
 	if !ok {
 		return nil, errorf(InvalidArguments, "%s: the tool name is %s, not a string", fn, kind(p[0]))
 	}
-	if !r.allowed[name] {
+	if !r.allowed.has(name) {
 		e := errorf(UnknownReference, "tool %q is not allowed here: the run may call %s", name, listNames(r.allowed))
 		e.Tool = name
 		return nil, e
@@ -142,7 +142,7 @@ func (r *run) call(stream bool, p []any) (any, error) {
 	r.emit(EventToolStart, c, nil)
 	start := time.Now()
 	var v any
-	if r.approval[name] {
+	if r.approval.has(name) {
 		err = r.approve(name, args)
 	}
 	if err == nil {

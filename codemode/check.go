@@ -169,9 +169,9 @@ func checkTree(tree *parser.Tree, src string, b *Budgets) (*Analysis, *Error) {
 
 // checkTools refuses literal tool names outside the whitelist, at their
 // position.
-func checkTools(a *Analysis, allowed map[string]bool) *Error {
+func checkTools(a *Analysis, allowed toolSet) *Error {
 	for _, r := range a.Tools {
-		if !allowed[r.Name] {
+		if !allowed.has(r.Name) {
 			e := errorf(UnknownReference, "tool %q is not allowed here (line %d, column %d)", r.Name, r.Line, r.Column)
 			e.Tool, e.Line, e.Column = r.Name, r.Line, r.Column
 			return e

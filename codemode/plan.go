@@ -1,7 +1,6 @@
 package codemode
 
 import (
-	"slices"
 	"strings"
 )
 
@@ -38,7 +37,7 @@ func checkPlan(plan Plan, candidates []string, a *Analysis) *Error {
 	declared := set(plan.Tools)
 	var missing []string
 	for _, t := range plan.Tools {
-		if !offered[t] {
+		if !offered.has(t) {
 			missing = append(missing, t)
 		}
 	}
@@ -50,9 +49,9 @@ func checkPlan(plan Plan, candidates []string, a *Analysis) *Error {
 		e.Tool, e.Line, e.Column = err.Tool, err.Line, err.Column
 		return e
 	}
-	used := a.UsedTools()
+	used := set(a.UsedTools())
 	for _, t := range plan.Tools {
-		if _, found := slices.BinarySearch(used, t); !found && !a.Dynamic {
+		if !used.has(t) && !a.Dynamic {
 			return errorf(InvalidPlan, "the plan declares %q, which the code never calls by name", t)
 		}
 	}

@@ -237,16 +237,23 @@ func get(p ...any) (any, error) {
 	return m[k], nil
 }
 
-func set(names []string) map[string]bool {
-	m := make(map[string]bool, len(names))
+// A toolSet holds tool names as the registry knows them: the manual's part
+// normalised (my-api.get is my_api.get), so that either spelling matches,
+// as it does in the registry.
+type toolSet map[string]bool
+
+func set(names []string) toolSet {
+	m := make(toolSet, len(names))
 	for _, n := range names {
-		m[n] = true
+		m[utcp.NormalizeToolName(n)] = true
 	}
 	return m
 }
 
+func (s toolSet) has(name string) bool { return s[utcp.NormalizeToolName(name)] }
+
 // listNames renders a whitelist for messages.
-func listNames(m map[string]bool) string {
+func listNames(m toolSet) string {
 	if len(m) == 0 {
 		return "none"
 	}
