@@ -311,7 +311,7 @@ func New(opts ...Option) (*Server, error) {
 		s.codemode = rt
 		exprdv1.RegisterCodeModeServer(s.grpc, &codeMode{s: s, rt: rt})
 		s.health.SetServingStatus(exprdv1.CodeMode_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-		exprdv1.RegisterToolRegistryServer(s.grpc, &toolRegistry{reg: o.registry})
+		exprdv1.RegisterToolRegistryServer(s.grpc, &toolRegistry{reg: o.registry, log: o.logger})
 		s.health.SetServingStatus(exprdv1.ToolRegistry_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	// AgentLoop is always served, so that a server without model providers

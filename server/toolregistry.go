@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ const DefaultSearchLimit = 10
 type toolRegistry struct {
 	exprdv1.UnimplementedToolRegistryServer
 	reg *utcp.Registry
+	log *slog.Logger
 }
 
 func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.RegisterManualRequest) (*exprdv1.RegisterManualResponse, error) {
@@ -75,7 +77,7 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 			"with a certificate the server trusts for that host")
 	}
 	if err != nil {
-		return nil, registryStatus(err, field)
+		return nil, t.registryStatus(err, field)
 	}
 	return &exprdv1.RegisterManualResponse{Tools: r.Tools, Manual: r.Manual}, nil
 }
@@ -116,7 +118,7 @@ func (t *toolRegistry) DeregisterManual(_ context.Context, req *exprdv1.Deregist
 	}
 	r, err := t.reg.Remove(req.GetName())
 	if err != nil {
-		return nil, registryStatus(err, "name")
+		return nil, t.registryStatus(err, "name")
 	}
 	return &exprdv1.DeregisterManualResponse{Tools: r.Tools, Manual: r.Manual}, nil
 }

@@ -20,8 +20,8 @@ import (
 // it), NOT_FOUND and ALREADY_EXISTS a ResourceInfo naming the manual or
 // tool. The messages are the registry's own, which name paths and keys and
 // show of a provider's answer only its status and a short message
-// (utcp.ProviderErrorBody).
-func registryStatus(err error, field string) error {
+// (utcp.ProviderErrorBody). Anything else is INTERNAL, logged.
+func (t *toolRegistry) registryStatus(err error, field string) error {
 	var (
 		me *utcp.ManualError
 		ve *utcp.VariableNotFoundError
@@ -60,6 +60,7 @@ func registryStatus(err error, field string) error {
 	case errors.Is(err, utcp.ErrTransport):
 		return status.Error(codes.Unavailable, err.Error())
 	}
+	t.log.Error("tool registry: internal error", "error", err)
 	return status.Error(codes.Internal, "internal error")
 }
 
