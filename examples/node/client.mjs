@@ -309,10 +309,11 @@ async function turn(s) {
       messages: [{ role: 'user', content: prompt }],
       tools: [{ name: 'expr', executor: 'EXECUTOR_EXPR' }],
       expr_settings: { read: false },
+      // The turn's state, in place before the model is first called.
+      state_json: readFileSync(productsFile),
     },
   });
-  s.send({ state: { state_json: readFileSync(productsFile) } });
-  log(`→ start provider=demo tools=expr(EXECUTOR_EXPR) user=${JSON.stringify(prompt)}; state examples/products.json`);
+  log(`→ start provider=demo tools=expr(EXECUTOR_EXPR) user=${JSON.stringify(prompt)} state=examples/products.json`);
 
   const seen = { steps: [], calls: [], writes: [], results: [], finished: [] };
   const text = new Map(); // step → streamed text
