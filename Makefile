@@ -28,10 +28,15 @@ run: ## Start exprd with the embedded demo on $(ADDR)
 # plot; kustomize, k8s.io/api) never become exprd's.
 NESTED_MODULES := bench deploy
 
+# exprd as the image builds it (static, -trimpath); the tests that start a
+# real exprd take it from EXPRD_BIN instead of each building their own.
+EXPRD_BUILD := CGO_ENABLED=0 go build -trimpath
+
 .PHONY: test
 test: ## Run every test: exprd's with the race detector, then the bench and deploy modules'
-	go test -race -count=1 ./...
-	for m in $(NESTED_MODULES); do (cd $$m && go test -count=1 ./...); done
+	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
+	EXPRD_BIN=$(BIN)/exprd go test -race -count=1 ./...
+	for m in $(NESTED_MODULES); do (cd $$m && EXPRD_BIN=$(BIN)/exprd go test -count=1 ./...); done
 
 BENCH_COUNT ?= 5
 
@@ -51,7 +56,7 @@ LOAD_IDLE ?= 10000
 
 .PHONY: loadtest
 loadtest: ## Load a local exprd: LOAD_STREAMS streams for LOAD_DURATION, then LOAD_IDLE idle sessions
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/exprd ./cmd/exprd
+	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
 	go build -o $(BIN)/exprd-load ./cmd/exprd-load
 	$(BIN)/exprd-load --exprd $(BIN)/exprd --streams $(LOAD_STREAMS) --duration $(LOAD_DURATION) --idle $(LOAD_IDLE)
 

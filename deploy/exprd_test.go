@@ -103,11 +103,7 @@ func TestExprdServesManifest(t *testing.T) {
 				t.Fatal(err)
 			}
 			// As the kubelet stops a container: SIGTERM to its process.
-			p, err := os.FindProcess(proc.Pid())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Signal(syscall.SIGTERM); err != nil {
+			if err := proc.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 			if got, err := loggedDrainTimeout(log, 5*time.Second); err != nil {
@@ -116,7 +112,7 @@ func TestExprdServesManifest(t *testing.T) {
 				t.Errorf("exprd draining: timeout got %v, want %v, the --drain-timeout the checks read", got, drain)
 			}
 			grace := m.gracePeriod()
-			if err := proc.Terminate(grace); err != nil {
+			if err := proc.Wait(grace); err != nil {
 				t.Errorf("after SIGTERM: %v, want exit 0 within terminationGracePeriodSeconds %v\n%s", err, grace, log)
 			}
 		})

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,44 +19,33 @@ import (
 	"google.golang.org/grpc/status"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/exprdproc"
 )
 
-// startExprd builds and starts a real exprd process and returns its address.
-func startExprd(t *testing.T, args ...string) (cmd *exec.Cmd, addr, metricsAddr string) {
+// startExprd builds and starts a real exprd process (EXPRD_BIN when make
+// test built one) and returns it.
+func startExprd(t *testing.T, args ...string) *exprdproc.Proc {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "exprd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd = exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
-	stderr, err := cmd.StderrPipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := exprdproc.Build(ctx, "../..", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	p, err := exprdproc.Start(bin, nil, args...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(stderr)
-	for lines.Scan() {
-		var rec struct{ Msg, Addr, Metrics string }
-		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec.Msg == "exprd serving" {
-			go func() { // keep draining the log
-				for lines.Scan() {
-				}
-			}()
-			return cmd, rec.Addr, rec.Metrics
-		}
-	}
-	t.Fatal("exprd never said it was serving")
-	return nil, "", ""
+	t.Cleanup(p.Stop)
+	return p
 }
 
 func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	cmd, addr, metricsAddr := startExprd(t, "--demo", "--drain-timeout", "500ms", "--metrics-listen", "127.0.0.1:0")
+	p := startExprd(t, "--demo", "--drain-timeout", "500ms")
+	addr, metricsAddr := p.Addr, p.Metrics
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +117,7 @@ func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 		t.Fatalf("health watch: got %v %v, want SERVING", r, err)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// Health turns NOT_SERVING at once, and new streams are refused.
@@ -153,15 +139,8 @@ func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 			break
 		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("exprd exited with %v, want 0", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("exprd did not exit after its drain window")
+	if err := p.Wait(10 * time.Second); err != nil {
+		t.Errorf("after its drain window: %v, want exit 0", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -26,13 +27,20 @@ type Proc struct {
 	cmd *exec.Cmd
 	// Addr is the gRPC address, Metrics the Prometheus address.
 	Addr, Metrics string
+	exited        chan struct{} // closed once the process has exited
+	err           error         // how it exited, set before exited is closed
 }
 
 // Build compiles ./cmd/exprd of the module rooted at moduleDir into dir
 // and returns the binary's path. It builds as the container image does
 // (deploy/Dockerfile: static, -trimpath), so that the tests which build
-// exprd share one build cache entry and compile it once.
+// exprd share one build cache entry and compile it once. When EXPRD_BIN
+// names a binary (make test builds one first), it returns that instead, so
+// that test packages running at once do not each build exprd.
 func Build(ctx context.Context, moduleDir, dir string) (string, error) {
+	if bin := os.Getenv("EXPRD_BIN"); bin != "" {
+		return bin, nil
+	}
 	bin := filepath.Join(dir, "exprd")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/exprd")
 	cmd.Dir = moduleDir
@@ -44,58 +52,81 @@ func Build(ctx context.Context, moduleDir, dir string) (string, error) {
 }
 
 // Start runs bin on loopback ports with args added (later flags win) and
-// returns once it serves. Its log goes to logTo (nil: discarded).
+// returns once it serves. Its log goes to logTo (nil: discarded), every
+// line of it until the process exits.
 func Start(bin string, logTo io.Writer, args ...string) (*Proc, error) {
 	base := []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "info"}
 	cmd := exec.Command(bin, append(base, args...)...)
-	stderr, err := cmd.StderrPipe()
+	// A pipe of our own rather than StderrPipe: Wait must not close it
+	// while lines written just before the exit are still unread.
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stderr = pw
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
 		return nil, err
 	}
 	if logTo == nil {
 		logTo = io.Discard
 	}
-	lines := bufio.NewScanner(stderr)
+	p := &Proc{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	lines := bufio.NewScanner(pr)
 	lines.Buffer(make([]byte, 64<<10), 1<<20)
 	var seen strings.Builder
 	for lines.Scan() {
 		var rec struct{ Msg, Addr, Metrics string }
 		fmt.Fprintln(&seen, lines.Text())
 		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec.Msg == "exprd serving" {
+			p.Addr, p.Metrics = rec.Addr, rec.Metrics
 			go func() {
+				defer pr.Close()
 				for lines.Scan() {
 					fmt.Fprintln(logTo, lines.Text())
 				}
 			}()
-			return &Proc{cmd: cmd, Addr: rec.Addr, Metrics: rec.Metrics}, nil
+			return p, nil
 		}
 	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	pr.Close()
+	p.Stop()
 	return nil, fmt.Errorf("%s never said it was serving:\n%s", bin, seen.String())
 }
 
 // Stop kills the process and waits for it.
 func (p *Proc) Stop() {
 	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
+	<-p.exited
+}
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits up to timeout for the process to exit and returns how it
+// exited; past timeout it kills it and says so.
+func (p *Proc) Wait(timeout time.Duration) error {
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(timeout):
+		p.Stop()
+		return fmt.Errorf("exprd did not exit within %s", timeout)
+	}
 }
 
 // Terminate sends SIGTERM and waits up to grace for the drain, then kills.
 func (p *Proc) Terminate(grace time.Duration) error {
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		return err
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		return fmt.Errorf("exprd did not stop within %s", grace)
 	}
+	return p.Wait(grace)
 }
 
 // Pid is the process id, for reading /proc.
