@@ -24,10 +24,10 @@ import (
 
 // Report is what the command prints.
 type Report struct {
-	Sessions           int     `json:"sessions"`
-	StateBytes         int     `json:"state_bytes"`
-	BaseRSSMiB         float64 `json:"base_rss_mib"`
-	IdleKiBPerSession  float64 `json:"idle_kib_per_session"`
+	Sessions            int     `json:"sessions"`
+	StateBytes          int     `json:"state_bytes"`
+	BaseRSSMiB          float64 `json:"base_rss_mib"`
+	IdleKiBPerSession   float64 `json:"idle_kib_per_session"`
 	ActiveKiBPerSession float64 `json:"active_kib_per_session"`
 }
 
