@@ -45,10 +45,11 @@ bench: ## Run every benchmark against its baseline and peers; writes BENCHMARKS.
 	cd bench && go run ./cmd/benchreport --module .. --count $(BENCH_COUNT)
 
 FUZZTIME ?= 10s
+FUZZPKGS ?= ./...
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME each (seeds in testdata/)
-	FUZZTIME=$(FUZZTIME) scripts/fuzz
+fuzz: ## Run every fuzz target of FUZZPKGS for FUZZTIME each (seeds in testdata/)
+	FUZZTIME=$(FUZZTIME) FUZZPKGS='$(FUZZPKGS)' scripts/fuzz
 
 LOAD_DURATION ?= 60s
 LOAD_STREAMS ?= 200
