@@ -426,6 +426,9 @@ func concatPath(a, b string) string {
 // not an ASCII letter, digit or underscore becomes `_` (per UTF-16 unit, as
 // JavaScript counts them).
 func SanitizeManualName(name string) string {
+	if sanitized(name) {
+		return name
+	}
 	var b strings.Builder
 	b.Grow(len(name))
 	for _, r := range name {
@@ -456,8 +459,18 @@ func FullToolName(manual, tool string) string {
 // without a `.` is returned as it is.
 func NormalizeToolName(name string) string {
 	manual, tool, ok := strings.Cut(name, ".")
-	if !ok {
-		return name
+	if !ok || sanitized(manual) {
+		return name // as it is, without allocating: the usual case
 	}
 	return SanitizeManualName(manual) + "." + tool
+}
+
+// sanitized reports whether SanitizeManualName would leave name as it is.
+func sanitized(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }

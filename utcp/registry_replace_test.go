@@ -173,11 +173,12 @@ func TestManualNameNormalisedEverywhere(t *testing.T) {
 			t.Errorf("Call(%q): %v", name, err)
 		}
 	}
-	for in, want := range map[string]string{"my-api.get": "my_api.get", "my api.a.b": "my_api.a.b", "get": "get", "": ""} {
+	for in, want := range map[string]string{"my-api.get": "my_api.get", "my api.a.b": "my_api.a.b", "get": "get", "": "", "my_api.get": "my_api.get", "é.get": "_.get"} {
 		if got := utcp.NormalizeToolName(in); got != want {
 			t.Errorf("NormalizeToolName(%q): got %q, want %q", in, got, want)
 		}
 	}
+
 	if _, err := r.Tool("my-api.nope"); !errors.Is(err, utcp.ErrNotFound) {
 		t.Errorf("an unknown tool of the manual: got %v, want ErrNotFound", err)
 	}
@@ -198,4 +199,12 @@ func mustManual(t *testing.T, tools []any) string {
 		t.Fatal(err)
 	}
 	return string(raw)
+}
+
+// Every tool call normalises its tool's name: a name already normal costs
+// nothing.
+func TestNormalizeToolNameAllocs(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = utcp.NormalizeToolName("my_api.get") }); n != 0 {
+		t.Errorf("NormalizeToolName of a normal name: %v allocations, want 0", n)
+	}
 }
