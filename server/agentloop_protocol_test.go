@@ -41,22 +41,6 @@ func wantStatus(t *testing.T, err error, code codes.Code, field string) *status.
 	return st
 }
 
-// startAgentCtx is startAgent under a deadline: a turn that hangs fails
-// the test with DeadlineExceeded instead of hanging it.
-func startAgentCtx(t *testing.T, c exprdv1.AgentLoopClient, start *exprdv1.AgentStart) agentClient {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	stream, err := c.Run(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
-		t.Fatal(err)
-	}
-	return stream
-}
-
 // drain receives a turn's events until it ends, calling on (when set) for
 // each; it returns them and the stream's end (nil after done).
 func drain(stream agentClient, on func(*exprdv1.AgentLoopRunResponse)) ([]*exprdv1.AgentLoopRunResponse, error) {
@@ -130,7 +114,7 @@ func TestAgentLoopHalfCloseRunsToDone(t *testing.T) {
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			stream := startAgentCtx(t, c, &exprdv1.AgentStart{Messages: userMsg(fmt.Sprintf("<half-close %d>", i)), Tools: tc.tools, Hooks: tc.hooks})
+			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg(fmt.Sprintf("<half-close %d>", i)), Tools: tc.tools, Hooks: tc.hooks})
 			if tc.closeOn == nil {
 				_ = stream.CloseSend()
 			}
@@ -199,7 +183,7 @@ func TestAgentLoopProtocolErrorsAreDeterministic(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			for range iterations {
-				stream := startAgentCtx(t, c, &exprdv1.AgentStart{Messages: userMsg("go"), Tools: tc.tools, Hooks: tc.hooks})
+				stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("go"), Tools: tc.tools, Hooks: tc.hooks})
 				_, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
 					if tc.waiting(m) {
 						tc.bad(stream)
@@ -276,7 +260,7 @@ func TestAgentLoopBadStart(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := drain(startAgentCtx(t, c, tc.start), nil)
+			_, err := drain(startAgent(t, c, tc.start), nil)
 			st := wantStatus(t, err, codes.InvalidArgument, tc.field)
 			for _, leak := range []string{"rpc error", "invalid model request", "provider's own words", "the model turn failed"} {
 				if strings.Contains(st.Message(), leak) {
@@ -305,7 +289,7 @@ func TestAgentLoopBadPrepareStepReply(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			stream := startAgentCtx(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a"}}, Hooks: []string{"prepare_step"}})
+			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a"}}, Hooks: []string{"prepare_step"}})
 			_, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
 				if h := m.GetHookRequest(); h != nil {
 					tc.reply.HookId = h.GetHookId()
@@ -335,7 +319,7 @@ func TestAgentLoopModelFailureKeepsProviderText(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := agentServer(t, tc.turn)
-			_, err := drain(startAgentCtx(t, c, &exprdv1.AgentStart{Messages: userMsg("hi")}), nil)
+			_, err := drain(startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi")}), nil)
 			if st := wantStatus(t, err, codes.Unavailable, ""); st.Message() != tc.want {
 				t.Errorf("got message %q, want %q", st.Message(), tc.want)
 			}
@@ -376,7 +360,7 @@ func TestAgentLoopStateOverLimit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			stream := startAgentCtx(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: client, StateJson: []byte(tc.stateJSON)})
+			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: client, StateJson: []byte(tc.stateJSON)})
 			_, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
 				if r := m.GetToolCallRequested(); r.GetRunOnClient() {
 					if tc.later != nil {
@@ -401,7 +385,7 @@ func TestAgentLoopClientCallCarriesStep(t *testing.T) {
 		scripted.Turn{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{{ID: "a1", Name: "add", Arguments: args(map[string]any{"a": 1, "b": 1})}}},
 		scripted.Turn{Match: &scripted.Match{LastRole: "tool"}, ToolCalls: []scripted.ToolCall{{ID: "q1", Name: "ask_user"}}},
 		scripted.Turn{Match: &scripted.Match{LastRole: "tool"}, Text: "ok"})
-	stream := startAgentCtx(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{
+	stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{
 		{Name: "add", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.add"},
 		{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT},
 	}})
@@ -449,7 +433,7 @@ func TestAgentLoopCodemodeToolTimeout(t *testing.T) {
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			stream := startAgentCtx(t, c, &exprdv1.AgentStart{Messages: userMsg(fmt.Sprintf("<codemode %d>", i)), ToolTimeoutMs: tc.turnToolMs,
+			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg(fmt.Sprintf("<codemode %d>", i)), ToolTimeoutMs: tc.turnToolMs,
 				Tools: []*exprdv1.AgentTool{{Name: "codemode", Executor: exprdv1.AgentTool_EXECUTOR_CODEMODE, CodemodeTools: []string{"slow.wait"}, TimeoutMs: tc.toolTimeoutMs}}})
 			begin := time.Now()
 			var took time.Duration
@@ -491,7 +475,7 @@ func TestAgentLoopNoModelProviders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := exprdv1.NewAgentLoopClient(serve(t, newServer(t, tc.opts...)))
-			_, err := drain(startAgentCtx(t, c, &exprdv1.AgentStart{Messages: userMsg("hi")}), nil)
+			_, err := drain(startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi")}), nil)
 			if st := wantStatus(t, err, codes.FailedPrecondition, ""); !strings.Contains(st.Message(), "no model providers") {
 				t.Errorf("got message %q, want it to say there are no model providers", st.Message())
 			}
@@ -507,7 +491,7 @@ func TestAgentLoopLateToolOutputIsDropped(t *testing.T) {
 		{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{{Name: "ask_user"}}},
 		{Match: &scripted.Match{LastRole: "tool"}, Text: "ok"},
 	}})
-	stream := startAgentCtx(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"),
+	stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"),
 		Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, TimeoutMs: 50}}})
 	var callID string
 	var result *exprdv1.ToolResult

@@ -98,13 +98,24 @@ func startSlow(t *testing.T) string {
 	return url
 }
 
+// startAgent opens a turn under a deadline (a turn that hangs fails the
+// test with DeadlineExceeded instead of hanging it) and sends start.
 func startAgent(t *testing.T, c exprdv1.AgentLoopClient, start *exprdv1.AgentStart) agentClient {
 	t.Helper()
-	stream, err := c.Run(context.Background())
+	return openStream(t, c.Run, &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}})
+}
+
+// openStream opens a bidi stream with open under a 20 s deadline and sends
+// first.
+func openStream[Req, Resp any](t *testing.T, open func(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[Req, Resp], error), first *Req) grpc.BidiStreamingClient[Req, Resp] {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	stream, err := open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
+	if err := stream.Send(first); err != nil {
 		t.Fatal(err)
 	}
 	return stream

@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -24,16 +23,7 @@ type runClient = grpc.BidiStreamingClient[exprdv1.RunRequest, exprdv1.RunRespons
 // with DeadlineExceeded) and sends start.
 func startRun(t *testing.T, c exprdv1.CodeModeClient, start *exprdv1.RunStart) runClient {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	stream, err := c.Run(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&exprdv1.RunRequest{Msg: &exprdv1.RunRequest_Start{Start: start}}); err != nil {
-		t.Fatal(err)
-	}
-	return stream
+	return openStream(t, c.Run, &exprdv1.RunRequest{Msg: &exprdv1.RunRequest_Start{Start: start}})
 }
 
 // drainRun receives a run's events until it ends, calling on (when set)
