@@ -45,7 +45,11 @@ func (t *toolRegistry) registryStatus(err error, field string) error {
 		}
 		return badRequest(path, me.Msg)
 	case errors.As(err, &ve):
-		return badRequest(field, fmt.Sprintf("the variable %q has no value on the server", ve.Key))
+		path := field
+		if ve.Path != "" && ve.Path != field { // a url source's template is its url
+			path += "." + ve.Path
+		}
+		return badRequest(path, fmt.Sprintf("the variable %q has no value bound to manual %q on the server (the operator binds it as %s)", ve.Name, ve.Manual, ve.Key))
 	case errors.As(err, &te) && te.Reason == utcp.ReasonInsecureURL:
 		// Refused before anything was sent: retrying will not help.
 		return badRequest(field, strings.TrimPrefix(err.Error(), "utcp: "))

@@ -307,7 +307,7 @@ func resourceInfo(t *testing.T, err error, code codes.Code) *errdetails.Resource
 func TestToolRegistryErrorDetails(t *testing.T) {
 	t.Parallel()
 	p := weatherProvider(t)
-	c, _ := registryClient(t, utcp.WithLookupEnv(nil))
+	c, _ := registryClient(t)
 	ctx := context.Background()
 	if _, err := c.RegisterManual(ctx, inline("weather", weatherManual(p, "forecast"), false)); err != nil {
 		t.Fatal(err)

@@ -297,6 +297,9 @@ func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *
 		content = fields["content"]
 		delete(fields, "content")
 	}
+	if err := r.vars.checkBound(fields, name, ""); err != nil {
+		return nil, nil, err
+	}
 	resolved, err := r.vars.substitute(fields, name)
 	if err != nil {
 		return nil, nil, err

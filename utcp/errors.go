@@ -239,14 +239,24 @@ func (e *ManualError) Error() string {
 // Is reports whether target is ErrInvalidManual.
 func (e *ManualError) Is(target error) bool { return target == ErrInvalidManual }
 
-// VariableNotFoundError names the namespaced key of a variable that has no
-// value in any source.
+// VariableNotFoundError is a ${VAR} with no value bound to its manual in
+// the operator's sources. Registration refuses it (Path says where it
+// appears in the manual); a call never sends it.
 type VariableNotFoundError struct {
-	Key string
+	Key    string // the namespaced key the operator binds it under
+	Manual string
+	Name   string // the variable as the template writes it
+	Path   string // where it appears (`tools[0].tool_call_template.url`), when known
 }
 
 func (e *VariableNotFoundError) Error() string {
-	return fmt.Sprintf("utcp: variable %q not found (looked in the configured variables, the .env files and the environment)", e.Key)
+	var b strings.Builder
+	b.WriteString("utcp: ")
+	if e.Path != "" {
+		b.WriteString(e.Path + ": ")
+	}
+	fmt.Fprintf(&b, "variable %q has no value bound to manual %q (the operator binds it as %q)", e.Name, e.Manual, e.Key)
+	return b.String()
 }
 
 // Is reports whether target is ErrVariableNotFound.

@@ -91,3 +91,7 @@ func register(t *testing.T, r *utcp.Registry, name, manual string) *utcp.Registr
 	}
 	return reg
 }
+
+// everyVariable binds a value to every variable of every manual, for tests
+// of manuals whose templates carry ${VAR}s (the operator binds them).
+var everyVariable = utcp.WithVariableLoader(utcp.VariableLoaderFunc(func(string) (string, bool) { return "test-value", true }))

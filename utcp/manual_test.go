@@ -269,7 +269,7 @@ func TestRegisterFromManualAndFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRegistry(t)
+	r := newRegistry(t, everyVariable)
 	if _, err := r.Register(context.Background(), "calc", utcp.FromManual(m)); err != nil {
 		t.Fatalf("FromManual: %v", err)
 	}

@@ -31,7 +31,6 @@ type config struct {
 	insecureHosts []string
 	variables     map[string]string
 	loaders       []VariableLoader
-	lookupEnv     func(string) (string, bool)
 	factories     map[string]TransportFactory
 }
 
@@ -40,7 +39,6 @@ func defaultConfig() config {
 		timeout:     DefaultTimeout,
 		maxResponse: DefaultMaxResponseBytes,
 		variables:   map[string]string{},
-		lookupEnv:   os.LookupEnv,
 		factories:   defaultFactories(),
 	}
 }
@@ -110,8 +108,9 @@ func WithVariables(vars map[string]string) Option {
 	}
 }
 
-// WithVariableLoader adds a source looked up after the configured variables
-// and before the environment, in the order added.
+// WithVariableLoader adds a source looked up after the configured
+// variables, in the order added. It must be the operator's: a source a
+// client can write to would let a manual read it.
 func WithVariableLoader(l VariableLoader) Option {
 	return func(c *config) error {
 		if l == nil {
@@ -135,11 +134,41 @@ func WithDotEnvFile(path string) Option {
 	}
 }
 
-// WithLookupEnv replaces the environment lookup (default os.LookupEnv); nil
-// turns the environment off.
-func WithLookupEnv(f func(string) (string, bool)) Option {
+// WithSecretDir loads a directory of files as a variable loader, one
+// variable a file: its name is the namespaced key, its content the value
+// (a Kubernetes Secret mounted as a volume). It is read once, here; a
+// directory that cannot be read makes New fail.
+func WithSecretDir(dir string) Option {
 	return func(c *config) error {
-		c.lookupEnv = f
+		env, err := loadSecretDir(dir)
+		if err != nil {
+			return fmt.Errorf("utcp: WithSecretDir: %w", err)
+		}
+		c.loaders = append(c.loaders, env)
+		return nil
+	}
+}
+
+// WithEnv makes these environment variables sources, each under its own
+// name as a namespaced key (`weather_API_KEY` binds API_KEY to the manual
+// `weather`). The process environment is read for these keys only, once,
+// here; a key that is not set makes New fail. Default: none, so a manual
+// can never reach the process's environment (OPENAI_API_KEY,
+// EXPRD_AUTH_TOKENS) by choosing its name.
+func WithEnv(keys ...string) Option {
+	return func(c *config) error {
+		env := DotEnv{}
+		for _, k := range keys {
+			if _, _, ok := ParseNamespacedKey(k); !ok || !validVarName(k) {
+				return fmt.Errorf("utcp: WithEnv(%q): not a namespaced key (MANUAL_VARIABLE, each _ of the manual's name doubled)", k)
+			}
+			v, ok := os.LookupEnv(k)
+			if !ok {
+				return fmt.Errorf("utcp: WithEnv: %s is not set in the environment", k)
+			}
+			env[k] = v
+		}
+		c.loaders = append(c.loaders, env)
 		return nil
 	}
 }

@@ -69,7 +69,7 @@ func New(opts ...Option) (*Registry, error) {
 	}
 	r := &Registry{
 		cfg:       cfg,
-		vars:      &variables{configured: cfg.variables, loaders: cfg.loaders, lookupEnv: cfg.lookupEnv},
+		vars:      &variables{configured: cfg.variables, loaders: cfg.loaders},
 		factories: cfg.factories,
 		shared:    &Shared{},
 		tokens:    newTokenCache(),
@@ -214,6 +214,11 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 		f := r.factories[kind]
 		if f == nil {
 			return nil, nil, &ManualError{Manual: name, Path: path + ".tool_call_template.call_template_type", Msg: fmt.Sprintf("no transport for type %q (have: %s)", kind, strings.Join(sortedKeys(r.factories), ", "))}
+		}
+		if t.Template.hasVars {
+			if err := r.vars.checkBound(t.Template.fields, name, path+".tool_call_template"); err != nil {
+				return nil, nil, err
+			}
 		}
 		tr, err := f(t.Template.raw, env)
 		if err != nil {

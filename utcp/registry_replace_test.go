@@ -47,7 +47,7 @@ func TestReplaceRefusedKeepsOldManual(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := newRegistry(t, utcp.WithLookupEnv(nil))
+			r := newRegistry(t)
 			register(t, r, "weather", v1)
 			before, _ := r.Tool("weather.forecast")
 			_, err := r.Replace(context.Background(), "weather", tc.src)

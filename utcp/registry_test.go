@@ -86,7 +86,7 @@ func TestNotFoundListsCloseNames(t *testing.T) {
 
 func TestLoadDir(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	r := newRegistry(t, everyVariable)
 	regs, err := r.LoadDir(context.Background(), "testdata/config")
 	if err != nil {
 		t.Fatalf("LoadDir: %v", err)
@@ -110,7 +110,7 @@ func TestLoadDir(t *testing.T) {
 
 func TestLoadDirRollsBack(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	r := newRegistry(t, everyVariable)
 	_, err := r.LoadDir(context.Background(), "testdata/config-bad")
 	if err == nil || !strings.Contains(err.Error(), "b_broken.json") || !strings.Contains(err.Error(), "tools[0].tool_call_template.url: missing") {
 		t.Fatalf("got %v, want the file and the path named", err)

@@ -19,7 +19,7 @@ const MinSearchHits = 28
 // written as a user would ask them.
 func TestSearchCatalogue(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	r := newRegistry(t, everyVariable)
 	if _, err := r.LoadDir(context.Background(), "testdata/catalog"); err != nil {
 		t.Fatalf("LoadDir: %v", err)
 	}
@@ -62,7 +62,7 @@ func TestSearchCatalogue(t *testing.T) {
 // queries, written after the ranking was settled, fares.
 func TestSearchHoldout(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	r := newRegistry(t, everyVariable)
 	if _, err := r.LoadDir(context.Background(), "testdata/catalog"); err != nil {
 		t.Fatalf("LoadDir: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestSearchHoldout(t *testing.T) {
 
 func TestSearchBasics(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	r := newRegistry(t, everyVariable)
 	register(t, r, "weather", `{"utcp_version": "1", "tools": [
 		{"name": "get_forecast", "description": "Daily forecast", "tags": ["weather"], "tool_call_template": {"call_template_type": "http", "url": "https://w.example/f"}},
 		{"name": "get_current", "description": "Current conditions", "tags": ["weather"], "tool_call_template": {"call_template_type": "http", "url": "https://w.example/c"}}]}`)

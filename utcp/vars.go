@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
 
-// VariableLoader is a source of variables between the configured ones and
-// the environment (the SDK's `load_variables_from`). Lookup gets the
-// namespaced key.
+// VariableLoader is a source of variables after the configured ones (the
+// SDK's `load_variables_from`). Lookup gets the namespaced key. A loader is
+// an operator's source: never one a client can write to.
 type VariableLoader interface {
 	Lookup(key string) (string, bool)
 }
@@ -49,7 +50,18 @@ func LoadDotEnv(path string) (DotEnv, error) {
 // `#` starts a comment (outside quotes), values may be 'single quoted'
 // (taken literally) or "double quoted" (with \n, \t, \", \\ escapes and
 // spanning lines). A line without `=` is an error naming its number.
+//
+// As python-dotenv (the reference client's loader) does, `${NAME}` and
+// `${NAME:-default}` in an unquoted or double-quoted value are expanded:
+// from a key earlier in the file, else from the process environment (the
+// operator named it in the file), else the default. A reference with
+// none of these is an error naming its line: it would otherwise be sent
+// literally. `$NAME` without braces is kept as written.
 func ParseDotEnv(r io.Reader) (DotEnv, error) {
+	return parseDotEnv(r, os.LookupEnv)
+}
+
+func parseDotEnv(r io.Reader, lookupEnv func(string) (string, bool)) (DotEnv, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
@@ -85,7 +97,10 @@ func ParseDotEnv(r io.Reader) (DotEnv, error) {
 				lineNo++
 				body += "\n" + strings.TrimSuffix(sc.Text(), "\r")
 			}
-			val = unescapeDouble(body[:closingQuote(body)])
+			var err error
+			if val, err = expandDotEnv(unescapeDouble(body[:closingQuote(body)]), out, lookupEnv); err != nil {
+				return nil, fmt.Errorf(".env line %d: %v", lineNo, err)
+			}
 		case strings.HasPrefix(rest, "'"):
 			end := strings.IndexByte(rest[1:], '\'')
 			if end < 0 {
@@ -96,12 +111,47 @@ func ParseDotEnv(r io.Reader) (DotEnv, error) {
 			if i := strings.Index(rest, " #"); i >= 0 {
 				rest = rest[:i]
 			}
-			val = strings.TrimSpace(rest)
+			var err error
+			if val, err = expandDotEnv(strings.TrimSpace(rest), out, lookupEnv); err != nil {
+				return nil, fmt.Errorf(".env line %d: %v", lineNo, err)
+			}
 		}
 		out[key] = val
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// dotEnvRef is python-dotenv's expansion: ${NAME} or ${NAME:-default}.
+var dotEnvRef = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)(?::-([^}]*))?\}`)
+
+// expandDotEnv expands a value's ${NAME} references (see ParseDotEnv).
+func expandDotEnv(val string, earlier DotEnv, lookupEnv func(string) (string, bool)) (string, error) {
+	if !strings.Contains(val, "${") {
+		return val, nil
+	}
+	var missing string
+	out := dotEnvRef.ReplaceAllStringFunc(val, func(m string) string {
+		sub := dotEnvRef.FindStringSubmatch(m)
+		name := sub[1]
+		if v, ok := earlier[name]; ok {
+			return v
+		}
+		if v, ok := lookupEnv(name); ok {
+			return v
+		}
+		if strings.Contains(m, ":-") {
+			return sub[2]
+		}
+		if missing == "" {
+			missing = name
+		}
+		return m
+	})
+	if missing != "" {
+		return "", fmt.Errorf("${%s} names no earlier key and no environment variable (give it a value, or a default: ${%s:-value})", missing, missing)
 	}
 	return out, nil
 }
@@ -167,26 +217,57 @@ func NamespacedKey(manual, name string) string {
 	return strings.ReplaceAll(manual, "_", "__") + "_" + name
 }
 
-// variables resolves ${VAR} references: configured variables, then loaders
-// in order, then the environment, each under the namespaced key. There is no
-// fallback to the bare name.
+// ParseNamespacedKey splits a namespaced key into the manual and the
+// variable it binds: `__` is an `_` of the manual's name, the first single
+// `_` ends it (`demo__shop_API_TOKEN` → `demo_shop`, `API_TOKEN`). ok is
+// false for a key with no single `_` or nothing on either side of it.
+//
+// Two pairs can share a key (`a` + `_b_C` and `a_b` + `C` are both
+// `a__b_C`); a key binds only the pair this returns, so a manual can
+// never reach another manual's variable by choosing its variable names.
+func ParseNamespacedKey(key string) (manual, name string, ok bool) {
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		if key[i] != '_' {
+			b.WriteByte(key[i])
+			continue
+		}
+		if i+1 < len(key) && key[i+1] == '_' {
+			b.WriteByte('_')
+			i++
+			continue
+		}
+		manual, name = b.String(), key[i+1:]
+		if manual == "" || name == "" {
+			return "", "", false
+		}
+		return manual, name, true
+	}
+	return "", "", false
+}
+
+// variables resolves ${VAR} references from the operator's sources only:
+// configured variables, then loaders in order (.env files, a secrets
+// directory), then the environment variables the operator listed, each
+// under the namespaced key of the (manual, variable) pair. There is no
+// fallback to the bare name, and the process environment is read only for
+// the keys listed (WithEnv).
 type variables struct {
 	configured map[string]string
 	loaders    []VariableLoader
-	lookupEnv  func(string) (string, bool)
 }
 
-func (v *variables) lookup(key string) (string, bool) {
+// lookup returns the value bound to a manual's variable.
+func (v *variables) lookup(manual, name string) (string, bool) {
+	key := NamespacedKey(manual, name)
+	if m, n, ok := ParseNamespacedKey(key); !ok || m != manual || n != name {
+		return "", false // the key binds another pair
+	}
 	if val, ok := v.configured[key]; ok {
 		return val, true
 	}
 	for _, l := range v.loaders {
 		if val, ok := l.Lookup(key); ok && val != "" {
-			return val, true
-		}
-	}
-	if v.lookupEnv != nil {
-		if val, ok := v.lookupEnv(key); ok && val != "" {
 			return val, true
 		}
 	}
@@ -233,17 +314,101 @@ func (v *variables) substituteString(s, manual string) (string, error) {
 		if firstErr != nil {
 			return m
 		}
-		name := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(m, "${"), "$"), "}")
-		key := NamespacedKey(manual, name)
-		val, ok := v.lookup(key)
+		name := varName(m)
+		val, ok := v.lookup(manual, name)
 		if !ok {
-			firstErr = &VariableNotFoundError{Key: key}
+			firstErr = &VariableNotFoundError{Key: NamespacedKey(manual, name), Manual: manual, Name: name}
 			return m
 		}
 		return val
 	})
 	if firstErr != nil {
 		return "", firstErr
+	}
+	return out, nil
+}
+
+func varName(ref string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(ref, "${"), "$"), "}")
+}
+
+// checkBound returns a *VariableNotFoundError, with Path set to where it
+// appears under path, for the first variable of x (in key order) that has
+// no value bound to manual: a template is refused when it is registered,
+// not when it is first called.
+func (v *variables) checkBound(x any, manual, path string) error {
+	switch t := x.(type) {
+	case string:
+		if strings.Contains(t, "$ref") {
+			return nil
+		}
+		for _, m := range varPattern.FindAllString(t, -1) {
+			name := varName(m)
+			if _, ok := v.lookup(manual, name); !ok {
+				return &VariableNotFoundError{Key: NamespacedKey(manual, name), Manual: manual, Name: name, Path: path}
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if err := v.checkBound(e, manual, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for _, k := range sortedKeys(t) {
+			if err := v.checkBound(t[k], manual, joinPath(path, k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// MaxSecretFiles and MaxSecretBytes bound a secrets directory
+// (WithSecretDir): the files read, and the bytes of each.
+const (
+	MaxSecretFiles = 1000
+	MaxSecretBytes = 64 << 10
+)
+
+// loadSecretDir reads a directory of files, each a variable: the file's
+// name is the namespaced key, its content the value (one trailing newline
+// dropped), as Kubernetes mounts a Secret. Names starting with "." (the
+// mount's own `..data` links) and directories are skipped.
+func loadSecretDir(dir string) (DotEnv, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := DotEnv{}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		if !validVarName(name) {
+			return nil, fmt.Errorf("%s: %q is not a variable's key (letters, digits and _ only)", dir, name)
+		}
+		if len(out) == MaxSecretFiles {
+			return nil, fmt.Errorf("%s: more than %d files", dir, MaxSecretFiles)
+		}
+		path := filepath.Join(dir, name)
+		fi, err := os.Stat(path) // follows the mount's symlinks
+		if err != nil {
+			return nil, err
+		}
+		if fi.IsDir() {
+			continue
+		}
+		if fi.Size() > MaxSecretBytes {
+			return nil, fmt.Errorf("%s: over %d bytes", path, MaxSecretBytes)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		v := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+		out[name] = v
 	}
 	return out, nil
 }

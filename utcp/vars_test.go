@@ -35,11 +35,11 @@ func TestVariablesLookupOrderAndNamespacing(t *testing.T) {
 	if err := os.WriteFile(envFile, []byte("# keys\nexport demo__shop_FROM_FILE=file-value\ndemo__shop_BOTH=file\nAPI_TOKEN=bare-name-is-never-used\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	environ := map[string]string{"demo__shop_FROM_ENV": "env-value", "demo__shop_BOTH": "env", "demo__shop_CONFIGURED": "env"}
+	later := utcp.DotEnv{"demo__shop_FROM_LOADER": "loader-value", "demo__shop_BOTH": "loader", "demo__shop_CONFIGURED": "loader"}
 	r := newRegistry(t,
 		utcp.WithVariables(map[string]string{"demo__shop_CONFIGURED": "config-value"}),
 		utcp.WithDotEnvFile(envFile),
-		utcp.WithLookupEnv(func(k string) (string, bool) { v, ok := environ[k]; return v, ok }),
+		utcp.WithVariableLoader(later),
 	)
 	register(t, r, "demo-shop", manualOf("op", nil, map[string]any{
 		"call_template_type": "http",
@@ -47,7 +47,7 @@ func TestVariablesLookupOrderAndNamespacing(t *testing.T) {
 		"headers": map[string]any{
 			"X-Configured": "${CONFIGURED}",
 			"X-File":       "$FROM_FILE",
-			"X-Env":        "pre-${FROM_ENV}-post",
+			"X-Loader":     "pre-${FROM_LOADER}-post",
 			"X-Both":       "${BOTH}",
 			"X-Ref":        "$ref stays $ref ${NOPE}",
 		},
@@ -59,7 +59,7 @@ func TestVariablesLookupOrderAndNamespacing(t *testing.T) {
 	want := map[string]string{
 		"X-Configured": "config-value",
 		"X-File":       "file-value",
-		"X-Env":        "pre-env-value-post",
+		"X-Loader":     "pre-loader-value-post",
 		"X-Both":       "file",
 		"X-Ref":        "$ref stays $ref ${NOPE}",
 	}
@@ -70,26 +70,146 @@ func TestVariablesLookupOrderAndNamespacing(t *testing.T) {
 	}
 }
 
-func TestUnresolvedVariableIsAnErrorNamingTheKey(t *testing.T) {
+// A variable with no value bound to the manual is refused when the manual
+// is registered, naming the variable and where it appears; nothing is
+// registered and nothing is sent.
+func TestUnboundVariableRefusedAtRegistration(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, nil)
-	r := newRegistry(t, utcp.WithLookupEnv(func(k string) (string, bool) {
-		if k == "API_TOKEN" {
-			return "bare", true
-		}
-		return "", false
-	}))
-	register(t, r, "demo_shop", manualOf("op", nil, map[string]any{
-		"call_template_type": "http", "url": p.URL,
-		"auth": map[string]any{"auth_type": "api_key", "api_key": "Bearer ${API_TOKEN}", "var_name": "Authorization"},
-	}))
-	_, err := r.Call(context.Background(), "demo_shop.op", nil)
-	var vn *utcp.VariableNotFoundError
-	if !errors.As(err, &vn) || vn.Key != "demo__shop_API_TOKEN" {
-		t.Fatalf("got %v, want VariableNotFoundError for demo__shop_API_TOKEN", err)
+	r := newRegistry(t, utcp.WithVariables(map[string]string{"API_TOKEN": "bare", "other_API_TOKEN": "another manual's"}))
+	register(t, r, "demo_shop", manualOf("ok", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
+	cases := []struct {
+		name string
+		tmpl map[string]any
+		path string
+	}{
+		{"url", map[string]any{"call_template_type": "http", "url": p.URL + "/${API_TOKEN}"}, "tools[0].tool_call_template.url"},
+		{"header", map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-K": "$API_TOKEN"}}, `tools[0].tool_call_template.headers["X-K"]`},
+		{"auth", map[string]any{"call_template_type": "http", "url": p.URL,
+			"auth": map[string]any{"auth_type": "api_key", "api_key": "Bearer ${API_TOKEN}", "var_name": "Authorization"}}, "tools[0].tool_call_template.auth.api_key"},
+		{"basic", map[string]any{"call_template_type": "http", "url": p.URL,
+			"auth": map[string]any{"auth_type": "basic", "username": "u", "password": "${API_TOKEN}"}}, "tools[0].tool_call_template.auth.password"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := r.Register(context.Background(), "demo_shop2", utcp.FromText(manualOf("op", nil, tc.tmpl)).AllowProtocols("http"))
+			var vn *utcp.VariableNotFoundError
+			if !errors.As(err, &vn) || vn.Key != "demo__shop2_API_TOKEN" || vn.Name != "API_TOKEN" || vn.Path != tc.path {
+				t.Fatalf("got %v (%+v), want VariableNotFoundError for API_TOKEN at %s", err, vn, tc.path)
+			}
+			if _, err := r.Tool("demo_shop2.op"); err == nil {
+				t.Errorf("the manual was registered")
+			}
+		})
 	}
 	if got := len(p.requests()); got != 0 {
-		t.Errorf("provider saw %d requests, want 0: an unresolved variable is never sent", got)
+		t.Errorf("provider saw %d requests, want 0: an unbound variable is never sent", got)
+	}
+}
+
+// A key binds one (manual, variable) pair: the manual `a` cannot reach
+// the manual `a_b`'s C by asking for the variable `_b_C`, though both
+// spell the key a__b_C.
+func TestNamespacedKeyBindsOnePair(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t, nil)
+	r := newRegistry(t, utcp.WithVariables(map[string]string{"a__b_C": "secret-of-a_b"}))
+	_, err := r.Register(context.Background(), "a", utcp.FromText(manualOf("op", nil, map[string]any{
+		"call_template_type": "http", "url": p.URL + "/?k=${_b_C}"})).AllowProtocols("http"))
+	if !errors.Is(err, utcp.ErrVariableNotFound) {
+		t.Fatalf("got %v, want ErrVariableNotFound", err)
+	}
+	register(t, r, "a_b", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL + "/?k=${C}"}))
+	if _, err := r.Call(context.Background(), "a_b.op", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.requests()[0].Query; got != "k=secret-of-a_b" {
+		t.Errorf("query: got %q", got)
+	}
+}
+
+func TestParseNamespacedKey(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		key, manual, name string
+		ok                bool
+	}{
+		{"demo__shop_API_TOKEN", "demo_shop", "API_TOKEN", true},
+		{"shop_API_TOKEN", "shop", "API_TOKEN", true},
+		{"a____b_X", "a__b", "X", true},
+		{"a___b", "a_", "b", true},
+		{"TOKEN", "", "", false},
+		{"_TOKEN", "", "", false},
+		{"a_", "", "", false},
+		{"a__b", "", "", false},
+	}
+	for _, tc := range cases {
+		m, n, ok := utcp.ParseNamespacedKey(tc.key)
+		if m != tc.manual || n != tc.name || ok != tc.ok {
+			t.Errorf("ParseNamespacedKey(%q): got %q, %q, %v; want %q, %q, %v", tc.key, m, n, ok, tc.manual, tc.name, tc.ok)
+		}
+		if ok && utcp.NamespacedKey(m, n) != tc.key {
+			t.Errorf("NamespacedKey(%q, %q) != %q", m, n, tc.key)
+		}
+	}
+}
+
+// The process environment is a source only for the keys the operator
+// lists: a manual named after an environment variable's prefix reaches
+// nothing.
+func TestEnvironmentOnlyForListedKeys(t *testing.T) {
+	t.Setenv("EXFIL_API_KEY", "process-secret")
+	t.Setenv("listed_API_KEY", "listed-value")
+	p := newProvider(t, nil)
+	r := newRegistry(t, utcp.WithEnv("listed_API_KEY"))
+	_, err := r.Register(context.Background(), "EXFIL", utcp.FromText(manualOf("t", nil, map[string]any{
+		"call_template_type": "http", "url": p.URL + "/?k=${API_KEY}"})).AllowProtocols("http"))
+	if !errors.Is(err, utcp.ErrVariableNotFound) {
+		t.Fatalf("got %v, want ErrVariableNotFound", err)
+	}
+	register(t, r, "listed", manualOf("t", nil, map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-K": "${API_KEY}"}}))
+	if _, err := r.Call(context.Background(), "listed.t", nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := p.requests()
+	if len(reqs) != 1 || reqs[0].Header.Get("X-K") != "listed-value" {
+		t.Errorf("provider saw %+v, want one request with X-K: listed-value", reqs)
+	}
+	if _, err := utcp.New(utcp.WithEnv("unset_NOT_THERE_AT_ALL")); err == nil {
+		t.Errorf("WithEnv of an unset key: got no error")
+	}
+	if _, err := utcp.New(utcp.WithEnv("NOSEPARATOR")); err == nil {
+		t.Errorf("WithEnv of a key binding no manual: got no error")
+	}
+}
+
+func TestSecretDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, v := range map[string]string{"svc_TOKEN": "s3cret\n", "..data": "skipped", ".hidden": "skipped"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newProvider(t, nil)
+	r := newRegistry(t, utcp.WithSecretDir(dir))
+	register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-Token": "$TOKEN"}}))
+	if _, err := r.Call(context.Background(), "svc.op", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.requests()[0].Header.Get("X-Token"); got != "s3cret" {
+		t.Errorf("X-Token: got %q, want s3cret", got)
+	}
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "not-a-key"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := utcp.New(utcp.WithSecretDir(bad)); err == nil {
+		t.Errorf("a file name that is not a key: got no error")
+	}
+	if _, err := utcp.New(utcp.WithSecretDir(filepath.Join(bad, "missing"))); err == nil {
+		t.Errorf("a missing directory: got no error")
 	}
 }
 
@@ -123,12 +243,38 @@ func TestToolTemplatesResolvedOnEveryCall(t *testing.T) {
 
 func TestDiscoveryTemplateResolvedAtRegistration(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t, utcp.WithLookupEnv(func(string) (string, bool) { return "", false }))
+	r := newRegistry(t)
 	tmpl := `{"name": "remote", "call_template_type": "http", "url": "https://${HOST}/utcp"}`
 	_, err := r.Register(context.Background(), "", utcp.FromTemplate([]byte(tmpl)))
 	var vn *utcp.VariableNotFoundError
-	if !errors.As(err, &vn) || vn.Key != "remote_HOST" {
-		t.Errorf("got %v, want VariableNotFoundError for remote_HOST", err)
+	if !errors.As(err, &vn) || vn.Key != "remote_HOST" || vn.Path != "url" {
+		t.Errorf("got %v, want VariableNotFoundError for remote_HOST at url", err)
+	}
+}
+
+// An env-file value may refer to a key above it or to an environment
+// variable the operator names, as python-dotenv expands it.
+func TestParseDotEnvExpands(t *testing.T) {
+	t.Setenv("EXPRD_TEST_GLOBAL_TOKEN", "from-env")
+	in := strings.Join([]string{
+		"GLOBAL=g1",
+		"remap_API_TOKEN=${GLOBAL}",
+		`quoted_T="pre-${EXPRD_TEST_GLOBAL_TOKEN}-post"`,
+		"single_T='${GLOBAL} kept'",
+		"default_T=${EXPRD_TEST_NOT_SET_ANYWHERE:-fallback}",
+		"dollar_T=$GLOBAL",
+	}, "\n")
+	got, err := utcp.ParseDotEnv(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := utcp.DotEnv{"GLOBAL": "g1", "remap_API_TOKEN": "g1", "quoted_T": "pre-from-env-post", "single_T": "${GLOBAL} kept", "default_T": "fallback", "dollar_T": "$GLOBAL"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %#v, want %#v", got, want)
+	}
+	_, err = utcp.ParseDotEnv(strings.NewReader("A=1\nB=${EXPRD_TEST_NOT_SET_ANYWHERE}"))
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("an unresolved reference: got %v, want an error naming line 2", err)
 	}
 }
 

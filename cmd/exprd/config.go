@@ -46,6 +46,8 @@ type config struct {
 	modelsConfig string
 	manualsDir   string
 	utcpEnvFile  string
+	utcpSecrets  string
+	utcpEnv      string
 	utcpTimeout  time.Duration
 
 	maxConnAge      time.Duration
@@ -81,6 +83,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.modelsConfig, "models-config", "", "a YAML file naming the OpenAI-compatible model providers (keys from the environment only)")
 	fs.StringVar(&c.manualsDir, "manuals-dir", "", "register every UTCP manual (or OpenAPI document) in this directory at start")
 	fs.StringVar(&c.utcpEnvFile, "utcp-env-file", "", "a .env file of UTCP variables, each keyed by its manual's name with every _ doubled, then _, then the variable (demo_shop + API_TOKEN: demo__shop_API_TOKEN)")
+	fs.StringVar(&c.utcpSecrets, "utcp-secrets-dir", "", "a directory of UTCP variables, one file each, named by its key as in --utcp-env-file (a mounted Kubernetes Secret)")
+	fs.StringVar(&c.utcpEnv, "utcp-env", "", "comma-separated keys (as in --utcp-env-file) read from the process environment; no other environment variable is ever a UTCP variable")
 	fs.DurationVar(&c.utcpTimeout, "utcp-timeout", utcp.DefaultTimeout, "the deadline of a UTCP tool call or manual fetch whose template sets no timeout (a template's own timeout wins, longer or shorter)")
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")

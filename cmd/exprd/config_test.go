@@ -139,8 +139,8 @@ func TestUTCPFlagsDoWhatTheirHelpSays(t *testing.T) {
 		want    string // the result's JSON
 		wantErr error
 	}{
-		{"a template's timeout longer than --utcp-timeout wins", "", "patient", `{"ok":true}`, nil},
-		{"a template without a timeout gets --utcp-timeout", "", "plain", "", utcp.ErrTimeout},
+		{"a template's timeout longer than --utcp-timeout wins", "slow__shop_TOKEN=abc\n", "patient", `{"ok":true}`, nil},
+		{"a template without a timeout gets --utcp-timeout", "slow__shop_TOKEN=abc\n", "plain", "", utcp.ErrTimeout},
 		{"the key doubles the manual's _", "slow__shop_TOKEN=abc\n", "secret", `{"authorization":"Bearer abc"}`, nil},
 		{"<manual>_<VAR> with the _ not doubled is not found", "slow_shop_TOKEN=abc\n", "secret", "", utcp.ErrVariableNotFound},
 	} {
@@ -153,9 +153,14 @@ func TestUTCPFlagsDoWhatTheirHelpSays(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A variable not bound to its manual refuses the manual when
+			// it is loaded, before any call.
 			tools, err := startTools(context.Background(), c, quiet)
 			if err != nil {
-				t.Fatal(err)
+				if tt.wantErr == nil || !errors.Is(err, tt.wantErr) {
+					t.Fatalf("got %v, want no error or %v", err, tt.wantErr)
+				}
+				return
 			}
 			defer tools.close()
 			v, err := tools.reg.Call(context.Background(), "slow_shop."+tt.tool, nil)

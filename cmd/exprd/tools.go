@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
@@ -32,6 +33,12 @@ func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error)
 	}
 	if c.utcpEnvFile != "" {
 		opts = append(opts, utcp.WithDotEnvFile(c.utcpEnvFile))
+	}
+	if c.utcpSecrets != "" {
+		opts = append(opts, utcp.WithSecretDir(c.utcpSecrets))
+	}
+	if keys := splitList(c.utcpEnv); len(keys) > 0 {
+		opts = append(opts, utcp.WithEnv(keys...))
 	}
 	reg, err := utcp.New(opts...)
 	if err != nil {
@@ -90,4 +97,15 @@ func (t *tools) close() {
 	for i := len(t.closers) - 1; i >= 0; i-- {
 		t.closers[i]()
 	}
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -348,7 +348,7 @@ func TestMetadata(t *testing.T) {
 func TestVariables(t *testing.T) {
 	t.Parallel()
 	s, _ := startProvider(t)
-	r := newRegistry(t, utcp.WithVariables(map[string]string{"calc_TOKEN": "from-vars"}), utcp.WithLookupEnv(nil))
+	r := newRegistry(t, utcp.WithVariables(map[string]string{"calc_TOKEN": "from-vars"}))
 	registerProvider(t, r, s, "calc", map[string]any{"auth": map[string]any{"auth_type": "api_key", "api_key": "${TOKEN}"}})
 	got, err := r.Call(context.Background(), "calc.meta", nil)
 	if err != nil || !reflect.DeepEqual(got, map[string]any{"x-api-key": "from-vars"}) {
