@@ -12,12 +12,16 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
 // Tokens are the bearer tokens a server accepts, each with a caller name and
 // the scopes it grants. A scope names a service: "exprtool" for
 // exprd.v1.ExprTool (the service name's last part, lower-cased); "*" grants
-// every service.
+// every service. Changing the tool registry (RegisterManual,
+// DeregisterManual) is an admin act: it needs ScopeRegistryWrite, which
+// "*" does not grant.
 type Tokens struct {
 	byHash map[[32]byte]caller
 }
@@ -78,9 +82,22 @@ func callerName(ctx context.Context) string {
 	return s
 }
 
-// scopeOf is the scope a method's service needs: "/exprd.v1.ExprTool/Call"
-// needs "exprtool".
+// ScopeRegistryWrite is the scope that RegisterManual and DeregisterManual
+// need when auth is on. Only a token that names it has it.
+const ScopeRegistryWrite = "registry.write"
+
+// adminMethods need an admin scope of their own instead of their service's.
+var adminMethods = map[string]string{
+	exprdv1.ToolRegistry_RegisterManual_FullMethodName:   ScopeRegistryWrite,
+	exprdv1.ToolRegistry_DeregisterManual_FullMethodName: ScopeRegistryWrite,
+}
+
+// scopeOf is the scope a method needs: "/exprd.v1.ExprTool/Call" needs
+// "exprtool" (its service's), an admin method its admin scope.
 func scopeOf(fullMethod string) string {
+	if s, ok := adminMethods[fullMethod]; ok {
+		return s
+	}
 	svc, _, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
 	if i := strings.LastIndexByte(svc, '.'); i >= 0 {
 		svc = svc[i+1:]
@@ -100,7 +117,9 @@ func (t Tokens) authFunc(ctx context.Context) (context.Context, error) {
 		return nil, status.Error(codes.Unauthenticated, "the bearer token is not known")
 	}
 	method, _ := grpc.Method(ctx)
-	if scope := scopeOf(method); !c.scopes[scope] && !c.scopes["*"] {
+	scope := scopeOf(method)
+	_, admin := adminMethods[method]
+	if !c.scopes[scope] && (admin || !c.scopes["*"]) {
 		return nil, status.Errorf(codes.PermissionDenied, "caller %q has no %q scope", c.name, scope)
 	}
 	return context.WithValue(ctx, callerKey{}, c.name), nil

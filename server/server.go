@@ -75,15 +75,17 @@ type options struct {
 	ratePerSecond     float64
 	rateBurst         int
 	tokens            *Tokens
-	creds             credentials.TransportCredentials
-	keepalive         keepalive.ServerParameters
-	enforcement       keepalive.EnforcementPolicy
-	logger            *slog.Logger
-	meterProvider     metric.MeterProvider
-	tracerProvider    trace.TracerProvider
-	registry          *utcp.Registry
-	models            *model.Registry
-	grpcOpts          []grpc.ServerOption
+	// registryWritesWithoutAuth lets anyone write the registry with auth off.
+	registryWritesWithoutAuth bool
+	creds                     credentials.TransportCredentials
+	keepalive                 keepalive.ServerParameters
+	enforcement               keepalive.EnforcementPolicy
+	logger                    *slog.Logger
+	meterProvider             metric.MeterProvider
+	tracerProvider            trace.TracerProvider
+	registry                  *utcp.Registry
+	models                    *model.Registry
+	grpcOpts                  []grpc.ServerOption
 }
 
 // Option configures a Server.
@@ -311,7 +313,7 @@ func New(opts ...Option) (*Server, error) {
 		s.codemode = rt
 		exprdv1.RegisterCodeModeServer(s.grpc, &codeMode{s: s, rt: rt})
 		s.health.SetServingStatus(exprdv1.CodeMode_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-		exprdv1.RegisterToolRegistryServer(s.grpc, &toolRegistry{reg: o.registry, log: o.logger})
+		exprdv1.RegisterToolRegistryServer(s.grpc, newToolRegistry(&o))
 		s.health.SetServingStatus(exprdv1.ToolRegistry_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	// AgentLoop is always served, so that a server without model providers

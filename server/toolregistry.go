@@ -36,11 +36,29 @@ type toolRegistry struct {
 	exprdv1.UnimplementedToolRegistryServer
 	reg *utcp.Registry
 	log *slog.Logger
+	// authOn and writesWithoutAuth decide who may write (writable);
+	// operator holds the manuals loaded before the server started.
+	authOn            bool
+	writesWithoutAuth bool
+	operator          map[string]bool
+}
+
+// newToolRegistry serves reg; the manuals it holds now are the operator's.
+func newToolRegistry(o *options) *toolRegistry {
+	t := &toolRegistry{reg: o.registry, log: o.logger, authOn: o.tokens != nil,
+		writesWithoutAuth: o.registryWritesWithoutAuth, operator: map[string]bool{}}
+	for _, m := range o.registry.Manuals() {
+		t.operator[m] = true
+	}
+	return t
 }
 
 func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.RegisterManualRequest) (*exprdv1.RegisterManualResponse, error) {
 	if req.GetName() == "" {
 		return nil, badRequest("name", "the manual needs a name")
+	}
+	if err := t.writable(ctx, req.GetName(), req.GetReplace()); err != nil {
+		return nil, err
 	}
 	var src utcp.Source
 	var field string
@@ -112,9 +130,12 @@ func (t *toolRegistry) grpcSource(target string, sec exprdv1.RegisterManualReque
 	return utcp.FromTemplate(tmpl), useTLS, nil
 }
 
-func (t *toolRegistry) DeregisterManual(_ context.Context, req *exprdv1.DeregisterManualRequest) (*exprdv1.DeregisterManualResponse, error) {
+func (t *toolRegistry) DeregisterManual(ctx context.Context, req *exprdv1.DeregisterManualRequest) (*exprdv1.DeregisterManualResponse, error) {
 	if req.GetName() == "" {
 		return nil, badRequest("name", "the manual's name is empty")
+	}
+	if err := t.writable(ctx, req.GetName(), true); err != nil {
+		return nil, err
 	}
 	r, err := t.reg.Remove(req.GetName())
 	if err != nil {

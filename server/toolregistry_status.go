@@ -28,8 +28,11 @@ func (t *toolRegistry) registryStatus(err error, field string) error {
 		te *utcp.TransportError
 		ae *utcp.AlreadyExistsError
 		nf *utcp.NotFoundError
+		le *utcp.LimitError
 	)
 	switch {
+	case errors.As(err, &le):
+		return exhausted("registry_max_"+le.What, strings.TrimPrefix(err.Error(), "utcp: "))
 	case errors.As(err, &ae):
 		return resourceStatus(codes.AlreadyExists, err, ae.Kind, ae.Name, "already registered; set replace to replace it")
 	case errors.As(err, &nf):

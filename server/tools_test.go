@@ -181,7 +181,7 @@ func (p *recordingProvider) CallTool(ctx context.Context, _ *grpcpb.ToolCallRequ
 
 func TestToolRegistryService(t *testing.T) {
 	t.Parallel()
-	_, tr, m := toolsServer(t)
+	_, tr, m := toolsServer(t, server.WithRegistryWritesWithoutAuth())
 	ctx := context.Background()
 	list, err := tr.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: "math"})
 	if err != nil || len(list.GetTools()) != 5 {

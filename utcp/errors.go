@@ -35,7 +35,25 @@ var (
 	// ErrAlreadyExists: a manual of that name (or a tool of that full name)
 	// is already registered.
 	ErrAlreadyExists = errors.New("utcp: already exists")
+	// ErrLimit: a registration would pass the registry's bound on manuals
+	// or tools.
+	ErrLimit = errors.New("utcp: registry limit")
 )
+
+// LimitError is a registration refused because the registry would hold
+// more manuals or tools than its bound (WithMaxManuals, WithMaxTools).
+type LimitError struct {
+	What  string // "manuals" or "tools"
+	Limit int
+	Would int // what the registry would have held
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("utcp: the registry holds at most %d %s; this registration would make %d", e.Limit, e.What, e.Would)
+}
+
+// Is reports whether target is ErrLimit.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
 
 // MaxErrorBodyChars bounds the provider body a status error keeps for logs
 // (behind Unwrap); it is never shown (see TransportError).

@@ -19,6 +19,11 @@ const (
 	DefaultMaxResponseBytes = 8 << 20
 	// DefaultMaxIdleConnsPerHost keeps warm connections to each provider.
 	DefaultMaxIdleConnsPerHost = 32
+	// DefaultMaxManuals bounds the manuals registered at once.
+	DefaultMaxManuals = 256
+	// DefaultMaxTools bounds the tools registered at once, over every
+	// manual.
+	DefaultMaxTools = 10_000
 )
 
 // Option configures a Registry. An invalid value makes New fail.
@@ -27,6 +32,8 @@ type Option func(*config) error
 type config struct {
 	timeout       time.Duration
 	maxResponse   int64
+	maxManuals    int
+	maxTools      int
 	client        *http.Client
 	insecureHosts []string
 	variables     map[string]string
@@ -38,6 +45,8 @@ func defaultConfig() config {
 	return config{
 		timeout:     DefaultTimeout,
 		maxResponse: DefaultMaxResponseBytes,
+		maxManuals:  DefaultMaxManuals,
+		maxTools:    DefaultMaxTools,
 		variables:   map[string]string{},
 		factories:   defaultFactories(),
 	}
@@ -63,6 +72,31 @@ func WithMaxResponseBytes(n int64) Option {
 			return fmt.Errorf("utcp: WithMaxResponseBytes(%d): must be positive", n)
 		}
 		c.maxResponse = n
+		return nil
+	}
+}
+
+// WithMaxManuals bounds the manuals registered at once (default
+// DefaultMaxManuals); a registration past it is a *LimitError.
+func WithMaxManuals(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("utcp: WithMaxManuals(%d): must be positive", n)
+		}
+		c.maxManuals = n
+		return nil
+	}
+}
+
+// WithMaxTools bounds the tools registered at once over every manual
+// (default DefaultMaxTools); a registration that would pass it is a
+// *LimitError.
+func WithMaxTools(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("utcp: WithMaxTools(%d): must be positive", n)
+		}
+		c.maxTools = n
 		return nil
 	}
 }

@@ -190,6 +190,12 @@ func (r *Registry) register(ctx context.Context, name string, src Source, replac
 	}
 	slices.Sort(me.tools)
 	next.manuals[name] = me
+	if n := len(next.manuals); n > r.cfg.maxManuals && n > len(old.manuals) {
+		return nil, &LimitError{What: "manuals", Limit: r.cfg.maxManuals, Would: n}
+	}
+	if n := len(next.tools); n > r.cfg.maxTools && n > len(old.tools) {
+		return nil, &LimitError{What: "tools", Limit: r.cfg.maxTools, Would: n}
+	}
 	next.reindex()
 	r.cat.Store(next)
 	return &Registration{Manual: name, Tools: slices.Clone(me.tools), Skipped: skipped}, nil

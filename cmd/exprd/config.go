@@ -50,6 +50,10 @@ type config struct {
 	utcpEnv      string
 	utcpTimeout  time.Duration
 
+	registryWritesWithoutAuth bool
+	registryMaxManuals        int
+	registryMaxTools          int
+
 	maxConnAge      time.Duration
 	maxConnAgeGrace time.Duration
 	minPingInterval time.Duration
@@ -86,6 +90,10 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.utcpSecrets, "utcp-secrets-dir", "", "a directory of UTCP variables, one file each, named by its key as in --utcp-env-file (a mounted Kubernetes Secret)")
 	fs.StringVar(&c.utcpEnv, "utcp-env", "", "comma-separated keys (as in --utcp-env-file) read from the process environment; no other environment variable is ever a UTCP variable")
 	fs.DurationVar(&c.utcpTimeout, "utcp-timeout", utcp.DefaultTimeout, "the deadline of a UTCP tool call or manual fetch whose template sets no timeout (a template's own timeout wins, longer or shorter)")
+
+	fs.BoolVar(&c.registryWritesWithoutAuth, "registry-writes-without-auth", false, "with auth off, let any client register and deregister manuals (default: refused; with auth on, writers need the registry.write scope)")
+	fs.IntVar(&c.registryMaxManuals, "registry-max-manuals", utcp.DefaultMaxManuals, "manuals the tool registry holds at once, the operator's included")
+	fs.IntVar(&c.registryMaxTools, "registry-max-tools", utcp.DefaultMaxTools, "tools the tool registry holds at once, over every manual")
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
 	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")
@@ -226,6 +234,9 @@ func (c config) validate() error {
 	}
 	if c.tlsClientCA != "" && c.tlsCert == "" {
 		errs = append(errs, errors.New("tls-client-ca: mTLS needs tls-cert and tls-key"))
+	}
+	if c.registryMaxManuals <= 0 || c.registryMaxTools <= 0 {
+		errs = append(errs, fmt.Errorf("registry-max-manuals %d, registry-max-tools %d: want both positive", c.registryMaxManuals, c.registryMaxTools))
 	}
 	if c.drain <= 0 {
 		errs = append(errs, fmt.Errorf("drain-timeout: %v, want a positive duration", c.drain))

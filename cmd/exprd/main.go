@@ -131,6 +131,9 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 		}
 		opts = append(opts, server.WithTransportCredentials(creds))
 	}
+	if c.registryWritesWithoutAuth {
+		opts = append(opts, server.WithRegistryWritesWithoutAuth())
+	}
 	if c.demo {
 		opts = append(opts, server.WithInitialState(examples.Products), server.WithFunctions(examples.Functions(log)...))
 	}

@@ -30,6 +30,8 @@ func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error)
 	opts := []utcp.Option{
 		utcp.WithHTTPClient(&http.Client{Transport: otelhttp.NewTransport(base)}),
 		utcp.WithTimeout(c.utcpTimeout),
+		utcp.WithMaxManuals(c.registryMaxManuals),
+		utcp.WithMaxTools(c.registryMaxTools),
 	}
 	if c.utcpEnvFile != "" {
 		opts = append(opts, utcp.WithDotEnvFile(c.utcpEnvFile))
