@@ -104,7 +104,9 @@ func (rt *Runtime) Orchestrate(ctx context.Context, prompt string, provider mode
 	for round := range 2 {
 		resp, err := model.Complete(ctx, provider, model.Request{Messages: msgs, Model: opts.Model})
 		if err != nil {
-			return out, fmt.Errorf("codemode: the model: %w", err)
+			// The model server's own text stays in err, for logs: the
+			// client and a calling model read only model.Describe's words.
+			return out, &Error{Reason: HostFunction, Message: "the model: " + model.Describe(err), cause: err}
 		}
 		text := resp.Message.Content
 		r, perr := parseReply(text)

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -108,3 +109,34 @@ type ArgumentsError struct {
 func (e *ArgumentsError) Error() string { return "tool call arguments " + e.Reason }
 
 func (e *ArgumentsError) Unwrap() error { return ErrInvalidArguments }
+
+// Describe says what went wrong with a model request in exprd's own words,
+// fit for a client or a model to read: the status a server answered, or
+// which way its reply was unusable. It never repeats the server's error
+// text, an address or a URL (those are in err, for logs). Every service
+// that shows a model's failure shows this.
+func Describe(err error) string {
+	var he *HTTPError
+	switch {
+	case errors.As(err, &he):
+		s := fmt.Sprintf("the model server answered %d %s", he.StatusCode, http.StatusText(he.StatusCode))
+		return strings.TrimSpace(s)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the model did not answer in time"
+	case errors.Is(err, context.Canceled):
+		return "the model request was cancelled"
+	case errors.Is(err, ErrStreamCut):
+		return "the model's reply was cut off before it was complete"
+	case errors.Is(err, ErrMalformedChunk):
+		return "the model's reply was malformed"
+	case errors.Is(err, ErrReplyTooLarge):
+		return "the model's reply was too large"
+	case errors.Is(err, ErrNoChoices):
+		return "the model's reply held no choices"
+	case errors.Is(err, ErrModelReported):
+		return "the model server reported an error"
+	case errors.Is(err, ErrInvalidRequest):
+		return "the model request could not be sent"
+	}
+	return "the model request failed"
+}

@@ -165,31 +165,12 @@ func (a *agentLoop) status(ctx context.Context, err error) error {
 	a.s.opts.logger.WarnContext(ctx, "agent turn failed", "err", err)
 	switch {
 	case errors.As(err, &me):
-		return status.Errorf(codes.Unavailable, "the model provider answered %d", me.StatusCode)
+		return status.Error(codes.Unavailable, model.Describe(err))
 	case errors.Is(err, model.ErrInvalidRequest):
 		// Start is checked up front, so this is the server's own fault.
 		return status.Error(codes.Internal, "the turn made a model request the model package refused")
 	}
-	return status.Error(codes.Unavailable, "the model turn failed: "+modelFailure(err))
-}
-
-// modelFailure says what went wrong with a model request in words of
-// ours: the provider's error text, which may name hosts or carry the
-// upstream's own message, stays in the log.
-func modelFailure(err error) string {
-	switch {
-	case errors.Is(err, model.ErrStreamCut):
-		return "the reply was cut off before it was complete"
-	case errors.Is(err, model.ErrMalformedChunk):
-		return "the reply was malformed"
-	case errors.Is(err, model.ErrReplyTooLarge):
-		return "the reply was too large"
-	case errors.Is(err, model.ErrNoChoices):
-		return "the reply held no choices"
-	case errors.Is(err, model.ErrModelReported):
-		return "the model server reported an error"
-	}
-	return "the model request failed"
+	return status.Error(codes.Unavailable, "the model turn failed: "+model.Describe(err))
 }
 
 // wireField renames a field of agent.Config to its AgentStart name.

@@ -311,9 +311,9 @@ func TestAgentLoopModelFailureKeepsProviderText(t *testing.T) {
 		turn scripted.Turn
 		want string
 	}{
-		{"an HTTP error", scripted.Turn{Error: &scripted.ErrorReply{Status: 400, Body: []byte(`"the provider's own words"`)}}, "the model provider answered 400"},
-		{"a stream cut", scripted.Turn{Text: "a b c", CutAfter: &one}, "the model turn failed: the reply was cut off before it was complete"},
-		{"a malformed chunk", scripted.Turn{Text: "a b c", Malformed: &scripted.Malformed{After: 1, Data: "{the provider's own words"}}, "the model turn failed: the reply was malformed"},
+		{"an HTTP error", scripted.Turn{Error: &scripted.ErrorReply{Status: 400, Body: []byte(`"the provider's own words"`)}}, "the model server answered 400 Bad Request"},
+		{"a stream cut", scripted.Turn{Text: "a b c", CutAfter: &one}, "the model turn failed: the model's reply was cut off before it was complete"},
+		{"a malformed chunk", scripted.Turn{Text: "a b c", Malformed: &scripted.Malformed{After: 1, Data: "{the provider's own words"}}, "the model turn failed: the model's reply was malformed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -294,7 +293,8 @@ func codeError(err error) *exprdv1.CodeError {
 	if errors.As(err, &ce) {
 		return &exprdv1.CodeError{Reason: string(ce.Reason), Message: ce.Message, Line: uint32(ce.Line), Column: uint32(ce.Column)}
 	}
-	return &exprdv1.CodeError{Reason: string(codemode.HostFunction), Message: strings.TrimPrefix(err.Error(), "codemode: ")}
+	// Not one of the run's own errors: its text is not ours to show.
+	return &exprdv1.CodeError{Reason: string(codemode.HostFunction), Message: "the run failed"}
 }
 
 func traceOne(c codemode.Call) *exprdv1.ToolCallTrace {
