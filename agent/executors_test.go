@@ -12,6 +12,7 @@ import (
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/examples"
 	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/utcp"
 )
@@ -24,7 +25,7 @@ func mathRegistry(t testing.TB) *utcp.Registry {
 		t.Fatalf("StartMath: %v", err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	reg, err := utcp.New()
+	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")), utcp.WithProviderMessages())
 	if err != nil {
 		t.Fatalf("utcp.New: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkChain(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	reg, err := utcp.New()
+	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -16,7 +17,7 @@ func ExampleRuntime_Run() {
 		panic(err)
 	}
 	defer m.Close()
-	reg, err := utcp.New()
+	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		panic(err)
 	}

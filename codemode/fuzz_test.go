@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/codemode"
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -18,7 +19,7 @@ func FuzzCheck(f *testing.F) {
 	}
 	f.Add(chain.Code, "math.add math.multiply", false)
 	f.Add(`codemode.CallToolStream("local.ticks", {})`, "local.ticks", true)
-	reg, err := utcp.New()
+	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		f.Fatal(err)
 	}

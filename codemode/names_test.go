@@ -6,6 +6,7 @@ import (
 
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -18,7 +19,7 @@ func TestToolNamesEitherSpelling(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	reg, err := utcp.New()
+	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		t.Fatal(err)
 	}

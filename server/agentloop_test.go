@@ -16,8 +16,6 @@ import (
 	"github.com/exprd/exprd/examples"
 	"github.com/exprd/exprd/examples/providers"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/model"
-	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
@@ -37,26 +35,13 @@ func agentServer(t *testing.T, turns ...scripted.Turn) exprdv1.AgentLoopClient {
 // ends) and the demo products as the initial state; opts come last.
 func agentServerWith(t *testing.T, script scripted.Script, opts ...server.Option) exprdv1.AgentLoopClient {
 	t.Helper()
-	srv, err := scripted.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	p, err := openaicompat.New("scripted", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	models := model.NewRegistry()
-	if err := models.Register("scripted", p); err != nil {
-		t.Fatal(err)
-	}
+	models, _ := scriptedModels(t, script)
 	m, err := providers.StartMath()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	reg, err := utcp.New(utcp.WithHTTPClient(http.DefaultClient))
+	reg, err := utcp.New(loopbackEgress)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,6 @@ import (
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/examples/providers"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/model"
-	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
@@ -42,7 +40,7 @@ func codeModeServerWith(t *testing.T, turns []scripted.Turn, more ...server.Opti
 		t.Fatal(err)
 	}
 	t.Cleanup(cat.Close)
-	reg, err := utcp.New(utcp.WithHTTPClient(&http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport)}))
+	reg, err := utcp.New(loopbackEgress, utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,20 +56,7 @@ func codeModeServerWith(t *testing.T, turns []scripted.Turn, more ...server.Opti
 	}
 	opts := []server.Option{server.WithRegistry(reg)}
 	if len(turns) > 0 {
-		srv, err := scripted.Start(scripted.Script{Turns: turns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Close)
-		p, err := openaicompat.New("scripted", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		models := model.NewRegistry()
-		if err := models.Register("scripted", p); err != nil {
-			t.Fatal(err)
-		}
+		models, _ := scriptedModels(t, scripted.Script{Turns: turns})
 		opts = append(opts, server.WithModels(models))
 	}
 	return exprdv1.NewCodeModeClient(serve(t, newServer(t, append(opts, more...)...)))

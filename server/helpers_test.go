@@ -11,6 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/model/openaicompat"
+	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 )
 
@@ -101,3 +104,25 @@ func (s *rawSession) read(expr string) string {
 }
 
 func protoMarshal(m proto.Message) ([]byte, error) { return proto.Marshal(m) }
+
+// scriptedModels serves script on a scripted model server and returns a
+// model registry whose one provider, "scripted", is an OpenAI-compatible
+// client of it; the server records what it was sent.
+func scriptedModels(t testing.TB, script scripted.Script) (*model.Registry, *scripted.Server) {
+	t.Helper()
+	srv, err := scripted.Start(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	p, err := openaicompat.New("scripted", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	models := model.NewRegistry()
+	if err := models.Register("scripted", p); err != nil {
+		t.Fatal(err)
+	}
+	return models, srv
+}

@@ -102,7 +102,8 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 
 // grpcSource is the manual call template of a grpc_target: go-utcp's
 // UTCPService at host:port, over TLS (reported as true) unless the target is
-// a host plaintext may reach (loopback) and the caller did not ask for TLS.
+// a host plaintext may reach (one the egress policy lists) and the caller
+// did not ask for TLS.
 func (t *toolRegistry) grpcSource(target string, sec exprdv1.RegisterManualRequest_GrpcSecurity) (utcp.Source, bool, error) {
 	host, port, err := net.SplitHostPort(target)
 	if err != nil || host == "" {
@@ -119,7 +120,7 @@ func (t *toolRegistry) grpcSource(target string, sec exprdv1.RegisterManualReque
 		useTLS = true
 	case exprdv1.RegisterManualRequest_GRPC_SECURITY_PLAINTEXT:
 		if !t.reg.PlaintextAllowed(host) {
-			return utcp.Source{}, false, badRequest("grpc_security", "plaintext may reach only loopback hosts (localhost, 127.0.0.1, ::1); "+
+			return utcp.Source{}, false, badRequest("grpc_security", "plaintext may reach only the hosts the operator lists; "+
 				"leave grpc_security unset or set GRPC_SECURITY_TLS to reach this host over TLS")
 		}
 	default:

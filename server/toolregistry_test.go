@@ -28,6 +28,7 @@ import (
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/gen/grpcpb"
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/grpctransport"
@@ -37,7 +38,7 @@ import (
 // on a loopback port and returns its ToolRegistry and ExprTool clients.
 func registryClient(t *testing.T, opts ...utcp.Option) (exprdv1.ToolRegistryClient, exprdv1.ExprToolClient) {
 	t.Helper()
-	reg, err := utcp.New(opts...)
+	reg, err := utcp.New(append([]utcp.Option{loopbackEgress}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,10 +458,10 @@ func (pingProvider) GetManual(context.Context, *grpcpb.Empty) (*grpcpb.Manual, e
 	return &grpcpb.Manual{Version: "1", Tools: []*grpcpb.Tool{{Name: "ping", Description: "Pings."}}}, nil
 }
 
-// grpc_target used to be plaintext only, so no remote target could be
-// registered. Now a target that is not loopback is reached over TLS by
-// default (127.0.0.2 stands in for a remote host: it is not in the
-// loopback list plaintext may reach), and plaintext stays loopback only.
+// grpc_target's security follows the egress policy: plaintext by default
+// to a host the operator lists, TLS otherwise, and a host the policy
+// refuses (127.0.0.2 when only 127.0.0.1 is listed) is refused at
+// registration whatever the security asked for.
 func TestRegisterManualGrpcTargetSecurity(t *testing.T) {
 	t.Parallel()
 	const remote = "127.0.0.2"
@@ -472,7 +473,8 @@ func TestRegisterManualGrpcTargetSecurity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := registryClient(t, utcp.WithTransport(grpctransport.Type, f))
+	onlyLocal, _ := registryClient(t, utcp.WithTransport(grpctransport.Type, f), utcp.WithEgress(egress.MustParse("127.0.0.1")))
+	listed, _ := registryClient(t, utcp.WithTransport(grpctransport.Type, f), utcp.WithEgress(egress.MustParse("127.0.0.1", remote)))
 	const (
 		unset     = exprdv1.RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED
 		tlsOn     = exprdv1.RegisterManualRequest_GRPC_SECURITY_TLS
@@ -480,33 +482,37 @@ func TestRegisterManualGrpcTargetSecurity(t *testing.T) {
 	)
 	cases := []struct {
 		name   string
+		c      exprdv1.ToolRegistryClient
 		target string
 		sec    exprdv1.RegisterManualRequest_GrpcSecurity
 		code   codes.Code
 	}{
-		{"a remote target: TLS by default", remoteTLS, unset, codes.OK},
-		{"a remote target, TLS asked for", remoteTLS, tlsOn, codes.OK},
-		{"a remote target, plaintext asked for", remoteTLS, plaintext, codes.InvalidArgument},
-		{"a remote target without TLS", remotePlain, unset, codes.Unavailable},
-		{"a loopback target: plaintext by default", local, unset, codes.OK},
-		{"a loopback target, plaintext asked for", local, plaintext, codes.OK},
-		{"a loopback target without TLS, TLS asked for", local, tlsOn, codes.Unavailable},
+		{"an unlisted target", onlyLocal, remoteTLS, unset, codes.InvalidArgument},
+		{"an unlisted target, TLS asked for", onlyLocal, remoteTLS, tlsOn, codes.InvalidArgument},
+		{"an unlisted target, plaintext asked for", onlyLocal, remoteTLS, plaintext, codes.InvalidArgument},
+		{"a listed target: plaintext by default", listed, remotePlain, unset, codes.OK},
+		{"a listed target, TLS asked for", listed, remoteTLS, tlsOn, codes.OK},
+		{"a listed target without TLS, TLS asked for", listed, remotePlain, tlsOn, codes.Unavailable},
+		{"a loopback target: plaintext by default", onlyLocal, local, unset, codes.OK},
+		{"a loopback target, plaintext asked for", onlyLocal, local, plaintext, codes.OK},
+		{"a loopback target without TLS, TLS asked for", onlyLocal, local, tlsOn, codes.Unavailable},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "p" + string(rune('a'+i))
-			resp, err := c.RegisterManual(context.Background(), fromTarget(name, tc.target, tc.sec))
+			resp, err := tc.c.RegisterManual(context.Background(), fromTarget(name, tc.target, tc.sec))
 			if status.Code(err) != tc.code {
 				t.Fatalf("got %v, want %v", err, tc.code)
 			}
 			if err == nil && !slices.Equal(resp.GetTools(), []string{name + ".ping"}) {
 				t.Errorf("tools: got %v, want [%s.ping]", resp.GetTools(), name)
 			}
-			if msg := status.Convert(err).Message(); tc.code == codes.Unavailable && !strings.Contains(msg, "over TLS") {
+			msg := status.Convert(err).Message()
+			if tc.code == codes.Unavailable && !strings.Contains(msg, "over TLS") {
 				t.Errorf("message %q: want it to say TLS was tried", msg)
 			}
-			if msg := status.Convert(err).Message(); strings.Contains(msg, "use_ssl") || strings.Contains(msg, "WithInsecureHTTP") || strings.Contains(msg, remote) {
-				t.Errorf("message %q names a template field, a Go identifier or the host", msg)
+			if strings.Contains(msg, "use_ssl") || strings.Contains(msg, "WithInsecureHTTP") {
+				t.Errorf("message %q names a template field or a Go identifier", msg)
 			}
 		})
 	}

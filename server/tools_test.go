@@ -36,7 +36,7 @@ func toolsServer(t *testing.T, opts ...server.Option) (exprdv1.ExprToolClient, e
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	reg, err := utcp.New(utcp.WithHTTPClient(&http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport)}))
+	reg, err := utcp.New(loopbackEgress, utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,9 @@ func TestTraceContextReachesProvider(t *testing.T) {
 		_, _ = w.Write([]byte(`{"pong": true}`))
 	}))
 	defer provider.Close()
-	reg, err := utcp.New(utcp.WithHTTPClient(&http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport, otelhttp.WithTracerProvider(tp))}))
+	reg, err := utcp.New(loopbackEgress, utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper {
+		return otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(tp))
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

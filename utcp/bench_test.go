@@ -25,7 +25,7 @@ func BenchmarkWarmCall(b *testing.B) {
 	defer srv.Close()
 
 	b.Run("registry", func(b *testing.B) {
-		r, err := utcp.New()
+		r, err := utcp.New(loopbackEgress)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -52,15 +52,21 @@
 // other argument goes to the query string, for every method, in key order,
 // arrays as k[]=v, objects as k[sub]=v, booleans as true/false, nulls
 // dropped. A status >= 400 is a *TransportError carrying the status and, of
-// the body, only the provider's own short message (its JSON `error`,
-// `message` or `detail` field, or `error.message`, when that is one line of
-// at most MaxProviderMessageChars; see ProviderErrorBody): the reference
-// clients pass the whole body on, but it is upstream raw text (HTML, stack
-// traces, internal host names) that must not reach a model or a client. The
-// body, bounded, stays behind Unwrap for logs. JSON responses are decoded
-// (numbers as float64), others returned as text. Plain http:// may reach only localhost, 127.0.0.1
-// and ::1 unless WithInsecureHTTP allows more; a redirect to another host is
-// not followed; bodies are capped (WithMaxResponseBytes, default 8 MiB).
+// the body, and only where the operator opted in (WithProviderMessages) the
+// provider's own short message (its JSON `error`, `message` or `detail`
+// field, or `error.message`, when that is one line of at most
+// MaxProviderMessageChars; see ProviderErrorBody), with host names,
+// addresses, URLs and key-like strings removed: the reference clients pass
+// the whole body on, but it is upstream raw text (HTML, stack traces,
+// internal host names) that must not reach a model or a client. The body,
+// bounded, stays behind Unwrap for logs. JSON responses are decoded
+// (numbers as float64), others returned as text.
+//
+// Every connection goes through the egress policy (WithEgress; default:
+// public addresses only), checked on the resolved address of each
+// connection, redirects and OAuth2 token requests included; plain http://
+// may reach only hosts the policy lists. A redirect to another host is not
+// followed; bodies are capped (WithMaxResponseBytes, default 8 MiB).
 //
 // streamable_http yields chunks as they arrive (NDJSON lines decoded as JSON;
 // text as strings; other types as []byte); sse yields one chunk per event,

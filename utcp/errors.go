@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/exprd/exprd/internal/redact"
 )
 
 // Sentinels for errors.Is. Every error the package returns for a tool call or
@@ -139,7 +141,8 @@ const (
 	ReasonTooLarge        Reason = "response-too-large" // a body or stream line over the cap
 	ReasonRedirect        Reason = "redirect-refused"   // a redirect to another host
 	ReasonBroken          Reason = "broken"             // the connection broke before the response or stream ended
-	ReasonInsecureURL     Reason = "insecure-url"       // plain http:// to a host that is not allowed
+	ReasonInsecureURL     Reason = "insecure-url"       // plain http:// to a host that is not listed, or not http(s)
+	ReasonEgress          Reason = "egress-refused"     // an address the operator's egress policy refuses
 	ReasonNotCallable     Reason = "not-callable"       // the tool's template cannot be called (text)
 	ReasonAuth            Reason = "auth"               // the OAuth2 token could not be had
 	ReasonUnsupportedType Reason = "unsupported"        // no transport for the template type
@@ -177,10 +180,14 @@ func (e *TransportError) Error() string {
 	case ReasonBroken:
 		what = "connection to the provider broke before the response ended"
 	case ReasonInsecureURL:
-		what = "without TLS only loopback hosts (localhost, 127.0.0.1, ::1) may be reached"
+		what = "without TLS only the hosts the operator lists may be reached"
 		if e.Body == nil {
 			what += ": use an https:// URL"
 		}
+	case ReasonEgress:
+		// Which address the name resolved to stays in the log: it would
+		// tell a client what lies inside the operator's network.
+		what = "the provider's address is not one exprd may reach (private, loopback, link-local and other non-public addresses are refused unless the operator lists them)"
 	case ReasonNotCallable:
 		what = "this tool only describes a manual and cannot be called"
 	case ReasonAuth:
@@ -202,6 +209,13 @@ func (e *TransportError) Error() string {
 		return "utcp: " + what
 	}
 	return fmt.Sprintf("utcp: tool %q: %s", e.Tool, what)
+}
+
+// WithCause keeps err behind Unwrap, for logs (transports of other
+// packages set it here), and returns e.
+func (e *TransportError) WithCause(err error) *TransportError {
+	e.cause = err
+	return e
 }
 
 // Is reports whether target is ErrTransport.
@@ -325,21 +339,29 @@ func truncate(s string, n int) string {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// ProviderError is a provider's answer of a status >= 400, as a client may
-// see it: the status, and the provider's own message when its body has a
-// short one (ProviderErrorBody). The body itself, bounded to
-// MaxErrorBodyChars, is kept behind Unwrap for logs. hosts (the provider's
-// host and address) are taken out of the message. Transports of other
-// packages use it for the statuses they read.
-func ProviderError(tool string, status int, body []byte, parsed any, hosts ...string) *TransportError {
-	e := &TransportError{Tool: tool, Reason: ReasonStatus, Status: status}
-	if b := ProviderErrorBody(parsed, hosts...); b != nil {
-		e.Body = b
+// ProviderError is a provider's answer of a status >= 400 as a client may
+// see it: the status, and, only where the operator opted in
+// (WithProviderMessages), the provider's own short message
+// (ProviderErrorBody) with host names, addresses, URLs and key-like
+// strings removed. The body itself, bounded to MaxErrorBodyChars, is kept
+// behind Unwrap for logs. Every transport makes its status errors here.
+func (e Env) ProviderError(tool string, status int, body []byte, parsed any) *TransportError {
+	te := &TransportError{Tool: tool, Reason: ReasonStatus, Status: status}
+	if e.showMessages {
+		if b := ProviderErrorBody(parsed); b != nil {
+			te.Body = b
+		}
 	}
 	if len(body) > 0 {
-		e.cause = providerBody(truncate(string(body), MaxErrorBodyChars))
+		te.cause = providerBody(truncate(string(body), MaxErrorBodyChars))
 	}
-	return e
+	return te
+}
+
+// EgressError is the error of a transport whose connection the egress
+// policy refused (err, kept for logs, says which address and why).
+func EgressError(tool string, err error) *TransportError {
+	return &TransportError{Tool: tool, Reason: ReasonEgress, cause: err}
 }
 
 // providerBody is a provider's raw error body, kept for logs only.
@@ -356,7 +378,7 @@ var providerMessageKeys = []string{"error", "message", "detail"}
 // object ({"error": "amount must be positive"}) when that is a short line of
 // text (ProviderMessage); nil for anything else — plain text, HTML, a long
 // or nested dump — so that no upstream raw text reaches a client.
-func ProviderErrorBody(parsed any, hosts ...string) map[string]any {
+func ProviderErrorBody(parsed any) map[string]any {
 	obj, ok := parsed.(map[string]any)
 	if !ok {
 		return nil
@@ -367,7 +389,7 @@ func ProviderErrorBody(parsed any, hosts ...string) map[string]any {
 			v = nested["message"]
 		}
 		if s, ok := v.(string); ok {
-			if m := ProviderMessage(s, hosts...); m != "" {
+			if m := ProviderMessage(s); m != "" {
 				return map[string]any{k: m}
 			}
 		}
@@ -375,16 +397,16 @@ func ProviderErrorBody(parsed any, hosts ...string) map[string]any {
 	return nil
 }
 
-// ProviderMessage returns msg, trimmed and with each of hosts replaced by
-// "[provider]", when it is fit to show a client: one line of printable text
-// of at most MaxProviderMessageChars bytes. Anything else is "".
-func ProviderMessage(msg string, hosts ...string) string {
+// ProviderMessage returns msg, trimmed and redacted (redact.Text: host
+// names, addresses, URLs, e-mail addresses and key-like strings replaced by
+// placeholders), when it is fit to show a client: one line of printable
+// text of at most MaxProviderMessageChars bytes. Anything else is "".
+func ProviderMessage(msg string) string {
 	msg = strings.TrimSpace(msg)
-	for _, h := range hosts {
-		if len(h) > 1 {
-			msg = strings.ReplaceAll(msg, h, "[provider]")
-		}
+	if len(msg) > 4*MaxProviderMessageChars || !utf8.ValidString(msg) {
+		return "" // a dump, not a message: not worth redacting
 	}
+	msg = redact.Text(msg)
 	if msg == "" || len(msg) > MaxProviderMessageChars || !utf8.ValidString(msg) {
 		return ""
 	}

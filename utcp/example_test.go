@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -19,7 +20,7 @@ func Example() {
 	}))
 	defer srv.Close()
 
-	r, err := utcp.New(utcp.WithVariables(map[string]string{"math_TOKEN": "t0k"}))
+	r, err := utcp.New(utcp.WithVariables(map[string]string{"math_TOKEN": "t0k"}), utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		panic(err)
 	}

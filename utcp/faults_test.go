@@ -261,9 +261,6 @@ func TestInsecureHTTPOption(t *testing.T) {
 	if !errors.As(err, &te) || te.Reason != utcp.ReasonInsecureURL {
 		t.Errorf("plain http to a remote host: got %v, want ReasonInsecureURL", err)
 	}
-	if _, err := utcp.New(utcp.WithInsecureHTTP("")); err == nil {
-		t.Errorf("WithInsecureHTTP(\"\"): got no error, want one")
-	}
 }
 
 func TestOptionsRefuseInvalidValues(t *testing.T) {
@@ -271,7 +268,10 @@ func TestOptionsRefuseInvalidValues(t *testing.T) {
 	for name, opt := range map[string]utcp.Option{
 		"zero timeout":      utcp.WithTimeout(0),
 		"negative cap":      utcp.WithMaxResponseBytes(-1),
-		"nil client":        utcp.WithHTTPClient(nil),
+		"nil round tripper": utcp.WithRoundTripper(nil),
+		"nil egress":        utcp.WithEgress(nil),
+		"zero manuals":      utcp.WithMaxManuals(0),
+		"zero tools":        utcp.WithMaxTools(0),
 		"nil loader":        utcp.WithVariableLoader(nil),
 		"missing .env file": utcp.WithDotEnvFile("testdata/does-not-exist.env"),
 		"transport no type": utcp.WithTransport("", nil),

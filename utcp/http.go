@@ -24,7 +24,9 @@ func newHTTPTransport(raw json.RawMessage, env Env) (Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec.prepareStaticURL(env)
+	if err := spec.prepareStaticURL(env); err != nil {
+		return nil, err
+	}
 	return &httpTransport{spec: spec, env: env}, nil
 }
 
@@ -69,7 +71,7 @@ func (h *httpTransport) Discover(ctx context.Context) (*Document, error) {
 	ct := resp.Header.Get("Content-Type")
 	if resp.StatusCode >= 400 {
 		parsed, _ := decodeResponse(body, ct)
-		return nil, ProviderError("", resp.StatusCode, body, parsed, req.URL.Host, req.URL.Hostname())
+		return nil, h.env.ProviderError("", resp.StatusCode, body, parsed)
 	}
 	mt := mediaType(ct)
 	return &Document{Body: body, ContentType: mt, Location: req.URL.String()}, nil
@@ -89,7 +91,7 @@ func doJSON(ctx context.Context, env Env, req *http.Request, tool string) (any, 
 	ct := resp.Header.Get("Content-Type")
 	if resp.StatusCode >= 400 {
 		parsed, _ := decodeResponse(body, ct)
-		return nil, ProviderError(tool, resp.StatusCode, body, parsed, req.URL.Host, req.URL.Hostname())
+		return nil, env.ProviderError(tool, resp.StatusCode, body, parsed)
 	}
 	v, err := decodeResponse(body, ct)
 	if err != nil {

@@ -201,7 +201,7 @@ func TestHTTPStatusErrorCarriesStatusAndBody(t *testing.T) {
 		w.WriteHeader(http.StatusUnprocessableEntity)
 		_, _ = w.Write([]byte(`{"error":"amount must be positive"}`))
 	})
-	r := newRegistry(t)
+	r := newRegistry(t, utcp.WithProviderMessages())
 	register(t, r, "pay", manualOf("charge", nil, map[string]any{"call_template_type": "http", "http_method": "POST", "url": p.URL + "/charge"}))
 	_, err := r.Call(context.Background(), "pay.charge", map[string]any{"body": map[string]any{"amount": -1}})
 	var te *utcp.TransportError

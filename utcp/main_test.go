@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -64,7 +65,7 @@ func (p *provider) requests() []received {
 
 func newRegistry(t *testing.T, opts ...utcp.Option) *utcp.Registry {
 	t.Helper()
-	r, err := utcp.New(opts...)
+	r, err := utcp.New(append([]utcp.Option{loopbackEgress}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -91,6 +92,9 @@ func register(t *testing.T, r *utcp.Registry, name, manual string) *utcp.Registr
 	}
 	return reg
 }
+
+// loopbackEgress lets a test registry reach its providers on loopback.
+var loopbackEgress = utcp.WithEgress(egress.MustParse("loopback"))
 
 // everyVariable binds a value to every variable of every manual, for tests
 // of manuals whose templates carry ${VAR}s (the operator binds them).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -519,4 +520,16 @@ func resolvePointer(root any, ref string) (any, bool) {
 		}
 	}
 	return cur, true
+}
+
+// isLoopbackHost reports whether host names this machine: localhost or a
+// loopback address. The egress policy refuses loopback unless listed; this
+// keeps a remote document from aiming at it even where it is listed.
+func isLoopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return err == nil && a.Unmap().IsLoopback()
 }

@@ -3,9 +3,12 @@ package utcp
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/exprd/exprd/internal/egress"
 )
 
 // Registry defaults.
@@ -30,15 +33,17 @@ const (
 type Option func(*config) error
 
 type config struct {
-	timeout       time.Duration
-	maxResponse   int64
-	maxManuals    int
-	maxTools      int
-	client        *http.Client
-	insecureHosts []string
-	variables     map[string]string
-	loaders       []VariableLoader
-	factories     map[string]TransportFactory
+	timeout      time.Duration
+	maxResponse  int64
+	maxManuals   int
+	maxTools     int
+	wrap         func(http.RoundTripper) http.RoundTripper
+	egress       *egress.Policy
+	resolver     *net.Resolver
+	showMessages bool
+	variables    map[string]string
+	loaders      []VariableLoader
+	factories    map[string]TransportFactory
 }
 
 func defaultConfig() config {
@@ -47,6 +52,7 @@ func defaultConfig() config {
 		maxResponse: DefaultMaxResponseBytes,
 		maxManuals:  DefaultMaxManuals,
 		maxTools:    DefaultMaxTools,
+		egress:      egress.Public(),
 		variables:   map[string]string{},
 		factories:   defaultFactories(),
 	}
@@ -101,32 +107,52 @@ func WithMaxTools(n int) Option {
 	}
 }
 
-// WithHTTPClient sends requests through c (its Transport, proxy and TLS
-// settings). Its CheckRedirect is replaced by the registry's policy (same
-// host only) and its Timeout should be zero: deadlines come from contexts.
-// Default: a client of the registry's own, keeping
-// DefaultMaxIdleConnsPerHost idle connections per provider.
-func WithHTTPClient(hc *http.Client) Option {
+// WithRoundTripper wraps the registry's HTTP transport (for tracing, say):
+// wrap gets the transport that dials through the egress policy and
+// returns the one requests go through. It must not dial by other means.
+// Default: none.
+func WithRoundTripper(wrap func(http.RoundTripper) http.RoundTripper) Option {
 	return func(c *config) error {
-		if hc == nil {
-			return errors.New("utcp: WithHTTPClient(nil)")
+		if wrap == nil {
+			return errors.New("utcp: WithRoundTripper(nil)")
 		}
-		c.client = hc
+		c.wrap = wrap
 		return nil
 	}
 }
 
-// WithInsecureHTTP lets plain http:// (and other transports without TLS)
-// reach these hosts besides loopback; "*" allows every host. Default: none,
-// only localhost, 127.0.0.1 and ::1, as the reference clients.
-func WithInsecureHTTP(hosts ...string) Option {
+// WithEgress sets where the registry may connect on a client's behalf:
+// every connection of every transport (tool calls, manual and OpenAPI
+// fetches, OAuth2 token requests, redirects) is checked on its resolved
+// address, and plain http:// or plaintext gRPC may reach only the hosts
+// the policy lists. Default: egress.Public(), public addresses only, over
+// TLS.
+func WithEgress(p *egress.Policy) Option {
 	return func(c *config) error {
-		for _, h := range hosts {
-			if h == "" {
-				return errors.New("utcp: WithInsecureHTTP: empty host")
-			}
+		if p == nil {
+			return errors.New("utcp: WithEgress(nil)")
 		}
-		c.insecureHosts = append(c.insecureHosts, hosts...)
+		c.egress = p
+		return nil
+	}
+}
+
+// WithResolver resolves providers' host names through r (default
+// net.DefaultResolver). The egress policy judges what it answers.
+func WithResolver(r *net.Resolver) Option {
+	return func(c *config) error {
+		c.resolver = r
+		return nil
+	}
+}
+
+// WithProviderMessages lets a provider's own short error message (its
+// `error`, `message` or `detail` field) reach the caller, with host names,
+// addresses, URLs and key-like strings removed. Default: off; an error
+// shows only what failed and the status.
+func WithProviderMessages() Option {
+	return func(c *config) error {
+		c.showMessages = true
 		return nil
 	}
 }

@@ -14,7 +14,8 @@ import (
 
 // A provider's error body used to be relayed to the model whole (up to
 // 1,024 characters): HTML pages, stack traces, internal host names. Now an
-// error shows the status and, at most, the provider's own short message.
+// error shows the status and, where the operator opted in, at most the
+// provider's own short message.
 func TestProviderErrorShowsOnlyAShortMessage(t *testing.T) {
 	t.Parallel()
 	atLimit := strings.Repeat("m", utcp.MaxProviderMessageChars)
@@ -49,7 +50,7 @@ func TestProviderErrorShowsOnlyAShortMessage(t *testing.T) {
 				w.WriteHeader(http.StatusUnprocessableEntity)
 				_, _ = w.Write([]byte(tc.body))
 			})
-			r := newRegistry(t)
+			r := newRegistry(t, utcp.WithProviderMessages())
 			register(t, r, "pay", manualOf("charge", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
 			_, err := r.Call(context.Background(), "pay.charge", nil)
 			var te *utcp.TransportError
@@ -70,20 +71,31 @@ func TestProviderErrorShowsOnlyAShortMessage(t *testing.T) {
 	}
 }
 
-// The provider's host is taken out of the message it shows.
-func TestProviderErrorRedactsHost(t *testing.T) {
+// Hosts, addresses and keys are taken out of the message a provider may
+// show; by default it shows none.
+func TestProviderErrorRedacts(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.Host)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadGateway)
-		_, _ = w.Write([]byte(`{"error":"upstream ` + r.Host + ` refused; ` + host + ` is down"}`))
+		_, _ = w.Write([]byte(`{"error":"upstream ` + r.Host + ` refused; ` + host + ` is down; db-7.internal.corp said sk-live-0123456789abcdefXYZ"}`))
 	})
-	r := newRegistry(t)
-	register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
-	_, err := r.Call(context.Background(), "svc.op", nil)
-	if got, want := err.Error(), `utcp: tool "svc.op": provider answered 502: {"error":"upstream [provider] refused; [provider] is down"}`; got != want {
-		t.Errorf("message: got %q, want %q", got, want)
+	for _, tc := range []struct {
+		name string
+		opts []utcp.Option
+		want string
+	}{
+		{"default", nil, `utcp: tool "svc.op": provider answered 502`},
+		{"opted in", []utcp.Option{utcp.WithProviderMessages()},
+			`utcp: tool "svc.op": provider answered 502: {"error":"upstream [address] refused; [address] is down; [host] said [secret]"}`},
+	} {
+		r := newRegistry(t, tc.opts...)
+		register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
+		_, err := r.Call(context.Background(), "svc.op", nil)
+		if got := err.Error(); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/exprd/exprd/internal/egress"
 )
 
 // Registry holds registered manuals and their tools, finds tools for a query
@@ -19,7 +22,8 @@ type Registry struct {
 	vars      *variables
 	factories map[string]TransportFactory
 	client    *http.Client
-	ownClient bool
+	base      *http.Transport
+	dialer    *egress.Dialer
 	shared    *Shared
 	tokens    *tokenCache
 
@@ -74,17 +78,18 @@ func New(opts ...Option) (*Registry, error) {
 		shared:    &Shared{},
 		tokens:    newTokenCache(),
 	}
-	env := Env{insecureHosts: cfg.insecureHosts}
-	if cfg.client != nil {
-		c := *cfg.client
-		r.client = &c
-	} else {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
-		r.client = &http.Client{Transport: tr}
-		r.ownClient = true
+	r.dialer = &egress.Dialer{Policy: cfg.egress, Resolver: cfg.resolver, Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // a proxy would dial for us, out of the policy's sight
+	tr.DialContext = r.dialer.DialContext
+	tr.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	r.base = tr
+	var rt http.RoundTripper = tr
+	if cfg.wrap != nil {
+		rt = cfg.wrap(tr)
 	}
-	r.client.CheckRedirect = env.redirectPolicy
+	r.client = &http.Client{Transport: rt}
+	r.client.CheckRedirect = r.env("").redirectPolicy
 	r.cat.Store(&catalog{manuals: map[string]*manualEntry{}, tools: map[string]*toolEntry{}, index: buildIndex(nil)})
 	return r, nil
 }
@@ -93,9 +98,7 @@ func New(opts ...Option) (*Registry, error) {
 // connections. Do not use the registry after Close.
 func (r *Registry) Close() error {
 	err := r.shared.close()
-	if r.ownClient {
-		r.client.CloseIdleConnections()
-	}
+	r.base.CloseIdleConnections()
 	return err
 }
 
@@ -105,7 +108,9 @@ func (r *Registry) env(manual string) Env {
 		HTTPClient:       r.client,
 		MaxResponseBytes: r.cfg.maxResponse,
 		Shared:           r.shared,
-		insecureHosts:    r.cfg.insecureHosts,
+		egress:           r.cfg.egress,
+		dialer:           r.dialer,
+		showMessages:     r.cfg.showMessages,
 		tokens:           r.tokens,
 	}
 }
@@ -281,8 +286,7 @@ func (r *Registry) Remove(name string) (*Registration, error) {
 }
 
 // PlaintextAllowed reports whether a connection without TLS may reach host
-// (a host name or IP, no port): loopback always, other hosts only when
-// WithInsecureHTTP allowed them.
+// (a host name or IP, no port): only a host the egress policy lists.
 func (r *Registry) PlaintextAllowed(host string) bool { return r.env("").PlaintextAllowed(host) }
 
 // Manuals lists the registered manuals' names, sorted.

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/exprd/exprd/internal/egress"
 )
 
 // HTTP template defaults, as the SDK's.
@@ -50,8 +52,8 @@ type httpSpec struct {
 	chunkSize    int
 	eventType    string
 
-	static    *url.URL // the parsed URL when it has no {param}
-	staticErr error    // why the policy refuses static, if it does
+	static    *url.URL        // the parsed URL when it has no {param}
+	staticErr *TransportError // why the policy refuses static, if it does
 }
 
 var httpMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch}
@@ -215,7 +217,9 @@ func buildRequest(ctx context.Context, s *httpSpec, method string, args map[stri
 	var u *url.URL
 	if s.static != nil {
 		if s.staticErr != nil {
-			return nil, &TransportError{Tool: tool, Reason: ReasonInsecureURL, cause: s.staticErr}
+			e := *s.staticErr
+			e.Tool = tool
+			return nil, &e
 		}
 	} else {
 		rawURL, err := expandPathParams(s.url, args, &consumed, tool)
@@ -282,23 +286,52 @@ func buildRequest(ctx context.Context, s *httpSpec, method string, args map[stri
 }
 
 // prepareStaticURL parses and checks a template URL without path
-// parameters once, for every call.
-func (s *httpSpec) prepareStaticURL(env Env) {
+// parameters once, so that a call need not. A host the egress policy
+// refuses before any DNS (an IP literal such as 169.254.169.254) refuses
+// the template itself: a *FieldError naming url, at registration. Other
+// refusals (plain http:// to an unlisted host) are kept for each call.
+func (s *httpSpec) prepareStaticURL(env Env) error {
 	if strings.Contains(s.url, "{") {
-		return
+		return nil
 	}
 	u, err := url.Parse(s.url)
 	if err != nil {
-		return // reported on each call by the slow path
+		return nil // reported on each call by the slow path
 	}
 	if cerr := env.checkURL(u, ""); cerr != nil {
 		var te *TransportError
 		if errors.As(cerr, &te) {
-			s.staticErr = te.cause
+			if te.Reason == ReasonEgress {
+				return egressFieldError("url", u.Hostname(), cerr)
+			}
+			s.staticErr = te
 		}
 	}
 	u.Fragment, u.RawFragment = "", ""
 	s.static = u
+	return nil
+}
+
+// egressFieldError refuses a template field naming a host the egress
+// policy refuses outright. The host is the template's own (an IP literal):
+// saying why tells its author nothing they did not write.
+func egressFieldError(field, host string, err error) *FieldError {
+	why := "not an address exprd may reach"
+	var ee *egress.Error
+	if errors.As(err, &ee) && ee.Why != "" {
+		why = ee.Why
+	}
+	return &FieldError{Path: field, Msg: fmt.Sprintf("exprd may not connect to %s: it is %s, and the operator's egress policy does not list it", host, why)}
+}
+
+// CheckHostField is the registration check of a template field naming a
+// host (a gRPC template's host): a *FieldError when the egress policy
+// refuses it before any DNS.
+func (e Env) CheckHostField(field, host string) error {
+	if err := e.CheckHost(host); err != nil {
+		return egressFieldError(field, host, err)
+	}
+	return nil
 }
 
 // pathParam matches {name} in a URL template.

@@ -46,7 +46,9 @@ func newStreamableTransport(raw json.RawMessage, env Env) (Transport, error) {
 	if spec.chunkSize == 0 {
 		spec.chunkSize = DefaultChunkSize
 	}
-	spec.prepareStaticURL(env)
+	if err := spec.prepareStaticURL(env); err != nil {
+		return nil, err
+	}
 	return &streamableTransport{spec: spec, env: env}, nil
 }
 
@@ -100,7 +102,7 @@ func openStream(ctx context.Context, env Env, req *http.Request, tool string) (*
 			return nil, &TransportError{Tool: tool, Reason: ReasonStatus, Status: resp.StatusCode}
 		}
 		parsed, _ := decodeResponse(body, resp.Header.Get("Content-Type"))
-		return nil, ProviderError(tool, resp.StatusCode, body, parsed, req.URL.Host, req.URL.Hostname())
+		return nil, env.ProviderError(tool, resp.StatusCode, body, parsed)
 	}
 	return resp, nil
 }
@@ -294,7 +296,9 @@ func newSSETransport(raw json.RawMessage, env Env) (Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec.prepareStaticURL(env)
+	if err := spec.prepareStaticURL(env); err != nil {
+		return nil, err
+	}
 	return &sseTransport{spec: spec, env: env}, nil
 }
 

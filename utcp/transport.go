@@ -12,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/exprd/exprd/internal/egress"
 )
 
 // Transport calls the tools of one call template type. The registry builds
@@ -132,49 +135,62 @@ type Env struct {
 	// of the registry and closed with it.
 	Shared *Shared
 
-	insecureHosts []string // hosts plain http:// may reach besides loopback; "*" for any
-	tokens        *tokenCache
+	egress       *egress.Policy
+	dialer       *egress.Dialer
+	showMessages bool // the operator lets providers' short messages through
+	tokens       *tokenCache
+}
+
+// dialTimeout bounds one connection attempt; the call's deadline bounds
+// the rest.
+const dialTimeout = 10 * time.Second
+
+// DialContext connects through the egress policy: transports of other
+// packages (gRPC: grpc.WithContextDialer) must dial with it and nothing
+// else. A refused address fails before anything is sent, with an error
+// that wraps an *egress.Error.
+func (e Env) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	return e.dialer.DialContext(ctx, network, address)
+}
+
+// CheckHost is the egress policy's early check of a host known before any
+// DNS (an IP literal, localhost): nil when it may be reached, or when only
+// the resolved address can tell.
+func (e Env) CheckHost(host string) error {
+	if e.egress == nil {
+		return nil
+	}
+	return e.egress.CheckHost(host)
 }
 
 // PlaintextAllowed reports whether a connection without TLS may go to host
-// (a host name or IP, no port): loopback always, others only when the
-// operator allowed them (WithInsecureHTTP). Transports other than HTTP (gRPC
-// without TLS) should ask it too.
+// (a host name or IP, no port): only to a host the operator's egress
+// policy lists. Transports other than HTTP (gRPC without TLS) ask it too.
 func (e Env) PlaintextAllowed(host string) bool {
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if isLoopbackHost(host) {
-		return true
-	}
-	for _, h := range e.insecureHosts {
-		if h == "*" || strings.EqualFold(h, host) {
-			return true
-		}
-	}
-	return false
+	return e.egress != nil && e.egress.PlaintextAllowed(host)
 }
 
-// loopbackHosts are the hosts the reference clients let plain http:// reach.
-var loopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
-
-func isLoopbackHost(host string) bool {
-	return slices.Contains(loopbackHosts, strings.ToLower(host))
-}
-
-// checkURL refuses what a request may not reach: anything but http(s), and
-// plain http:// to a host that is neither loopback nor allowed.
+// checkURL refuses what a request may not reach: a host the egress policy
+// refuses before any DNS (an IP literal), anything but http(s), and plain
+// http:// to a host the policy does not list.
 func (e Env) checkURL(u *url.URL, tool string) error {
+	if u.Hostname() == "" {
+		return &TransportError{Tool: tool, Reason: ReasonInsecureURL, Body: "the URL has no host", cause: fmt.Errorf("no host in %q", u.Redacted())}
+	}
+	if err := e.CheckHost(u.Hostname()); err != nil {
+		return EgressError(tool, err)
+	}
 	switch strings.ToLower(u.Scheme) {
 	case "https":
-		if u.Hostname() == "" {
-			return &TransportError{Tool: tool, Reason: ReasonInsecureURL, Body: "the URL has no host", cause: fmt.Errorf("no host in %q", u.Redacted())}
-		}
-		return nil
 	case "http":
-		if u.Hostname() != "" && e.PlaintextAllowed(u.Hostname()) {
-			return nil
+		if !e.PlaintextAllowed(u.Hostname()) {
+			return &TransportError{Tool: tool, Reason: ReasonInsecureURL, cause: fmt.Errorf("refused URL %q", u.Redacted())}
 		}
+	default:
+		return &TransportError{Tool: tool, Reason: ReasonInsecureURL, cause: fmt.Errorf("refused URL %q", u.Redacted())}
 	}
-	return &TransportError{Tool: tool, Reason: ReasonInsecureURL, cause: fmt.Errorf("refused URL %q", u.Redacted())}
+	return nil
 }
 
 // Shared is a registry-wide set of resources keyed by name, opened on first
@@ -252,6 +268,10 @@ func classifyDoError(ctx context.Context, err error, tool string) error {
 	}
 	if errors.Is(err, errRedirectRefused) {
 		return &TransportError{Tool: tool, Reason: ReasonRedirect, cause: err}
+	}
+	var ee *egress.Error
+	if errors.As(err, &ee) {
+		return EgressError(tool, err)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

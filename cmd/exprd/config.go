@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 )
@@ -51,6 +52,8 @@ type config struct {
 	utcpTimeout  time.Duration
 
 	registryWritesWithoutAuth bool
+	egressAllow               string
+	showProviderMessages      bool
 	registryMaxManuals        int
 	registryMaxTools          int
 
@@ -91,6 +94,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.utcpEnv, "utcp-env", "", "comma-separated keys (as in --utcp-env-file) read from the process environment; no other environment variable is ever a UTCP variable")
 	fs.DurationVar(&c.utcpTimeout, "utcp-timeout", utcp.DefaultTimeout, "the deadline of a UTCP tool call or manual fetch whose template sets no timeout (a template's own timeout wins, longer or shorter)")
 
+	fs.StringVar(&c.egressAllow, "egress-allow", "", "comma-separated hosts, *.suffix names, IPs, CIDRs or \"loopback\" that tool providers may be on besides public addresses; plain http:// and plaintext gRPC reach only these (--demo adds loopback)")
+	fs.BoolVar(&c.showProviderMessages, "show-provider-messages", false, "let a tool provider's own short error message reach clients and models, with host names, addresses, URLs and key-like strings removed (default: only what failed and the status)")
 	fs.BoolVar(&c.registryWritesWithoutAuth, "registry-writes-without-auth", false, "with auth off, let any client register and deregister manuals (default: refused; with auth on, writers need the registry.write scope)")
 	fs.IntVar(&c.registryMaxManuals, "registry-max-manuals", utcp.DefaultMaxManuals, "manuals the tool registry holds at once, the operator's included")
 	fs.IntVar(&c.registryMaxTools, "registry-max-tools", utcp.DefaultMaxTools, "tools the tool registry holds at once, over every manual")
@@ -235,6 +240,9 @@ func (c config) validate() error {
 	if c.tlsClientCA != "" && c.tlsCert == "" {
 		errs = append(errs, errors.New("tls-client-ca: mTLS needs tls-cert and tls-key"))
 	}
+	if _, err := c.egressPolicy(); err != nil {
+		errs = append(errs, fmt.Errorf("egress-allow: %v", err))
+	}
 	if c.registryMaxManuals <= 0 || c.registryMaxTools <= 0 {
 		errs = append(errs, fmt.Errorf("registry-max-manuals %d, registry-max-tools %d: want both positive", c.registryMaxManuals, c.registryMaxTools))
 	}
@@ -281,4 +289,13 @@ func (c config) budgetErrors() []error {
 		}
 	}
 	return errs
+}
+
+// egressPolicy is --egress-allow, with loopback for --demo's own providers.
+func (c config) egressPolicy() (*egress.Policy, error) {
+	entries := splitList(c.egressAllow)
+	if c.demo {
+		entries = append(entries, "loopback")
+	}
+	return egress.Parse(entries)
 }

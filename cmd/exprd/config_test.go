@@ -149,7 +149,7 @@ func TestUTCPFlagsDoWhatTheirHelpSays(t *testing.T) {
 			if err := os.WriteFile(envFile, []byte(tt.env), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			c, err := parseConfig([]string{"--utcp-timeout", utcpTimeout.String(), "--manuals-dir", manuals, "--utcp-env-file", envFile}, io.Discard)
+			c, err := parseConfig([]string{"--utcp-timeout", utcpTimeout.String(), "--manuals-dir", manuals, "--utcp-env-file", envFile, "--egress-allow", "loopback"}, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

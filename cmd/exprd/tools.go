@@ -25,16 +25,22 @@ type tools struct {
 // context and make a span each; manuals load from --manuals-dir; with
 // --demo the demo providers start on loopback and register.
 func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error) {
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	base.MaxIdleConnsPerHost = 64
+	policy, err := c.egressPolicy()
+	if err != nil {
+		return nil, fmt.Errorf("egress-allow: %w", err)
+	}
 	opts := []utcp.Option{
-		utcp.WithHTTPClient(&http.Client{Transport: otelhttp.NewTransport(base)}),
+		utcp.WithEgress(policy),
+		utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) }),
 		utcp.WithTimeout(c.utcpTimeout),
 		utcp.WithMaxManuals(c.registryMaxManuals),
 		utcp.WithMaxTools(c.registryMaxTools),
 	}
 	if c.utcpEnvFile != "" {
 		opts = append(opts, utcp.WithDotEnvFile(c.utcpEnvFile))
+	}
+	if c.showProviderMessages || c.demo { // the demo's providers are exprd's own
+		opts = append(opts, utcp.WithProviderMessages())
 	}
 	if c.utcpSecrets != "" {
 		opts = append(opts, utcp.WithSecretDir(c.utcpSecrets))

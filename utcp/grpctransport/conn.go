@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"io"
+	"net"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -47,6 +48,9 @@ func (c *conns) get(tool string) (*sharedConn, error) {
 		return nil, &utcp.TransportError{Tool: tool, Reason: utcp.ReasonInsecureURL,
 			Body: "set use_ssl: true in the call template to reach this host over TLS"}
 	}
+	if err := c.env.CheckHost(c.spec.host); err != nil {
+		return nil, utcp.EgressError(tool, err)
+	}
 	cl, err := c.env.Shared.Get(c.key(), c.dial)
 	if err != nil {
 		// The registry is closed, or the address does not parse.
@@ -87,8 +91,13 @@ func (c *conns) dial() (io.Closer, error) {
 	if limit <= 0 {
 		limit = utcp.DefaultMaxResponseBytes
 	}
-	cc, err := grpc.NewClient(c.spec.addr,
+	// passthrough: the egress dialer, not gRPC's resolver, resolves the
+	// host, so the policy sees the name it lists and judges every address.
+	cc, err := grpc.NewClient("passthrough:///"+c.spec.addr,
 		grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return c.env.DialContext(ctx, "tcp", addr)
+		}),
 		grpc.WithUserAgent(userAgent),
 		// A span per call, and the caller's trace context sent on to the
 		// provider, with OpenTelemetry's global providers.

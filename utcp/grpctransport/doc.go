@@ -59,9 +59,11 @@
 // One grpc.ClientConn per provider address and security, kept in the
 // registry's Env.Shared and closed with it: never a connection per call.
 // use_ssl uses TLS 1.2 or later with the system's roots (WithTLSConfig for
-// a private CA or a client certificate); plaintext may reach only the hosts
-// utcp.Env.PlaintextAllowed allows (loopback, or what the operator allowed
-// with utcp.WithInsecureHTTP), else the call fails with
+// a private CA or a client certificate); every connection dials through
+// the registry's egress policy (utcp.Env.DialContext, with gRPC's
+// passthrough resolver so that the policy resolves and judges the host);
+// plaintext may reach only the hosts utcp.Env.PlaintextAllowed allows
+// (those the operator's egress policy lists), else the call fails with
 // utcp.ReasonInsecureURL before anything is sent, its message telling the
 // template's author to set use_ssl. Responses are capped at
 // the registry's WithMaxResponseBytes per message (and in total for a

@@ -10,6 +10,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 	_ "github.com/exprd/exprd/utcp/grpctransport" // the grpc call template
 )
@@ -27,7 +28,7 @@ func Example_reflection() {
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
 
-	r, err := utcp.New()
+	r, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		panic(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -28,7 +29,7 @@ func FuzzTemplate(f *testing.F) {
 	for _, c := range cases {
 		f.Add(string(c.Template))
 	}
-	r, err := utcp.New()
+	r, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		f.Fatal(err)
 	}

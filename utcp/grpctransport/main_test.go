@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/exprd/exprd/gen/grpcpb"
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 	_ "github.com/exprd/exprd/utcp/grpctransport"
 )
@@ -81,7 +82,7 @@ func (s *server) template(extra map[string]any) map[string]any {
 
 func newRegistry(t testing.TB, opts ...utcp.Option) *utcp.Registry {
 	t.Helper()
-	r, err := utcp.New(opts...)
+	r, err := utcp.New(append([]utcp.Option{utcp.WithEgress(egress.MustParse("loopback"))}, opts...)...)
 	if err != nil {
 		t.Fatalf("utcp.New: %v", err)
 	}

@@ -163,7 +163,7 @@ func (s *spec) reflect(ctx context.Context, cc *grpc.ClientConn, method, tool st
 	}
 	reg, err := protodesc.NewFiles(set)
 	if err != nil {
-		return nil, &utcp.TransportError{Tool: tool, Reason: utcp.ReasonMalformed, Body: "the provider's descriptors do not build: " + s.redact(err.Error())}
+		return nil, (&utcp.TransportError{Tool: tool, Reason: utcp.ReasonMalformed, Body: "the provider's descriptors do not build"}).WithCause(err)
 	}
 	d, err := reg.FindDescriptorByName(protoreflect.FullName(s.service))
 	sd, ok := d.(protoreflect.ServiceDescriptor)

@@ -83,16 +83,16 @@ func (s *spec) rpcError(ctx context.Context, err error, tool string, midStream b
 }
 
 // statusError is the provider's answer with a code other than OK: the code,
-// and its message only when that is short enough to show
-// (utcp.ProviderMessage: one line, at most utcp.MaxProviderMessageChars,
-// the provider's address taken out); the whole message stays behind Unwrap,
-// for logs.
+// and its message only where the operator lets providers' messages through
+// and it is short enough to show (utcp.Env.ProviderError: one line, at most
+// utcp.MaxProviderMessageChars, redacted); the whole message stays behind
+// Unwrap, for logs.
 func (s *spec) statusError(tool string, code codes.Code, msg string) *utcp.TransportError {
 	hs, ok := httpStatus[code]
 	if !ok {
 		hs = http.StatusInternalServerError
 	}
-	e := utcp.ProviderError(tool, hs, []byte(msg), map[string]any{"message": msg}, s.addr, s.host)
+	e := s.env.ProviderError(tool, hs, []byte(msg), map[string]any{"message": msg})
 	body := map[string]any{"code": code.String()}
 	if shown, ok := e.Body.(map[string]any); ok {
 		body["message"] = shown["message"]
@@ -105,36 +105,36 @@ func (s *spec) statusError(tool string, code codes.Code, msg string) *utcp.Trans
 func (s *spec) reflectionError(tool string, req *rpb.ServerReflectionRequest, code int32, msg string) *utcp.TransportError {
 	msg = protojsonNoise.ReplaceAllString(msg, "") // servers pass protobuf-go's errors on
 	if codes.Code(code) == codes.NotFound && req.GetFileContainingSymbol() != "" {
-		return s.notFound(tool, fmt.Sprintf("%s is not a service of the provider (reflection: %s)", req.GetFileContainingSymbol(), msg))
+		return s.notFound(tool, fmt.Sprintf("%s is not a service of the provider", req.GetFileContainingSymbol()))
 	}
 	return s.statusError(tool, codes.Code(code), msg)
 }
 
-// notFound is a service or method the provider's reflection does not know.
+// notFound is a service or method the provider's reflection does not know,
+// said in exprd's words (msg).
 func (s *spec) notFound(tool, msg string) *utcp.TransportError {
-	return s.statusError(tool, codes.NotFound, msg)
+	return ourStatusError(tool, codes.NotFound, msg)
 }
 
-// unimplemented is something the provider does not offer.
+// unimplemented is something the provider does not offer, said in exprd's
+// words (msg).
 func (s *spec) unimplemented(tool, msg string) *utcp.TransportError {
-	return s.statusError(tool, codes.Unimplemented, msg)
+	return ourStatusError(tool, codes.Unimplemented, msg)
+}
+
+// ourStatusError is a status error whose message exprd wrote: shown as it
+// is, unlike a provider's own (statusError).
+func ourStatusError(tool string, code codes.Code, msg string) *utcp.TransportError {
+	hs, ok := httpStatus[code]
+	if !ok {
+		hs = http.StatusInternalServerError
+	}
+	return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonStatus, Status: hs, Body: map[string]any{"code": code.String(), "message": msg}}
 }
 
 // isUnimplemented reports whether the provider said it has no such method.
 func isUnimplemented(err error) bool {
 	return status.Code(err) == codes.Unimplemented
-}
-
-// redact bounds a provider's message and takes the provider's address and
-// host out of it.
-func (s *spec) redact(msg string) string {
-	msg = strings.TrimSpace(msg)
-	for _, h := range []string{s.addr, s.host} {
-		if len(h) > 1 {
-			msg = strings.ReplaceAll(msg, h, "[provider]")
-		}
-	}
-	return truncate(msg, utcp.MaxErrorBodyChars)
 }
 
 func hasAnyPrefix(s string, prefixes []string) bool {
@@ -144,18 +144,6 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 		}
 	}
 	return false
-}
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // deadlineNear reports whether ctx's deadline is at most deadlineSlack

@@ -45,6 +45,7 @@ type spec struct {
 	toolName string // exprd's tool_name: the provider's own name for the tool
 	md       []string
 	fields   map[string]any // the template as given (resolved), for discovery
+	env      utcp.Env       // the registry's, set when the transport is built
 }
 
 // utcpService reports whether the template calls go-utcp's UTCPService.

@@ -71,6 +71,10 @@ func (f *factory) build(template json.RawMessage, env utcp.Env) (utcp.Transport,
 	if env.Shared == nil {
 		return nil, fmt.Errorf("grpctransport: no Env.Shared to keep connections in (build transports through a utcp.Registry)")
 	}
+	if err := env.CheckHostField("host", s.host); err != nil {
+		return nil, err
+	}
+	s.env = env
 	c := &conns{spec: s, env: env, tls: f.tls}
 	if s.utcpService() {
 		return &utcpTransport{spec: s, conns: c, streamCall: s.method == methodCallToolStream}, nil

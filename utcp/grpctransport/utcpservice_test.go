@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -127,7 +128,7 @@ func drain(t *testing.T, st utcp.Stream) ([]any, error) {
 func TestStream(t *testing.T) {
 	t.Parallel()
 	s, _ := startProvider(t)
-	r := newRegistry(t)
+	r := newRegistry(t, utcp.WithProviderMessages())
 	registerProvider(t, r, s, "calc", nil)
 
 	st, err := r.CallStream(context.Background(), "calc.count", map[string]any{"n": 3})
@@ -146,7 +147,7 @@ func TestStream(t *testing.T) {
 func TestStreamErrorIsNotAnEnd(t *testing.T) {
 	t.Parallel()
 	s, _ := startProvider(t)
-	r := newRegistry(t)
+	r := newRegistry(t, utcp.WithProviderMessages())
 	registerProvider(t, r, s, "calc", nil)
 
 	st, err := r.CallStream(context.Background(), "calc.broken", nil)
@@ -359,13 +360,13 @@ func TestVariables(t *testing.T) {
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	s, p := startProvider(t)
-	r := newRegistry(t)
+	r := newRegistry(t, utcp.WithProviderMessages())
 	registerProvider(t, r, s, "calc", nil)
 
 	t.Run("status", func(t *testing.T) {
 		_, err := r.Call(context.Background(), "calc.fail", nil)
 		te := transportError(t, err)
-		want := map[string]any{"code": "NotFound", "message": "no such record on [provider]"}
+		want := map[string]any{"code": "NotFound", "message": "no such record on [address]"}
 		if te.Reason != utcp.ReasonStatus || te.Status != 404 || !reflect.DeepEqual(te.Body, want) {
 			t.Errorf("got %s %d %v, want status 404 %v", te.Reason, te.Status, te.Body, want)
 		}
@@ -399,7 +400,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("got %s, want %s", te.Reason, utcp.ReasonInsecureURL)
 		}
 		// Allowed by the operator, it is tried (and fails to resolve).
-		r2 := newRegistry(t, utcp.WithInsecureHTTP("tools.example.invalid"))
+		r2 := newRegistry(t, utcp.WithEgress(egress.MustParse("tools.example.invalid")))
 		registerManual(t, r2, "far", map[string]map[string]any{"add": {"call_template_type": "grpc", "host": "tools.example.invalid", "port": 443}})
 		_, err = r2.Call(context.Background(), "far.add", nil)
 		if te := transportError(t, err); te.Reason != utcp.ReasonUnreachable {
