@@ -37,7 +37,7 @@ type provider struct {
 	reqs []received
 }
 
-func newProvider(t *testing.T, handler http.HandlerFunc) *provider {
+func newProvider(t testing.TB, handler http.HandlerFunc) *provider {
 	t.Helper()
 	p := &provider{}
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

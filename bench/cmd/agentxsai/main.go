@@ -269,7 +269,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.ExprdLog != nil {
 		logTo = io.MultiWriter(exprdLog, o.ExprdLog)
 	}
-	srv, err := exprdproc.Start(bin, logTo, "--models-config", cfgPath, "--manuals-dir", manuals)
+	srv, err := exprdproc.Start(bin, logTo, "--models-config", cfgPath, "--manuals-dir", manuals, "--egress-allow", "loopback")
 	if err != nil {
 		return nil, err
 	}
