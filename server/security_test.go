@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -308,5 +309,41 @@ func TestEgressJudgesResolvedAddresses(t *testing.T) {
 	}
 	if dns.Queries() == 0 {
 		t.Errorf("the test's resolver answered nothing: the names were not resolved through it")
+	}
+}
+
+// RegisterManual's url and grpc_target obey the egress policy too: an
+// address it refuses outright is INVALID_ARGUMENT naming the field, before
+// anything is sent.
+func TestRegistrationSourcesObeyEgress(t *testing.T) {
+	t.Parallel()
+	c, _ := registryClient(t, utcp.WithEgress(egress.Public()))
+	for _, tc := range []struct {
+		name  string
+		req   *exprdv1.RegisterManualRequest
+		field string
+	}{
+		{"a url at cloud metadata", &exprdv1.RegisterManualRequest{Name: "m", Source: &exprdv1.RegisterManualRequest_Url{Url: "http://169.254.169.254/latest/meta-data/"}}, "url"},
+		{"a url at a private address", &exprdv1.RegisterManualRequest{Name: "m", Source: &exprdv1.RegisterManualRequest_Url{Url: "https://10.0.0.1/utcp"}}, "url"},
+		{"a url at loopback, not listed", &exprdv1.RegisterManualRequest{Name: "m", Source: &exprdv1.RegisterManualRequest_Url{Url: "https://127.0.0.1:1/utcp"}}, "url"},
+		{"a url at localhost, not listed", &exprdv1.RegisterManualRequest{Name: "m", Source: &exprdv1.RegisterManualRequest_Url{Url: "https://localhost:1/utcp"}}, "url"},
+		{"a grpc target at cloud metadata", &exprdv1.RegisterManualRequest{Name: "m", Source: &exprdv1.RegisterManualRequest_GrpcTarget{GrpcTarget: "169.254.169.254:443"}}, "grpc_target.host"},
+		{"a grpc target at a private address", &exprdv1.RegisterManualRequest{Name: "m", Source: &exprdv1.RegisterManualRequest_GrpcTarget{GrpcTarget: "[fd00::1]:443"}}, "grpc_target.host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.RegisterManual(context.Background(), tc.req)
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("got %v, want InvalidArgument", err)
+			}
+			var field string
+			for _, d := range status.Convert(err).Details() {
+				if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+					field = br.GetFieldViolations()[0].GetField()
+				}
+			}
+			if field != tc.field {
+				t.Errorf("field: got %q, want %s", field, tc.field)
+			}
+		})
 	}
 }

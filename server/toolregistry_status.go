@@ -43,7 +43,7 @@ func (t *toolRegistry) registryStatus(err error, field string) error {
 		return resourceStatus(codes.NotFound, err, nf.Kind, nf.Name, desc)
 	case errors.As(err, &me):
 		path := field
-		if me.Path != "" {
+		if me.Path != "" && me.Path != field { // a url source's template is its url
 			path += "." + me.Path
 		}
 		return badRequest(path, me.Msg)
