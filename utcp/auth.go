@@ -2,6 +2,7 @@ package utcp
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -165,15 +166,22 @@ func applyAuth(ctx context.Context, req *http.Request, a *Auth, env Env, tool st
 
 func hasCRLF(s string) bool { return strings.ContainsAny(s, "\r\n") }
 
-// tokenCache keeps OAuth2 client-credentials tokens per token URL, client
-// and scope, and fetches each once however many calls wait for it.
+// tokenCache keeps OAuth2 client-credentials tokens per manual, token URL,
+// client, scope and secret, and fetches each once however many calls wait
+// for it. The manual and the secret are in the key so that a manual can
+// only ever be handed a token it could have fetched with its own
+// credentials: another manual naming the same token URL and client id
+// (anyone can read them in a listed manual) must not get its token.
 type tokenCache struct {
 	mu      sync.Mutex
 	entries map[tokenKey]*tokenEntry
 	now     func() time.Time
 }
 
-type tokenKey struct{ url, client, scope string }
+type tokenKey struct {
+	manual, url, client, scope string
+	secret                     [32]byte // sha256 of the client secret
+}
 
 type tokenEntry struct {
 	mu      sync.Mutex // held while fetching, so concurrent calls fetch once
@@ -186,7 +194,7 @@ func newTokenCache() *tokenCache {
 }
 
 func (c *tokenCache) token(ctx context.Context, a *Auth, env Env, tool string) (string, error) {
-	key := tokenKey{a.TokenURL, a.ClientID, a.Scope}
+	key := tokenKey{manual: env.Manual, url: a.TokenURL, client: a.ClientID, scope: a.Scope, secret: sha256.Sum256([]byte(a.ClientSecret))}
 	c.mu.Lock()
 	e := c.entries[key]
 	if e == nil {

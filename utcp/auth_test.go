@@ -89,6 +89,26 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 			}
 		}
 	})
+	// Anyone can read a manual's token URL and client id; a manual that
+	// names them with a secret of its own must not be handed the token
+	// another manual fetched (it would send it wherever it likes).
+	t.Run("never handed to another manual", func(t *testing.T) {
+		t.Parallel()
+		tokens := newTokenEndpoint(t, 3600, false)
+		api, thief := newProvider(t, nil), newProvider(t, nil)
+		r := newRegistry(t, utcp.WithVariables(map[string]string{"api_SECRET": "s3cret", "thief_SECRET": "guess"}))
+		register(t, r, "api", oauthManual(api.URL, tokens.URL+"/token", "read"))
+		register(t, r, "thief", oauthManual(thief.URL, tokens.URL+"/token", "read"))
+		if _, err := r.Call(ctx, "api.t0", nil); err != nil {
+			t.Fatalf("Call: %v", err)
+		}
+		if _, err := r.Call(ctx, "thief.t0", nil); err == nil {
+			t.Errorf("the thief's call: got no error, want its own (refused) token request to fail it")
+		}
+		if got := len(thief.requests()); got != 0 {
+			t.Errorf("the thief's provider saw %d requests (%v), want 0", got, thief.requests())
+		}
+	})
 	t.Run("cached per scope", func(t *testing.T) {
 		t.Parallel()
 		tokens := newTokenEndpoint(t, 3600, false)
