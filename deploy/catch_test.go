@@ -1,10 +1,12 @@
 package deploy_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -33,15 +35,46 @@ func setArg(c *corev1.Container, name, value string) {
 	c.Args = append(c.Args, "--"+name+"="+value)
 }
 
-// TestChecksCatch breaks the base one way at a time and expects the check
-// named for that way to fail, so that no check passes vacuously.
+// removeArg drops every --name and --name= arg.
+func removeArg(c *corev1.Container, name string) {
+	c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return a == "--"+name || strings.HasPrefix(a, "--"+name+"=") })
+}
+
+// secretVolume is the pod's Secret volume of that name.
+func secretVolume(t *testing.T, m *manifest, name string) *corev1.SecretVolumeSource {
+	t.Helper()
+	v, err := m.volume(name)
+	if err != nil || v.Secret == nil {
+		t.Fatalf("volume %s: got %v, %v; want a Secret volume", name, v, err)
+	}
+	return v.Secret
+}
+
+// manualsOf is the manifest's manuals ConfigMap.
+func manualsOf(t *testing.T, m *manifest) *corev1.ConfigMap {
+	t.Helper()
+	for _, cm := range m.configMaps {
+		if strings.HasPrefix(cm.Name, "exprd-manuals") {
+			return cm
+		}
+	}
+	t.Fatal("no exprd-manuals ConfigMap")
+	return nil
+}
+
+// breakage is a one-change mutation of a manifest and the check it trips.
+type breakage struct {
+	name   string
+	check  func(*manifest) error
+	mutate func(*testing.T, *manifest)
+}
+
+// TestChecksCatch breaks the base or the example overlay one way at a time
+// and expects the check named for that way to fail, so that no check
+// passes vacuously.
 func TestChecksCatch(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name   string
-		check  func(*manifest) error
-		mutate func(*testing.T, *manifest)
-	}{
+	base := []breakage{
 		{"grace period equal to sleep plus drain", checkDrain, func(t *testing.T, m *manifest) {
 			m.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr(int64(30))
 		}},
@@ -148,21 +181,139 @@ func TestChecksCatch(t *testing.T) {
 		{"untagged image", checkImage, func(t *testing.T, m *manifest) {
 			exprdOf(t, m).Image = "ghcr.io/exprd/exprd"
 		}},
+		{"egress on 443 to anywhere (the old base)", checkEgress, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress = append(m.netpol.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(443)), Protocol: ptr(corev1.ProtocolTCP)}},
+			})
+		}},
+		{"egress to 0.0.0.0/0", checkEgress, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress = append(m.netpol.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+				To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{"10.0.0.0/8"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(443))}},
+			})
+		}},
+		{"egress to ::/0", checkEgress, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress = append(m.netpol.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+				To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "::/0"}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(443))}},
+			})
+		}},
+		{"egress on every port", checkEgress, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress = append(m.netpol.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+				To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}},
+			})
+		}},
+		{"egress to the cloud metadata service", checkEgress, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress = append(m.netpol.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+				To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "169.254.0.0/16"}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(80))}},
+			})
+		}},
+		{"egress to every pod of every namespace", checkEgress, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress = append(m.netpol.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(8080))}},
+			})
+		}},
+		{"DNS to every pod of kube-system", checkEgress, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress[0].To[0].PodSelector = nil
+		}},
+		{"DNS to another namespace's pods", checkEgress, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress[0].To[0].NamespaceSelector.MatchLabels = map[string]string{"kubernetes.io/metadata.name": "dns"}
+		}},
+		{"registry writes opened without auth", checkRegistryReadOnly, func(t *testing.T, m *manifest) {
+			exprdOf(t, m).Args = append(exprdOf(t, m).Args, "--registry-writes-without-auth")
+		}},
+		{"registry writes opened by EXPRD_ variable", checkRegistryReadOnly, func(t *testing.T, m *manifest) {
+			c := exprdOf(t, m)
+			c.Env = append(c.Env, corev1.EnvVar{Name: "EXPRD_REGISTRY_WRITES_WITHOUT_AUTH", Value: "true"})
+		}},
+		{"tokens written in the Deployment", checkAuth, func(t *testing.T, m *manifest) {
+			c := exprdOf(t, m)
+			c.Env = append(c.Env, corev1.EnvVar{Name: "EXPRD_AUTH_TOKENS", Value: "ops 0123456789abcdef0123 *"})
+		}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			m := mustBuild(t, k8sDir+"/base")
-			if err := tt.check(m); err != nil {
-				t.Fatalf("the base fails before the mutation: %v", err)
+	overlay := []breakage{
+		{"auth off", checkAuth, func(t *testing.T, m *manifest) {
+			removeArg(exprdOf(t, m), "auth-tokens-file")
+		}},
+		{"tokens file in a ConfigMap", checkAuth, func(t *testing.T, m *manifest) {
+			v, err := m.volume("config")
+			if err != nil {
+				t.Fatal(err)
 			}
-			tt.mutate(t, m)
-			if err := tt.check(m); err == nil {
-				t.Errorf("after the mutation: got no error, want one")
-			} else {
-				t.Logf("caught: %v", err)
+			m.configMaps[v.ConfigMap.Name].Data["tokens"] = "ops <token> *\n"
+			setArg(exprdOf(t, m), "auth-tokens-file", "/etc/exprd/config/tokens")
+		}},
+		{"a misspelt scope", checkAuth, func(t *testing.T, m *manifest) {
+			m.secrets["exprd-auth"].StringData["tokens"] = "example-client <token> exprtool,toolregistery\n"
+		}},
+		{"a platform token with registry.write", checkRegistryReadOnly, func(t *testing.T, m *manifest) {
+			m.secrets["exprd-auth"].StringData["tokens"] += "platform <token> toolregistry,registry.write\n"
+		}},
+		{"registry.write on a line of its own after ;", checkRegistryReadOnly, func(t *testing.T, m *manifest) {
+			m.secrets["exprd-auth"].StringData["tokens"] = "a <token> exprtool; b <token> registry.write\n"
+		}},
+		{"the weather key's file misnamed", checkUTCPVariables, func(t *testing.T, m *manifest) {
+			secretVolume(t, m, "utcp-vars").Items[0].Path = "weather_APIKEY"
+		}},
+		{"a manual with _ in its name, the key's _ not doubled", checkUTCPVariables, func(t *testing.T, m *manifest) {
+			cm := manualsOf(t, m)
+			cm.Data["my_weather.json"] = cm.Data["weather.json"]
+			delete(cm.Data, "weather.json")
+			secretVolume(t, m, "utcp-vars").Items[0].Path = "my_weather_API_KEY"
+		}},
+		{"the weather key from the environment (the old overlay)", checkUTCPVariables, func(t *testing.T, m *manifest) {
+			c := exprdOf(t, m)
+			removeArg(c, "utcp-secrets-dir")
+			c.Env = append(c.Env, corev1.EnvVar{Name: "weather_API_KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "exprd-utcp"}, Key: "weather_API_KEY", Optional: ptr(true)}}})
+		}},
+		{"--utcp-secrets-dir on a ConfigMap", checkUTCPVariables, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "utcp-secrets-dir", "/etc/exprd/config")
+		}},
+		{"--utcp-env naming a variable the pod lacks", checkUTCPVariables, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "utcp-env", "weather_API_KEY")
+		}},
+		{"the UTCP Secret optional", checkSecrets, func(t *testing.T, m *manifest) {
+			secretVolume(t, m, "utcp-vars").Optional = ptr(true)
+		}},
+		{"the tokens unreadable by exprd's user", checkSecrets, func(t *testing.T, m *manifest) {
+			secretVolume(t, m, "auth").DefaultMode = ptr(int32(0o400))
+		}},
+		{"a Secret volume without items", checkSecrets, func(t *testing.T, m *manifest) {
+			secretVolume(t, m, "auth").Items = nil
+		}},
+		{"a Secret key the example does not list", checkSecrets, func(t *testing.T, m *manifest) {
+			for _, e := range exprdOf(t, m).Env {
+				if e.Name == "OPENAI_API_KEY" {
+					e.ValueFrom.SecretKeyRef.Key = "OPENAI_KEY"
+				}
 			}
-		})
+		}},
+		{"no way out to the model API or the weather provider", checkNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress = m.netpol.Spec.Egress[:1]
+		}},
+		{"the providers' range widened to 0.0.0.0/0", checkEgress, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress[1].To[0].IPBlock.CIDR = "0.0.0.0/0"
+		}},
+	}
+	for dir, tests := range map[string][]breakage{"base": base, "overlays/example": overlay} {
+		for _, tt := range tests {
+			t.Run(dir+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				m := mustBuild(t, k8sDir+"/"+dir)
+				if err := tt.check(m); err != nil {
+					t.Fatalf("%s fails before the mutation: %v", dir, err)
+				}
+				tt.mutate(t, m)
+				if err := tt.check(m); err == nil {
+					t.Errorf("after the mutation: got no error, want one")
+				} else {
+					t.Logf("caught: %v", err)
+				}
+			})
+		}
 	}
 }
 
@@ -192,6 +343,22 @@ func TestExprdRejects(t *testing.T) {
 					cm.Data = map[string]string{"broken.json": `{"tools": 1}`}
 				}
 			}
+		}},
+		{"the weather key's file misnamed", "overlays/example", func(t *testing.T, m *manifest) {
+			secretVolume(t, m, "utcp-vars").Items[0].Path = "weather_APIKEY"
+		}},
+		{"the weather key from the environment (the old overlay)", "overlays/example", func(t *testing.T, m *manifest) {
+			c := exprdOf(t, m)
+			removeArg(c, "utcp-secrets-dir")
+			c.Env = append(c.Env, corev1.EnvVar{Name: "weather_API_KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "exprd-utcp"}, Key: "weather_API_KEY"}}})
+		}},
+		{"a Secret file that is no variable's key", "overlays/example", func(t *testing.T, m *manifest) {
+			secretVolume(t, m, "utcp-vars").Items = append(secretVolume(t, m, "utcp-vars").Items,
+				corev1.KeyToPath{Key: "weather_API_KEY", Path: "weather-API-KEY"})
+		}},
+		{"the example Secrets applied as written", "overlays/example", func(t *testing.T, m *manifest) {
+			m.asWritten = true
 		}},
 		{"the model key's variable unset", "overlays/example", func(t *testing.T, m *manifest) {
 			c := exprdOf(t, m)

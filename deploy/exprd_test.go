@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -19,22 +18,27 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/exprdproc"
 )
 
 // TestExprdServesManifest starts the exprd the image holds the way the pod
-// would: the container's args and env, its ConfigMaps written to a
-// directory that stands in for each mount, and only the listen addresses
-// moved to loopback. It must serve, report SERVING to each probe, have
-// registered every manual, serve /metrics, and drain on SIGTERM for the
-// --drain-timeout the checks read from the manifests. Not parallel: the
-// container's env is set on this process, which exprd inherits.
+// would: the container's args and env, its ConfigMaps and stand-in Secrets
+// written to a directory that stands in for each mount, and only the listen
+// addresses moved to loopback. It must serve, report SERVING to each probe
+// (with no token), refuse calls without a token when auth is on, list every
+// manual with the example's token, refuse every registry write
+// (PERMISSION_DENIED with auth on, FAILED_PRECONDITION with it off), serve
+// /metrics, and drain on SIGTERM for the --drain-timeout the checks read
+// from the manifests. Not parallel: the container's env is set on this
+// process, which exprd inherits.
 func TestExprdServesManifest(t *testing.T) {
 	bin := imageBinary(t)
 	for _, dir := range kustomizations(t) {
@@ -55,8 +59,24 @@ func TestExprdServesManifest(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			bare, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			// With auth on, calls carry the example's token for the tool
+			// registry, as written into the stand-in Secret.
+			toks, err := m.exampleTokens()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := bare
+			if len(toks) > 0 {
+				i := slices.IndexFunc(toks, func(tk token) bool {
+					return slices.Contains(tk.scopes, "toolregistry") || slices.Contains(tk.scopes, "*")
+				})
+				if i < 0 {
+					t.Fatalf("auth tokens: got none with the toolregistry scope, want one to list the tools with")
+				}
+				ctx = withToken(bare, toks[i].value)
+			}
 
 			for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
 				if p == nil || p.GRPC == nil {
@@ -66,17 +86,25 @@ func TestExprdServesManifest(t *testing.T) {
 				if p.GRPC.Service != nil {
 					service = *p.GRPC.Service
 				}
-				resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+				// No token: the kubelet's probe has none.
+				resp, err := healthpb.NewHealthClient(conn).Check(bare, &healthpb.HealthCheckRequest{Service: service})
 				if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
 					t.Errorf("grpc.health.v1 Check(%q): got %v, %v; want SERVING", service, resp.GetStatus(), err)
 				}
 			}
 
-			want, err := m.manualNames(c)
+			want, err := m.manualNames()
 			if err != nil {
 				t.Fatal(err)
 			}
-			tools, err := exprdv1.NewToolRegistryClient(conn).ListTools(ctx, &exprdv1.ListToolsRequest{})
+			registry := exprdv1.NewToolRegistryClient(conn)
+			if len(toks) > 0 {
+				_, err := registry.ListTools(bare, &exprdv1.ListToolsRequest{})
+				if got := status.Code(err); got != codes.Unauthenticated {
+					t.Errorf("ToolRegistry.ListTools without a token: got %v (%v), want Unauthenticated: auth is on", got, err)
+				}
+			}
+			tools, err := registry.ListTools(ctx, &exprdv1.ListToolsRequest{})
 			if err != nil {
 				t.Fatalf("ToolRegistry.ListTools: %v", err)
 			}
@@ -86,6 +114,35 @@ func TestExprdServesManifest(t *testing.T) {
 			}
 			if g := slices.Sorted(maps.Keys(got)); !slices.Equal(g, want) {
 				t.Errorf("manuals registered: got %v, want %v, the files of --manuals-dir (and no demo)", g, want)
+			}
+
+			// The registry is read-only: no example token may write it, and
+			// with auth off no one may.
+			wantWrite, callers := codes.PermissionDenied, toks
+			if len(toks) == 0 {
+				wantWrite, callers = codes.FailedPrecondition, []token{{name: "(no token, auth off)"}}
+			}
+			for _, tk := range callers {
+				cctx := bare
+				if tk.value != "" {
+					cctx = withToken(bare, tk.value)
+				}
+				_, err := registry.RegisterManual(cctx, &exprdv1.RegisterManualRequest{
+					Name:   "probe",
+					Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: []byte(`{"utcp_version": "1.1.0", "tools": []}`)},
+				})
+				if got := status.Code(err); got != wantWrite {
+					t.Errorf("ToolRegistry.RegisterManual as %s: got %v (%v), want %v: the registry is read-only", tk.name, got, err, wantWrite)
+				}
+				for _, name := range want {
+					_, err := registry.DeregisterManual(cctx, &exprdv1.DeregisterManualRequest{Name: name})
+					if got := status.Code(err); got != wantWrite {
+						t.Errorf("ToolRegistry.DeregisterManual(%s) as %s: got %v (%v), want %v: the registry is read-only", name, tk.name, got, err, wantWrite)
+					}
+				}
+			}
+			if after, err := registry.ListTools(ctx, &exprdv1.ListToolsRequest{}); err != nil || len(after.Tools) != len(tools.Tools) {
+				t.Errorf("ToolRegistry.ListTools after the refused writes: got %d tools (%v), want %d", len(after.GetTools()), err, len(tools.Tools))
 			}
 
 			resp, err := http.Get("http://" + proc.Metrics + "/metrics")
@@ -140,9 +197,10 @@ func startPod(t *testing.T, m *manifest, bin string, log io.Writer) (*exprdproc.
 }
 
 // podFiles writes each volume the container mounts under root (a
-// ConfigMap's files; an emptyDir empty) and returns the container's args
-// with every mount path moved there. The --config file's mount paths are
-// moved too, since it may name other files.
+// ConfigMap's files, a Secret's stand-in files; an emptyDir empty) as the
+// kubelet lays them out, and returns the container's args with every mount
+// path moved there. The --config file's mount paths are moved too, since it
+// may name other files.
 func (m *manifest) podFiles(c *corev1.Container, root string) ([]string, error) {
 	s, err := m.settings()
 	if err != nil {
@@ -172,11 +230,20 @@ func (m *manifest) podFiles(c *corev1.Container, root string) ([]string, error) 
 			return nil, fmt.Errorf("volumeMount %s: no such volume", vm.Name)
 		}
 		v := m.deployment.Spec.Template.Spec.Volumes[vol]
+		mode := os.FileMode(0o644)
 		switch {
 		case v.EmptyDir != nil:
 			continue
-		case v.ConfigMap == nil:
-			return nil, fmt.Errorf("volume %s: only ConfigMap and emptyDir volumes are stood in for", v.Name)
+		case v.Secret != nil:
+			if v.Secret.DefaultMode != nil {
+				mode = os.FileMode(*v.Secret.DefaultMode)
+			}
+		case v.ConfigMap != nil:
+			if v.ConfigMap.DefaultMode != nil {
+				mode = os.FileMode(*v.ConfigMap.DefaultMode)
+			}
+		default:
+			return nil, fmt.Errorf("volume %s: only ConfigMap, Secret and emptyDir volumes are stood in for", v.Name)
 		}
 		files, err := m.volumeFiles(v.Name)
 		if err != nil {
@@ -187,14 +254,11 @@ func (m *manifest) podFiles(c *corev1.Container, root string) ([]string, error) 
 				for _, mp := range paths {
 					data = strings.ReplaceAll(data, mp+"/", mounts[mp]+"/")
 				}
+				files[name] = data
 			}
-			p := filepath.Join(dir, filepath.FromSlash(name))
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-				return nil, err
-			}
+		}
+		if err := writeAtomic(dir, files, mode|0o400); err != nil {
+			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
 		}
 	}
 	var args []string
@@ -208,9 +272,57 @@ func (m *manifest) podFiles(c *corev1.Container, root string) ([]string, error) 
 	return args, nil
 }
 
+// writeAtomic writes a ConfigMap's or Secret's files into dir as the
+// kubelet does: into a hidden timestamped directory, linked from ..data,
+// each file at the top a symlink through ..data. exprd must follow the
+// links and skip the hidden entries.
+func writeAtomic(dir string, files map[string]string, mode os.FileMode) error {
+	const ts = "..2026_01_01_00_00_00.000000001"
+	top := map[string]bool{}
+	for name, data := range files {
+		p := filepath.Join(dir, ts, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(data), mode); err != nil {
+			return err
+		}
+		first, _, _ := strings.Cut(name, "/")
+		top[first] = true
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
+		return err
+	}
+	for name := range top {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exampleTokens is the bearer tokens exprd reads, as the stand-in Secret
+// holds them; none when auth is off.
+func (m *manifest) exampleTokens() ([]token, error) {
+	src, err := m.tokens()
+	if err != nil || src == nil {
+		return nil, err
+	}
+	return parseTokens(src.content)
+}
+
+// withToken makes calls carry a bearer token.
+func withToken(ctx context.Context, tok string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+}
+
 // setPodEnv gives this process the container's env, and only that, for
 // exprd to inherit; t.Setenv puts the test's own back afterwards. A
-// Secret's value is not in the manifests: a placeholder stands in for it.
+// Secret's value is not in the manifests: its stand-in from the example
+// Secrets, else a placeholder, stands in for it.
 func setPodEnv(t *testing.T, m *manifest, c *corev1.Container) {
 	if len(c.EnvFrom) > 0 {
 		t.Fatalf("container exprd: envFrom hides which variables exprd gets; list them in env")
@@ -221,7 +333,10 @@ func setPodEnv(t *testing.T, m *manifest, c *corev1.Container) {
 		switch f := e.ValueFrom; {
 		case f == nil:
 		case f.SecretKeyRef != nil:
-			v = "placeholder-for-secret-" + f.SecretKeyRef.Name + "-" + f.SecretKeyRef.Key
+			var ok bool
+			if v, ok = m.secretValue(f.SecretKeyRef.Name, f.SecretKeyRef.Key); !ok {
+				v = "placeholder-for-secret-" + f.SecretKeyRef.Name + "-" + f.SecretKeyRef.Key
+			}
 		case f.ConfigMapKeyRef != nil:
 			cm, ok := m.configMaps[f.ConfigMapKeyRef.Name]
 			if !ok {
@@ -246,37 +361,15 @@ func setPodEnv(t *testing.T, m *manifest, c *corev1.Container) {
 	}
 }
 
-// manualNames is the manuals exprd registers from --manuals-dir, sorted:
-// a call template by its name, any other file by its base name, each
-// with non-word characters turned into _ (utcp/loaddir.go).
-func (m *manifest) manualNames(c *corev1.Container) ([]string, error) {
-	dir, err := m.explicit("manuals-dir")
+// manualNames is the manuals exprd registers from --manuals-dir, sorted.
+func (m *manifest) manualNames() ([]string, error) {
+	manuals, err := m.manuals()
 	if err != nil {
 		return nil, err
 	}
-	vm, _, err := m.mountOf(path.Join(dir.value, "x"))
-	if err != nil {
-		return nil, err
-	}
-	files, err := m.volumeFiles(vm.Name)
-	if err != nil {
-		return nil, err
-	}
-	nonWord := regexp.MustCompile(`\W`)
 	names := []string{}
-	for file, data := range files {
-		if strings.HasPrefix(file, ".") || strings.Contains(file, "/") {
-			continue
-		}
-		name := strings.TrimSuffix(file, path.Ext(file))
-		var tmpl struct {
-			Name string `json:"name"`
-			Type string `json:"call_template_type"`
-		}
-		if yaml.Unmarshal([]byte(data), &tmpl) == nil && tmpl.Type != "" && tmpl.Name != "" {
-			name = tmpl.Name
-		}
-		names = append(names, nonWord.ReplaceAllString(name, "_"))
+	for _, mf := range manuals {
+		names = append(names, mf.name)
 	}
 	slices.Sort(names)
 	return names, nil

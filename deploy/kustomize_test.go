@@ -1,12 +1,18 @@
 package deploy_test
 
 import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,9 +22,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // k8sDir holds the kustomize base and its overlays.
@@ -56,7 +64,20 @@ type manifest struct {
 	netpol     *networkingv1.NetworkPolicy
 	namespaces []*corev1.Namespace
 	accounts   []*corev1.ServiceAccount
+	// secrets are the Secrets the operator creates, as secretsExample
+	// beside the kustomization lists them: not part of the build.
+	secrets map[string]*corev1.Secret
+	// asWritten makes the Secrets' stand-ins their example values as
+	// written, placeholders and all, as if applied unedited.
+	asWritten bool
 }
+
+// secretsExample, beside a kustomization, lists the Secrets its pod mounts
+// or reads, each value a placeholder or an example: kustomize does not
+// make them, since their values do not belong in git. The checks hold the
+// pod's Secret references to it, and the tests stand in for the Secrets
+// with it (standIn).
+const secretsExample = "secrets.example.yaml"
 
 // build runs kustomize on dir as `kubectl apply -k` would, and decodes
 // every object strictly: an unknown or misspelt field, a duplicate field
@@ -117,6 +138,9 @@ func build(fSys filesys.FileSystem, dir string) (*manifest, error) {
 		for _, e := range strict {
 			errs = append(errs, fmt.Errorf("%s: %w", id, e))
 		}
+	}
+	if m.secrets, err = readSecrets(fSys, path.Join(dir, secretsExample)); err != nil {
+		errs = append(errs, err)
 	}
 	for what, missing := range map[string]bool{
 		"Deployment": m.deployment == nil, "HorizontalPodAutoscaler": m.hpa == nil,
@@ -205,14 +229,29 @@ func (m *manifest) mountOf(p string) (corev1.VolumeMount, string, error) {
 	return corev1.VolumeMount{}, "", fmt.Errorf("%s is on no volume mount of container exprd", p)
 }
 
-// volumeFiles is the files a ConfigMap volume shows, by path in the mount.
+// volume is the pod's volume of that name.
+func (m *manifest) volume(name string) (*corev1.Volume, error) {
+	vs := m.deployment.Spec.Template.Spec.Volumes
+	for i := range vs {
+		if vs[i].Name == name {
+			return &vs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no volume %s in the pod", name)
+}
+
+// volumeFiles is the files a ConfigMap or Secret volume shows, by path in
+// the mount. A Secret's files hold its stand-in values (standIn).
 func (m *manifest) volumeFiles(volume string) (map[string]string, error) {
 	for _, v := range m.deployment.Spec.Template.Spec.Volumes {
 		if v.Name != volume {
 			continue
 		}
+		if v.Secret != nil {
+			return m.secretFiles(v.Secret)
+		}
 		if v.ConfigMap == nil {
-			return nil, fmt.Errorf("volume %s is not a ConfigMap", volume)
+			return nil, fmt.Errorf("volume %s is neither a ConfigMap nor a Secret", volume)
 		}
 		cm, ok := m.configMaps[v.ConfigMap.Name]
 		if !ok {
@@ -235,6 +274,126 @@ func (m *manifest) volumeFiles(volume string) (map[string]string, error) {
 		return files, nil
 	}
 	return nil, fmt.Errorf("no volume %s in the pod", volume)
+}
+
+// secretFiles is the files a Secret volume shows, by path in the mount:
+// its items, or every key when it lists none, each with its stand-in value.
+func (m *manifest) secretFiles(v *corev1.SecretVolumeSource) (map[string]string, error) {
+	sec, ok := m.secrets[v.SecretName]
+	if !ok {
+		return nil, fmt.Errorf("Secret %s: not in %s beside the kustomization (it has %v), so what the pod mounts is unknown", v.SecretName, secretsExample, slices.Sorted(maps.Keys(m.secrets)))
+	}
+	files := map[string]string{}
+	if len(v.Items) == 0 {
+		for k := range secretKeys(sec) {
+			files[k], _ = m.secretValue(v.SecretName, k)
+		}
+		return files, nil
+	}
+	for _, it := range v.Items {
+		d, ok := m.secretValue(v.SecretName, it.Key)
+		if !ok {
+			return nil, fmt.Errorf("Secret %s: no key %s in %s (it has %v)", v.SecretName, it.Key, secretsExample, slices.Sorted(maps.Keys(secretKeys(sec))))
+		}
+		files[it.Path] = d
+	}
+	return files, nil
+}
+
+// secretKeys is a Secret's keys, from data and stringData.
+func secretKeys(s *corev1.Secret) map[string]bool {
+	keys := map[string]bool{}
+	for k := range s.Data {
+		keys[k] = true
+	}
+	for k := range s.StringData {
+		keys[k] = true
+	}
+	return keys
+}
+
+// secretValue is the stand-in for a key of an example Secret: its value
+// with each <placeholder> replaced by a test value.
+func (m *manifest) secretValue(name, key string) (string, bool) {
+	sec, ok := m.secrets[name]
+	if !ok {
+		return "", false
+	}
+	v, ok := sec.StringData[key]
+	if !ok {
+		var b []byte
+		if b, ok = sec.Data[key]; !ok {
+			return "", false
+		}
+		v = string(b)
+	}
+	if m.asWritten {
+		return v, true
+	}
+	return standIn(name, key, v), true
+}
+
+// placeholder is a value's part the operator fills in: <token>.
+var placeholder = regexp.MustCompile(`<[^<>\s]+>`)
+
+// standIn replaces each placeholder of a Secret's value with a test value:
+// the same on every call, different for each placeholder, and as long as a
+// real token (exprd refuses one under 16 characters).
+func standIn(secret, key, value string) string {
+	n := 0
+	return placeholder.ReplaceAllStringFunc(value, func(p string) string {
+		n++
+		h := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d/%s", secret, key, n, p))
+		return "standin" + hex.EncodeToString(h[:12])
+	})
+}
+
+// readSecrets decodes a secretsExample file strictly, every document a
+// v1 Secret; none when there is no file.
+func readSecrets(fSys filesys.FileSystem, file string) (map[string]*corev1.Secret, error) {
+	if !fSys.Exists(file) {
+		return nil, nil
+	}
+	data, err := fSys.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*corev1.Secret{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var errs []error
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		js, err := sigsyaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s document %d: %w", file, i, err))
+			continue
+		}
+		if string(bytes.TrimSpace(js)) == "null" {
+			continue
+		}
+		s := &corev1.Secret{}
+		strict, err := sigsjson.UnmarshalStrict(js, s, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+		for _, e := range append(strict, err) {
+			if e != nil {
+				errs = append(errs, fmt.Errorf("%s document %d: %w", file, i, e))
+			}
+		}
+		if s.APIVersion != "v1" || s.Kind != "Secret" || s.Name == "" {
+			errs = append(errs, fmt.Errorf("%s document %d: got %s %s %q, want a v1 Secret with a name", file, i, s.APIVersion, s.Kind, s.Name))
+			continue
+		}
+		if _, dup := out[s.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s: Secret %s given twice", file, s.Name))
+		}
+		out[s.Name] = s
+	}
+	return out, errors.Join(errs...)
 }
 
 // TestBuildIsStrict feeds build objects the API server would refuse or

@@ -3,8 +3,10 @@ package deploy_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,8 +37,13 @@ func TestManifests(t *testing.T) {
 		{"resources", checkResources},
 		{"security context locked down", checkSecurity},
 		{"network policy", checkNetworkPolicy},
+		{"egress to named destinations only", checkEgress},
 		{"config files and manuals are mounted", checkFiles},
 		{"image", checkImage},
+		{"auth on, tokens from a Secret", checkAuth},
+		{"tool registry read-only", checkRegistryReadOnly},
+		{"UTCP variables bound from a mounted Secret", checkUTCPVariables},
+		{"Secrets are listed, required, readable files", checkSecrets},
 	}
 	for _, dir := range kustomizations(t) {
 		t.Run(strings.TrimPrefix(dir, k8sDir+"/"), func(t *testing.T) {
@@ -435,11 +442,25 @@ func checkNetworkPolicy(m *manifest) error {
 			errs = append(errs, fmt.Errorf("NetworkPolicy: no ingress rule opens the %s port %d", name, cp.ContainerPort))
 		}
 	}
-	for _, want := range []struct {
+	wants := []struct {
 		what  string
 		port  int32
 		proto corev1.Protocol
-	}{{"DNS", 53, corev1.ProtocolUDP}, {"DNS", 53, corev1.ProtocolTCP}, {"HTTPS to tool providers and models", 443, corev1.ProtocolTCP}} {
+	}{{"DNS", 53, corev1.ProtocolUDP}, {"DNS", 53, corev1.ProtocolTCP}}
+	// The base lets exprd out to DNS only; each provider a manual or
+	// models.yaml names needs its port let out (to its address: checkEgress).
+	providers, err := m.providerPorts()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, u := range slices.Sorted(maps.Keys(providers)) {
+		wants = append(wants, struct {
+			what  string
+			port  int32
+			proto corev1.Protocol
+		}{u, providers[u], corev1.ProtocolTCP})
+	}
+	for _, want := range wants {
 		if !egressAllows(np.Egress, want.port, want.proto) {
 			errs = append(errs, fmt.Errorf("NetworkPolicy egress: nothing allows %s (%d/%s)", want.what, want.port, want.proto))
 		}

@@ -14,7 +14,7 @@ type setting struct {
 }
 
 // boolFlags are exprd's flags that take no value on the command line.
-var boolFlags = map[string]bool{"demo": true}
+var boolFlags = map[string]bool{"demo": true, "registry-writes-without-auth": true, "show-provider-messages": true}
 
 // settings reads exprd's settings from the Deployment as exprd reads them
 // (cmd/exprd/config.go): the args, a later flag winning; then EXPRD_<FLAG>
