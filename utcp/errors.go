@@ -287,7 +287,7 @@ func (e *VariableNotFoundError) Error() string {
 	if e.Path != "" {
 		b.WriteString(e.Path + ": ")
 	}
-	fmt.Fprintf(&b, "variable %q has no value bound to manual %q (the operator binds it as %q)", e.Name, e.Manual, e.Key)
+	fmt.Fprintf(&b, "variable %q has no value bound to manual %q (the operator binds it as %q; an empty value counts as none)", e.Name, e.Manual, e.Key)
 	return b.String()
 }
 
