@@ -11,6 +11,19 @@ import (
 // rootPrefix starts every set address: only scopes.root is reachable.
 const rootPrefix = "scopes.root"
 
+// Limits of a set address, checked before any step runs
+// (guardrail-violation). A write costs time and memory in proportion to
+// its address; without them an address of 40 KB of ".a" took a quarter of
+// a second outside the time budget and left the state deeper than it can
+// be read.
+const (
+	// MaxPathLength bounds a set address, in bytes.
+	MaxPathLength = 1024
+	// MaxPathSegments bounds the keys and indexes of a set address after
+	// scopes.root.
+	MaxPathSegments = 64
+)
+
 // Path is a parsed set address under scopes.root, such as
 // scopes.root.items[3].name or scopes.root["odd key"].
 type Path struct {
@@ -35,8 +48,14 @@ func ParsePath(s string) (Path, error) {
 	if rest == "" {
 		return Path{}, errorf(GuardrailViolation, "set address %q names scopes.root itself: set a key under it, like scopes.root.selected", s)
 	}
+	if len(s) > MaxPathLength {
+		return Path{}, errorf(GuardrailViolation, "set address %.40q… is %d bytes long, over the limit of %d", s, len(s), MaxPathLength)
+	}
 	p := Path{text: s}
 	for rest != "" {
+		if len(p.elems) == MaxPathSegments {
+			return Path{}, errorf(GuardrailViolation, "set address %.40q… has more than %d keys and indexes after scopes.root", s, MaxPathSegments)
+		}
 		start := rest
 		var e pathElem
 		var err error
@@ -108,31 +127,33 @@ func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
 // A missing object on the way is created; an index may be at most the
 // array's length (which appends).
 func (p Path) set(root map[string]any, v any) (map[string]any, error) {
-	out, err := setIn(root, p.elems, v, rootPrefix)
+	out, err := p.setIn(root, 0, v)
 	if err != nil {
 		return nil, err
 	}
 	return out.(map[string]any), nil
 }
 
-func setIn(node any, elems []pathElem, v any, at string) (any, error) {
-	if len(elems) == 0 {
+// setIn sets v at p's elements from i on, under node. Only an error names
+// where it happened (at), so a write is linear in the address's length.
+func (p Path) setIn(node any, i int, v any) (any, error) {
+	if i == len(p.elems) {
 		return v, nil
 	}
-	e, rest := elems[0], elems[1:]
+	e := p.elems[i]
 	if e.isIndex {
 		arr, ok := node.([]any)
 		if !ok {
-			return nil, errorf(ExpressionRuntime, "cannot set [%d] of %s: it is %s, not an array", e.index, at, jsonKind(node))
+			return nil, errorf(ExpressionRuntime, "cannot set [%d] of %s: it is %s, not an array", e.index, p.at(i), jsonKind(node))
 		}
 		if e.index > len(arr) {
-			return nil, errorf(ExpressionRuntime, "cannot set %s[%d]: the array has %d items", at, e.index, len(arr))
+			return nil, errorf(ExpressionRuntime, "cannot set %s[%d]: the array has %d items", p.at(i), e.index, len(arr))
 		}
 		var old any
 		if e.index < len(arr) {
 			old = arr[e.index]
 		}
-		child, err := setIn(old, rest, v, fmt.Sprintf("%s[%d]", at, e.index))
+		child, err := p.setIn(old, i+1, v)
 		if err != nil {
 			return nil, err
 		}
@@ -150,9 +171,9 @@ func setIn(node any, elems []pathElem, v any, at string) (any, error) {
 		m = n
 	case nil:
 	default:
-		return nil, errorf(ExpressionRuntime, "cannot set %q of %s: it is %s, not an object", e.key, at, jsonKind(node))
+		return nil, errorf(ExpressionRuntime, "cannot set %q of %s: it is %s, not an object", e.key, p.at(i), jsonKind(node))
 	}
-	child, err := setIn(m[e.key], rest, v, at+"."+e.key)
+	child, err := p.setIn(m[e.key], i+1, v)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +183,21 @@ func setIn(node any, elems []pathElem, v any, at string) (any, error) {
 	}
 	out[e.key] = child
 	return out, nil
+}
+
+// at names the address up to (not including) element i, for errors:
+// scopes.root.items[3].
+func (p Path) at(i int) string {
+	var b strings.Builder
+	b.WriteString(rootPrefix)
+	for _, e := range p.elems[:i] {
+		if e.isIndex {
+			fmt.Fprintf(&b, "[%d]", e.index)
+		} else {
+			b.WriteString("." + e.key)
+		}
+	}
+	return b.String()
 }
 
 func jsonKind(v any) string {

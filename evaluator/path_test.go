@@ -30,6 +30,11 @@ func TestParsePath(t *testing.T) {
 		{name: "underscore and digits", path: "scopes.root._a1.b_2"},
 		{name: "dollar in a name", path: "scopes.root.$ref"},
 		{name: "the largest index", path: "scopes.root.a[100000]"},
+		{name: "segments at the limit", path: "scopes.root" + strings.Repeat(".a", evaluator.MaxPathSegments)},
+		{name: "length at the limit", path: "scopes.root." + strings.Repeat("a", evaluator.MaxPathLength-len("scopes.root."))},
+		{name: "segments one past the limit", path: "scopes.root" + strings.Repeat(".a", evaluator.MaxPathSegments+1), wantErr: true},
+		{name: "length one past the limit", path: "scopes.root." + strings.Repeat("a", evaluator.MaxPathLength-len("scopes.root.")+1), wantErr: true},
+		{name: "the 40 KB address", path: "scopes.root" + strings.Repeat(".a", 20000), wantErr: true},
 
 		{name: "empty", path: "", wantErr: true},
 		{name: "scopes alone", path: "scopes", wantErr: true},
