@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/utcp"
 )
 
 // The orchestrator's defaults.
@@ -94,7 +95,12 @@ func (rt *Runtime) Orchestrate(ctx context.Context, prompt string, provider mode
 	if err != nil {
 		return Orchestration{}, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
 	}
-	ranked := rt.reg.Search(prompt, nCat)
+	// The ranking reads the prompt's first terms (utcp's search limits);
+	// the model reads all of it.
+	ranked, err := rt.reg.SearchContext(ctx, utcp.TrimQuery(prompt), nCat)
+	if err != nil {
+		return Orchestration{}, err
+	}
 	out := Orchestration{}
 	for i := 0; i < len(ranked) && i < nCand; i++ {
 		out.Candidates = append(out.Candidates, ranked[i].Tool.Name)

@@ -21,7 +21,7 @@ import (
 type Registry interface {
 	Call(ctx context.Context, name string, args map[string]any) (any, error)
 	CallStream(ctx context.Context, name string, args map[string]any) (utcp.Stream, error)
-	Search(query string, limit int) []utcp.SearchResult
+	SearchContext(ctx context.Context, query string, limit int) ([]utcp.SearchResult, error)
 	Tool(name string) (*utcp.Tool, error)
 }
 

@@ -63,8 +63,8 @@ func (c *codeMode) CallTool(ctx context.Context, req *exprdv1.CallToolRequest) (
 }
 
 // SearchTools ranks the registry's tools for a query.
-func (c *codeMode) SearchTools(_ context.Context, req *exprdv1.CodeModeSearchToolsRequest) (*exprdv1.CodeModeSearchToolsResponse, error) {
-	r, err := (&toolRegistry{reg: c.s.opts.registry}).SearchTools(context.Background(), &exprdv1.SearchToolsRequest{Query: req.GetQuery(), Limit: req.GetLimit()})
+func (c *codeMode) SearchTools(ctx context.Context, req *exprdv1.CodeModeSearchToolsRequest) (*exprdv1.CodeModeSearchToolsResponse, error) {
+	r, err := (&toolRegistry{reg: c.s.opts.registry}).SearchTools(ctx, &exprdv1.SearchToolsRequest{Query: req.GetQuery(), Limit: req.GetLimit()})
 	if err != nil {
 		return nil, err
 	}

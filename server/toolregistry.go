@@ -156,7 +156,7 @@ func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsReques
 	return out, nil
 }
 
-func (t *toolRegistry) SearchTools(_ context.Context, req *exprdv1.SearchToolsRequest) (*exprdv1.SearchToolsResponse, error) {
+func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchToolsRequest) (*exprdv1.SearchToolsResponse, error) {
 	if strings.TrimSpace(req.GetQuery()) == "" {
 		return nil, badRequest("query", "the query is empty")
 	}
@@ -164,8 +164,16 @@ func (t *toolRegistry) SearchTools(_ context.Context, req *exprdv1.SearchToolsRe
 	if limit == 0 {
 		limit = DefaultSearchLimit
 	}
+	found, err := t.reg.SearchContext(ctx, req.GetQuery(), limit)
+	var qe *utcp.QueryError
+	switch {
+	case errors.As(err, &qe):
+		return nil, badRequest("query", strings.TrimPrefix(err.Error(), "utcp: "))
+	case err != nil:
+		return nil, status.FromContextError(err).Err()
+	}
 	out := &exprdv1.SearchToolsResponse{}
-	for _, r := range t.reg.Search(req.GetQuery(), limit) {
+	for _, r := range found {
 		out.Tools = append(out.Tools, &exprdv1.ScoredTool{Tool: toolInfo(r.Tool), Score: r.Score})
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -185,5 +186,33 @@ func TestRegistryCaps(t *testing.T) {
 				t.Errorf("replace at the limit: %v", err)
 			}
 		})
+	}
+}
+
+// SearchTools refuses a query past the search limits with
+// INVALID_ARGUMENT naming the field; at the limits it answers.
+func TestSearchToolsLimits(t *testing.T) {
+	t.Parallel()
+	c, _ := adminServer(t, nil)
+	words := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "w%d ", i)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, query string
+		want        codes.Code
+	}{
+		{"bytes at the limit", "add" + strings.Repeat(" ", utcp.MaxQueryBytes-3), codes.OK},
+		{"bytes past the limit", "add" + strings.Repeat(" ", utcp.MaxQueryBytes-2), codes.InvalidArgument},
+		{"terms at the limit", words(utcp.MaxQueryTerms), codes.OK},
+		{"terms past the limit", words(utcp.MaxQueryTerms + 1), codes.InvalidArgument},
+	} {
+		_, err := c.SearchTools(context.Background(), &exprdv1.SearchToolsRequest{Query: tc.query})
+		if status.Code(err) != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
 	}
 }

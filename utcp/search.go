@@ -1,6 +1,8 @@
 package utcp
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -19,8 +21,96 @@ type SearchResult struct {
 // tool's name, its manual's name, tags, description and input property
 // names, with light stemming, a few common synonyms and shared-prefix
 // matches ("reservation" ~ "reserve") counted at a lower weight.
+//
+// Search is SearchContext without a deadline, for a query known to be
+// within the limits (see TrimQuery); a query past them ranks nothing.
 func (r *Registry) Search(query string, limit int) []SearchResult {
-	return r.cat.Load().index.search(query, limit)
+	out, _ := r.SearchContext(context.Background(), query, limit)
+	return out
+}
+
+// Search limits. A query is compared with every tool and each of its
+// longer terms with the whole vocabulary, so its size bounds the work.
+const (
+	// MaxQueryBytes bounds a query's length.
+	MaxQueryBytes = 4096
+	// MaxQueryTerms bounds the distinct terms a query has once stop words
+	// are dropped.
+	MaxQueryTerms = 32
+)
+
+// QueryError is a search query past MaxQueryBytes or MaxQueryTerms.
+type QueryError struct {
+	What  string // "bytes" or "terms"
+	Limit int
+	Got   int
+}
+
+func (e *QueryError) Error() string {
+	return fmt.Sprintf("utcp: the query has %d %s, over the limit of %d", e.Got, e.What, e.Limit)
+}
+
+// Is reports whether target is ErrInvalidArguments.
+func (e *QueryError) Is(target error) bool { return target == ErrInvalidArguments }
+
+// SearchContext is Search under ctx: a query past the limits is a
+// *QueryError, and a cancelled ctx stops the ranking (its error).
+func (r *Registry) SearchContext(ctx context.Context, query string, limit int) ([]SearchResult, error) {
+	if len(query) > MaxQueryBytes {
+		return nil, &QueryError{What: "bytes", Limit: MaxQueryBytes, Got: len(query)}
+	}
+	return r.cat.Load().index.search(ctx, query, limit)
+}
+
+// TrimQuery cuts text (a prompt) to a query within the search limits: at
+// most MaxQueryBytes, ending before the term past MaxQueryTerms.
+func TrimQuery(text string) string {
+	if len(text) > MaxQueryBytes {
+		cut := MaxQueryBytes
+		for cut > 0 && !utf8RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut]
+	}
+	seen := map[string]bool{}
+	for _, w := range splitWordSpans(text) {
+		for _, t := range analyze(text[w[0]:w[1]]) {
+			seen[t] = true
+		}
+		if len(seen) > MaxQueryTerms {
+			return text[:w[0]]
+		}
+	}
+	return text
+}
+
+// distinctTerms counts the query's distinct terms, as TrimQuery does.
+func distinctTerms(query string) int {
+	seen := map[string]bool{}
+	for _, t := range analyze(query) {
+		seen[t] = true
+	}
+	return len(seen)
+}
+
+// splitWordSpans is the byte spans of text's runs of letters and digits.
+func splitWordSpans(text string) [][2]int {
+	var out [][2]int
+	start := -1
+	for i, r := range text {
+		inWord := unicode.IsLetter(r) || unicode.IsDigit(r)
+		switch {
+		case inWord && start < 0:
+			start = i
+		case !inWord && start >= 0:
+			out = append(out, [2]int{start, i})
+			start = -1
+		}
+	}
+	if start >= 0 {
+		out = append(out, [2]int{start, len(text)})
+	}
+	return out
 }
 
 // Fields of a tool, and their weights in the ranking.
@@ -108,15 +198,26 @@ func buildIndex(tools []*Tool) *searchIndex {
 	return ix
 }
 
-func (ix *searchIndex) search(query string, limit int) []SearchResult {
-	terms := ix.queryTerms(query)
+// checkEvery is how many tools are ranked between looks at the context.
+const checkEvery = 256
+
+func (ix *searchIndex) search(ctx context.Context, query string, limit int) ([]SearchResult, error) {
+	terms, err := ix.queryTerms(query)
+	if err != nil {
+		return nil, err
+	}
 	if len(terms) == 0 || len(ix.docs) == 0 {
-		return nil
+		return nil, nil
 	}
 	n := float64(len(ix.docs))
 	q := strings.ToLower(strings.TrimSpace(query))
 	var out []SearchResult
 	for i := range ix.docs {
+		if i%checkEvery == checkEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		d := &ix.docs[i]
 		score := 0.0
 		for term, qw := range terms {
@@ -155,17 +256,21 @@ func (ix *searchIndex) search(query string, limit int) []SearchResult {
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
-	return out
+	return out, nil
 }
 
 // queryTerms weighs the query's terms: typed ones 1, synonyms and terms of
-// the index sharing a long prefix less.
-func (ix *searchIndex) queryTerms(query string) map[string]float64 {
+// the index sharing a long prefix less. More than MaxQueryTerms distinct
+// typed terms is a *QueryError.
+func (ix *searchIndex) queryTerms(query string) (map[string]float64, error) {
 	terms := map[string]float64{}
 	add := func(t string, w float64) {
 		if terms[t] < w {
 			terms[t] = w
 		}
+	}
+	if n := distinctTerms(query); n > MaxQueryTerms {
+		return nil, &QueryError{What: "terms", Limit: MaxQueryTerms, Got: n}
 	}
 	typed := analyze(rewritePhrases(query))
 	for _, t := range typed {
@@ -186,7 +291,7 @@ func (ix *searchIndex) queryTerms(query string) map[string]float64 {
 			}
 		}
 	}
-	return terms
+	return terms, nil
 }
 
 func maps(m map[string]float64) map[string]float64 {

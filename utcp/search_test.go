@@ -3,8 +3,11 @@ package utcp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
@@ -113,4 +116,53 @@ func TestSearchBasics(t *testing.T) {
 		t.Errorf("limit 0: got %d results, want every match (2)", len(all))
 	}
 	var _ = utcp.SearchResult{}
+}
+
+// A query is bounded in bytes and in distinct terms: at the limits it is
+// ranked, one past them it is a *QueryError; TrimQuery cuts a prompt to
+// fit, and a cancelled context stops the ranking.
+func TestSearchLimits(t *testing.T) {
+	t.Parallel()
+	r := newRegistry(t, everyVariable)
+	if _, err := r.LoadDir(context.Background(), "testdata/catalog"); err != nil {
+		t.Fatal(err)
+	}
+	words := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "w%d ", i)
+		}
+		return b.String()
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		query string
+		want  string // the QueryError's What, "" for none
+	}{
+		{"bytes at the limit", "send email" + strings.Repeat(" ", utcp.MaxQueryBytes-len("send email")), ""},
+		{"bytes one past the limit", "send email" + strings.Repeat(" ", utcp.MaxQueryBytes-len("send email")+1), "bytes"},
+		{"terms at the limit", words(utcp.MaxQueryTerms), ""},
+		{"terms one past the limit", words(utcp.MaxQueryTerms + 1), "terms"},
+		{"repeated terms count once", strings.Repeat("email ", 500), ""},
+	} {
+		_, err := r.SearchContext(ctx, tc.query, 5)
+		var qe *utcp.QueryError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: got %v, want no error", tc.name, err)
+		case tc.want != "" && (!errors.As(err, &qe) || qe.What != tc.want || !errors.Is(err, utcp.ErrInvalidArguments)):
+			t.Errorf("%s: got %v, want a QueryError on %s", tc.name, err, tc.want)
+		}
+		if trimmed := utcp.TrimQuery(tc.query); trimmed != tc.query || tc.want != "" {
+			if _, err := r.SearchContext(ctx, trimmed, 5); err != nil {
+				t.Errorf("%s: TrimQuery's query: %v", tc.name, err)
+			}
+		}
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := r.SearchContext(cancelled, "send an email", 5); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled search: got %v, want context.Canceled", err)
+	}
 }
