@@ -2,11 +2,12 @@ package agent
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/exprd/exprd/internal/schemafast"
@@ -24,33 +25,38 @@ type compiledTool struct {
 
 // SchemaCacheSize bounds the compiled parameter schemas kept across turns:
 // a turn's tools are mostly the same as the last turn's, and compiling a
-// schema costs more than the rest of a step. When full, it starts over.
-const SchemaCacheSize = 256
+// schema costs more than the rest of a step. The cache is an LRU keyed by
+// the schema's SHA-256, so a client's bytes never become a key, and only
+// schemas of at most MaxCachedSchemaBytes are kept: the cache holds at most
+// SchemaCacheSize of them, whoever sends them.
+const (
+	SchemaCacheSize      = 256
+	MaxCachedSchemaBytes = 64 << 10
+)
 
-var schemas = struct {
-	sync.Mutex
-	m map[string]*jsonschema.Schema
-}{m: map[string]*jsonschema.Schema{}}
+var schemas = func() *lru.Cache[[sha256.Size]byte, *jsonschema.Schema] {
+	c, err := lru.New[[sha256.Size]byte, *jsonschema.Schema](SchemaCacheSize)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}()
 
 // compileSchema compiles a tool's parameters, or finds them compiled.
 // Compiled schemas are immutable and safe to share.
 func compileSchema(doc []byte) (*jsonschema.Schema, error) {
-	schemas.Lock()
-	s, ok := schemas.m[string(doc)]
-	schemas.Unlock()
-	if ok {
+	if len(doc) > MaxCachedSchemaBytes {
+		return compileSchemaDoc(doc)
+	}
+	key := sha256.Sum256(doc)
+	if s, ok := schemas.Get(key); ok {
 		return s, nil
 	}
 	s, err := compileSchemaDoc(doc)
 	if err != nil {
 		return nil, err
 	}
-	schemas.Lock()
-	if len(schemas.m) >= SchemaCacheSize {
-		clear(schemas.m)
-	}
-	schemas.m[string(doc)] = s
-	schemas.Unlock()
+	schemas.Add(key, s)
 	return s, nil
 }
 

@@ -3,63 +3,62 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 )
 
+// DefaultMaxRateBuckets bounds the callers the rate limiter remembers. A
+// caller's key is chosen by the client (its address, or a name with auth
+// on), so the buckets are a bounded LRU: past the bound the caller seen
+// least recently is forgotten, and its next RPC starts from a full bucket.
+// A key is found and added in O(1) however many callers there are.
+const DefaultMaxRateBuckets = 65_536
+
 // callerLimiter is a token bucket per caller: the authenticated caller's
-// name, or the peer's IP when auth is off. It is go-grpc-middleware's
+// name, or the client's address when auth is off (an IPv6 address by its
+// /64, the block one host is usually given). It is go-grpc-middleware's
 // ratelimit.Limiter, checked before a handler (and so a stream's work)
 // starts. A server has one, which its unary and its stream interceptor
 // share: a caller's unary RPCs and streams draw on one bucket.
 type callerLimiter struct {
-	rate  rate.Limit
-	burst int
+	rate    rate.Limit
+	burst   int
+	proxies []netip.Prefix // peers whose x-forwarded-for is believed
 
-	mu      sync.Mutex
-	buckets map[string]*bucket
+	mu      sync.Mutex // makes a bucket's lookup and creation one step
+	buckets *lru.Cache[string, *rate.Limiter]
 }
 
-type bucket struct {
-	lim  *rate.Limiter
-	seen time.Time
-}
-
-// idleBucket is how long an unused bucket is kept.
-const idleBucket = 10 * time.Minute
-
-func newCallerLimiter(perSecond float64, burst int) *callerLimiter {
-	return &callerLimiter{rate: rate.Limit(perSecond), burst: burst, buckets: map[string]*bucket{}}
+func newCallerLimiter(perSecond float64, burst, maxBuckets int, proxies []netip.Prefix) *callerLimiter {
+	buckets, err := lru.New[string, *rate.Limiter](maxBuckets)
+	if err != nil {
+		panic(err) // maxBuckets is checked positive by its option
+	}
+	return &callerLimiter{rate: rate.Limit(perSecond), burst: burst, proxies: proxies, buckets: buckets}
 }
 
 func (l *callerLimiter) Limit(ctx context.Context) error {
 	key := callerName(ctx)
 	if key == "" {
-		key = peerIP(ctx)
+		key = l.clientKey(ctx)
 	}
 	now := time.Now()
 	l.mu.Lock()
-	b, ok := l.buckets[key]
+	lim, ok := l.buckets.Get(key)
 	if !ok {
-		if len(l.buckets) > 10_000 {
-			for k, old := range l.buckets {
-				if now.Sub(old.seen) > idleBucket {
-					delete(l.buckets, k)
-				}
-			}
-		}
-		b = &bucket{lim: rate.NewLimiter(l.rate, l.burst)}
-		l.buckets[key] = b
+		lim = rate.NewLimiter(l.rate, l.burst)
+		l.buckets.Add(key, lim)
 	}
-	b.seen = now
-	allowed := b.lim.AllowN(now, 1)
 	l.mu.Unlock()
-	if !allowed {
+	if !lim.AllowN(now, 1) {
 		return exhausted(quotaRate, fmt.Sprintf("over %v requests per second (burst %d) for this caller", float64(l.rate), l.burst))
 	}
 	return nil
@@ -86,13 +85,60 @@ func (l *callerLimiter) stream() grpc.StreamServerInterceptor {
 	}
 }
 
-func peerIP(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
+// clientKey is the bucket of an unauthenticated caller: the client's
+// address, an IPv6 one by its /64. The client is the peer, unless the peer
+// is a trusted proxy: then it is the last address of x-forwarded-for that
+// is not a trusted proxy itself (an untrusted peer's header is ignored: it
+// could name anyone).
+func (l *callerLimiter) clientKey(ctx context.Context) string {
+	addr, ok := peerAddr(ctx)
+	if !ok {
 		return ""
 	}
-	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
-		return host
+	if l.trusted(addr) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		hops := strings.Split(strings.Join(md.Get("x-forwarded-for"), ","), ",")
+		for i := len(hops) - 1; i >= 0; i-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+			if err != nil {
+				break // a hop we cannot read: stop at the last one we could
+			}
+			addr = a.Unmap()
+			if !l.trusted(addr) {
+				break
+			}
+		}
 	}
-	return p.Addr.String()
+	return addrKey(addr)
+}
+
+func (l *callerLimiter) trusted(a netip.Addr) bool {
+	for _, p := range l.proxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// addrKey is an address's bucket: an IPv4 address itself, an IPv6 one its
+// /64.
+func addrKey(a netip.Addr) string {
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
+func peerAddr(ctx context.Context) (netip.Addr, bool) {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return netip.Addr{}, false
+	}
+	ap, err := netip.ParseAddrPort(p.Addr.String())
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().WithZone("").Unmap(), true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -74,6 +75,8 @@ type options struct {
 	maxSessions       int
 	ratePerSecond     float64
 	rateBurst         int
+	maxRateBuckets    int
+	trustedProxies    []netip.Prefix
 	tokens            *Tokens
 	// registryWritesWithoutAuth lets anyone write the registry with auth off.
 	registryWritesWithoutAuth bool
@@ -196,6 +199,27 @@ func WithRateLimit(perSecond float64, burst int) Option {
 	}
 }
 
+// WithMaxRateBuckets bounds the callers the rate limiter remembers
+// (default DefaultMaxRateBuckets).
+func WithMaxRateBuckets(n int) Option {
+	return func(o *options) error { return positive("max rate-limit buckets", n, func() { o.maxRateBuckets = n }) }
+}
+
+// WithTrustedProxies names the peers (load balancers, ingress proxies)
+// whose x-forwarded-for header tells the rate limiter the client's
+// address; any other peer's header is ignored (default: none).
+func WithTrustedProxies(prefixes ...netip.Prefix) Option {
+	return func(o *options) error {
+		for _, p := range prefixes {
+			if !p.IsValid() {
+				return fmt.Errorf("trusted proxy %v: not a valid prefix", p)
+			}
+			o.trustedProxies = append(o.trustedProxies, p.Masked())
+		}
+		return nil
+	}
+}
+
 // WithAuth requires a bearer token from tokens on every service but health
 // and reflection (default: no auth).
 func WithAuth(tokens Tokens) Option {
@@ -261,6 +285,7 @@ func New(opts ...Option) (*Server, error) {
 		maxStreamsPerConn: DefaultMaxStreamsPerConn,
 		maxSessions:       DefaultMaxSessions,
 		ratePerSecond:     DefaultRatePerSecond,
+		maxRateBuckets:    DefaultMaxRateBuckets,
 		rateBurst:         DefaultRateBurst,
 		keepalive: keepalive.ServerParameters{
 			MaxConnectionAge: DefaultMaxConnectionAge, MaxConnectionAgeGrace: DefaultMaxConnectionAgeGrace,
@@ -287,7 +312,7 @@ func New(opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: newStreamLimits(o.maxStreamsPerConn, o.maxSessions),
-		rate: newCallerLimiter(o.ratePerSecond, o.rateBurst), tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
+		rate: newCallerLimiter(o.ratePerSecond, o.rateBurst, o.maxRateBuckets, o.trustedProxies), tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
 	if s.metrics, err = newMetrics(o.meterProvider, ev); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -38,6 +39,8 @@ type config struct {
 	maxSessions       int
 	ratePerSecond     float64
 	rateBurst         int
+	rateCallers       int
+	trustedProxies    string
 
 	tokensFile  string
 	tlsCert     string
@@ -81,6 +84,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.maxSessions, "max-sessions", server.DefaultMaxSessions, "Session streams this replica holds")
 	fs.Float64Var(&c.ratePerSecond, "rate-limit", server.DefaultRatePerSecond, "RPCs started per second per caller")
 	fs.IntVar(&c.rateBurst, "rate-burst", server.DefaultRateBurst, "burst of the per-caller rate limit")
+	fs.IntVar(&c.rateCallers, "rate-limit-callers", server.DefaultMaxRateBuckets, "callers the rate limiter remembers (the least recently seen is forgotten past it)")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated IPs or CIDRs of proxies whose x-forwarded-for names the client for the rate limit (default: none; the peer's address is the client's)")
 
 	fs.StringVar(&c.tokensFile, "auth-tokens-file", "", "bearer tokens, one `NAME TOKEN SCOPES` a line (EXPRD_AUTH_TOKENS may hold them instead); empty with no EXPRD_AUTH_TOKENS: auth off")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
@@ -240,6 +245,9 @@ func (c config) validate() error {
 	if c.tlsClientCA != "" && c.tlsCert == "" {
 		errs = append(errs, errors.New("tls-client-ca: mTLS needs tls-cert and tls-key"))
 	}
+	if _, err := c.proxies(); err != nil {
+		errs = append(errs, fmt.Errorf("trusted-proxies: %v", err))
+	}
 	if _, err := c.egressPolicy(); err != nil {
 		errs = append(errs, fmt.Errorf("egress-allow: %v", err))
 	}
@@ -298,4 +306,21 @@ func (c config) egressPolicy() (*egress.Policy, error) {
 		entries = append(entries, "loopback")
 	}
 	return egress.Parse(entries)
+}
+
+// proxies is --trusted-proxies: each an IP (a one-address prefix) or a CIDR.
+func (c config) proxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, e := range splitList(c.trustedProxies) {
+		if a, err := netip.ParseAddr(e); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP nor a CIDR", e)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

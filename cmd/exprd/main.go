@@ -112,11 +112,17 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 		server.WithMaxStreamsPerConn(c.maxStreamsPerConn),
 		server.WithMaxSessions(c.maxSessions),
 		server.WithRateLimit(c.ratePerSecond, c.rateBurst),
+		server.WithMaxRateBuckets(c.rateCallers),
 		server.WithKeepalive(keepalive.ServerParameters{
 			MaxConnectionAge: c.maxConnAge, MaxConnectionAgeGrace: c.maxConnAgeGrace,
 			Time: server.DefaultKeepaliveTime, Timeout: server.DefaultKeepaliveTimeout,
 		}, keepalive.EnforcementPolicy{MinTime: c.minPingInterval, PermitWithoutStream: true}),
 	}
+	proxies, err := c.proxies()
+	if err != nil {
+		return nil, fmt.Errorf("trusted-proxies: %w", err)
+	}
+	opts = append(opts, server.WithTrustedProxies(proxies...))
 	tokens, err := c.tokens()
 	if err != nil {
 		return nil, err
