@@ -47,6 +47,9 @@ func run(args []string) error {
 		return fmt.Errorf("log-level: %v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if soft := setMemoryLimit("/sys/fs/cgroup", os.Getenv); soft > 0 {
+		log.Info("memory limit from the cgroup", "gomemlimit_bytes", soft)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

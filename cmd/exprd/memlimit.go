@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// memoryLimitShare is the part of the cgroup's memory limit that the Go
+// runtime's soft limit is set to when GOMEMLIMIT is not: the rest is room
+// for what the runtime does not count (stacks in flight, the binary, page
+// cache) before the OOM killer would act.
+const memoryLimitShare = 0.9
+
+// cgroupMemoryLimit is the memory limit of the cgroup the process runs in,
+// read under root (normally /sys/fs/cgroup): cgroup v2's memory.max, else
+// v1's memory/memory.limit_in_bytes. ok is false when there is none
+// ("max", or v1's huge "unlimited" value) or it cannot be read.
+func cgroupMemoryLimit(root string) (limit int64, ok bool) {
+	for _, f := range []string{"memory.max", filepath.Join("memory", "memory.limit_in_bytes")} {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			continue
+		}
+		s := strings.TrimSpace(string(data))
+		if s == "max" {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 || n >= 1<<60 {
+			return 0, false
+		}
+		return n, true
+	}
+	return 0, false
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit from the cgroup's
+// when the environment does not set GOMEMLIMIT, so that exprd collects
+// garbage harder as it nears its limit instead of meeting the OOM killer.
+// It returns the limit set, 0 when it set none.
+func setMemoryLimit(root string, getenv func(string) string) int64 {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	limit, ok := cgroupMemoryLimit(root)
+	if !ok {
+		return 0
+	}
+	soft := int64(float64(limit) * memoryLimitShare)
+	debug.SetMemoryLimit(soft)
+	return soft
+}

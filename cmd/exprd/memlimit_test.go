@@ -1,0 +1,60 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"testing"
+)
+
+func TestCgroupMemoryLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  int64
+		ok    bool
+	}{
+		{"v2", map[string]string{"memory.max": "2147483648\n"}, 2 << 30, true},
+		{"v2 without a limit", map[string]string{"memory.max": "max\n"}, 0, false},
+		{"v1", map[string]string{"memory/memory.limit_in_bytes": "536870912\n"}, 512 << 20, true},
+		{"v1 without a limit", map[string]string{"memory/memory.limit_in_bytes": "9223372036854771712\n"}, 0, false},
+		{"v2 wins over v1", map[string]string{"memory.max": "1073741824", "memory/memory.limit_in_bytes": "536870912"}, 1 << 30, true},
+		{"neither", nil, 0, false},
+		{"garbage", map[string]string{"memory.max": "lots"}, 0, false},
+	} {
+		root := t.TempDir()
+		for name, body := range tc.files {
+			path := filepath.Join(root, name)
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, ok := cgroupMemoryLimit(root)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: got %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// GOMEMLIMIT from the environment wins; else 90% of the cgroup's limit.
+func TestSetMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(math.MaxInt64)
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "memory.max"), []byte("1000000000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := setMemoryLimit(root, func(string) string { return "1GiB" }); got != 0 {
+		t.Errorf("with GOMEMLIMIT set: got %d, want 0 (left to the runtime)", got)
+	}
+	if got := setMemoryLimit(root, func(string) string { return "" }); got != 900000000 {
+		t.Errorf("from the cgroup: got %d, want 900000000", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 900000000 {
+		t.Errorf("the runtime's limit: got %d, want 900000000", got)
+	}
+}
