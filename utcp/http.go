@@ -84,7 +84,7 @@ func doJSON(ctx context.Context, env Env, req *http.Request, tool string) (any, 
 		return nil, classifyDoError(ctx, err, tool)
 	}
 	defer resp.Body.Close()
-	body, err := readCappedSized(ctx, resp.Body, resp.ContentLength, env.MaxResponseBytes, tool)
+	body, err := readCappedSized(ctx, resp.Body, resp.ContentLength, env.ResponseLimit(ctx), tool)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,11 @@ package utcp_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
@@ -248,5 +251,38 @@ func TestHTTPResponseDecoding(t *testing.T) {
 				t.Errorf("got %#v, want %#v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A caller's response limit caps what a call reads, below the registry's:
+// a body at it is read, one byte past it is ReasonTooLarge, whether the
+// provider says its length or not.
+func TestResponseLimitPerCall(t *testing.T) {
+	t.Parallel()
+	const limit = 1000
+	for _, chunked := range []bool{false, true} {
+		p := newProvider(t, func(w http.ResponseWriter, r *http.Request) {
+			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+			body := `"` + strings.Repeat("x", n-2) + `"`
+			w.Header().Set("Content-Type", "application/json")
+			if !chunked {
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			}
+			_, _ = io.WriteString(w, body)
+		})
+		r := newRegistry(t)
+		register(t, r, "big", manualOf("get", map[string]any{"type": "object"}, map[string]any{"call_template_type": "http", "url": p.URL}))
+		ctx := utcp.WithResponseLimit(context.Background(), limit)
+		if _, err := r.Call(ctx, "big.get", map[string]any{"n": limit}); err != nil {
+			t.Errorf("chunked %v: a body at the limit: %v", chunked, err)
+		}
+		_, err := r.Call(ctx, "big.get", map[string]any{"n": limit + 1})
+		var te *utcp.TransportError
+		if !errors.As(err, &te) || te.Reason != utcp.ReasonTooLarge {
+			t.Errorf("chunked %v: a body one past the limit: got %v, want ReasonTooLarge", chunked, err)
+		}
+		if _, err := r.Call(context.Background(), "big.get", map[string]any{"n": limit + 1}); err != nil {
+			t.Errorf("chunked %v: without the caller's limit the registry's applies: %v", chunked, err)
+		}
 	}
 }

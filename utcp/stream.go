@@ -62,7 +62,7 @@ func (s *streamableTransport) Stream(ctx context.Context, t *Tool, args map[stri
 		return nil, err
 	}
 	mt := mediaType(resp.Header.Get("Content-Type"))
-	st := &bodyStream{ctx: ctx, body: resp.Body, tool: t.Name, limit: s.env.MaxResponseBytes}
+	st := &bodyStream{ctx: ctx, body: resp.Body, tool: t.Name, limit: s.env.ResponseLimit(ctx)}
 	switch {
 	case mt == "application/x-ndjson" || mt == "application/ndjson" || mt == "application/jsonl" ||
 		mt == "application/x-jsonlines" || mt == "application/jsonlines" || mt == "application/json-seq":
@@ -86,7 +86,7 @@ func (s *streamableTransport) Call(ctx context.Context, t *Tool, args map[string
 	if err != nil {
 		return nil, err
 	}
-	return collect(st, s.env.MaxResponseBytes, t.Name)
+	return collect(st, s.env.ResponseLimit(ctx), t.Name)
 }
 
 // openStream sends req and checks the status; the caller owns the body.
@@ -97,7 +97,7 @@ func openStream(ctx context.Context, env Env, req *http.Request, tool string) (*
 	}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
-		body, err := readCapped(ctx, resp.Body, min(env.MaxResponseBytes, 64<<10), tool)
+		body, err := readCapped(ctx, resp.Body, min(env.ResponseLimit(ctx), 64<<10), tool)
 		if err != nil {
 			return nil, &TransportError{Tool: tool, Reason: ReasonStatus, Status: resp.StatusCode}
 		}
@@ -320,7 +320,7 @@ func (s *sseTransport) Stream(ctx context.Context, t *Tool, args map[string]any)
 		return nil, err
 	}
 	return &bodyStream{
-		ctx: ctx, body: resp.Body, tool: t.Name, limit: s.env.MaxResponseBytes,
+		ctx: ctx, body: resp.Body, tool: t.Name, limit: s.env.ResponseLimit(ctx),
 		mode: modeSSE, br: bufio.NewReader(resp.Body), eventType: s.spec.eventType,
 	}, nil
 }
@@ -331,7 +331,7 @@ func (s *sseTransport) Call(ctx context.Context, t *Tool, args map[string]any) (
 	if err != nil {
 		return nil, err
 	}
-	return collect(st, s.env.MaxResponseBytes, t.Name)
+	return collect(st, s.env.ResponseLimit(ctx), t.Name)
 }
 
 // nextEvent reads events (per the HTML event-stream format) until one passes

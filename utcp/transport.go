@@ -141,6 +141,33 @@ type Env struct {
 	tokens       *tokenCache
 }
 
+type responseLimitKey struct{}
+
+// WithResponseLimit returns ctx carrying a cap on the bytes a call under it
+// may read from its provider (a body, a stream's line or event, a gRPC
+// message, a collected stream): a caller that will refuse a result over n
+// bytes need not read more. Transports read the smaller of it and
+// Env.MaxResponseBytes (Env.ResponseLimit).
+func WithResponseLimit(ctx context.Context, n int64) context.Context {
+	if n <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, responseLimitKey{}, n)
+}
+
+// ResponseLimit is the most a call under ctx may read: the registry's
+// MaxResponseBytes, or the caller's smaller WithResponseLimit.
+func (e Env) ResponseLimit(ctx context.Context) int64 {
+	limit := e.MaxResponseBytes
+	if limit <= 0 {
+		limit = DefaultMaxResponseBytes
+	}
+	if n, ok := ctx.Value(responseLimitKey{}).(int64); ok && n < limit {
+		return n
+	}
+	return limit
+}
+
 // dialTimeout bounds one connection attempt; the call's deadline bounds
 // the rest.
 const dialTimeout = 10 * time.Second

@@ -59,14 +59,14 @@ func (x *reflectTransport) Call(ctx context.Context, t *utcp.Tool, args map[stri
 		if err != nil {
 			return nil, err
 		}
-		return collect(st, maxResponse(x.conns.env))
+		return collect(st, x.conns.env.ResponseLimit(ctx))
 	}
 	in, err := input(t.Name, m, args)
 	if err != nil {
 		return nil, err
 	}
 	out := dynamicpb.NewMessage(m.out)
-	if err := sc.cc.Invoke(x.spec.outgoing(ctx), x.fullMethod, in, out); err != nil {
+	if err := sc.cc.Invoke(x.spec.outgoing(ctx), x.fullMethod, in, out, grpc.MaxCallRecvMsgSize(int(x.conns.env.ResponseLimit(ctx)))); err != nil {
 		x.forgetIfGone(m, err)
 		return nil, x.spec.rpcError(ctx, err, t.Name, false)
 	}
@@ -99,7 +99,7 @@ func (x *reflectTransport) stream(ctx context.Context, t *utcp.Tool, sc *sharedC
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(x.spec.outgoing(ctx))
-	cs, err := sc.cc.NewStream(sctx, serverStream, x.fullMethod)
+	cs, err := sc.cc.NewStream(sctx, serverStream, x.fullMethod, grpc.MaxCallRecvMsgSize(int(x.conns.env.ResponseLimit(ctx))))
 	if err != nil {
 		cancel()
 		return nil, x.spec.rpcError(ctx, err, t.Name, false)

@@ -92,11 +92,3 @@ func collect(st *rpcStream, limit int64) ([]any, error) {
 		out = append(out, v)
 	}
 }
-
-// maxResponse is the registry's cap, or utcp's default.
-func maxResponse(env utcp.Env) int64 {
-	if env.MaxResponseBytes > 0 {
-		return env.MaxResponseBytes
-	}
-	return utcp.DefaultMaxResponseBytes
-}

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"strings"
 
+	"google.golang.org/grpc"
+
 	"github.com/exprd/exprd/gen/grpcpb"
 	"github.com/exprd/exprd/utcp"
 )
@@ -39,7 +41,7 @@ func (x *utcpTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]
 		if err != nil {
 			return nil, err
 		}
-		return collect(st, maxResponse(x.conns.env))
+		return collect(st, x.conns.env.ResponseLimit(ctx))
 	}
 	sc, err := x.conns.get(t.Name)
 	if err != nil {
@@ -49,7 +51,7 @@ func (x *utcpTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]
 	if err != nil {
 		return nil, err
 	}
-	resp, err := sc.utcp.CallTool(x.spec.outgoing(ctx), req)
+	resp, err := sc.utcp.CallTool(x.spec.outgoing(ctx), req, grpc.MaxCallRecvMsgSize(int(x.conns.env.ResponseLimit(ctx))))
 	if err != nil {
 		return nil, x.spec.rpcError(ctx, err, t.Name, false)
 	}
@@ -72,7 +74,7 @@ func (x *utcpTransport) stream(ctx context.Context, t *utcp.Tool, args map[strin
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(x.spec.outgoing(ctx))
-	cs, err := sc.utcp.CallToolStream(sctx, req)
+	cs, err := sc.utcp.CallToolStream(sctx, req, grpc.MaxCallRecvMsgSize(int(x.conns.env.ResponseLimit(ctx))))
 	if err != nil {
 		cancel()
 		return nil, x.spec.rpcError(ctx, err, t.Name, false)
