@@ -53,6 +53,11 @@ func (t *toolRegistry) registryStatus(err error, field string) error {
 			path += "." + ve.Path
 		}
 		return badRequest(path, fmt.Sprintf("the variable %q has no value bound to manual %q on the server (the operator binds it as %s)", ve.Name, ve.Manual, ve.Key))
+	case errors.As(err, &te) && te.Reason == utcp.ReasonEgress:
+		// The name resolved to an address the policy refuses: the source
+		// must change. Which address stays in the log.
+		t.log.Warn("tool registry: egress refused", "field", field, "cause", errors.Unwrap(te))
+		return badRequest(field, strings.TrimPrefix(err.Error(), "utcp: "))
 	case errors.As(err, &te) && te.Reason == utcp.ReasonInsecureURL:
 		// Refused before anything was sent: retrying will not help.
 		return badRequest(field, strings.TrimPrefix(err.Error(), "utcp: "))

@@ -25,9 +25,20 @@ func (r *Registry) Call(ctx context.Context, name string, args map[string]any) (
 	defer cancel()
 	v, err := tr.Call(cctx, e.tool, args)
 	if err != nil {
-		return nil, callError(ctx, cctx, e.tool.Name, timeout, err)
+		return nil, r.logged(ctx, callError(ctx, cctx, e.tool.Name, timeout, err))
 	}
 	return v, nil
+}
+
+// logged logs a failed call's whole story for the operator (the provider's
+// body, the address a name resolved to, a lower-level error: what the
+// caller is never shown) and returns err.
+func (r *Registry) logged(ctx context.Context, err error) error {
+	var te *TransportError
+	if r.cfg.logger != nil && errors.As(err, &te) && te.cause != nil {
+		r.cfg.logger.WarnContext(ctx, "utcp: tool call failed", "tool", te.Tool, "reason", string(te.Reason), "status", te.Status, "cause", te.cause.Error())
+	}
+	return err
 }
 
 // CallStream runs a tool and returns its chunks as they arrive. The deadline
@@ -43,7 +54,7 @@ func (r *Registry) CallStream(ctx context.Context, name string, args map[string]
 	st, err := tr.Stream(cctx, e.tool, args)
 	if err != nil {
 		cancel()
-		return nil, callError(ctx, cctx, e.tool.Name, timeout, err)
+		return nil, r.logged(ctx, callError(ctx, cctx, e.tool.Name, timeout, err))
 	}
 	return &callStream{s: st, parent: ctx, ctx: cctx, cancel: cancel, tool: e.tool.Name, timeout: timeout}, nil
 }

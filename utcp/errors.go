@@ -176,7 +176,7 @@ func (e *TransportError) Error() string {
 	case ReasonTooLarge:
 		what = "provider response over the size limit"
 	case ReasonRedirect:
-		what = "provider redirected to another host; not followed"
+		what = "provider redirected; not followed (only a redirect to the same host, to an address exprd may reach, is)"
 	case ReasonBroken:
 		what = "connection to the provider broke before the response ended"
 	case ReasonInsecureURL:

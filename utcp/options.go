@@ -3,6 +3,7 @@ package utcp
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -41,6 +42,7 @@ type config struct {
 	egress       *egress.Policy
 	resolver     *net.Resolver
 	showMessages bool
+	logger       *slog.Logger
 	variables    map[string]string
 	loaders      []VariableLoader
 	factories    map[string]TransportFactory
@@ -142,6 +144,16 @@ func WithEgress(p *egress.Policy) Option {
 func WithResolver(r *net.Resolver) Option {
 	return func(c *config) error {
 		c.resolver = r
+		return nil
+	}
+}
+
+// WithLogger logs what a failed call's caller is not shown (the
+// provider's body, the address a refused name resolved to) at Warn.
+// Default: none.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		c.logger = l
 		return nil
 	}
 }

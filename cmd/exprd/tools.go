@@ -31,6 +31,7 @@ func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error)
 	}
 	opts := []utcp.Option{
 		utcp.WithEgress(policy),
+		utcp.WithLogger(log),
 		utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) }),
 		utcp.WithTimeout(c.utcpTimeout),
 		utcp.WithMaxManuals(c.registryMaxManuals),
