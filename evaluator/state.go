@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -20,22 +21,62 @@ type State struct {
 	// estimate passes maxBytes.
 	size     int
 	maxBytes int // 0: no limit
+	// boxes counts the root's objects and arrays, as size its bytes:
+	// exact after Replace, an upper estimate after patches and writes,
+	// counted again when the estimate passes MaxStateContainers.
+	boxes int
 }
 
+// Bounds of every state besides its bytes: what a state costs in memory
+// follows its objects and arrays more than its bytes (`{}` is 2 bytes of
+// JSON and about 50 of Go), and reading it recurses as deep as it nests.
+const (
+	// MaxStateContainers bounds the objects and arrays of a state, or of
+	// a patch.
+	MaxStateContainers = 1 << 18
+	// MaxStateDepth bounds how deep a state or a patch nests.
+	MaxStateDepth = 256
+)
+
+var stateLimits = jsonvalue.Limits{MaxDepth: MaxStateDepth, MaxContainers: MaxStateContainers}
+
 // StateTooLargeError refuses a change that would make the state larger
-// than its limit.
+// than a limit: its bytes of JSON (What ""), its objects and arrays
+// ("containers") or its depth ("depth").
 type StateTooLargeError struct {
+	What      string
 	Size, Max int
 }
 
 func (e *StateTooLargeError) Error() string {
+	switch e.What {
+	case "containers":
+		return fmt.Sprintf("the state would hold more than %d objects and arrays", e.Max)
+	case "depth":
+		return fmt.Sprintf("the state would nest deeper than %d levels", e.Max)
+	}
 	return fmt.Sprintf("the state would be %d bytes of JSON, over the limit of %d", e.Size, e.Max)
+}
+
+// decodeState decodes a state or a patch within the state's bounds: over
+// one is a *StateTooLargeError, found before the rest is built.
+// It also returns the objects and arrays decoded.
+func decodeState(data []byte, what string) (any, int, error) {
+	v, n, err := jsonvalue.DecodeLimited(data, stateLimits)
+	var le *jsonvalue.LimitError
+	if errors.As(err, &le) {
+		return nil, 0, &StateTooLargeError{What: le.What, Max: le.Limit}
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s is not valid JSON: %w", what, err)
+	}
+	return v, n, nil
 }
 
 // NewState returns an empty state ({}) holding at most maxBytes of JSON (0:
 // no limit).
 func NewState(maxBytes ...int) *State {
-	s := &State{root: map[string]any{}, size: 2}
+	s := &State{root: map[string]any{}, size: 2, boxes: 1}
 	if len(maxBytes) > 0 {
 		s.maxBytes = maxBytes[0]
 	}
@@ -48,7 +89,7 @@ func NewState(maxBytes ...int) *State {
 func (s *State) Fork(maxBytes int) *State {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return &State{root: s.root, size: s.size, maxBytes: maxBytes}
+	return &State{root: s.root, size: s.size, maxBytes: maxBytes, boxes: s.boxes}
 }
 
 // Size returns the state's size in bytes of JSON (an upper estimate after
@@ -81,19 +122,19 @@ func (s *State) Snapshot() map[string]any {
 
 // Replace sets the state to a JSON object. On error the state is unchanged.
 func (s *State) Replace(data []byte) error {
-	v, err := jsonvalue.Decode(data)
+	if s.maxBytes > 0 && len(data) > s.maxBytes {
+		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
+	}
+	v, boxes, err := decodeState(data, "state")
 	if err != nil {
-		return fmt.Errorf("state is not valid JSON: %w", err)
+		return err
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
 		return fmt.Errorf("state must be a JSON object, got %s", jsonKind(v))
 	}
-	if s.maxBytes > 0 && len(data) > s.maxBytes {
-		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
-	}
 	s.mu.Lock()
-	s.root, s.size = m, len(data)
+	s.root, s.size, s.boxes = m, len(data), boxes
 	s.mu.Unlock()
 	return nil
 }
@@ -101,9 +142,12 @@ func (s *State) Replace(data []byte) error {
 // MergePatch applies an RFC 7386 JSON merge patch, which must be an object.
 // On error the state is unchanged.
 func (s *State) MergePatch(data []byte) error {
-	v, err := jsonvalue.Decode(data)
+	if s.maxBytes > 0 && len(data) > s.maxBytes {
+		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
+	}
+	v, patchBoxes, err := decodeState(data, "patch")
 	if err != nil {
-		return fmt.Errorf("patch is not valid JSON: %w", err)
+		return err
 	}
 	patch, ok := v.(map[string]any)
 	if !ok {
@@ -116,7 +160,11 @@ func (s *State) MergePatch(data []byte) error {
 	if err != nil {
 		return err
 	}
-	s.root, s.size = root, size
+	boxes, err := boxesFit(root, s.boxes+patchBoxes)
+	if err != nil {
+		return err
+	}
+	s.root, s.size, s.boxes = root, size, boxes
 	return nil
 }
 
@@ -153,8 +201,25 @@ func (s *State) set(p Path, v any, size int) error {
 	if err != nil {
 		return budgetError(BudgetState, "%s", err.Error())
 	}
-	s.root, s.size = root, total
+	// The objects the path creates, and the value's own.
+	boxes, err := boxesFit(root, s.boxes+len(p.elems)+containers(v, MaxStateContainers))
+	if err != nil {
+		return budgetError(BudgetState, "%s", err.Error())
+	}
+	s.root, s.size, s.boxes = root, total, boxes
 	return nil
+}
+
+// boxesFit is fits for objects and arrays: an estimate within
+// MaxStateContainers stands, one over it is counted exactly.
+func boxesFit(root map[string]any, estimate int) (int, error) {
+	if estimate <= MaxStateContainers {
+		return estimate, nil
+	}
+	if n := containers(root, MaxStateContainers); n <= MaxStateContainers {
+		return n, nil
+	}
+	return 0, &StateTooLargeError{What: "containers", Max: MaxStateContainers}
 }
 
 // jsonSize is the size of v's JSON: exact for what normalize produces,
@@ -215,5 +280,30 @@ func stringSize(s string) int {
 		}
 		i += size
 	}
+	return n
+}
+
+// containers counts v's objects and arrays, stopping once past limit.
+func containers(v any, limit int) int {
+	n := 0
+	var walk func(any)
+	walk = func(v any) {
+		if n > limit {
+			return
+		}
+		switch t := v.(type) {
+		case map[string]any:
+			n++
+			for _, e := range t {
+				walk(e)
+			}
+		case []any:
+			n++
+			for _, e := range t {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
 	return n
 }

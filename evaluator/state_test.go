@@ -3,8 +3,11 @@ package evaluator_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/exprd/exprd/evaluator"
@@ -186,4 +189,91 @@ func mustMarshal(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// boxes is a state holding n objects and arrays in all: the root, an
+// array, and n-2 empty objects in it.
+func boxes(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"a":[`)
+	for i := range n - 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("{}")
+	}
+	b.WriteString("]}")
+	return []byte(b.String())
+}
+
+func nested(depth int) []byte {
+	return []byte(`{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + "}")
+}
+
+// A state is bounded by its objects and arrays and by its depth, not only
+// by its bytes: 15 MB of {} would take half a gigabyte. Each bound holds at
+// the limit and one past it, for Replace and MergePatch; a refused change
+// leaves the state as it was.
+func TestStateBounds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		doc  []byte
+		want string // StateTooLargeError.What, "" for accepted
+	}{
+		{"containers at the limit", boxes(evaluator.MaxStateContainers), ""},
+		{"containers one past the limit", boxes(evaluator.MaxStateContainers + 1), "containers"},
+		{"depth at the limit", nested(evaluator.MaxStateDepth), ""},
+		{"depth one past the limit", nested(evaluator.MaxStateDepth + 1), "depth"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, op := range []string{"Replace", "MergePatch"} {
+				s := evaluator.NewState()
+				if err := s.Replace([]byte(`{"keep":1}`)); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				if op == "Replace" {
+					err = s.Replace(tc.doc)
+				} else {
+					err = s.MergePatch(tc.doc)
+				}
+				var big *evaluator.StateTooLargeError
+				switch {
+				case tc.want == "" && err != nil:
+					t.Errorf("%s: got %v, want it accepted", op, err)
+				case tc.want != "" && (!errors.As(err, &big) || big.What != tc.want):
+					t.Errorf("%s: got %v, want a StateTooLargeError on %s", op, err, tc.want)
+				case tc.want != "":
+					if _, ok := s.Snapshot()["keep"]; !ok {
+						t.Errorf("%s: a refused change changed the state", op)
+					}
+				}
+			}
+		})
+	}
+	// Patches add up: two halves are accepted, a third is one too many.
+	s := evaluator.NewState()
+	half := evaluator.MaxStateContainers/2 - 2
+	for i, want := range []bool{true, true, false} {
+		err := s.MergePatch([]byte(fmt.Sprintf(`{"p%d":%s}`, i, boxes(half)[5:len(boxes(half))-1])))
+		if (err == nil) != want {
+			t.Errorf("patch %d: got %v, want accepted %v", i, err, want)
+		}
+	}
+}
+
+// The bytes are checked before anything is decoded: a document over the
+// limit is refused for its size, whatever it holds.
+func TestStateBytesCheckedBeforeDecoding(t *testing.T) {
+	t.Parallel()
+	s := evaluator.NewState(10)
+	var big *evaluator.StateTooLargeError
+	if err := s.Replace([]byte(`{"not json at all`)); !errors.As(err, &big) {
+		t.Errorf("Replace: got %v, want StateTooLargeError", err)
+	}
+	if err := s.MergePatch([]byte(`{"not json at all`)); !errors.As(err, &big) {
+		t.Errorf("MergePatch: got %v, want StateTooLargeError", err)
+	}
 }

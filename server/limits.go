@@ -39,11 +39,13 @@ const (
 
 // The subjects of QuotaFailure violations, one per limit.
 const (
-	quotaStateBytes    = "max_state_bytes"
-	quotaCallsInFlight = "max_calls_in_flight"
-	quotaStreamsPerCon = "max_streams_per_connection"
-	quotaSessions      = "max_sessions"
-	quotaRate          = "rate_limit"
+	quotaStateBytes      = "max_state_bytes"
+	quotaStateContainers = "max_state_containers"
+	quotaStateDepth      = "max_state_depth"
+	quotaCallsInFlight   = "max_calls_in_flight"
+	quotaStreamsPerCon   = "max_streams_per_connection"
+	quotaSessions        = "max_sessions"
+	quotaRate            = "rate_limit"
 )
 
 // quotaFailure is the detail of a ResourceExhausted: which limit, and what.
@@ -122,18 +124,29 @@ func connKey(ctx context.Context) string {
 	return p.Addr.Network() + ":" + p.Addr.String()
 }
 
-// stateTooLarge reports whether err refuses a state for its size.
-func stateTooLarge(err error) bool {
+// stateQuota is the QuotaFailure subject of a state refused for a limit
+// (its bytes, its objects and arrays, its depth); ok is false for any other
+// refusal.
+func stateQuota(err error) (subject string, ok bool) {
 	var big *evaluator.StateTooLargeError
-	return errors.As(err, &big)
+	if !errors.As(err, &big) {
+		return "", false
+	}
+	switch big.What {
+	case "containers":
+		return quotaStateContainers, true
+	case "depth":
+		return quotaStateDepth, true
+	}
+	return quotaStateBytes, true
 }
 
 // stateStatus is the status of a refused state: too large is
 // RESOURCE_EXHAUSTED with a QuotaFailure, anything else INVALID_ARGUMENT
 // on field.
 func stateStatus(field string, err error) error {
-	if stateTooLarge(err) {
-		return exhausted(quotaStateBytes, err.Error())
+	if subject, ok := stateQuota(err); ok {
+		return exhausted(subject, err.Error())
 	}
 	return badRequest(field, err.Error())
 }

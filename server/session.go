@@ -243,8 +243,8 @@ func (ss *session) rejectQuota(kind, callID, subject, desc string) error {
 // rejectState refuses a State or StatePatch: too large is
 // RESOURCE_EXHAUSTED, anything else INVALID_ARGUMENT.
 func (ss *session) rejectState(kind string, err error) error {
-	if stateTooLarge(err) {
-		return ss.rejectQuota(kind, "", quotaStateBytes, err.Error())
+	if subject, ok := stateQuota(err); ok {
+		return ss.rejectQuota(kind, "", subject, err.Error())
 	}
 	return ss.reject(kind, "", codes.InvalidArgument, err.Error())
 }

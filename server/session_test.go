@@ -99,6 +99,10 @@ func TestSessionRejectsAndKeepsState(t *testing.T) {
 		{"function result nobody waits for", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: &exprdv1.FunctionResult{CallId: "x", FunctionCallId: "x/1"}}}, "function_result", codes.NotFound},
 		{"cancel of no call", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Cancel{Cancel: &exprdv1.Cancel{CallId: "x"}}}, "cancel", codes.NotFound},
 		{"second open", openMsg(&exprdv1.Open{}), "open", codes.FailedPrecondition},
+		// A state's objects and arrays cost memory its bytes do not show.
+		{"state of too many objects", stateMsg(`{"a":[` + strings.Repeat(`{},`, evaluator.MaxStateContainers) + `{}]}`), "state", codes.ResourceExhausted},
+		{"state nested too deep", stateMsg(`{"a":` + strings.Repeat("[", evaluator.MaxStateDepth) + strings.Repeat("]", evaluator.MaxStateDepth) + `}`), "state", codes.ResourceExhausted},
+		{"patch of too many objects", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: []byte(`{"a":[` + strings.Repeat(`{},`, evaluator.MaxStateContainers) + `{}]}`)}}}, "state_patch", codes.ResourceExhausted},
 		{"empty message", &exprdv1.SessionRequest{}, "", codes.InvalidArgument},
 	}
 	for _, tt := range tests {

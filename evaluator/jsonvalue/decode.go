@@ -30,10 +30,53 @@ func (e *SyntaxError) Error() string {
 // documentation for the details of the contract.
 func Decode(data []byte) (any, error) {
 	d := decoders.Get().(*decoder)
+	d.maxDepth = MaxDepth
 	v, err := d.decode(data)
 	d.reset()
 	decoders.Put(d)
 	return v, err
+}
+
+// Limits bound what DecodeLimited builds, so that a document costs at most
+// that much memory whatever its bytes: `{}` is 2 bytes of JSON and about 50
+// of Go, so 15 MB of them would take half a gigabyte.
+type Limits struct {
+	// MaxDepth bounds the nesting of arrays and objects (0: MaxDepth; at
+	// most MaxDepth).
+	MaxDepth int
+	// MaxContainers bounds the arrays and objects in all (0: no bound).
+	MaxContainers int
+}
+
+// LimitError is a document past a Limits bound. Decoding stops where it
+// is found: nothing past it is built.
+type LimitError struct {
+	What   string // "depth" or "containers"
+	Limit  int
+	Offset int64 // the bytes read when it was found
+}
+
+func (e *LimitError) Error() string {
+	if e.What == "depth" {
+		return "nested deeper than " + strconv.Itoa(e.Limit) + " levels at offset " + strconv.FormatInt(e.Offset, 10)
+	}
+	return "more than " + strconv.Itoa(e.Limit) + " objects and arrays at offset " + strconv.FormatInt(e.Offset, 10)
+}
+
+// DecodeLimited is Decode within lim: a document past a bound is a
+// *LimitError, found before the rest of it is decoded. It also returns the
+// objects and arrays it built.
+func DecodeLimited(data []byte, lim Limits) (any, int, error) {
+	d := decoders.Get().(*decoder)
+	d.maxDepth, d.maxContainers = MaxDepth, lim.MaxContainers
+	if lim.MaxDepth > 0 && lim.MaxDepth < MaxDepth {
+		d.maxDepth = lim.MaxDepth
+	}
+	v, err := d.decode(data)
+	n := d.containers
+	d.reset()
+	decoders.Put(d)
+	return v, n, err
 }
 
 // decoders recycles decoders, so that small documents like merge patches do
@@ -47,6 +90,9 @@ func (d *decoder) decode(data []byte) (any, error) {
 		if i = skipSpace(data, i); i < len(data) {
 			d.failToken(i, "after top-level value")
 		}
+	}
+	if d.limitErr != nil {
+		return nil, d.limitErr
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -66,6 +112,7 @@ const maxKeptScratch = 1 << 12
 // decoder does not keep a decoded tree alive.
 func (d *decoder) reset() {
 	d.data, d.depth, d.err, d.rangeErr = nil, 0, nil, nil
+	d.maxDepth, d.maxContainers, d.containers, d.limitErr = 0, 0, 0, nil
 	// The stacks are empty unless decoding stopped at an error.
 	clear(d.elems)
 	clear(d.members)
@@ -90,6 +137,11 @@ func (d *decoder) reset() {
 type decoder struct {
 	data  []byte
 	depth int // arrays and objects open around the current position
+
+	// The bounds of DecodeLimited (maxContainers 0: none), the containers
+	// begun so far, and the bound that stopped decoding.
+	maxDepth, maxContainers, containers int
+	limitErr                            *LimitError
 
 	err *SyntaxError // the syntax error that stopped decoding
 	// rangeErr is the first number too large for a float64. Decoding goes
@@ -150,8 +202,14 @@ func (d *decoder) value(i int) (any, int) {
 
 // object decodes the object whose '{' is at data[i].
 func (d *decoder) object(i int) (any, int) {
-	if d.depth++; d.depth > MaxDepth {
+	if d.depth++; d.depth > d.maxDepth {
+		if d.maxDepth < MaxDepth {
+			return nil, d.failLimit(i, "depth", d.maxDepth)
+		}
 		return nil, d.failToken(i, "exceeded max depth")
+	}
+	if d.containers++; d.maxContainers > 0 && d.containers > d.maxContainers {
+		return nil, d.failLimit(i, "containers", d.maxContainers)
 	}
 	data := d.data
 	i = skipSpace(data, i+1)
@@ -255,8 +313,14 @@ func cacheSlot(b []byte) uint {
 
 // array decodes the array whose '[' is at data[i].
 func (d *decoder) array(i int) (any, int) {
-	if d.depth++; d.depth > MaxDepth {
+	if d.depth++; d.depth > d.maxDepth {
+		if d.maxDepth < MaxDepth {
+			return nil, d.failLimit(i, "depth", d.maxDepth)
+		}
 		return nil, d.failToken(i, "exceeded max depth")
+	}
+	if d.containers++; d.maxContainers > 0 && d.containers > d.maxContainers {
+		return nil, d.failLimit(i, "containers", d.maxContainers)
 	}
 	data := d.data
 	i = skipSpace(data, i+1)
@@ -333,6 +397,12 @@ func (d *decoder) failExpect(i int, context string) int {
 // failToken records a syntax error at data[i], inside a token, and returns
 // -1. At end of input encoding/json feeds its scanner one space to finish a
 // pending number and then complains about that space; so does this.
+// failLimit stops decoding at data[i] for a bound of DecodeLimited.
+func (d *decoder) failLimit(i int, what string, limit int) int {
+	d.limitErr = &LimitError{What: what, Limit: limit, Offset: int64(i + 1)}
+	return -1
+}
+
 func (d *decoder) failToken(i int, context string) int {
 	c, offset := byte(' '), len(d.data)
 	if i < len(d.data) {
