@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/exprd/exprd/internal/egress/egresstest"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/hostiletest"
 )
 
 // recorder is a loopback provider that records every request whole: what
@@ -63,37 +63,6 @@ func (r *recorder) requests() []string {
 	return append([]string(nil), r.seen...)
 }
 
-// hostileCase is one entry of utcp/testdata/hostile_manuals.json.
-type hostileCase struct {
-	Name       string          `json:"name"`
-	ManualName string          `json:"manual_name"`
-	Manual     json.RawMessage `json:"manual"`
-	Want       struct {
-		Refused     string  `json:"refused"`
-		Field       string  `json:"field"`
-		CallRefused *string `json:"call_refused"`
-	} `json:"want"`
-}
-
-func loadHostileManuals(t *testing.T, rec *recorder) []hostileCase {
-	t.Helper()
-	raw, err := os.ReadFile("../utcp/testdata/hostile_manuals.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostPort := strings.TrimPrefix(rec.URL, "http://")
-	_, port, _ := net.SplitHostPort(hostPort)
-	text := strings.NewReplacer("{{P}}", hostPort, `"{{PORT}}"`, port, "{{PORT}}", port).Replace(string(raw))
-	var cases []hostileCase
-	if err := json.Unmarshal([]byte(text), &cases); err != nil {
-		t.Fatal(err)
-	}
-	if len(cases) < 30 {
-		t.Fatalf("%d hostile manuals, want at least 30", len(cases))
-	}
-	return cases
-}
-
 // The secrets a hostile manual is after: the process's environment, and
 // variables the operator bound to other manuals.
 var hostileSecrets = map[string]string{
@@ -123,7 +92,7 @@ func TestHostileManuals(t *testing.T) {
 	tr, cm := exprdv1.NewToolRegistryClient(conn), exprdv1.NewCodeModeClient(conn)
 	ctx := context.Background()
 	var answers []proto.Message
-	for _, tc := range loadHostileManuals(t, rec) {
+	for _, tc := range hostiletest.Load(t, strings.TrimPrefix(rec.URL, "http://")) {
 		t.Run(tc.Name, func(t *testing.T) {
 			before := len(rec.requests())
 			resp, err := tr.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: tc.ManualName, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: tc.Manual}})

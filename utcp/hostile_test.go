@@ -2,32 +2,18 @@ package utcp_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/hostiletest"
 	_ "github.com/exprd/exprd/utcp/grpctransport" // the table has grpc templates
 )
-
-// hostileCase is one entry of testdata/hostile_manuals.json, which the
-// server's tests also run through gRPC.
-type hostileCase struct {
-	Name       string          `json:"name"`
-	ManualName string          `json:"manual_name"`
-	Manual     json.RawMessage `json:"manual"`
-	Want       struct {
-		Refused     string  `json:"refused"`
-		Field       string  `json:"field"`
-		CallRefused *string `json:"call_refused"`
-	} `json:"want"`
-}
 
 // hostileSecret is bound to the manual "victim" only; the fuzz target
 // checks that no other manual's request carries it.
@@ -37,7 +23,7 @@ const hostileSecret = "victim-secret-7f3a"
 // its address filled in, and a registry that reaches loopback (so that
 // only the checks under test stand between a manual and the recorder),
 // binds hostileSecret to "victim", and resolves no name.
-func hostileSetup(tb testing.TB) (*provider, []hostileCase, *utcp.Registry) {
+func hostileSetup(tb testing.TB) (*provider, []hostiletest.Case, *utcp.Registry) {
 	tb.Helper()
 	handler := func(w http.ResponseWriter, r *http.Request) {
 		if to := r.URL.Query().Get("to"); r.URL.Path == "/redirect" && to != "" {
@@ -48,17 +34,7 @@ func hostileSetup(tb testing.TB) (*provider, []hostileCase, *utcp.Registry) {
 		_, _ = w.Write([]byte(`{"ok": true}`))
 	}
 	p := newProvider(tb, handler)
-	raw, err := os.ReadFile("testdata/hostile_manuals.json")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	hostPort := strings.TrimPrefix(p.URL, "http://")
-	_, port, _ := net.SplitHostPort(hostPort)
-	text := strings.NewReplacer("{{P}}", hostPort, `"{{PORT}}"`, port, "{{PORT}}", port).Replace(string(raw))
-	var cases []hostileCase
-	if err := json.Unmarshal([]byte(text), &cases); err != nil {
-		tb.Fatal(err)
-	}
+	cases := hostiletest.Load(tb, strings.TrimPrefix(p.URL, "http://"))
 	noDNS := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 		return nil, errors.New("no DNS in this test")
 	}}
