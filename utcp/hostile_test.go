@@ -11,8 +11,8 @@ import (
 
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
-	"github.com/exprd/exprd/utcp/hostiletest"
 	_ "github.com/exprd/exprd/utcp/grpctransport" // the table has grpc templates
+	"github.com/exprd/exprd/utcp/hostiletest"
 )
 
 // hostileSecret is bound to the manual "victim" only; the fuzz target
