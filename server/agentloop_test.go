@@ -61,22 +61,29 @@ func agentServerWith(t *testing.T, script scripted.Script, opts ...server.Option
 // when its request ends (or after a minute); it returns the base URL.
 func startSlow(t *testing.T) string {
 	t.Helper()
-	var url string
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /utcp", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"utcp_version": "1.0.1", "manual_version": "1.0.0", "tools": []any{map[string]any{
-			"name": "wait", "description": "Waits.", "inputs": map[string]any{"type": "object"},
-			"tool_call_template": map[string]any{"call_template_type": "http", "http_method": "GET", "url": url + "/wait"},
-		}}})
-	})
-	mux.HandleFunc("GET /wait", func(w http.ResponseWriter, r *http.Request) {
+	return oneToolProvider(t, "wait", "Waits.", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(time.Minute):
 		}
 		_, _ = w.Write([]byte(`{}`))
 	})
+}
+
+// oneToolProvider serves a UTCP manual at /utcp whose one tool, name, is
+// GET /<name>, answered by handler; it returns the base URL.
+func oneToolProvider(t *testing.T, name, desc string, handler http.HandlerFunc) string {
+	t.Helper()
+	var url string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /utcp", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"utcp_version": "1.0.1", "manual_version": "1.0.0", "tools": []any{map[string]any{
+			"name": name, "description": desc, "inputs": map[string]any{"type": "object"},
+			"tool_call_template": map[string]any{"call_template_type": "http", "http_method": "GET", "url": url + "/" + name},
+		}}})
+	})
+	mux.HandleFunc("GET /"+name, handler)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	url = srv.URL

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -30,24 +29,11 @@ const leakyText = "database db-7.internal.corp:5432 unreachable from 10.1.2.3 (k
 // leakyText as its JSON error.
 func leakyProvider(t *testing.T) string {
 	t.Helper()
-	var url string
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /utcp", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"utcp_version": "1.0.1", "manual_version": "1.0.0", "tools": []any{map[string]any{
-			"name": "fail", "description": "Fails.", "inputs": map[string]any{"type": "object"},
-			"tool_call_template": map[string]any{"call_template_type": "http", "http_method": "GET", "url": url + "/fail"},
-		}}})
-	})
-	mux.HandleFunc("GET /fail", func(w http.ResponseWriter, _ *http.Request) {
+	return oneToolProvider(t, "fail", "Fails.", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": leakyText})
 	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	url = srv.URL
-	return url
 }
 
 // No text a tool provider or a model server sends reaches a client or a
