@@ -3,6 +3,7 @@ package grpctransport
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/exprd/exprd/gen/grpcpb"
+	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -25,6 +27,10 @@ const userAgent = "exprd-utcp"
 type sharedConn struct {
 	cc   *grpc.ClientConn
 	utcp grpcpb.UTCPServiceClient
+	// refused is the egress policy's refusal of the last dial, nil once a
+	// dial gets through: gRPC reports a refused dial as UNAVAILABLE, like
+	// any other, and this tells the two apart.
+	refused atomic.Pointer[egress.Error]
 }
 
 func (c *sharedConn) Close() error { return c.cc.Close() }
@@ -61,6 +67,7 @@ func (c *conns) get(tool string) (*sharedConn, error) {
 		return nil, &utcp.TransportError{Tool: tool, Reason: utcp.ReasonUnreachable}
 	}
 	c.cached.Store(sc)
+	c.spec.conn.Store(sc)
 	return sc, nil
 }
 
@@ -91,12 +98,21 @@ func (c *conns) dial() (io.Closer, error) {
 	if limit <= 0 {
 		limit = utcp.DefaultMaxResponseBytes
 	}
+	sc := &sharedConn{}
 	// passthrough: the egress dialer, not gRPC's resolver, resolves the
 	// host, so the policy sees the name it lists and judges every address.
 	cc, err := grpc.NewClient("passthrough:///"+c.spec.addr,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return c.env.DialContext(ctx, "tcp", addr)
+			conn, err := c.env.DialContext(ctx, "tcp", addr)
+			var ee *egress.Error
+			switch {
+			case errors.As(err, &ee):
+				sc.refused.Store(ee)
+			case err == nil:
+				sc.refused.Store(nil)
+			}
+			return conn, err
 		}),
 		grpc.WithUserAgent(userAgent),
 		// A span per call, and the caller's trace context sent on to the
@@ -107,7 +123,8 @@ func (c *conns) dial() (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sharedConn{cc: cc, utcp: grpcpb.NewUTCPServiceClient(cc)}, nil
+	sc.cc, sc.utcp = cc, grpcpb.NewUTCPServiceClient(cc)
+	return sc, nil
 }
 
 // outgoing adds the template's metadata (target, auth) to ctx.

@@ -71,6 +71,11 @@ func (s *spec) rpcError(ctx context.Context, err error, tool string, midStream b
 		<-ctx.Done()
 		return ctx.Err()
 	case code == codes.Unavailable || code == codes.Canceled:
+		if sc := s.conn.Load(); sc != nil && !midStream {
+			if ee := sc.refused.Load(); ee != nil {
+				return utcp.EgressError(tool, ee)
+			}
+		}
 		if midStream {
 			return &utcp.TransportError{Tool: tool, Reason: utcp.ReasonBroken}
 		}

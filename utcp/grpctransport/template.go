@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -46,6 +47,9 @@ type spec struct {
 	md       []string
 	fields   map[string]any // the template as given (resolved), for discovery
 	env      utcp.Env       // the registry's, set when the transport is built
+	// conn is the connection the template's calls use, once opened: its
+	// last refused dial tells an egress refusal from an unreachable host.
+	conn atomic.Pointer[sharedConn]
 }
 
 // utcpService reports whether the template calls go-utcp's UTCPService.
