@@ -65,6 +65,14 @@ loadtest: ## Load a local exprd: LOAD_STREAMS streams for LOAD_DURATION, then LO
 loadtest-short: ## The 10-second load test CI runs
 	$(MAKE) loadtest LOAD_DURATION=10s LOAD_IDLE=2000
 
+HOSTILE_FLAGS ?=
+
+.PHONY: loadtest-hostile
+loadtest-hostile: ## Hostile load on a local exprd, each case then all at once; writes BENCHMARKS.md's section (HOSTILE_FLAGS=--short: under a minute, printed only)
+	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
+	go build -o $(BIN)/exprd-hostile ./cmd/exprd-hostile
+	$(BIN)/exprd-hostile --exprd $(BIN)/exprd --benchmarks BENCHMARKS.md $(HOSTILE_FLAGS)
+
 .PHONY: generate
 generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate gen/ from proto/
 	rm -rf gen
