@@ -69,7 +69,7 @@ type config struct {
 func parseFlags() *config {
 	c := &config{}
 	flag.StringVar(&c.exprd, "exprd", "bin/exprd", "the exprd binary to start")
-	flag.BoolVar(&c.short, "short", false, "the CI run: shorter phases, fewer clients and callers, under 60 s in all; never writes --benchmarks")
+	flag.BoolVar(&c.short, "short", false, "a short run: shorter phases, fewer clients and callers, under 60 s in all; never writes --benchmarks")
 	flag.StringVar(&c.memLimit, "gomemlimit", "512MiB", "GOMEMLIMIT exprd runs with (exprdproc passes this process's environment on)")
 	flag.StringVar(&c.benchmarks, "benchmarks", "", "rewrite this file's section between <!-- hostile:start --> and <!-- hostile:end --> (appended when missing) with the run's tables")
 	flag.BoolVar(&c.showLog, "log", false, "copy exprd's log to stderr")
