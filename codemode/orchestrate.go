@@ -112,7 +112,7 @@ func (rt *Runtime) Orchestrate(ctx context.Context, prompt string, provider mode
 		if err != nil {
 			// The model server's own text stays in err, for logs: the
 			// client and a calling model read only model.Describe's words.
-			return out, &Error{Reason: HostFunction, Message: "the model: " + model.Describe(err), cause: err}
+			return out, &Error{Reason: HostFunction, Message: "the model: " + model.Describe(err), cause: fmt.Errorf("%w: %w", ErrModel, err)}
 		}
 		text := resp.Message.Content
 		r, perr := parseReply(text)

@@ -27,6 +27,10 @@ type Registry interface {
 
 var _ Registry = (*utcp.Registry)(nil)
 
+// ErrModel is matched by the error of a prompt whose model request failed
+// (the server's own text stays in it, for logs; the message is exprd's).
+var ErrModel = errors.New("codemode: the model request failed")
+
 // ErrInvalidOptions is matched by the error Run returns for options it
 // cannot use (a negative budget): the caller's fault, not the program's.
 var ErrInvalidOptions = errors.New("codemode: invalid options")

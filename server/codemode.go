@@ -55,6 +55,7 @@ func (c *codeMode) CallTool(ctx context.Context, req *exprdv1.CallToolRequest) (
 	o, err := c.rt.Orchestrate(ctx, req.GetPrompt(), p, codemode.OrchestrateOptions{
 		Run: codemode.RunOptions{Budgets: codemode.Budgets{Timeout: ms(req.GetTimeoutMs(), codemode.ToolHandlerTimeout)}},
 	})
+	c.logModelFailure(ctx, err)
 	if err := runStatus(ctx, err); err != nil {
 		return nil, err
 	}
@@ -134,6 +135,7 @@ func (c *codeMode) Run(stream runStream) error {
 			r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Plan{Plan: planProto(pl)}})
 		}})
 		res, notHandled = o.Result, !o.Handled && err == nil
+		c.logModelFailure(ctx, err)
 	}
 	if perr := brokenProtocol(ctx); perr != nil {
 		return perr // the client broke the protocol: its status, not the run's
@@ -283,6 +285,14 @@ func runStatus(ctx context.Context, err error) error {
 		return badRequest("provider", err.Error())
 	}
 	return nil // a model's failure to plan is reported in the answer
+}
+
+// logModelFailure logs a prompt's failed model request whole: the client
+// reads only model.Describe's words (codeError), the operator the rest.
+func (c *codeMode) logModelFailure(ctx context.Context, err error) {
+	if errors.Is(err, codemode.ErrModel) {
+		c.s.opts.logger.WarnContext(ctx, "codemode: the model request failed", "err", errors.Unwrap(err))
+	}
 }
 
 func codeError(err error) *exprdv1.CodeError {

@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc/status"
@@ -123,4 +126,54 @@ func TestUpstreamTextReachesNoOne(t *testing.T) {
 			}
 		})
 	}
+}
+
+// What no client reads, the operator's log has: a failed tool call's and
+// a failed model request's upstream text.
+func TestUpstreamTextIsLogged(t *testing.T) {
+	t.Parallel()
+	var logBuf syncBuffer
+	log := slog.New(slog.NewTextHandler(&logBuf, nil))
+	reg, err := utcp.New(loopbackEgress, utcp.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	if _, err := reg.Register(context.Background(), "leaky", utcp.FromURL(leakyProvider(t)+"/utcp")); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "upstream says: model-side-detail"}})
+	models, _ := scriptedModels(t, scripted.Script{Turns: []scripted.Turn{{Error: &scripted.ErrorReply{Status: http.StatusBadRequest, Body: body}}}, Loop: true})
+	conn := serve(t, newServer(t, server.WithRegistry(reg), server.WithModels(models), server.WithLogger(log)))
+	cm := exprdv1.NewCodeModeClient(conn)
+	ctx := context.Background()
+	if _, err := cm.Execute(ctx, &exprdv1.ExecuteRequest{Code: `codemode.CallTool("leaky.fail", {})`, Tools: []string{"leaky.fail"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cm.CallTool(ctx, &exprdv1.CallToolRequest{Prompt: "fail please"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"db-7.internal.corp", "model-side-detail"} {
+		if !strings.Contains(logBuf.String(), want) {
+			t.Errorf("the log does not hold %q:\n%s", want, logBuf.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger and a test may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
