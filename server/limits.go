@@ -35,6 +35,15 @@ const (
 	DefaultMaxStreamsPerConn = 256
 	// DefaultMaxSessions bounds the Session streams one replica holds.
 	DefaultMaxSessions = 20_000
+	// DefaultInitialWindowSize is a stream's HTTP/2 flow-control window:
+	// how much a client may send that exprd has not read yet. A fixed one
+	// turns off gRPC's bandwidth-delay estimate, which grows a window to
+	// 16 MiB: a client that sends without reading what it is sent (so
+	// that exprd stops reading it) could park that much on every stream.
+	DefaultInitialWindowSize = 1 << 20
+	// DefaultInitialConnWindowSize is a connection's flow-control window,
+	// shared by its streams.
+	DefaultInitialConnWindowSize = 16 << 20
 )
 
 // The subjects of QuotaFailure violations, one per limit.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"time"
@@ -76,6 +77,8 @@ type options struct {
 	ratePerSecond     float64
 	rateBurst         int
 	maxRateBuckets    int
+	windowSize        int32
+	connWindowSize    int32
 	trustedProxies    []netip.Prefix
 	tokens            *Tokens
 	// registryWritesWithoutAuth lets anyone write the registry with auth off.
@@ -199,6 +202,20 @@ func WithRateLimit(perSecond float64, burst int) Option {
 	}
 }
 
+// WithFlowControlWindows sets the HTTP/2 flow-control windows of a stream
+// and of a connection, in bytes (default DefaultInitialWindowSize,
+// DefaultInitialConnWindowSize); gRPC takes at least 64 KiB each.
+func WithFlowControlWindows(stream, conn int) Option {
+	return func(o *options) error {
+		const minWindow = 64 << 10
+		if stream < minWindow || conn < minWindow || stream > math.MaxInt32 || conn > math.MaxInt32 {
+			return fmt.Errorf("flow-control windows %d, %d: want each in [%d, %d]", stream, conn, minWindow, math.MaxInt32)
+		}
+		o.windowSize, o.connWindowSize = int32(stream), int32(conn)
+		return nil
+	}
+}
+
 // WithMaxRateBuckets bounds the callers the rate limiter remembers
 // (default DefaultMaxRateBuckets).
 func WithMaxRateBuckets(n int) Option {
@@ -286,6 +303,8 @@ func New(opts ...Option) (*Server, error) {
 		maxSessions:       DefaultMaxSessions,
 		ratePerSecond:     DefaultRatePerSecond,
 		maxRateBuckets:    DefaultMaxRateBuckets,
+		windowSize:        DefaultInitialWindowSize,
+		connWindowSize:    DefaultInitialConnWindowSize,
 		rateBurst:         DefaultRateBurst,
 		keepalive: keepalive.ServerParameters{
 			MaxConnectionAge: DefaultMaxConnectionAge, MaxConnectionAgeGrace: DefaultMaxConnectionAgeGrace,
@@ -319,6 +338,8 @@ func New(opts ...Option) (*Server, error) {
 	gopts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(o.tracerProvider), otelgrpc.WithMeterProvider(o.meterProvider))),
 		grpc.MaxRecvMsgSize(o.maxRecvMsgSize),
+		grpc.InitialWindowSize(o.windowSize),
+		grpc.InitialConnWindowSize(o.connWindowSize),
 		grpc.KeepaliveParams(o.keepalive),
 		grpc.KeepaliveEnforcementPolicy(o.enforcement),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptors()...),

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -214,5 +215,23 @@ func TestSearchToolsLimits(t *testing.T) {
 		if status.Code(err) != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
 		}
+	}
+}
+
+// The server's bounds refuse values that bound nothing, naming them.
+func TestBoundOptionsRefuseBadValues(t *testing.T) {
+	t.Parallel()
+	for name, opt := range map[string]server.Option{
+		"stream window under 64 KiB":     server.WithFlowControlWindows(64<<10-1, 16<<20),
+		"connection window under 64 KiB": server.WithFlowControlWindows(1<<20, 1000),
+		"no rate buckets":                server.WithMaxRateBuckets(0),
+		"an invalid proxy prefix":        server.WithTrustedProxies(netip.Prefix{}),
+	} {
+		if _, err := server.New(opt); err == nil {
+			t.Errorf("%s: got no error, want one", name)
+		}
+	}
+	if _, err := server.New(server.WithFlowControlWindows(64<<10, 64<<10)); err != nil {
+		t.Errorf("windows at the 64 KiB minimum: %v", err)
 	}
 }

@@ -40,6 +40,8 @@ type config struct {
 	ratePerSecond     float64
 	rateBurst         int
 	rateCallers       int
+	windowSize        int
+	connWindowSize    int
 	trustedProxies    string
 
 	tokensFile  string
@@ -84,6 +86,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.maxSessions, "max-sessions", server.DefaultMaxSessions, "Session streams this replica holds")
 	fs.Float64Var(&c.ratePerSecond, "rate-limit", server.DefaultRatePerSecond, "RPCs started per second per caller")
 	fs.IntVar(&c.rateBurst, "rate-burst", server.DefaultRateBurst, "burst of the per-caller rate limit")
+	fs.IntVar(&c.windowSize, "stream-window", server.DefaultInitialWindowSize, "bytes a client may send on a stream that exprd has not read yet (HTTP/2 flow control; fixed, at least 65536)")
+	fs.IntVar(&c.connWindowSize, "connection-window", server.DefaultInitialConnWindowSize, "the same for a whole connection")
 	fs.IntVar(&c.rateCallers, "rate-limit-callers", server.DefaultMaxRateBuckets, "callers the rate limiter remembers (the least recently seen is forgotten past it)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated IPs or CIDRs of proxies whose x-forwarded-for names the client for the rate limit (default: none; the peer's address is the client's)")
 

@@ -116,6 +116,7 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 		server.WithMaxSessions(c.maxSessions),
 		server.WithRateLimit(c.ratePerSecond, c.rateBurst),
 		server.WithMaxRateBuckets(c.rateCallers),
+		server.WithFlowControlWindows(c.windowSize, c.connWindowSize),
 		server.WithKeepalive(keepalive.ServerParameters{
 			MaxConnectionAge: c.maxConnAge, MaxConnectionAgeGrace: c.maxConnAgeGrace,
 			Time: server.DefaultKeepaliveTime, Timeout: server.DefaultKeepaliveTimeout,
