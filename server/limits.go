@@ -51,6 +51,7 @@ const (
 	quotaStateBytes      = "max_state_bytes"
 	quotaStateContainers = "max_state_containers"
 	quotaStateDepth      = "max_state_depth"
+	quotaSlowReader      = "slow_reader_timeout"
 	quotaCallsInFlight   = "max_calls_in_flight"
 	quotaStreamsPerCon   = "max_streams_per_connection"
 	quotaSessions        = "max_sessions"

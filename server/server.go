@@ -78,6 +78,8 @@ type options struct {
 	rateBurst         int
 	maxRateBuckets    int
 	windowSize        int32
+	outboxBytes       int
+	slowReaderTimeout time.Duration
 	connWindowSize    int32
 	trustedProxies    []netip.Prefix
 	tokens            *Tokens
@@ -216,6 +218,19 @@ func WithFlowControlWindows(stream, conn int) Option {
 	}
 }
 
+// WithSlowReaderTimeout sets how long a Session's outbound queue may stay
+// full before its client counts as not reading and the stream ends
+// RESOURCE_EXHAUSTED (default DefaultSlowReaderTimeout).
+func WithSlowReaderTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("slow-reader timeout %v: want a positive duration", d)
+		}
+		o.slowReaderTimeout = d
+		return nil
+	}
+}
+
 // WithMaxRateBuckets bounds the callers the rate limiter remembers
 // (default DefaultMaxRateBuckets).
 func WithMaxRateBuckets(n int) Option {
@@ -304,6 +319,8 @@ func New(opts ...Option) (*Server, error) {
 		ratePerSecond:     DefaultRatePerSecond,
 		maxRateBuckets:    DefaultMaxRateBuckets,
 		windowSize:        DefaultInitialWindowSize,
+		outboxBytes:       DefaultOutboxBytes,
+		slowReaderTimeout: DefaultSlowReaderTimeout,
 		connWindowSize:    DefaultInitialConnWindowSize,
 		rateBurst:         DefaultRateBurst,
 		keepalive: keepalive.ServerParameters{

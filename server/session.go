@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/evaluator/jsonvalue"
@@ -30,7 +31,11 @@ type session struct {
 	ctx    context.Context
 	tool   *evaluator.Tool
 	state  *evaluator.State
+	// sendMu orders what is queued on out: an answer and the call's
+	// forgetting are one step, so a late Rejected about the call follows
+	// the answer.
 	sendMu sync.Mutex
+	out    *outbox[*exprdv1.SessionResponse]
 
 	mu    sync.Mutex
 	calls map[string]*call
@@ -72,10 +77,13 @@ func (s *Server) Session(stream sessionStream) error {
 	defer cancel()
 	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: s.opts.initialState.Fork(s.opts.maxStateBytes),
 		calls: map[string]*call{}, gone: make(chan struct{}), work: make(chan func())}
+	ss.out = newOutbox(s.opts.outboxBytes, s.opts.slowReaderTimeout, func(m *exprdv1.SessionResponse) int { return proto.Size(m) }, stream.Send)
 	s.metrics.sessions.Add(ctx, 1)
 	defer s.metrics.sessions.Add(context.WithoutCancel(ctx), -1)
-	// Every call and worker ends before the handler returns: no goroutine
-	// outlives it. Deferred calls run last first: close work, wait, cancel.
+	// Every call and worker ends before the handler returns, then what
+	// they queued is sent (outbox.close bounds that wait). Deferred calls
+	// run last first: close work, wait, close out, cancel.
+	defer ss.out.close()
 	defer ss.wg.Wait()
 	defer close(ss.work)
 	id := strconv.FormatUint(sessionSeq.Add(1), 10)
@@ -84,21 +92,56 @@ func (s *Server) Session(stream sessionStream) error {
 	}}}); err != nil {
 		return err
 	}
+	// Receiving runs apart so that a client that stopped reading ends the
+	// stream even while it sends nothing: then the handler returns, which
+	// ends the stream and so that goroutine's Recv.
+	msgs := make(chan received)
+	stop := make(chan struct{})
+	defer close(stop)
+	go receive(stream, msgs, stop)
 	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
+		var r received
+		select {
+		case r = <-msgs:
+		case <-ss.out.Dead():
+			cancel()
+			return sendStatus(ss.out.err)
+		}
+		if errors.Is(r.err, io.EOF) {
 			// The client sent all it will: let the calls finish, declining
 			// what would need its answer.
 			close(ss.gone)
 			return nil
 		}
-		if err != nil {
+		if r.err != nil {
 			cancel()
-			return err
+			return r.err
 		}
-		if err := ss.handle(req); err != nil {
+		if err := ss.handle(r.req); err != nil {
 			cancel()
-			return err
+			return sendStatus(err)
+		}
+	}
+}
+
+// received is one Recv's result.
+type received struct {
+	req *exprdv1.SessionRequest
+	err error
+}
+
+// receive hands the stream's messages over until Recv fails (the client's
+// half-close, or the stream's end), or until the handler stops taking them.
+func receive(stream sessionStream, msgs chan<- received, stop <-chan struct{}) {
+	for {
+		req, err := stream.Recv()
+		select {
+		case msgs <- received{req, err}:
+		case <-stop:
+			return
+		}
+		if err != nil {
+			return
 		}
 	}
 }
@@ -223,7 +266,7 @@ func (ss *session) finish(id string, a evaluator.Answer) {
 	if ss.ctx.Err() != nil {
 		return // the stream is gone: nobody to answer
 	}
-	_ = ss.stream.Send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: answerProto(id, a)}})
+	_ = ss.out.put(ss.ctx, &exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: answerProto(id, a)}})
 }
 
 func (ss *session) reject(kind, callID string, code codes.Code, msg string) error {
@@ -249,11 +292,22 @@ func (ss *session) rejectState(kind string, err error) error {
 	return ss.reject(kind, "", codes.InvalidArgument, err.Error())
 }
 
-// send serialises sends: grpc streams allow one sender at a time.
+// send queues m for the stream (see outbox): it never blocks on a client
+// that does not read for longer than the slow-reader timeout.
 func (ss *session) send(m *exprdv1.SessionResponse) error {
 	ss.sendMu.Lock()
 	defer ss.sendMu.Unlock()
-	return ss.stream.Send(m)
+	return ss.out.put(ss.ctx, m)
+}
+
+// sendStatus is the status a stream ends with when sending on it failed:
+// RESOURCE_EXHAUSTED for a client that stopped reading, else the error as
+// gRPC gave it.
+func sendStatus(err error) error {
+	if errors.Is(err, errSlowReader) {
+		return exhausted(quotaSlowReader, "the client did not read what it was sent for the slow-reader timeout: the stream is ended")
+	}
+	return err
 }
 
 // streamHost asks the client over the stream.

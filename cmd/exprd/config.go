@@ -42,6 +42,7 @@ type config struct {
 	rateCallers       int
 	windowSize        int
 	connWindowSize    int
+	slowReader        time.Duration
 	trustedProxies    string
 
 	tokensFile  string
@@ -88,6 +89,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.rateBurst, "rate-burst", server.DefaultRateBurst, "burst of the per-caller rate limit")
 	fs.IntVar(&c.windowSize, "stream-window", server.DefaultInitialWindowSize, "bytes a client may send on a stream that exprd has not read yet (HTTP/2 flow control; fixed, at least 65536)")
 	fs.IntVar(&c.connWindowSize, "connection-window", server.DefaultInitialConnWindowSize, "the same for a whole connection")
+	fs.DurationVar(&c.slowReader, "slow-reader-timeout", server.DefaultSlowReaderTimeout, "how long a Session's outbound queue (1 MiB) may stay full before its client counts as not reading and the stream ends RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.rateCallers, "rate-limit-callers", server.DefaultMaxRateBuckets, "callers the rate limiter remembers (the least recently seen is forgotten past it)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated IPs or CIDRs of proxies whose x-forwarded-for names the client for the rate limit (default: none; the peer's address is the client's)")
 

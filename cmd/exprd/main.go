@@ -117,6 +117,7 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 		server.WithRateLimit(c.ratePerSecond, c.rateBurst),
 		server.WithMaxRateBuckets(c.rateCallers),
 		server.WithFlowControlWindows(c.windowSize, c.connWindowSize),
+		server.WithSlowReaderTimeout(c.slowReader),
 		server.WithKeepalive(keepalive.ServerParameters{
 			MaxConnectionAge: c.maxConnAge, MaxConnectionAgeGrace: c.maxConnAgeGrace,
 			Time: server.DefaultKeepaliveTime, Timeout: server.DefaultKeepaliveTimeout,
