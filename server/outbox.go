@@ -10,10 +10,12 @@ import (
 // Outbound limits of a Session stream. A client that sends without reading
 // what it is sent fills its flow-control window; from then on every Send on
 // its stream blocks until it reads. So a Session never sends from the
-// goroutine that receives, nor from a call's: they queue, and one sender
-// goroutine sends. A queue holding DefaultOutboxBytes makes its producers
-// wait, at most the slow-reader timeout; then the stream ends
-// RESOURCE_EXHAUSTED and whatever waited on it is let go.
+// goroutine that receives, nor from a call's: they queue, and a sender
+// goroutine sends, started when there is something to send and gone when
+// the queue is empty (an idle session costs no goroutine for it). A queue
+// holding DefaultOutboxBytes makes its producers wait, at most the
+// slow-reader timeout; then the stream ends RESOURCE_EXHAUSTED and whatever
+// waited on it is let go.
 const (
 	// DefaultOutboxBytes bounds the bytes queued for a stream; one message
 	// larger than it is queued alone.
@@ -21,55 +23,75 @@ const (
 	// DefaultSlowReaderTimeout is how long a stream's queue may stay full
 	// before its client counts as not reading.
 	DefaultSlowReaderTimeout = 10 * time.Second
-	// outboxMessages bounds the messages queued, however small.
-	outboxMessages = 1024
 )
 
 // errSlowReader ends a stream whose client stopped reading.
 var errSlowReader = errors.New("the client did not read what it was sent")
 
-// outbox is a stream's queue of messages to send and the goroutine that
-// sends them, in the order they were put.
+type queued[M any] struct {
+	m M
+	n int // its size, counted once
+}
+
+// outbox is a stream's queue of messages to send, sent in the order they
+// were put.
 type outbox[M any] struct {
-	q        chan M
 	maxBytes int
 	timeout  time.Duration
 	size     func(M) int
 	send     func(M) error
 
-	mu     sync.Mutex
-	queued int           // bytes in q
-	room   chan struct{} // closed (and replaced) whenever the sender frees room
+	mu      sync.Mutex
+	q       []queued[M]
+	bytes   int           // the size of q
+	sending bool          // a sender goroutine is running
+	room    chan struct{} // closed (and replaced) whenever the sender frees room
+	drained chan struct{} // closed (and replaced) whenever the sender stops
 
 	dead     chan struct{} // closed when sending stops: errSlowReader or a failed Send
 	deadOnce sync.Once
 	err      error // why, set before dead is closed
-	done     chan struct{}
 }
 
 func newOutbox[M any](maxBytes int, timeout time.Duration, size func(M) int, send func(M) error) *outbox[M] {
-	o := &outbox[M]{q: make(chan M, outboxMessages), maxBytes: maxBytes, timeout: timeout, size: size, send: send,
-		room: make(chan struct{}), dead: make(chan struct{}), done: make(chan struct{})}
-	go o.run()
-	return o
+	return &outbox[M]{maxBytes: maxBytes, timeout: timeout, size: size, send: send,
+		room: make(chan struct{}), drained: make(chan struct{}), dead: make(chan struct{})}
 }
 
+// run sends what is queued, then stops.
 func (o *outbox[M]) run() {
-	defer close(o.done)
-	for m := range o.q {
-		err := o.send(m)
+	for {
 		o.mu.Lock()
-		o.queued -= o.size(m)
-		close(o.room)
-		o.room = make(chan struct{})
-		o.mu.Unlock()
-		if err != nil {
-			o.kill(err)
-			for range o.q { // drop the rest: nobody will read it
-			}
+		if len(o.q) == 0 {
+			o.stop()
+			o.mu.Unlock()
 			return
 		}
+		next := o.q[0]
+		o.q[0] = queued[M]{}
+		o.q = o.q[1:]
+		o.mu.Unlock()
+		err := o.send(next.m)
+		o.mu.Lock()
+		o.bytes -= next.n
+		close(o.room)
+		o.room = make(chan struct{})
+		if err != nil {
+			o.q, o.bytes = nil, 0 // nobody will read the rest
+			o.stop()
+			o.mu.Unlock()
+			o.kill(err)
+			return
+		}
+		o.mu.Unlock()
 	}
+}
+
+// stop marks the sender gone. Callers hold mu.
+func (o *outbox[M]) stop() {
+	o.sending = false
+	close(o.drained)
+	o.drained = make(chan struct{})
 }
 
 func (o *outbox[M]) kill(err error) {
@@ -92,10 +114,14 @@ func (o *outbox[M]) put(ctx context.Context, m M) error {
 		default:
 		}
 		o.mu.Lock()
-		if o.queued == 0 || (o.queued+n <= o.maxBytes && len(o.q) < cap(o.q)) {
-			o.queued += n
+		if o.bytes == 0 || o.bytes+n <= o.maxBytes {
+			o.q = append(o.q, queued[M]{m, n})
+			o.bytes += n
+			if !o.sending {
+				o.sending = true
+				go o.run()
+			}
 			o.mu.Unlock()
-			o.q <- m // there is room: only puts fill q, and they are serialised
 			return nil
 		}
 		room := o.room
@@ -120,16 +146,22 @@ func (o *outbox[M]) put(ctx context.Context, m M) error {
 // Dead is closed when the stream can no longer be sent on.
 func (o *outbox[M]) Dead() <-chan struct{} { return o.dead }
 
-// close ends the queue once no one puts any more, and waits for what is
-// queued to be sent, at most the timeout: a client that stops reading at
-// the very end cannot hold the handler. A sender still inside Send then is
-// let go when the handler returns and gRPC ends the stream.
+// close waits, once no one puts any more, for what is queued to be sent,
+// at most the timeout: a client that stops reading at the very end cannot
+// hold the handler. A sender still inside Send then is let go when the
+// handler returns and gRPC ends the stream.
 func (o *outbox[M]) close() {
-	close(o.q)
+	o.mu.Lock()
+	if !o.sending {
+		o.mu.Unlock()
+		return
+	}
+	drained := o.drained
+	o.mu.Unlock()
 	t := time.NewTimer(o.timeout)
 	defer t.Stop()
 	select {
-	case <-o.done:
+	case <-drained:
 	case <-o.dead:
 	case <-t.C:
 		o.kill(errSlowReader)

@@ -17,9 +17,10 @@ import (
 
 // A client that sends calls and never reads what they write fills its
 // stream's flow-control window, then its queue: after the slow-reader
-// timeout the stream ends RESOURCE_EXHAUSTED instead of holding its calls
-// (and the goroutine that receives) forever. What was sent before stays
-// readable, in order, ahead of the status.
+// timeout its calls are let go and its next message ends the stream
+// RESOURCE_EXHAUSTED, instead of the calls and the receiving goroutine
+// waiting forever. What was sent before stays readable, in order, ahead of
+// the status.
 func TestSessionClientThatDoesNotReadIsEnded(t *testing.T) {
 	t.Parallel()
 	const timeout = 200 * time.Millisecond
@@ -35,6 +36,7 @@ func TestSessionClientThatDoesNotReadIsEnded(t *testing.T) {
 	}
 	// The property is a timeout's: let it pass, without reading.
 	time.Sleep(10 * timeout)
+	s.call("after", `{"steps": []}`)
 	var last error
 	writes := 0
 	for {

@@ -92,56 +92,29 @@ func (s *Server) Session(stream sessionStream) error {
 	}}}); err != nil {
 		return err
 	}
-	// Receiving runs apart so that a client that stopped reading ends the
-	// stream even while it sends nothing: then the handler returns, which
-	// ends the stream and so that goroutine's Recv.
-	msgs := make(chan received)
-	stop := make(chan struct{})
-	defer close(stop)
-	go receive(stream, msgs, stop)
 	for {
-		var r received
-		select {
-		case r = <-msgs:
-		case <-ss.out.Dead():
-			cancel()
-			return sendStatus(ss.out.err)
-		}
-		if errors.Is(r.err, io.EOF) {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
 			// The client sent all it will: let the calls finish, declining
 			// what would need its answer.
 			close(ss.gone)
 			return nil
 		}
-		if r.err != nil {
+		if err != nil {
 			cancel()
-			return r.err
+			return err
 		}
-		if err := ss.handle(r.req); err != nil {
+		select {
+		case <-ss.out.Dead():
+			// The client stopped reading: its calls were let go, and its
+			// next message ends the stream (or its connection does).
+			cancel()
+			return sendStatus(ss.out.err)
+		default:
+		}
+		if err := ss.handle(req); err != nil {
 			cancel()
 			return sendStatus(err)
-		}
-	}
-}
-
-// received is one Recv's result.
-type received struct {
-	req *exprdv1.SessionRequest
-	err error
-}
-
-// receive hands the stream's messages over until Recv fails (the client's
-// half-close, or the stream's end), or until the handler stops taking them.
-func receive(stream sessionStream, msgs chan<- received, stop <-chan struct{}) {
-	for {
-		req, err := stream.Recv()
-		select {
-		case msgs <- received{req, err}:
-		case <-stop:
-			return
-		}
-		if err != nil {
-			return
 		}
 	}
 }
