@@ -201,8 +201,13 @@ func (s *State) set(p Path, v any, size int) error {
 	if err != nil {
 		return budgetError(BudgetState, "%s", err.Error())
 	}
-	// The objects the path creates, and the value's own.
-	boxes, err := boxesFit(root, s.boxes+len(p.elems)+containers(v, MaxStateContainers))
+	// The objects the path creates, and the value's own: at most one per
+	// two bytes of its JSON, counted only when that bound would not do.
+	added := len(p.elems) + size/2
+	if s.boxes+added > MaxStateContainers {
+		added = len(p.elems) + containers(v, MaxStateContainers)
+	}
+	boxes, err := boxesFit(root, s.boxes+added)
 	if err != nil {
 		return budgetError(BudgetState, "%s", err.Error())
 	}

@@ -277,3 +277,26 @@ func TestStateBytesCheckedBeforeDecoding(t *testing.T) {
 		t.Errorf("MergePatch: got %v, want StateTooLargeError", err)
 	}
 }
+
+// Writes count toward the bound on objects and arrays too: on a state one
+// short of it (the root, an array and MaxStateContainers-2 objects), a
+// write of one more object is accepted, and then one more is refused as
+// budget-exceeded, leaving the state as it was.
+func TestStateBoundsOnWrites(t *testing.T) {
+	t.Parallel()
+	st := evaluator.NewState()
+	if err := st.Replace(boxes(evaluator.MaxStateContainers - 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("scopes.root.last", `{}`)(st); err != nil {
+		t.Fatalf("a write to the limit: %v", err)
+	}
+	err := write("scopes.root.past", `{}`)(st)
+	var e *evaluator.Error
+	if !errors.As(err, &e) || e.Reason != evaluator.BudgetExceeded {
+		t.Fatalf("a write one past the limit: got %v, want budget-exceeded", err)
+	}
+	if _, ok := st.Snapshot()["past"]; ok {
+		t.Errorf("a refused write changed the state")
+	}
+}
