@@ -3,6 +3,7 @@ package utcp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -306,6 +307,36 @@ func TestParseDotEnv(t *testing.T) {
 	for _, bad := range []string{"no equals sign", `X="unterminated`, "X='open", "1 2=3"} {
 		if _, err := utcp.ParseDotEnv(strings.NewReader(bad)); err == nil {
 			t.Errorf("ParseDotEnv(%q): got no error, want one", bad)
+		}
+	}
+}
+
+// A secrets directory is bounded: files of MaxSecretBytes and
+// MaxSecretFiles of them are read, one byte or one file more is refused.
+func TestSecretDirBounds(t *testing.T) {
+	t.Parallel()
+	dir := func(t *testing.T, files, size int) string {
+		d := t.TempDir()
+		for i := range files {
+			if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("m_K%d", i)), []byte(strings.Repeat("x", size)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name        string
+		files, size int
+		ok          bool
+	}{
+		{"a file at the byte limit", 1, utcp.MaxSecretBytes, true},
+		{"a file one byte past it", 1, utcp.MaxSecretBytes + 1, false},
+		{"files at the count limit", utcp.MaxSecretFiles, 1, true},
+		{"one file past it", utcp.MaxSecretFiles + 1, 1, false},
+	} {
+		_, err := utcp.New(utcp.WithSecretDir(dir(t, tc.files, tc.size)))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: got %v, want ok %v", tc.name, err, tc.ok)
 		}
 	}
 }
