@@ -25,6 +25,7 @@ import (
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -92,6 +93,7 @@ type options struct {
 	meterProvider             metric.MeterProvider
 	tracerProvider            trace.TracerProvider
 	registry                  *utcp.Registry
+	store                     toolstore.Store
 	models                    *model.Registry
 	grpcOpts                  []grpc.ServerOption
 }
@@ -277,6 +279,14 @@ func WithRegistry(r *utcp.Registry) Option {
 	return func(o *options) error { o.registry = r; return nil }
 }
 
+// WithToolStore sets where ToolRegistry's writes go: the registry's own
+// memory (toolstore.Local, the default, made when New runs: the manuals the
+// registry holds then are the operator's) or a store shared by replicas
+// (toolstore.Etcd over the same registry).
+func WithToolStore(st toolstore.Store) Option {
+	return func(o *options) error { o.store = st; return nil }
+}
+
 // WithModels sets the model providers that prompts are planned with, picked
 // per request by name (default: none; CodeMode's prompt mode and AgentLoop
 // turns are then FailedPrecondition).
@@ -337,6 +347,9 @@ func New(opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
+	if o.registry != nil && o.store == nil {
+		o.store = toolstore.NewLocal(o.registry)
+	}
 	if o.initialState == nil {
 		o.initialState = evaluator.NewState()
 	}
@@ -349,7 +362,7 @@ func New(opts ...Option) (*Server, error) {
 	}
 	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: newStreamLimits(o.maxStreamsPerConn, o.maxSessions),
 		rate: newCallerLimiter(o.ratePerSecond, o.rateBurst, o.maxRateBuckets, o.trustedProxies), tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
-	if s.metrics, err = newMetrics(o.meterProvider, ev); err != nil {
+	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store); err != nil {
 		return nil, err
 	}
 	gopts := []grpc.ServerOption{

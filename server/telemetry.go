@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/toolstore"
 )
 
 // meterName names exprd's instruments.
@@ -25,7 +27,7 @@ type metrics struct {
 	reg        metric.Registration
 }
 
-func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator) (*metrics, error) {
+func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstore.Store) (*metrics, error) {
 	m := mp.Meter(meterName)
 	var out metrics
 	var err error
@@ -59,12 +61,26 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator) (*metrics, err
 	if err != nil {
 		return nil, err
 	}
+	stale, err := m.Float64ObservableGauge("exprd.registry.staleness", metric.WithUnit("s"),
+		metric.WithDescription("Seconds since this replica last knew it had every change to the shared tool registry (0 in memory)."))
+	if err != nil {
+		return nil, err
+	}
+	rev, err := m.Int64ObservableGauge("exprd.registry.revision", metric.WithDescription("The tool registry store's revision this replica has applied (0 in memory)."))
+	if err != nil {
+		return nil, err
+	}
 	out.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := ev.CacheStats()
 		o.ObserveInt64(hits, int64(s.Hits))
 		o.ObserveInt64(misses, int64(s.Misses))
+		if store != nil {
+			st := store.Status()
+			o.ObserveFloat64(stale, st.Staleness(time.Now()).Seconds())
+			o.ObserveInt64(rev, st.Revision)
+		}
 		return nil
-	}, hits, misses)
+	}, hits, misses, stale, rev)
 	if err != nil {
 		return nil, err
 	}

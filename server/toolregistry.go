@@ -21,6 +21,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
 	// RegisterManual's grpc_target, and manuals of grpc tools, need it.
 	_ "github.com/exprd/exprd/utcp/grpctransport"
@@ -34,23 +35,18 @@ const DefaultSearchLimit = 10
 // registry.
 type toolRegistry struct {
 	exprdv1.UnimplementedToolRegistryServer
-	reg *utcp.Registry
-	log *slog.Logger
-	// authOn and writesWithoutAuth decide who may write (writable);
-	// operator holds the manuals loaded before the server started.
+	reg   *utcp.Registry
+	store toolstore.Store // where writes go; it knows the operator's manuals
+	log   *slog.Logger
+	// authOn and writesWithoutAuth decide who may write (writable).
 	authOn            bool
 	writesWithoutAuth bool
-	operator          map[string]bool
 }
 
-// newToolRegistry serves reg; the manuals it holds now are the operator's.
+// newToolRegistry serves the registry and writes through its store.
 func newToolRegistry(o *options) *toolRegistry {
-	t := &toolRegistry{reg: o.registry, log: o.logger, authOn: o.tokens != nil,
-		writesWithoutAuth: o.registryWritesWithoutAuth, operator: map[string]bool{}}
-	for _, m := range o.registry.Manuals() {
-		t.operator[m] = true
-	}
-	return t
+	return &toolRegistry{reg: o.registry, store: o.store, log: o.logger, authOn: o.tokens != nil,
+		writesWithoutAuth: o.registryWritesWithoutAuth}
 }
 
 func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.RegisterManualRequest) (*exprdv1.RegisterManualResponse, error) {
@@ -80,13 +76,9 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 	if field != "grpc_target" && req.GetGrpcSecurity() != exprdv1.RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED {
 		return nil, badRequest("grpc_security", "applies only to grpc_target; leave it unset for url and manual_json")
 	}
-	register := t.reg.Register
-	if req.GetReplace() {
-		// Replace reads and checks the new manual in full before it takes
-		// the old one's place: a refused replacement leaves the old one.
-		register = t.reg.Replace
-	}
-	r, err := register(ctx, req.GetName(), src)
+	// A replacement is read and checked in full before it takes the old
+	// one's place: a refused replacement leaves the old one.
+	r, err := t.store.Register(ctx, req.GetName(), src, req.GetReplace())
 	var te *utcp.TransportError
 	if overTLS && errors.As(err, &te) && te.Reason == utcp.ReasonUnreachable {
 		// A plaintext provider, or a certificate the server does not
@@ -138,7 +130,7 @@ func (t *toolRegistry) DeregisterManual(ctx context.Context, req *exprdv1.Deregi
 	if err := t.writable(ctx, req.GetName(), true); err != nil {
 		return nil, err
 	}
-	r, err := t.reg.Remove(req.GetName())
+	r, err := t.store.Remove(ctx, req.GetName())
 	if err != nil {
 		return nil, t.registryStatus(err, "name")
 	}

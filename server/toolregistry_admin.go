@@ -45,7 +45,7 @@ func (t *toolRegistry) writable(_ context.Context, manual string, replacing bool
 		return st.Err()
 	}
 	name := utcp.SanitizeManualName(manual)
-	if t.operator[name] && replacing {
+	if t.store.Operator(name) && replacing {
 		return resourceStatus(codes.PermissionDenied, fmt.Errorf("manual %q was loaded by the operator: it cannot be replaced or removed over the API", name),
 			"manual", name, "loaded by the operator; read-only over the API")
 	}

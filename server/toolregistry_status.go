@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -31,6 +34,8 @@ func (t *toolRegistry) registryStatus(err error, field string) error {
 		le *utcp.LimitError
 	)
 	switch {
+	case errors.Is(err, toolstore.ErrUnavailable):
+		return withRetry(status.New(codes.Unavailable, err.Error()), time.Second)
 	case errors.As(err, &le):
 		return exhausted("registry_max_"+le.What, strings.TrimPrefix(err.Error(), "utcp: "))
 	case errors.As(err, &ae):
@@ -87,6 +92,14 @@ func clientStatus(code int) bool {
 func resourceStatus(code codes.Code, err error, kind, name, desc string) error {
 	st := status.New(code, err.Error())
 	if d, derr := st.WithDetails(&errdetails.ResourceInfo{ResourceType: kind, ResourceName: name, Description: desc}); derr == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// withRetry adds a RetryInfo saying when a retry may help.
+func withRetry(st *status.Status, after time.Duration) error {
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(after)}); err == nil {
 		st = d
 	}
 	return st.Err()

@@ -46,6 +46,7 @@ type manualEntry struct {
 
 type toolEntry struct {
 	tool   *Tool
+	short  *Tool // as the manual gave it, for Resolved.Manual
 	env    Env
 	static Transport // built once when the template has no variables
 	last   atomic.Pointer[builtTransport]
@@ -137,6 +138,40 @@ func (r *Registry) Replace(ctx context.Context, name string, src Source) (*Regis
 }
 
 func (r *Registry) register(ctx context.Context, name string, src Source, replace bool) (*Registration, error) {
+	if !replace {
+		// Refused before anything is fetched; commit checks again.
+		if n := SanitizeManualName(name); n != "" {
+			if _, taken := r.cat.Load().manuals[n]; taken {
+				return nil, &AlreadyExistsError{Kind: "manual", Name: n, Manual: n}
+			}
+		}
+	}
+	res, err := r.Resolve(ctx, name, src)
+	if err != nil {
+		return nil, err
+	}
+	return r.commit(res, replace)
+}
+
+// Resolved is a manual read, fetched and checked as Register does but not
+// registered: what a store shares between replicas (Manual), and what
+// registering it would register.
+type Resolved struct {
+	Name string // sanitised
+	// Manual holds the tools that would be registered, named as the
+	// manual names them, their templates with variables unresolved: no
+	// secret is in it, and registering it (FromManual) fetches nothing.
+	Manual  *Manual
+	Tools   []string // full names, sorted
+	Skipped []SkippedTool
+
+	entries []*toolEntry
+}
+
+// Resolve reads, fetches and checks a manual as Register does (the same
+// naming rules and errors) without registering it or looking at what is
+// registered.
+func (r *Registry) Resolve(ctx context.Context, name string, src Source) (*Resolved, error) {
 	tmpl, err := src.callTemplate()
 	if err != nil {
 		return nil, prefixWithManual(err, SanitizeManualName(name))
@@ -152,9 +187,6 @@ func (r *Registry) register(ctx context.Context, name string, src Source, replac
 		return nil, &ManualError{Msg: "a manual needs a name (give one, or a template name)"}
 	}
 	name = SanitizeManualName(name)
-	if _, taken := r.cat.Load().manuals[name]; taken && !replace {
-		return nil, &AlreadyExistsError{Kind: "manual", Name: name, Manual: name}
-	}
 	allowed := src.allowed
 	if allowed == nil && tmpl != nil {
 		allowed = tmpl.AllowedProtocols
@@ -171,8 +203,20 @@ func (r *Registry) register(ctx context.Context, name string, src Source, replac
 	if err != nil {
 		return nil, err
 	}
-	skipped = append(skipped, more...)
+	res := &Resolved{Name: name, Skipped: append(skipped, more...), entries: entries,
+		Manual: &Manual{UTCPVersion: m.UTCPVersion, ManualVersion: m.ManualVersion}}
+	for _, e := range entries {
+		res.Manual.Tools = append(res.Manual.Tools, e.short)
+		res.Tools = append(res.Tools, e.tool.Name)
+	}
+	slices.Sort(res.Tools)
+	return res, nil
+}
 
+// commit registers a resolved manual in one step: a manual of its name is
+// an *AlreadyExistsError unless replace, and the registry's bounds hold.
+func (r *Registry) commit(res *Resolved, replace bool) (*Registration, error) {
+	name := res.Name
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.cat.Load()
@@ -186,7 +230,7 @@ func (r *Registry) register(ctx context.Context, name string, src Source, replac
 		}
 	}
 	me := &manualEntry{name: name}
-	for _, e := range entries {
+	for _, e := range res.entries {
 		if _, clash := next.tools[e.tool.Name]; clash {
 			return nil, &AlreadyExistsError{Kind: "tool", Name: e.tool.Name, Manual: name}
 		}
@@ -203,7 +247,7 @@ func (r *Registry) register(ctx context.Context, name string, src Source, replac
 	}
 	next.reindex()
 	r.cat.Store(next)
-	return &Registration{Manual: name, Tools: slices.Clone(me.tools), Skipped: skipped}, nil
+	return &Registration{Manual: name, Tools: slices.Clone(me.tools), Skipped: res.Skipped}, nil
 }
 
 // prepare checks every tool of a manual and builds its entry.
@@ -242,7 +286,7 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 			return nil, nil, &ManualError{Manual: name, Path: path + ".name", Msg: fmt.Sprintf("%q is also the full name of tools[%d]", tc.Name, j)}
 		}
 		seen[tc.Name] = i
-		e := &toolEntry{tool: &tc, env: env}
+		e := &toolEntry{tool: &tc, env: env, short: t}
 		if !t.Template.hasVars {
 			e.static = tr
 		}
@@ -273,7 +317,7 @@ func (r *Registry) Remove(name string) (*Registration, error) {
 	old := r.cat.Load()
 	me, ok := old.manuals[name]
 	if !ok {
-		return nil, &NotFoundError{Kind: "manual", Name: name, Similar: similarNames(name, sortedKeys(old.manuals))}
+		return nil, r.UnknownManual(name)
 	}
 	next := old.clone()
 	delete(next.manuals, name)
@@ -347,4 +391,35 @@ func (c *catalog) reindex() {
 		tools[i] = c.tools[n].tool
 	}
 	c.index = buildIndex(tools)
+}
+
+// Manual reports the tools of a registered manual (its name sanitised as
+// Register sanitises it).
+func (r *Registry) Manual(name string) (*Registration, bool) {
+	name = SanitizeManualName(name)
+	me, ok := r.cat.Load().manuals[name]
+	if !ok {
+		return nil, false
+	}
+	return &Registration{Manual: name, Tools: slices.Clone(me.tools)}, true
+}
+
+// Bounds are a registry's bounds (WithMaxManuals, WithMaxTools) and what
+// it holds against them.
+type Bounds struct {
+	MaxManuals, MaxTools int
+	Manuals, Tools       int
+}
+
+// Bounds reports the registry's bounds and what it holds now.
+func (r *Registry) Bounds() Bounds {
+	c := r.cat.Load()
+	return Bounds{MaxManuals: r.cfg.maxManuals, MaxTools: r.cfg.maxTools, Manuals: len(c.manuals), Tools: len(c.tools)}
+}
+
+// UnknownManual is the *NotFoundError for a manual of that name, with the
+// registered names close to it.
+func (r *Registry) UnknownManual(name string) *NotFoundError {
+	name = SanitizeManualName(name)
+	return &NotFoundError{Kind: "manual", Name: name, Similar: similarNames(name, sortedKeys(r.cat.Load().manuals))}
 }

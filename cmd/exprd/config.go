@@ -62,6 +62,7 @@ type config struct {
 	showProviderMessages      bool
 	registryMaxManuals        int
 	registryMaxTools          int
+	store                     storeConfig
 
 	maxConnAge      time.Duration
 	maxConnAgeGrace time.Duration
@@ -110,6 +111,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.registryWritesWithoutAuth, "registry-writes-without-auth", false, "with auth off, let any client register and deregister manuals (default: refused; with auth on, writers need the registry.write scope)")
 	fs.IntVar(&c.registryMaxManuals, "registry-max-manuals", utcp.DefaultMaxManuals, "manuals the tool registry holds at once, the operator's included")
 	fs.IntVar(&c.registryMaxTools, "registry-max-tools", utcp.DefaultMaxTools, "tools the tool registry holds at once, over every manual")
+	c.store.flags(fs)
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
 	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")
@@ -256,6 +258,9 @@ func (c config) validate() error {
 	}
 	if _, err := c.egressPolicy(); err != nil {
 		errs = append(errs, fmt.Errorf("egress-allow: %v", err))
+	}
+	if err := c.store.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.registryMaxManuals <= 0 || c.registryMaxTools <= 0 {
 		errs = append(errs, fmt.Errorf("registry-max-manuals %d, registry-max-tools %d: want both positive", c.registryMaxManuals, c.registryMaxTools))

@@ -73,7 +73,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, server.WithRegistry(tl.reg), server.WithModels(md.reg))
+	store, err := c.store.open(ctx, tl.reg, log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = store.Close() }()
+	tel.handle("/readyz", readyz(store))
+	opts = append(opts, server.WithRegistry(tl.reg), server.WithToolStore(store), server.WithModels(md.reg))
 	srv, err := server.New(opts...)
 	if err != nil {
 		return err

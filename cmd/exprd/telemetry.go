@@ -28,6 +28,7 @@ type telemetry struct {
 	meters   *sdkmetric.MeterProvider
 	tracers  *sdktrace.TracerProvider
 	metrics  *http.Server
+	mux      *http.ServeMux
 	addr     net.Addr
 	shutdown []func(context.Context) error
 }
@@ -85,9 +86,9 @@ func startTelemetry(ctx context.Context, metricsListen string, log *slog.Logger)
 		if err != nil {
 			return nil, err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		t.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		t.mux = http.NewServeMux()
+		t.mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		t.metrics = &http.Server{Handler: t.mux, ReadHeaderTimeout: 10 * time.Second}
 		t.addr = lis.Addr()
 		go func() {
 			if err := t.metrics.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -97,6 +98,13 @@ func startTelemetry(ctx context.Context, metricsListen string, log *slog.Logger)
 		t.shutdown = append(t.shutdown, t.metrics.Shutdown)
 	}
 	return t, nil
+}
+
+// handle serves h at path on the metrics port, when it is served.
+func (t *telemetry) handle(path string, h http.Handler) {
+	if t.mux != nil {
+		t.mux.Handle(path, h)
+	}
 }
 
 // stop flushes and stops the exporters and the metrics server.

@@ -1,0 +1,582 @@
+package toolstore
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.uber.org/zap"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+// Defaults of an EtcdConfig.
+const (
+	DefaultPrefix           = "/exprd/registry/"
+	DefaultTimeout          = 5 * time.Second
+	DefaultProgressInterval = 2 * time.Second
+	// MaxRecordBytes bounds a stored manual (compressed), under etcd's
+	// default request limit of 1.5 MiB.
+	MaxRecordBytes = 1 << 20
+	// snapshotPage is how many manuals one read of a snapshot returns.
+	snapshotPage = 16
+)
+
+// EtcdConfig says how to reach etcd.
+type EtcdConfig struct {
+	Endpoints          []string
+	TLS                *tls.Config // nil: plaintext
+	Username, Password string
+	Prefix             string        // keys are Prefix + "manuals/" + name
+	Timeout            time.Duration // of each request to etcd
+	// ProgressInterval is how often the replica asks etcd to confirm that
+	// it has every change, which is what Status.Synced measures.
+	ProgressInterval time.Duration
+	Logger           *slog.Logger
+	Meter            metric.MeterProvider
+}
+
+// Etcd is a Store shared by every replica through etcd. What is stored is
+// a manual as Resolve leaves it (its tools, templates with variables
+// unresolved), never its source: a replica applies a manual without
+// fetching anything, so every replica serves the same tools whatever the
+// provider answers later, and no secret reaches etcd.
+type Etcd struct {
+	reg      *utcp.Registry
+	cli      *clientv3.Client
+	cfg      EtcdConfig
+	log      *slog.Logger
+	operator map[string]bool
+	writer   string
+
+	mu      sync.Mutex
+	rev     int64            // revision applied
+	synced  time.Time        // when the replica last knew it had every change
+	shared  map[string]int64 // manuals applied from the store, by mod revision
+	failed  map[string]applyFailure
+	advance chan struct{} // closed and replaced when rev moves
+
+	metrics etcdMetrics
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+type applyFailure struct {
+	rev int64
+	err error
+}
+
+// record is a stored manual.
+type record struct {
+	Manual  json.RawMessage `json:"manual"`
+	Written time.Time       `json:"written"` // the writer's clock, for the propagation metric
+	Writer  string          `json:"writer"`  // the writer's host name, for people reading etcd
+}
+
+// OpenEtcd connects to etcd, applies its snapshot of the shared manuals to
+// reg, and follows its changes until Close. The manuals reg holds already
+// are the operator's. It fails when no snapshot could be read before ctx
+// ends.
+func OpenEtcd(ctx context.Context, reg *utcp.Registry, cfg EtcdConfig) (*Etcd, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("toolstore: no etcd endpoints")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(cfg.Prefix, "/") {
+		cfg.Prefix += "/"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Meter == nil {
+		cfg.Meter = noop.NewMeterProvider()
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: cfg.Endpoints, TLS: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
+		DialTimeout: cfg.Timeout, DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: cfg.Timeout,
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("toolstore: etcd: %w", err)
+	}
+	host, _ := os.Hostname()
+	s := &Etcd{reg: reg, cli: cli, cfg: cfg, log: cfg.Logger, operator: operatorManuals(reg), writer: host,
+		shared: map[string]int64{}, failed: map[string]applyFailure{}, advance: make(chan struct{}), done: make(chan struct{})}
+	if s.metrics, err = newEtcdMetrics(cfg.Meter); err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	for {
+		err = s.loadSnapshot(ctx)
+		if err == nil {
+			break
+		}
+		s.log.Warn("tool registry store: no snapshot yet", "error", err)
+		select {
+		case <-ctx.Done():
+			_ = cli.Close()
+			return nil, fmt.Errorf("toolstore: reading the shared manuals from etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
+		case <-time.After(time.Second):
+		}
+	}
+	fctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.follow(fctx)
+	return s, nil
+}
+
+// Close stops following etcd and closes the client.
+func (s *Etcd) Close() error {
+	s.cancel()
+	<-s.done
+	return s.cli.Close()
+}
+
+// Operator implements Store.
+func (s *Etcd) Operator(name string) bool { return s.operator[name] }
+
+// Status implements Store.
+func (s *Etcd) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Status{Store: "etcd", Revision: s.rev, Synced: s.synced}
+}
+
+func (s *Etcd) key(name string) string { return s.cfg.Prefix + "manuals/" + name }
+
+// Register implements Store. The manual is resolved here, then stored with
+// a compare-and-swap (create only unless replace); it returns once this
+// replica has applied that revision. A write this replica cannot apply
+// (another replica's write made the registry exceed its bounds meanwhile)
+// is undone in etcd if nothing wrote the key since.
+func (s *Etcd) Register(ctx context.Context, name string, src utcp.Source, replace bool) (*utcp.Registration, error) {
+	res, err := s.reg.Resolve(ctx, name, src)
+	if err != nil {
+		return nil, err
+	}
+	name = res.Name
+	if !replace {
+		if _, taken := s.reg.Manual(name); taken {
+			return nil, &utcp.AlreadyExistsError{Kind: "manual", Name: name, Manual: name}
+		}
+	}
+	if err := s.withinBounds(res); err != nil {
+		return nil, err
+	}
+	value, err := s.encode(res)
+	if err != nil {
+		return nil, err
+	}
+	key := s.key(name)
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	put := clientv3.OpPut(key, string(value), clientv3.WithPrevKV())
+	txn := s.cli.Txn(wctx)
+	if !replace {
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+	}
+	resp, err := txn.Then(put).Commit()
+	if err != nil {
+		return nil, s.unavailable(ctx, "write", err)
+	}
+	if !resp.Succeeded {
+		return nil, &utcp.AlreadyExistsError{Kind: "manual", Name: name, Manual: name}
+	}
+	rev := resp.Header.Revision
+	var prev *mvccpb.KeyValue
+	if r := resp.Responses[0].GetResponsePut(); r != nil {
+		prev = r.PrevKv
+	}
+	if err := s.waitApplied(ctx, name, rev); err != nil {
+		s.undo(key, rev, prev)
+		return nil, err
+	}
+	return &utcp.Registration{Manual: name, Tools: res.Tools, Skipped: res.Skipped}, nil
+}
+
+// withinBounds refuses a manual that would take the registry past its
+// bounds, counted on this replica (which holds every shared manual).
+func (s *Etcd) withinBounds(res *utcp.Resolved) error {
+	b := s.reg.Bounds()
+	manuals, tools := b.Manuals+1, b.Tools+len(res.Tools)
+	if old, ok := s.reg.Manual(res.Name); ok {
+		manuals, tools = manuals-1, tools-len(old.Tools)
+	}
+	if manuals > b.MaxManuals && manuals > b.Manuals {
+		return &utcp.LimitError{What: "manuals", Limit: b.MaxManuals, Would: manuals}
+	}
+	if tools > b.MaxTools && tools > b.Tools {
+		return &utcp.LimitError{What: "tools", Limit: b.MaxTools, Would: tools}
+	}
+	return nil
+}
+
+// undo puts the key back as it was before a write at rev, unless
+// something wrote it since.
+func (s *Etcd) undo(key string, rev int64, prev *mvccpb.KeyValue) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	back := clientv3.OpDelete(key)
+	if prev != nil {
+		back = clientv3.OpPut(key, string(prev.Value))
+	}
+	if _, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(back).Commit(); err != nil {
+		s.log.Error("tool registry store: cannot undo a write this replica could not apply", "key", key, "revision", rev, "error", err)
+	}
+}
+
+// Remove implements Store: a delete if the key exists, then a wait until
+// this replica applied it.
+func (s *Etcd) Remove(ctx context.Context, name string) (*utcp.Registration, error) {
+	name = utcp.SanitizeManualName(name)
+	key := s.key(name)
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	resp, err := s.cli.Txn(wctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).Commit()
+	if err != nil {
+		return nil, s.unavailable(ctx, "delete", err)
+	}
+	if !resp.Succeeded {
+		return nil, s.reg.UnknownManual(name)
+	}
+	out := &utcp.Registration{Manual: name}
+	if d := resp.Responses[0].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) == 1 {
+		if rec, err := decodeRecord(d.PrevKvs[0].Value); err == nil {
+			if m, err := utcp.ParseManual(rec.Manual); err == nil {
+				for _, t := range m.Tools {
+					out.Tools = append(out.Tools, utcp.FullToolName(name, t.Name))
+				}
+			}
+		}
+	}
+	if err := s.waitApplied(ctx, name, resp.Header.Revision); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// unavailable is the error of a request to etcd that failed: the
+// caller's own cancellation as it is, anything else ErrUnavailable.
+func (s *Etcd) unavailable(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	s.log.Warn("tool registry store: etcd request failed", "op", op, "error", err)
+	return &UnavailableError{Op: op, Err: errors.New("etcd did not answer in " + s.cfg.Timeout.String())}
+}
+
+// waitApplied waits until this replica has applied rev, and reports the
+// error applying name failed with at rev, if it did.
+func (s *Etcd) waitApplied(ctx context.Context, name string, rev int64) error {
+	timer := time.NewTimer(s.cfg.Timeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		applied, advance := s.rev, s.advance
+		f, failed := s.failed[name]
+		s.mu.Unlock()
+		if applied >= rev {
+			if failed && f.rev == rev {
+				return f.err
+			}
+			return nil
+		}
+		select {
+		case <-advance:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return &UnavailableError{Op: "apply", Err: fmt.Errorf("stored at revision %d, but this replica has not seen it yet", rev)}
+		}
+	}
+}
+
+// encode is a resolved manual as stored: JSON, gzip-compressed.
+func (s *Etcd) encode(res *utcp.Resolved) ([]byte, error) {
+	m, err := json.Marshal(res.Manual)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := json.Marshal(record{Manual: m, Written: time.Now().UTC(), Writer: s.writer})
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write(rec)
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	if buf.Len() > MaxRecordBytes {
+		return nil, &utcp.LimitError{What: "manual_bytes", Limit: MaxRecordBytes, Would: buf.Len()}
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeRecord reads a stored manual, at most 32 times MaxRecordBytes
+// once decompressed.
+func decodeRecord(value []byte) (*record, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(value))
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(zr, 32*MaxRecordBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > 32*MaxRecordBytes {
+		return nil, errors.New("the record is too large once decompressed")
+	}
+	var rec record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// loadSnapshot reads every shared manual at one revision, page by page,
+// and makes the registry match it: manuals gone are removed, new or
+// changed ones applied.
+func (s *Etcd) loadSnapshot(ctx context.Context) error {
+	prefix := s.cfg.Prefix + "manuals/"
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	kvs := map[string]*mvccpb.KeyValue{}
+	var rev int64
+	from := prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(snapshotPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		resp, err := s.cli.Get(rctx, from, opts...)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			kvs[strings.TrimPrefix(string(kv.Key), prefix)] = kv
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	s.mu.Lock()
+	var gone []string
+	for name := range s.shared {
+		if _, ok := kvs[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	s.mu.Unlock()
+	for _, name := range gone {
+		s.remove(name, rev)
+	}
+	for name, kv := range kvs {
+		s.mu.Lock()
+		have, ok := s.shared[name]
+		s.mu.Unlock()
+		if !ok || have != kv.ModRevision {
+			s.put(ctx, name, kv, false)
+		}
+	}
+	s.moved(rev, true)
+	return nil
+}
+
+// follow applies etcd's changes from the revision applied, reloading a
+// snapshot when the watch cannot resume (compacted past it, or cancelled),
+// and asks for progress notices so that Status.Synced stays current.
+func (s *Etcd) follow(ctx context.Context) {
+	defer close(s.done)
+	ctx = clientv3.WithRequireLeader(ctx)
+	go s.askProgress(ctx)
+	prefix := s.cfg.Prefix + "manuals/"
+	snapshot := false
+	for ctx.Err() == nil {
+		if snapshot {
+			if err := s.loadSnapshot(ctx); err != nil {
+				s.log.Warn("tool registry store: reloading the snapshot", "error", err)
+				sleep(ctx, time.Second)
+				continue
+			}
+			s.metrics.reloads.Add(ctx, 1)
+			snapshot = false
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		for resp := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(s.Status().Revision+1), clientv3.WithProgressNotify()) {
+			if err := resp.Err(); err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("tool registry store: the watch ended; reloading a snapshot", "error", err)
+				}
+				snapshot = true
+				break
+			}
+			for _, ev := range resp.Events {
+				name := strings.TrimPrefix(string(ev.Kv.Key), prefix)
+				if ev.Type == clientv3.EventTypeDelete {
+					s.remove(name, ev.Kv.ModRevision)
+				} else {
+					s.put(ctx, name, ev.Kv, true)
+				}
+				s.moved(ev.Kv.ModRevision, false)
+			}
+			if resp.IsProgressNotify() {
+				s.moved(resp.Header.Revision, true)
+			}
+		}
+		cancel()
+		if !snapshot {
+			sleep(ctx, 100*time.Millisecond) // the watch closed without a reason: resume from rev
+		}
+	}
+}
+
+// askProgress asks etcd every ProgressInterval for a progress notice on
+// the watch: one arrives only when the watch is connected and current.
+func (s *Etcd) askProgress(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ProgressInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = s.cli.RequestProgress(ctx)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// moved records that everything up to rev is applied; synced says that
+// etcd confirmed nothing newer exists.
+func (s *Etcd) moved(rev int64, synced bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if synced {
+		s.synced = time.Now()
+	}
+	if rev > s.rev {
+		s.rev = rev
+		close(s.advance)
+		s.advance = make(chan struct{})
+	}
+}
+
+// put applies a stored manual. One that cannot be applied (a name the
+// operator holds here, a bound, a variable this replica does not bind)
+// leaves the registry as it was, is logged and counted, and is the
+// writer's error when this replica wrote it.
+func (s *Etcd) put(ctx context.Context, name string, kv *mvccpb.KeyValue, live bool) {
+	err := s.apply(ctx, name, kv.Value, live)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+		s.failed[name] = applyFailure{rev: kv.ModRevision, err: err}
+		s.log.Error("tool registry store: cannot apply a shared manual", "manual", name, "revision", kv.ModRevision, "error", err)
+	} else {
+		delete(s.failed, name)
+		s.shared[name] = kv.ModRevision
+	}
+	s.metrics.applies.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+func (s *Etcd) apply(ctx context.Context, name string, value []byte, live bool) error {
+	if s.operator[name] {
+		return fmt.Errorf("the operator loaded a manual named %q on this replica", name)
+	}
+	if name != utcp.SanitizeManualName(name) {
+		return fmt.Errorf("%q is not a manual name", name)
+	}
+	rec, err := decodeRecord(value)
+	if err != nil {
+		return fmt.Errorf("unreadable record: %w", err)
+	}
+	m, err := utcp.ParseManual(rec.Manual)
+	if err != nil {
+		return err
+	}
+	if _, err := s.reg.Replace(ctx, name, utcp.FromManual(m)); err != nil {
+		return err
+	}
+	if live && !rec.Written.IsZero() {
+		s.metrics.propagation.Record(ctx, max(0, time.Since(rec.Written).Seconds()))
+	}
+	return nil
+}
+
+// remove removes a shared manual that the store no longer has.
+func (s *Etcd) remove(name string, rev int64) {
+	s.mu.Lock()
+	_, ours := s.shared[name]
+	delete(s.shared, name)
+	delete(s.failed, name)
+	s.mu.Unlock()
+	if ours {
+		if _, err := s.reg.Remove(name); err != nil {
+			s.log.Error("tool registry store: cannot remove a shared manual", "manual", name, "revision", rev, "error", err)
+		}
+	}
+}
+
+// etcdMetrics are the store's instruments; Prometheus shows them as
+// exprd_registry_*.
+type etcdMetrics struct {
+	applies     metric.Int64Counter
+	reloads     metric.Int64Counter
+	propagation metric.Float64Histogram
+}
+
+func newEtcdMetrics(mp metric.MeterProvider) (etcdMetrics, error) {
+	m := mp.Meter("github.com/exprd/exprd/toolstore")
+	var out etcdMetrics
+	var err error
+	if out.applies, err = m.Int64Counter("exprd.registry.applies", metric.WithDescription("Shared manuals applied from the store, by outcome.")); err != nil {
+		return out, err
+	}
+	if out.reloads, err = m.Int64Counter("exprd.registry.snapshot_reloads", metric.WithDescription("Snapshots reloaded after a watch could not resume.")); err != nil {
+		return out, err
+	}
+	if out.propagation, err = m.Float64Histogram("exprd.registry.propagation", metric.WithUnit("s"),
+		metric.WithDescription("From a manual's write on one replica to its application on this one (by the two clocks)."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)); err != nil {
+		return out, err
+	}
+	return out, err
+}
