@@ -21,6 +21,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/exprd/exprd/utcp"
 )
@@ -118,6 +120,10 @@ func OpenEtcd(ctx context.Context, reg *utcp.Registry, cfg EtcdConfig) (*Etcd, e
 		Endpoints: cfg.Endpoints, TLS: cfg.TLS, Username: cfg.Username, Password: cfg.Password,
 		DialTimeout: cfg.Timeout, DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: cfg.Timeout,
 		Logger: zap.NewNop(),
+		// Back at most a second between attempts to reach etcd, so that
+		// writes work again soon after it is back.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: cfg.Timeout})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("toolstore: etcd: %w", err)
