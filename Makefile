@@ -25,20 +25,25 @@ run: ## Start exprd with the embedded demo on $(ADDR)
 	go run ./cmd/exprd --demo --listen $(ADDR)
 
 # Modules of their own, so that their dependencies (cel-go, goja, gonum
-# plot; kustomize, k8s.io/api) never become exprd's.
-NESTED_MODULES := bench deploy
+# plot; kustomize, k8s.io/api; etcd's server) never become exprd's.
+NESTED_MODULES := bench deploy cluster
 
 # exprd as the image builds it (static, -trimpath); the tests that start a
 # real exprd take it from EXPRD_BIN instead of each building their own.
 EXPRD_BUILD := CGO_ENABLED=0 go build -trimpath
 
 .PHONY: test
-test: ## Run every test: exprd's with the race detector, then the bench and deploy modules'
+test: ## Run every test: exprd's with the race detector, then the bench, deploy and cluster modules'
 	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
 	EXPRD_BIN=$(BIN)/exprd go test -race -count=1 ./...
 	for m in $(NESTED_MODULES); do (cd $$m && EXPRD_BIN=$(BIN)/exprd go test -count=1 ./...); done
 
 BENCH_COUNT ?= 5
+
+.PHONY: bench-cluster
+bench-cluster: ## Replicas on a real etcd: a tool call against the in-memory registry, and propagation p50/p99
+	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
+	cd cluster && EXPRD_BIN=$(BIN)/exprd go test -run '^$$' -bench . -benchtime 2000x -count $(BENCH_COUNT)
 
 .PHONY: bench
 bench: ## Run every benchmark against its baseline and peers; writes BENCHMARKS.md's tables and benchmarks-scale.png

@@ -3,6 +3,8 @@ package cluster_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,6 +26,7 @@ import (
 	"github.com/exprd/exprd/examples/providers"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/toolstore"
 )
 
 // exprdBin is the exprd the tests run (EXPRD_BIN, or one built for them).
@@ -340,6 +344,9 @@ func TestReplicasShareTheRegistry(t *testing.T) {
 			if got := status.Code(err); got != codes.Unavailable {
 				t.Fatalf("%s: register with etcd down: got %v, want Unavailable", r.name, err)
 			}
+			if !slices.ContainsFunc(status.Convert(err).Details(), func(d any) bool { _, ok := d.(*errdetails.RetryInfo); return ok }) {
+				t.Errorf("%s: register with etcd down: details %v, want a RetryInfo", r.name, status.Convert(err).Details())
+			}
 			_, err = r.reg.DeregisterManual(ctx, &exprdv1.DeregisterManualRequest{Name: "steady"})
 			if got := status.Code(err); got != codes.Unavailable {
 				t.Fatalf("%s: deregister with etcd down: got %v, want Unavailable", r.name, err)
@@ -432,6 +439,49 @@ func TestReplicasShareTheRegistry(t *testing.T) {
 		c.waitTools(t, "after", nil)
 		if after := c.metric(t, "exprd_registry_snapshot_reloads_total"); after <= before {
 			t.Errorf("C's exprd_registry_snapshot_reloads_total went from %v to %v, want an increase", before, after)
+		}
+	})
+
+	t.Run("a manual over the store's record limit is refused whole", func(t *testing.T) {
+		noise := make([]byte, toolstore.MaxRecordBytes*2)
+		if _, err := rand.Read(noise); err != nil {
+			t.Fatal(err)
+		}
+		var man map[string]any
+		if err := json.Unmarshal(mathManual(t, math, map[string]string{"add": "add"}), &man); err != nil {
+			t.Fatal(err)
+		}
+		man["tools"].([]any)[0].(map[string]any)["description"] = base64.StdEncoding.EncodeToString(noise)[:toolstore.MaxRecordBytes*3/2]
+		big, _ := json.Marshal(man)
+		_, err := a.reg.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: "big",
+			Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: big}}, grpc.MaxCallSendMsgSize(8<<20))
+		if got := status.Code(err); got != codes.ResourceExhausted {
+			t.Fatalf("got %v, want ResourceExhausted", err)
+		}
+		for _, r := range all {
+			if got, _ := r.tools(ctx, "big"); len(got) != 0 {
+				t.Fatalf("%s lists %v of a refused manual", r.name, got)
+			}
+		}
+	})
+
+	t.Run("a record no replica can read is skipped and counted", func(t *testing.T) {
+		cli := etcd.Client(t)
+		before := a.metric(t, `exprd_registry_applies_total{otel_scope_name="github.com/exprd/exprd/toolstore",otel_scope_schema_url="",otel_scope_version="",outcome="error"}`)
+		if _, err := cli.Put(ctx, toolstore.DefaultPrefix+"manuals/garbled", "not gzip"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := register(ctx, b, "later", mathManual(t, math, map[string]string{"add": "add"}), false); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range all {
+			r.waitTools(t, "later", []string{"later.add"})
+			if got, _ := r.tools(ctx, "garbled"); len(got) != 0 {
+				t.Fatalf("%s lists %v of a garbled record", r.name, got)
+			}
+		}
+		if after := a.metric(t, `exprd_registry_applies_total{otel_scope_name="github.com/exprd/exprd/toolstore",otel_scope_schema_url="",otel_scope_version="",outcome="error"}`); after != max(before, 0)+1 {
+			t.Errorf("A's failed applies went from %v to %v, want one more", before, after)
 		}
 	})
 }
