@@ -28,6 +28,10 @@ type Manual struct {
 	UTCPVersion   string
 	ManualVersion string
 	Tools         []*Tool
+
+	// converted: read from an OpenAPI document, whose operations that
+	// need a variable the operator did not bind are skipped, not refused.
+	converted bool
 }
 
 // Tool is one tool of a manual. After registration Name is the full name

@@ -1,8 +1,10 @@
 package utcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -32,10 +34,14 @@ type OpenAPIOptions struct {
 	Headers map[string]string
 }
 
-// SkippedTool is a tool (or operation) left out of a registration, and why.
+// SkippedTool is a tool (or operation) left out of a registration, or
+// registered without a part of it (Registered), and why.
 type SkippedTool struct {
 	Name   string
 	Reason string
+	// Registered says the tool was registered, without what Reason names
+	// (an output schema that was not valid).
+	Registered bool
 }
 
 // maxSchemaDepth bounds the nesting of a converted schema.
@@ -75,76 +81,120 @@ func convertOpenAPIValue(v any, opts OpenAPIOptions) (m *Manual, skipped []Skipp
 	if !ok {
 		return nil, nil, &ManualError{Manual: opts.Manual, Msg: "an OpenAPI document must be an object"}
 	}
-	root, err = loadOpenAPI(root)
+	root, loadErr, err := loadOpenAPI(root)
 	if err != nil {
 		return nil, nil, &ManualError{Manual: opts.Manual, Msg: err.Error()}
 	}
 	c := &openAPIConverter{root: root, opts: opts}
 	manual, skipped, err := c.convert()
+	if err != nil && loadErr != nil {
+		return nil, nil, &ManualError{Manual: opts.Manual, Msg: loadErr.Error()}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err = manualFromValue(manual)
+	m, more, err := toolsFromConverted(manual, opts.Manual)
+	if loadErr != nil && (err != nil || len(m.Tools) == 0) {
+		// Nothing converted: what kin-openapi found wrong says why.
+		return nil, nil, &ManualError{Manual: opts.Manual, Msg: loadErr.Error()}
+	}
 	if err != nil {
-		if me, ok := err.(*ManualError); ok {
-			me.Manual = opts.Manual
-			me.Path = operationPath(manual, me.Path)
-		}
 		return nil, nil, err
+	}
+	return m, append(skipped, more...), nil
+}
+
+// toolsFromConverted reads converted operations as tools, tolerantly: a
+// document written by someone else costs only the operations it gets
+// wrong. An output schema that is not valid is dropped from its tool; an
+// operation that still cannot be read (its inputs, its template) is
+// skipped; both are reported. It is an error only when no operation is
+// left of some.
+func toolsFromConverted(manual map[string]any, name string) (*Manual, []SkippedTool, error) {
+	m := &Manual{UTCPVersion: DefaultUTCPVersion, ManualVersion: DefaultManualVersion, converted: true}
+	if v, ok := manual["manual_version"].(string); ok && v != "" {
+		m.ManualVersion = v
+	}
+	var skipped []SkippedTool
+	ops, _ := manual["tools"].([]any)
+	seen := map[string]bool{}
+	for i, op := range ops {
+		path := fmt.Sprintf("tools[%d]", i)
+		obj, _ := op.(map[string]any)
+		id, _ := obj["name"].(string)
+		t, err := toolFromValue(obj, path)
+		var me *ManualError
+		if err != nil && errors.As(err, &me) && me.Path == path+".outputs" {
+			delete(obj, "outputs")
+			if t, err = toolFromValue(obj, path); err == nil {
+				skipped = append(skipped, SkippedTool{Name: id, Registered: true, Reason: "output schema dropped: " + me.Msg})
+			}
+		}
+		switch {
+		case err != nil:
+			reason := err.Error()
+			if errors.As(err, &me) {
+				reason = strings.TrimPrefix(strings.TrimPrefix(me.Path, path), ".") + ": " + me.Msg
+			}
+			skipped = append(skipped, SkippedTool{Name: id, Reason: reason})
+		case seen[t.Name]:
+			skipped = append(skipped, SkippedTool{Name: id, Reason: "another operation has this operationId"})
+		default:
+			seen[t.Name] = true
+			m.Tools = append(m.Tools, t)
+		}
+	}
+	if len(m.Tools) == 0 && len(skipped) > 0 {
+		return nil, nil, &ManualError{Manual: name, Msg: fmt.Sprintf("none of the document's %d operations could be converted; %s: %s",
+			len(skipped), skipped[0].Name, skipped[0].Reason)}
 	}
 	return m, skipped, nil
 }
 
-// operationPath names a converted tool's problem by its operation:
-// tools[2].inputs becomes operation "createPet" (converted tools[2].inputs).
-func operationPath(manual map[string]any, path string) string {
-	var i int
-	if _, err := fmt.Sscanf(path, "tools[%d]", &i); err == nil {
-		if tools, _ := manual["tools"].([]any); i >= 0 && i < len(tools) {
-			if t, _ := tools[i].(map[string]any); t != nil {
-				return fmt.Sprintf("operation %q (converted %s)", t["name"], path)
-			}
-		}
-	}
-	return "converted " + path
-}
-
-// loadOpenAPI checks the document with kin-openapi (its structure, and that
-// every $ref resolves inside it: external references are refused) and turns
-// Swagger 2 into OpenAPI 3. It returns the document to convert, as decoded
-// JSON.
-func loadOpenAPI(root map[string]any) (map[string]any, error) {
+// loadOpenAPI reads the document with kin-openapi and turns Swagger 2
+// into OpenAPI 3 (an error when it cannot). It returns the document to
+// convert, as decoded JSON. An OpenAPI 3 document kin-openapi refuses (a
+// $ref that resolves nowhere, an external one) is still converted,
+// operation by operation (external references never resolve): what the
+// refusal said is loadErr, the reason given when nothing converts.
+func loadOpenAPI(root map[string]any) (out map[string]any, loadErr, err error) {
 	raw, err := json.Marshal(root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sw, ok := root["swagger"].(string); ok && strings.HasPrefix(sw, "2") {
+		if bytes.Contains(raw, []byte(`"items":[`)) {
+			tuplesAside(root, 0)
+			if raw, err = json.Marshal(root); err != nil {
+				return nil, nil, err
+			}
+		}
 		var doc2 openapi2.T
 		if err := json.Unmarshal(raw, &doc2); err != nil {
-			return nil, fmt.Errorf("not a valid Swagger 2 document: %s", firstLine(err.Error()))
+			return nil, nil, fmt.Errorf("not a valid Swagger 2 document: %s", firstLine(err.Error()))
 		}
 		doc3, err := openapi2conv.ToV3(&doc2)
 		if err != nil {
-			return nil, fmt.Errorf("cannot convert Swagger 2: %s", firstLine(err.Error()))
+			return nil, nil, fmt.Errorf("cannot convert Swagger 2: %s", firstLine(err.Error()))
 		}
 		raw3, err := json.Marshal(doc3)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		v, err := decodeJSON(raw3)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out, _ := v.(map[string]any)
-		return out, nil
+		return out, nil, nil
 	}
 	loader := openapi3.NewLoader()
 	loader.IsExternalRefsAllowed = false
 	loader.Context = context.Background()
 	if _, err := loader.LoadFromData(raw); err != nil {
-		return nil, fmt.Errorf("not a valid OpenAPI document: %s", firstLine(err.Error()))
+		loadErr = fmt.Errorf("not a valid OpenAPI document: %s", firstLine(err.Error()))
 	}
-	return root, nil
+	return root, loadErr, nil
 }
 
 func firstLine(s string) string {
@@ -182,9 +232,18 @@ func (c *openAPIConverter) convert() (map[string]any, []SkippedTool, error) {
 				skipped = append(skipped, SkippedTool{Name: strings.ToUpper(method) + " " + p, Reason: "no operationId"})
 				continue
 			}
-			tool, err := c.tool(id, p, method, item, op, base, where)
+			tool, dropped, err := c.tool(id, p, method, item, op, base, where)
 			if err != nil {
-				return nil, nil, err
+				var me *ManualError
+				reason := err.Error()
+				if errors.As(err, &me) {
+					reason = strings.TrimPrefix(strings.TrimPrefix(me.Path, where), ".") + ": " + me.Msg
+				}
+				skipped = append(skipped, SkippedTool{Name: id, Reason: reason})
+				continue
+			}
+			if dropped != "" {
+				skipped = append(skipped, SkippedTool{Name: id, Registered: true, Reason: "output schema dropped: " + dropped})
 			}
 			tools = append(tools, tool)
 		}
@@ -273,7 +332,9 @@ func (c *openAPIConverter) deref(v any) any {
 	return nil
 }
 
-func (c *openAPIConverter) tool(id, path, method string, item, op map[string]any, base, where string) (map[string]any, error) {
+// tool converts one operation. An output schema that cannot be converted
+// is left out, and dropped says why.
+func (c *openAPIConverter) tool(id, path, method string, item, op map[string]any, base, where string) (tool map[string]any, dropped string, err error) {
 	sc := newSchemaScope(c.root, c.opts.Manual)
 	props := map[string]any{}
 	var required []any
@@ -320,7 +381,7 @@ func (c *openAPIConverter) tool(id, path, method string, item, op map[string]any
 		}
 		prop, err := sc.convert(schemaNode, where+".parameters."+k.name)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if d, ok := pm["description"].(string); ok && d != "" {
 			prop = withDescription(prop, d)
@@ -338,7 +399,7 @@ func (c *openAPIConverter) tool(id, path, method string, item, op map[string]any
 		if media != nil {
 			prop, err := sc.convert(media["schema"], where+".requestBody")
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			desc, _ := rb["description"].(string)
 			if desc == "" {
@@ -373,7 +434,12 @@ func (c *openAPIConverter) tool(id, path, method string, item, op map[string]any
 				osc := newSchemaScope(c.root, c.opts.Manual)
 				out, err := osc.convert(media["schema"], where+".responses."+code)
 				if err != nil {
-					return nil, err
+					dropped = err.Error()
+					var me *ManualError
+					if errors.As(err, &me) {
+						dropped = me.Msg
+					}
+					break
 				}
 				if om, ok := out.(map[string]any); ok {
 					osc.attach(om)
@@ -419,7 +485,7 @@ func (c *openAPIConverter) tool(id, path, method string, item, op map[string]any
 			}
 		}
 	}
-	tool := map[string]any{
+	tool = map[string]any{
 		"name":               id,
 		"description":        desc,
 		"inputs":             inputs,
@@ -429,7 +495,7 @@ func (c *openAPIConverter) tool(id, path, method string, item, op map[string]any
 	if tags != nil {
 		tool["tags"] = tags
 	}
-	return tool, nil
+	return tool, dropped, nil
 }
 
 // pickMedia picks a media type by preference ("+json" matches any JSON

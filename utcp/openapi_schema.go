@@ -13,6 +13,10 @@ type schemaScope struct {
 	manual string
 	names  map[string]string // ref → def name
 	defs   map[string]any
+	// anchors are the defs being converted that carry a 2019-09
+	// $recursiveAnchor, innermost last: a $recursiveRef "#" inside one
+	// refers to it.
+	anchors []string
 }
 
 func newSchemaScope(root any, manual string) *schemaScope {
@@ -59,7 +63,21 @@ func (s *schemaScope) schema(node any, where string, depth int) (any, error) {
 	}
 	for k, v := range m {
 		switch {
-		case k == "$ref" || strings.HasPrefix(k, "x-") || slices.Contains(openAPIOnly, k):
+		case k == "$recursiveRef":
+			// 2019-09's recursion, as OpenAPI 3.1 documents write it:
+			// to the def whose $recursiveAnchor is innermost.
+			out["$ref"] = "#"
+			if n := len(s.anchors); n > 0 && v == "#" {
+				out["$ref"] = "#/$defs/" + s.anchors[n-1]
+			}
+		case k == tupleItems:
+			arr, _ := v.([]any)
+			conv, err := s.list(arr, where, depth)
+			if err != nil {
+				return nil, err
+			}
+			out["prefixItems"] = conv
+		case k == "$ref" || k == "$recursiveAnchor" || strings.HasPrefix(k, "x-") || slices.Contains(openAPIOnly, k):
 		case slices.Contains(schemaKeys, k):
 			if k == "items" {
 				if arr, isArr := v.([]any); isArr { // draft-4 style tuple
@@ -175,10 +193,41 @@ func (s *schemaScope) ref(ref, where string, depth int) (string, error) {
 	}
 	s.names[ref] = name
 	s.defs[name] = true // reserves the name while the target converts (cycles)
+	if tm, _ := target.(map[string]any); tm != nil && tm["$recursiveAnchor"] == true {
+		s.anchors = append(s.anchors, name)
+		defer func() { s.anchors = s.anchors[:len(s.anchors)-1] }()
+	}
 	conv, err := s.schema(target, where, depth+1)
 	if err != nil {
 		return "", err
 	}
 	s.defs[name] = conv
 	return name, nil
+}
+
+// tupleItems holds a Swagger 2 schema's draft-4 tuple `items: [...]`
+// while kin-openapi, which reads items as one schema, converts the
+// document (tuplesAside); the conversion restores it as prefixItems.
+const tupleItems = "x-exprd-tuple-items"
+
+// tuplesAside moves every tuple `items` array of a decoded document to
+// tupleItems, leaving `items` out.
+func tuplesAside(v any, depth int) {
+	if depth > maxSchemaDepth*4 {
+		return
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if arr, ok := x["items"].([]any); ok {
+			delete(x, "items")
+			x[tupleItems] = arr
+		}
+		for _, e := range x {
+			tuplesAside(e, depth+1)
+		}
+	case []any:
+		for _, e := range x {
+			tuplesAside(e, depth+1)
+		}
+	}
 }

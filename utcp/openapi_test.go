@@ -108,7 +108,7 @@ func TestConvertOpenAPIRefuses(t *testing.T) {
 	}{
 		{"no server and no URL", `{"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "paths": {}}`, "", "servers: missing"},
 		{"remote document naming loopback", `{"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:8080"}], "paths": {}}`, "https://evil.example/openapi.json", "servers[0].url: a document fetched from a remote host may not name a loopback server"},
-		{"external ref", `{"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://a.example"}], "paths": {"/x": {"get": {"operationId": "x", "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "other.yaml#/X"}}}}}}}}}`, "", "not a valid OpenAPI document"},
+		{"only an external ref", `{"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://a.example"}], "paths": {"/x": {"get": {"operationId": "x", "parameters": [{"in": "query", "name": "q", "schema": {"$ref": "other.yaml#/X"}}], "responses": {"200": {"description": "ok"}}}}}}`, "", "not a valid OpenAPI document"},
 		{"not OpenAPI", `{"hello": "world"}`, "", "not an OpenAPI document"},
 		{"paths not an object", `{"openapi": "3.0.0", "paths": []}`, "", "not a valid OpenAPI document"},
 	}

@@ -2,7 +2,9 @@ package utcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -245,7 +247,7 @@ func (r *Registry) commit(res *Resolved, replace bool) (*Registration, error) {
 	if n := len(next.tools); n > r.cfg.maxTools && n > len(old.tools) {
 		return nil, &LimitError{What: "tools", Limit: r.cfg.maxTools, Would: n}
 	}
-	next.reindex()
+	next.reindex(old.manuals[name], res.entries)
 	r.cat.Store(next)
 	return &Registration{Manual: name, Tools: slices.Clone(me.tools), Skipped: res.Skipped}, nil
 }
@@ -255,6 +257,7 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 	var entries []*toolEntry
 	var skipped []SkippedTool
 	var filteredTypes []string
+	var unbound error // the first operation skipped for a variable
 	seen := map[string]int{}
 	for i, t := range m.Tools {
 		path := fmt.Sprintf("tools[%d]", i)
@@ -272,6 +275,18 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 		}
 		if t.Template.hasVars {
 			if err := r.vars.checkBound(t.Template.fields, name, path+".tool_call_template"); err != nil {
+				var ve *VariableNotFoundError
+				if m.converted && errors.As(err, &ve) {
+					if unbound == nil {
+						unbound = err
+					}
+					// An operation of a published document that needs a
+					// credential the operator did not bind (an admin
+					// key): it costs that operation only.
+					skipped = append(skipped, SkippedTool{Name: t.Name, Reason: fmt.Sprintf(
+						"needs the variable %q, which the operator has not bound to manual %q (as %s)", ve.Name, ve.Manual, ve.Key)})
+					continue
+				}
 				return nil, nil, err
 			}
 		}
@@ -291,6 +306,9 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 			e.static = tr
 		}
 		entries = append(entries, e)
+	}
+	if len(entries) == 0 && unbound != nil {
+		return nil, nil, unbound
 	}
 	if len(entries) == 0 && len(filteredTypes) > 0 {
 		return nil, nil, &ManualError{Manual: name, Msg: fmt.Sprintf(
@@ -324,7 +342,7 @@ func (r *Registry) Remove(name string) (*Registration, error) {
 	for _, t := range me.tools {
 		delete(next.tools, t)
 	}
-	next.reindex()
+	next.reindex(me, nil)
 	r.cat.Store(next)
 	return &Registration{Manual: name, Tools: slices.Clone(me.tools)}, nil
 }
@@ -370,27 +388,30 @@ func (r *Registry) lookup(name string) (*toolEntry, error) {
 	return nil, &NotFoundError{Kind: "tool", Name: name, Similar: similarNames(name, c.names)}
 }
 
+// clone copies c for a change. The copy keeps c's names and index, which
+// reindex then brings up to date with the change.
 func (c *catalog) clone() *catalog {
-	n := &catalog{
-		manuals: make(map[string]*manualEntry, len(c.manuals)+1),
-		tools:   make(map[string]*toolEntry, len(c.tools)),
-	}
-	for k, v := range c.manuals {
-		n.manuals[k] = v
-	}
-	for k, v := range c.tools {
-		n.tools[k] = v
-	}
-	return n
+	return &catalog{manuals: maps.Clone(c.manuals), tools: maps.Clone(c.tools), names: c.names, index: c.index}
 }
 
-func (c *catalog) reindex() {
-	c.names = sortedKeys(c.tools)
-	tools := make([]*Tool, len(c.names))
-	for i, n := range c.names {
-		tools[i] = c.tools[n].tool
+// reindex updates the names and index c was cloned with for a change that
+// removed gone's tools (gone may be nil) and added added's: the cost is
+// the changed tools' terms plus copying the sorted slices, never a new
+// analysis of the tools that stay.
+func (c *catalog) reindex(gone *manualEntry, added []*toolEntry) {
+	var goneNames []string
+	if gone != nil {
+		goneNames = gone.tools
 	}
-	c.index = buildIndex(tools)
+	tools := make([]*Tool, len(added))
+	for i, e := range added {
+		tools[i] = e.tool
+	}
+	c.index = c.index.with(goneNames, tools)
+	c.names = make([]string, len(c.index.docs))
+	for i, d := range c.index.docs {
+		c.names[i] = d.tool.Name
+	}
 }
 
 // Manual reports the tools of a registered manual (its name sanitised as

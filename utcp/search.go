@@ -3,6 +3,7 @@ package utcp
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ func (r *Registry) Search(query string, limit int) []SearchResult {
 }
 
 // Search limits. A query is compared with every tool and each of its
-// longer terms with the whole vocabulary, so its size bounds the work.
+// longer terms with the vocabulary, so its size bounds the work.
 const (
 	// MaxQueryBytes bounds a query's length.
 	MaxQueryBytes = 4096
@@ -144,58 +145,154 @@ const (
 	exactNameBoost = 100
 )
 
+// searchDoc is one tool analysed for ranking. It is built once, when the
+// tool is registered, and shared by every index that holds the tool.
 type searchDoc struct {
 	tool *Tool
-	tf   [numFields]map[string]float64
-	len  [numFields]float64
+	// name and short are the tool's full and short names, lower-cased,
+	// for the exact-name boost.
+	name, short string
+	tf          map[string][numFields]float64 // each term's count in each field
+	len         [numFields]float64            // terms in each field
 }
 
-type searchIndex struct {
-	docs   []searchDoc
-	df     map[string]int
-	avgLen [numFields]float64
-	vocab  []string
-}
-
-func buildIndex(tools []*Tool) *searchIndex {
-	ix := &searchIndex{df: map[string]int{}}
-	for _, t := range tools {
-		d := searchDoc{tool: t}
-		short := strings.TrimPrefix(t.Name, t.manual+".")
-		texts := [numFields][]string{
-			fieldName:   {short},
-			fieldManual: {t.manual},
-			fieldTags:   t.Tags,
-			fieldDesc:   {t.Description},
-			fieldParams: t.inputProps,
-		}
-		seen := map[string]bool{}
-		for f, parts := range texts {
-			d.tf[f] = map[string]float64{}
-			for _, p := range parts {
-				for _, term := range analyze(p) {
-					d.tf[f][term]++
-					d.len[f]++
-					if !seen[term] {
-						seen[term] = true
-						ix.df[term]++
-					}
-				}
+func analyzeTool(t *Tool) *searchDoc {
+	short := strings.TrimPrefix(t.Name, t.manual+".")
+	d := &searchDoc{tool: t, name: strings.ToLower(t.Name), short: strings.ToLower(short), tf: map[string][numFields]float64{}}
+	texts := [numFields][]string{
+		fieldName:   {short},
+		fieldManual: {t.manual},
+		fieldTags:   t.Tags,
+		fieldDesc:   {t.Description},
+		fieldParams: t.inputProps,
+	}
+	for f, parts := range texts {
+		for _, p := range parts {
+			for _, term := range analyze(p) {
+				tfs := d.tf[term]
+				tfs[f]++
+				d.tf[term] = tfs
+				d.len[f]++
 			}
-			ix.avgLen[f] += d.len[f]
+		}
+	}
+	return d
+}
+
+// searchIndex is an immutable snapshot of what BM25F needs: the documents,
+// each term's document frequency and the fields' total lengths. Searches
+// read it without locks, so nothing in it changes once it is built: with
+// derives the next index from it, copying the slice of document pointers
+// and the paths of the term tree it changes, sharing everything else.
+type searchIndex struct {
+	docs   []*searchDoc // sorted by tool name
+	terms  *termNode    // document frequencies; its keys are the vocabulary
+	total  [numFields]int
+	avgLen [numFields]float64
+}
+
+// buildIndex indexes tools from scratch. The registry builds its indexes
+// with with; buildIndex is the reference they are checked against.
+func buildIndex(tools []*Tool) *searchIndex {
+	ix := &searchIndex{}
+	df := map[string]int{}
+	for _, t := range tools {
+		d := analyzeTool(t)
+		for term := range d.tf {
+			df[term]++
+		}
+		for f := range numFields {
+			ix.total[f] += int(d.len[f])
 		}
 		ix.docs = append(ix.docs, d)
 	}
-	if n := float64(len(ix.docs)); n > 0 {
-		for f := range ix.avgLen {
-			ix.avgLen[f] /= n
-			if ix.avgLen[f] == 0 {
-				ix.avgLen[f] = 1
+	slices.SortFunc(ix.docs, compareDocs)
+	ix.terms = buildTerms(sortedKeys(df), df)
+	ix.average()
+	return ix
+}
+
+func compareDocs(a, b *searchDoc) int { return strings.Compare(a.tool.Name, b.tool.Name) }
+
+// with returns the index of ix's tools less those named in gone (sorted)
+// plus added, whose names must not stay in ix. Only added tools are
+// analysed; ix is left as it was. The cost is the copy of ix's document
+// pointers plus, per term whose document frequency changes, a path of the
+// term tree.
+func (ix *searchIndex) with(gone []string, added []*Tool) *searchIndex {
+	next := &searchIndex{total: ix.total}
+	delta := map[string]int{}
+	adds := make([]*searchDoc, len(added))
+	for i, t := range added {
+		d := analyzeTool(t)
+		for term := range d.tf {
+			delta[term]++
+		}
+		for f := range numFields {
+			next.total[f] += int(d.len[f])
+		}
+		adds[i] = d
+	}
+	slices.SortFunc(adds, compareDocs)
+	// Copy the documents that stay in runs between the removed ones and
+	// the places of the added ones, found by binary search.
+	next.docs = make([]*searchDoc, 0, len(ix.docs)-len(gone)+len(adds))
+	at := 0
+	for len(gone) > 0 || len(adds) > 0 {
+		drop, found := len(ix.docs), false
+		if len(gone) > 0 {
+			drop, found = ix.find(gone[0])
+		}
+		if len(adds) > 0 {
+			if in, _ := ix.find(adds[0].tool.Name); in <= drop {
+				next.docs = append(append(next.docs, ix.docs[at:in]...), adds[0])
+				at, adds = in, adds[1:]
+				continue
 			}
 		}
+		gone = gone[1:]
+		if !found {
+			continue
+		}
+		d := ix.docs[drop]
+		for term := range d.tf {
+			delta[term]--
+		}
+		for f := range numFields {
+			next.total[f] -= int(d.len[f])
+		}
+		next.docs = append(next.docs, ix.docs[at:drop]...)
+		at = drop + 1
 	}
-	ix.vocab = sortedKeys(ix.df)
-	return ix
+	next.docs = append(next.docs, ix.docs[at:]...)
+	next.terms = ix.terms
+	for term, n := range delta {
+		if n != 0 {
+			next.terms = next.terms.withDF(term, termPriority(term), next.terms.df(term)+n)
+		}
+	}
+	next.average()
+	return next
+}
+
+// find is where the document of the tool of that name is in ix.docs, or
+// would be, and whether it is there.
+func (ix *searchIndex) find(name string) (int, bool) {
+	return slices.BinarySearchFunc(ix.docs, name, func(d *searchDoc, name string) int { return strings.Compare(d.tool.Name, name) })
+}
+
+// average sets the fields' average lengths, 1 for a field no tool has.
+func (ix *searchIndex) average() {
+	if len(ix.docs) == 0 {
+		return
+	}
+	n := float64(len(ix.docs))
+	for f := range numFields {
+		ix.avgLen[f] = float64(ix.total[f]) / n
+		if ix.avgLen[f] == 0 {
+			ix.avgLen[f] = 1
+		}
+	}
 }
 
 // checkEvery is how many tools are ranked between looks at the context.
@@ -209,35 +306,40 @@ func (ix *searchIndex) search(ctx context.Context, query string, limit int) ([]S
 	if len(terms) == 0 || len(ix.docs) == 0 {
 		return nil, nil
 	}
+	// A term no tool has scores nothing, though the query may still be a
+	// tool's name.
+	terms = slices.DeleteFunc(terms, func(qt queryTerm) bool { return qt.df == 0 })
 	n := float64(len(ix.docs))
+	for i := range terms {
+		df := float64(terms[i].df)
+		terms[i].idf = math.Log(1 + (n-df+0.5)/(df+0.5))
+	}
 	q := strings.ToLower(strings.TrimSpace(query))
 	var out []SearchResult
-	for i := range ix.docs {
+	for i, d := range ix.docs {
 		if i%checkEvery == checkEvery-1 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
-		d := &ix.docs[i]
 		score := 0.0
-		for term, qw := range terms {
+		for _, qt := range terms {
+			tfs, ok := d.tf[qt.term]
+			if !ok {
+				continue
+			}
 			tfw := 0.0
 			for f := range numFields {
-				tf := d.tf[f][term]
+				tf := tfs[f]
 				if tf == 0 {
 					continue
 				}
 				norm := 1 - bm25B + bm25B*d.len[f]/ix.avgLen[f]
 				tfw += fieldWeights[f] * tf / norm
 			}
-			if tfw == 0 {
-				continue
-			}
-			df := float64(ix.df[term])
-			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
-			score += qw * idf * tfw / (bm25K1 + tfw)
+			score += qt.weight * qt.idf * tfw / (bm25K1 + tfw)
 		}
-		if q != "" && (q == strings.ToLower(d.tool.Name) || q == strings.ToLower(strings.TrimPrefix(d.tool.Name, d.tool.manual+"."))) {
+		if q != "" && (q == d.name || q == d.short) {
 			score += exactNameBoost
 		}
 		if score > 0 {
@@ -259,10 +361,19 @@ func (ix *searchIndex) search(ctx context.Context, query string, limit int) ([]S
 	return out, nil
 }
 
+// queryTerm is a term of a query, with its document frequency.
+type queryTerm struct {
+	term   string
+	weight float64
+	df     int
+	idf    float64
+}
+
 // queryTerms weighs the query's terms: typed ones 1, synonyms and terms of
-// the index sharing a long prefix less. More than MaxQueryTerms distinct
-// typed terms is a *QueryError.
-func (ix *searchIndex) queryTerms(query string) (map[string]float64, error) {
+// the index sharing a long prefix less. The terms are sorted so that a
+// score is summed in the same order every time. More than MaxQueryTerms
+// distinct typed terms is a *QueryError.
+func (ix *searchIndex) queryTerms(query string) ([]queryTerm, error) {
 	terms := map[string]float64{}
 	add := func(t string, w float64) {
 		if terms[t] < w {
@@ -281,25 +392,33 @@ func (ix *searchIndex) queryTerms(query string) (map[string]float64, error) {
 			add(s, synonymWeight)
 		}
 	}
-	for t := range maps(terms) {
+	// A related term is weighed from the typed or synonym weight of the
+	// term it is related to, whatever order the terms come in.
+	for t, w := range maps.Clone(terms) {
 		if len(t) < minPrefix {
 			continue
 		}
-		for _, v := range ix.vocab {
-			if v != t && len(v) >= minPrefix && (strings.HasPrefix(v, t) || strings.HasPrefix(t, v)) {
-				add(v, prefixWeight*terms[t])
+		ix.terms.ascend(t, func(v string) bool {
+			if !strings.HasPrefix(v, t) {
+				return false
+			}
+			if v != t {
+				add(v, prefixWeight*w)
+			}
+			return true
+		})
+		for k := minPrefix; k < len(t); k++ {
+			if ix.terms.df(t[:k]) > 0 {
+				add(t[:k], prefixWeight*w)
 			}
 		}
 	}
-	return terms, nil
-}
-
-func maps(m map[string]float64) map[string]float64 {
-	c := make(map[string]float64, len(m))
-	for k, v := range m {
-		c[k] = v
+	out := make([]queryTerm, 0, len(terms))
+	for t, w := range terms {
+		out = append(out, queryTerm{term: t, weight: w, df: ix.terms.df(t)})
 	}
-	return c
+	slices.SortFunc(out, func(a, b queryTerm) int { return strings.Compare(a.term, b.term) })
+	return out, nil
 }
 
 // phrases are everyday ways of asking, rewritten into the words tools use.
