@@ -89,7 +89,12 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 	if err != nil {
 		return nil, t.registryStatus(err, field)
 	}
-	return &exprdv1.RegisterManualResponse{Tools: r.Tools, Manual: r.Manual}, nil
+	resp := &exprdv1.RegisterManualResponse{Tools: r.Tools, Manual: r.Manual}
+	for _, sk := range r.Skipped {
+		resp.Skipped = append(resp.Skipped, &exprdv1.SkippedTool{Name: sk.Name, Reason: sk.Reason, Registered: sk.Registered})
+		t.log.Info("tool registry: part of a manual left out", "manual", r.Manual, "tool", sk.Name, "registered", sk.Registered, "reason", sk.Reason)
+	}
+	return resp, nil
 }
 
 // grpcSource is the manual call template of a grpc_target: go-utcp's

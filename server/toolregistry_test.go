@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -513,6 +514,53 @@ func TestRegisterManualGrpcTargetSecurity(t *testing.T) {
 			}
 			if strings.Contains(msg, "use_ssl") || strings.Contains(msg, "WithInsecureHTTP") {
 				t.Errorf("message %q names a template field or a Go identifier", msg)
+			}
+		})
+	}
+}
+
+// TestRegisterPublishedDocuments: OpenAI's and Twilio's published
+// documents register inline through the API, and what was left out is in
+// the response, per operation, with why.
+func TestRegisterPublishedDocuments(t *testing.T) {
+	c, _ := registryClient(t, utcp.WithVariables(map[string]string{
+		"openai_APIKEYAUTH_API_KEY": "sk-test", "twilio_ACCOUNTSID_AUTHTOKEN_USERNAME": "u", "twilio_ACCOUNTSID_AUTHTOKEN_PASSWORD": "p",
+	}))
+	for _, tt := range []struct {
+		name, file string
+		tools      int
+		dropped    []string // registered without their output schema
+		unbound    int      // operations skipped: they need the admin key, not bound here
+	}{
+		{"openai", "openai-openapi.json", 169, []string{"ListContainers", "CreateContainer", "RetrieveContainer"}, 119},
+		{"twilio", "twilio-api-v2010.json", 197, nil, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, err := os.ReadFile("../utcp/testdata/catalogs/" + tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := c.RegisterManual(context.Background(), inline(tt.name, doc, false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(resp.GetTools()); got != tt.tools {
+				t.Errorf("got %d tools, want %d", got, tt.tools)
+			}
+			var dropped []string
+			unbound := 0
+			for _, s := range resp.GetSkipped() {
+				switch {
+				case s.GetRegistered() && strings.HasPrefix(s.GetReason(), "output schema dropped: "):
+					dropped = append(dropped, s.GetName())
+				case !s.GetRegistered() && strings.HasPrefix(s.GetReason(), `needs the variable "ADMINAPIKEYAUTH_API_KEY", which the operator has not bound to manual "openai"`):
+					unbound++
+				default:
+					t.Errorf("skipped %+v, want only output schemas dropped and operations needing the admin key", s)
+				}
+			}
+			if !slices.Equal(dropped, tt.dropped) || unbound != tt.unbound {
+				t.Errorf("got %v dropped and %d operations needing the admin key, want %v and %d", dropped, unbound, tt.dropped, tt.unbound)
 			}
 		})
 	}

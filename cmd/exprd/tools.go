@@ -61,7 +61,10 @@ func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error)
 			return nil, fmt.Errorf("manuals-dir: %w", err)
 		}
 		for _, r := range regs {
-			log.Info("manual registered", "manual", r.Manual, "tools", len(r.Tools))
+			log.Info("manual registered", "manual", r.Manual, "tools", len(r.Tools), "skipped", len(r.Skipped))
+			for _, sk := range r.Skipped {
+				log.Info("part of a manual left out", "manual", r.Manual, "tool", sk.Name, "registered", sk.Registered, "reason", sk.Reason)
+			}
 		}
 	}
 	if c.demo {

@@ -215,7 +215,13 @@ type RegisterManualResponse struct {
 	// tools are the registered tools' full names, <manual>.<tool>.
 	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
 	// manual is the manual's name as registered (normalised).
-	Manual        string `protobuf:"bytes,2,opt,name=manual,proto3" json:"manual,omitempty"`
+	Manual string `protobuf:"bytes,2,opt,name=manual,proto3" json:"manual,omitempty"`
+	// skipped are the tools or operations left out of the registration,
+	// or registered without a part of them, each with why: an OpenAPI
+	// operation without an operationId or whose inputs cannot be used, an
+	// output schema that is not valid (the tool registers without it), a
+	// tool whose protocol the source does not allow.
+	Skipped       []*SkippedTool `protobuf:"bytes,3,rep,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -264,6 +270,80 @@ func (x *RegisterManualResponse) GetManual() string {
 	return ""
 }
 
+func (x *RegisterManualResponse) GetSkipped() []*SkippedTool {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+// SkippedTool is a tool or an operation a registration left out, or
+// registered without a part of it.
+type SkippedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the tool's name, or the operation's operationId ("GET /path"
+	// when it has none).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// reason says why, for people.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// registered is true when the tool was registered without the part
+	// reason names (its output schema), false when it was left out.
+	Registered    bool `protobuf:"varint,3,opt,name=registered,proto3" json:"registered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkippedTool) Reset() {
+	*x = SkippedTool{}
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkippedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkippedTool) ProtoMessage() {}
+
+func (x *SkippedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkippedTool.ProtoReflect.Descriptor instead.
+func (*SkippedTool) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SkippedTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SkippedTool) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SkippedTool) GetRegistered() bool {
+	if x != nil {
+		return x.Registered
+	}
+	return false
+}
+
 type DeregisterManualRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is the manual's name, as registered or normalised.
@@ -274,7 +354,7 @@ type DeregisterManualRequest struct {
 
 func (x *DeregisterManualRequest) Reset() {
 	*x = DeregisterManualRequest{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[2]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +366,7 @@ func (x *DeregisterManualRequest) String() string {
 func (*DeregisterManualRequest) ProtoMessage() {}
 
 func (x *DeregisterManualRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[2]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +379,7 @@ func (x *DeregisterManualRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterManualRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterManualRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{2}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DeregisterManualRequest) GetName() string {
@@ -321,7 +401,7 @@ type DeregisterManualResponse struct {
 
 func (x *DeregisterManualResponse) Reset() {
 	*x = DeregisterManualResponse{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[3]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +413,7 @@ func (x *DeregisterManualResponse) String() string {
 func (*DeregisterManualResponse) ProtoMessage() {}
 
 func (x *DeregisterManualResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[3]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +426,7 @@ func (x *DeregisterManualResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterManualResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterManualResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{3}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeregisterManualResponse) GetTools() []string {
@@ -383,7 +463,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[4]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +475,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[4]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +488,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{4}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ToolInfo) GetName() string {
@@ -471,7 +551,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[5]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +563,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[5]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +576,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{5}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListToolsRequest) GetManual() string {
@@ -515,7 +595,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[6]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +607,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[6]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +620,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{6}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -561,7 +641,7 @@ type SearchToolsRequest struct {
 
 func (x *SearchToolsRequest) Reset() {
 	*x = SearchToolsRequest{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[7]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +653,7 @@ func (x *SearchToolsRequest) String() string {
 func (*SearchToolsRequest) ProtoMessage() {}
 
 func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[7]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +666,7 @@ func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
 func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{7}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SearchToolsRequest) GetQuery() string {
@@ -613,7 +693,7 @@ type SearchToolsResponse struct {
 
 func (x *SearchToolsResponse) Reset() {
 	*x = SearchToolsResponse{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[8]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +705,7 @@ func (x *SearchToolsResponse) String() string {
 func (*SearchToolsResponse) ProtoMessage() {}
 
 func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[8]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +718,7 @@ func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
 func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{8}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SearchToolsResponse) GetTools() []*ScoredTool {
@@ -658,7 +738,7 @@ type ScoredTool struct {
 
 func (x *ScoredTool) Reset() {
 	*x = ScoredTool{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[9]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +750,7 @@ func (x *ScoredTool) String() string {
 func (*ScoredTool) ProtoMessage() {}
 
 func (x *ScoredTool) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[9]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +763,7 @@ func (x *ScoredTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoredTool.ProtoReflect.Descriptor instead.
 func (*ScoredTool) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{9}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ScoredTool) GetTool() *ToolInfo {
@@ -718,10 +798,17 @@ const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"\x19GRPC_SECURITY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11GRPC_SECURITY_TLS\x10\x01\x12\x1b\n" +
 	"\x17GRPC_SECURITY_PLAINTEXT\x10\x02B\b\n" +
-	"\x06source\"F\n" +
+	"\x06source\"w\n" +
 	"\x16RegisterManualResponse\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x16\n" +
-	"\x06manual\x18\x02 \x01(\tR\x06manual\"-\n" +
+	"\x06manual\x18\x02 \x01(\tR\x06manual\x12/\n" +
+	"\askipped\x18\x03 \x03(\v2\x15.exprd.v1.SkippedToolR\askipped\"Y\n" +
+	"\vSkippedTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1e\n" +
+	"\n" +
+	"registered\x18\x03 \x01(\bR\n" +
+	"registered\"-\n" +
 	"\x17DeregisterManualRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"H\n" +
 	"\x18DeregisterManualResponse\x12\x14\n" +
@@ -767,38 +854,40 @@ func file_exprd_v1_toolregistry_proto_rawDescGZIP() []byte {
 }
 
 var file_exprd_v1_toolregistry_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_exprd_v1_toolregistry_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_exprd_v1_toolregistry_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_exprd_v1_toolregistry_proto_goTypes = []any{
 	(RegisterManualRequest_GrpcSecurity)(0), // 0: exprd.v1.RegisterManualRequest.GrpcSecurity
 	(*RegisterManualRequest)(nil),           // 1: exprd.v1.RegisterManualRequest
 	(*RegisterManualResponse)(nil),          // 2: exprd.v1.RegisterManualResponse
-	(*DeregisterManualRequest)(nil),         // 3: exprd.v1.DeregisterManualRequest
-	(*DeregisterManualResponse)(nil),        // 4: exprd.v1.DeregisterManualResponse
-	(*ToolInfo)(nil),                        // 5: exprd.v1.ToolInfo
-	(*ListToolsRequest)(nil),                // 6: exprd.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),               // 7: exprd.v1.ListToolsResponse
-	(*SearchToolsRequest)(nil),              // 8: exprd.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),             // 9: exprd.v1.SearchToolsResponse
-	(*ScoredTool)(nil),                      // 10: exprd.v1.ScoredTool
+	(*SkippedTool)(nil),                     // 3: exprd.v1.SkippedTool
+	(*DeregisterManualRequest)(nil),         // 4: exprd.v1.DeregisterManualRequest
+	(*DeregisterManualResponse)(nil),        // 5: exprd.v1.DeregisterManualResponse
+	(*ToolInfo)(nil),                        // 6: exprd.v1.ToolInfo
+	(*ListToolsRequest)(nil),                // 7: exprd.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),               // 8: exprd.v1.ListToolsResponse
+	(*SearchToolsRequest)(nil),              // 9: exprd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),             // 10: exprd.v1.SearchToolsResponse
+	(*ScoredTool)(nil),                      // 11: exprd.v1.ScoredTool
 }
 var file_exprd_v1_toolregistry_proto_depIdxs = []int32{
 	0,  // 0: exprd.v1.RegisterManualRequest.grpc_security:type_name -> exprd.v1.RegisterManualRequest.GrpcSecurity
-	5,  // 1: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
-	10, // 2: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
-	5,  // 3: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
-	1,  // 4: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
-	3,  // 5: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
-	6,  // 6: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
-	8,  // 7: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
-	2,  // 8: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
-	4,  // 9: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
-	7,  // 10: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
-	9,  // 11: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	3,  // 1: exprd.v1.RegisterManualResponse.skipped:type_name -> exprd.v1.SkippedTool
+	6,  // 2: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
+	11, // 3: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
+	6,  // 4: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
+	1,  // 5: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
+	4,  // 6: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
+	7,  // 7: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
+	9,  // 8: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
+	2,  // 9: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
+	5,  // 10: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
+	8,  // 11: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
+	10, // 12: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
+	9,  // [9:13] is the sub-list for method output_type
+	5,  // [5:9] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_toolregistry_proto_init() }
@@ -817,7 +906,7 @@ func file_exprd_v1_toolregistry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_toolregistry_proto_rawDesc), len(file_exprd_v1_toolregistry_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
