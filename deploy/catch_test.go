@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,19 @@ func setArg(c *corev1.Container, name, value string) {
 // removeArg drops every --name and --name= arg.
 func removeArg(c *corev1.Container, name string) {
 	c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return a == "--"+name || strings.HasPrefix(a, "--"+name+"=") })
+}
+
+// etcdOf is the manifest's etcd container, for a mutation to change.
+func etcdOf(t *testing.T, m *manifest) *corev1.Container {
+	t.Helper()
+	if m.etcd == nil {
+		t.Fatal("the build runs no etcd")
+	}
+	c, err := m.etcd.container()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // secretVolume is the pod's Secret volume of that name.
@@ -296,6 +310,143 @@ func TestChecksCatch(t *testing.T) {
 		}},
 		{"the providers' range widened to 0.0.0.0/0", checkEgress, func(t *testing.T, m *manifest) {
 			m.netpol.Spec.Egress[1].To[0].IPBlock.CIDR = "0.0.0.0/0"
+		}},
+		{"the registry kept in memory beside the etcd", checkRegistryStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "registry-store", "memory")
+		}},
+		{"--registry-store on the headless Service", checkRegistryStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "registry-store", "etcd://etcd-headless.exprd.svc:2379")
+		}},
+		{"--registry-store on the peer port", checkRegistryStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "registry-store", "etcd://etcd.exprd.svc:2380")
+		}},
+		{"--registry-store in another namespace", checkRegistryStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "registry-store", "etcd://etcd.tools.svc:2379")
+		}},
+		{"--registry-store over TLS to a plaintext etcd", checkRegistryStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "registry-store", "etcds://etcd.exprd.svc:2379")
+		}},
+		{"the start timeout past the startup probe", checkRegistryStore, func(t *testing.T, m *manifest) {
+			removeArg(exprdOf(t, m), "registry-store-start-timeout")
+		}},
+		{"the etcd image on another release", checkEtcdPod, func(t *testing.T, m *manifest) {
+			etcdOf(t, m).Image = "gcr.io/etcd-development/etcd:v3.6.5"
+		}},
+		{"the etcd image floating", checkEtcdPod, func(t *testing.T, m *manifest) {
+			etcdOf(t, m).Image = "gcr.io/etcd-development/etcd:latest"
+		}},
+		{"etcd as root", checkEtcdPod, func(t *testing.T, m *manifest) {
+			m.etcd.sts.Spec.Template.Spec.SecurityContext.RunAsUser = ptr(int64(0))
+		}},
+		{"etcd's root filesystem writable", checkEtcdPod, func(t *testing.T, m *manifest) {
+			etcdOf(t, m).SecurityContext.ReadOnlyRootFilesystem = ptr(false)
+		}},
+		{"Service variables in etcd's environment", checkEtcdPod, func(t *testing.T, m *manifest) {
+			m.etcd.sts.Spec.Template.Spec.EnableServiceLinks = nil
+		}},
+		{"etcd's service account token mounted", checkEtcdPod, func(t *testing.T, m *manifest) {
+			m.etcd.sts.Spec.Template.Spec.AutomountServiceAccountToken = nil
+		}},
+		{"etcd without a memory limit", checkEtcdPod, func(t *testing.T, m *manifest) {
+			delete(etcdOf(t, m).Resources.Limits, corev1.ResourceMemory)
+		}},
+		{"etcd's liveness on /readyz", checkEtcdPod, func(t *testing.T, m *manifest) {
+			etcdOf(t, m).LivenessProbe.HTTPGet.Path = "/readyz"
+		}},
+		{"etcd's readiness probe on the peer port", checkEtcdPod, func(t *testing.T, m *manifest) {
+			etcdOf(t, m).ReadinessProbe.HTTPGet.Port = intstr.FromInt32(2380)
+		}},
+		{"no etcd readiness probe", checkEtcdPod, func(t *testing.T, m *manifest) {
+			etcdOf(t, m).ReadinessProbe = nil
+		}},
+		{"a misspelt etcd flag", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			setArg(etcdOf(t, m), "listen-client-url", "http://0.0.0.0:2379")
+		}},
+		{"etcd args without its command", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			etcdOf(t, m).Command = nil
+		}},
+		{"a member more than --initial-cluster lists", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			m.etcd.sts.Spec.Replicas = ptr(int32(5))
+		}},
+		{"an even number of members", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			m.etcd.sts.Spec.Replicas = ptr(int32(2))
+			setArg(etcdOf(t, m), "initial-cluster", "etcd-0=http://etcd-0.etcd-headless.$(POD_NAMESPACE).svc:2380,etcd-1=http://etcd-1.etcd-headless.$(POD_NAMESPACE).svc:2380")
+		}},
+		{"--initial-cluster through the client Service", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			setArg(etcdOf(t, m), "initial-cluster", "etcd-0=http://etcd-0.etcd.$(POD_NAMESPACE).svc:2380,etcd-1=http://etcd-1.etcd.$(POD_NAMESPACE).svc:2380,etcd-2=http://etcd-2.etcd.$(POD_NAMESPACE).svc:2380")
+		}},
+		{"a member advertising the client port as its peer URL", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			setArg(etcdOf(t, m), "initial-advertise-peer-urls", "http://$(POD_NAME).etcd-headless.$(POD_NAMESPACE).svc:2379")
+		}},
+		{"a variable the pod does not set", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			setArg(etcdOf(t, m), "name", "$(HOSTNAME)")
+		}},
+		{"the data directory off the volume claim", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			setArg(etcdOf(t, m), "data-dir", "/tmp/etcd")
+		}},
+		{"no history compaction", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			removeArg(etcdOf(t, m), "auto-compaction-retention")
+		}},
+		{"no volume claim", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			m.etcd.sts.Spec.VolumeClaimTemplates = nil
+		}},
+		{"members started one by one", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			m.etcd.sts.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+		}},
+		{"members unnamed until ready", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			for _, s := range m.etcd.services {
+				s.Spec.PublishNotReadyAddresses = false
+			}
+		}},
+		{"a disruption budget that loses the quorum", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			m.etcd.pdb.Spec.MaxUnavailable = ptr(intstr.FromInt32(2))
+		}},
+		{"no etcd disruption budget", checkEtcdMembers, func(t *testing.T, m *manifest) {
+			m.etcd.pdb = nil
+		}},
+		{"no etcd NetworkPolicy", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.etcd.netpol = nil
+		}},
+		{"etcd's client port open to every pod", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.etcd.netpol.Spec.Ingress[0].From[0].PodSelector = &metav1.LabelSelector{}
+		}},
+		{"etcd's client port open to another namespace", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.etcd.netpol.Spec.Ingress[0].From = append(m.etcd.netpol.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "tools"}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "inventory"}},
+			})
+		}},
+		{"etcd's client port open to an address range", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.etcd.netpol.Spec.Ingress[0].From = append(m.etcd.netpol.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{
+				IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8"},
+			})
+		}},
+		{"etcd's every port open to exprd", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.etcd.netpol.Spec.Ingress[0].Ports = nil
+		}},
+		{"etcd's peer port open to exprd", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			r := &m.etcd.netpol.Spec.Ingress[0]
+			r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Port: ptr(intstr.FromString("peer"))})
+		}},
+		{"etcd's peers shut out", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.etcd.netpol.Spec.Ingress = m.etcd.netpol.Spec.Ingress[:1]
+		}},
+		{"etcd let out anywhere", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.etcd.netpol.Spec.Egress = append(m.etcd.netpol.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(443))}},
+			})
+		}},
+		{"etcd's NetworkPolicy without egress", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.etcd.netpol.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+		}},
+		{"exprd not let out to etcd", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress = slices.DeleteFunc(m.netpol.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool {
+				return len(r.To) > 0 && r.To[0].PodSelector != nil && r.To[0].PodSelector.MatchLabels["app.kubernetes.io/name"] == "etcd"
+			})
+		}},
+		{"exprd let out to etcd's peer port", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
+			r := &m.netpol.Spec.Egress[len(m.netpol.Spec.Egress)-1]
+			r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Port: ptr(intstr.FromInt32(2380))})
 		}},
 	}
 	for dir, tests := range map[string][]breakage{"base": base, "overlays/example": overlay} {

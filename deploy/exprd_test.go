@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/exprd/exprd/cluster/etcdtest"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/exprdproc"
 )
@@ -32,13 +34,14 @@ import (
 // TestExprdServesManifest starts the exprd the image holds the way the pod
 // would: the container's args and env, its ConfigMaps and stand-in Secrets
 // written to a directory that stands in for each mount, and only the listen
-// addresses moved to loopback. It must serve, report SERVING to each probe
-// (with no token), refuse calls without a token when auth is on, list every
-// manual with the example's token, refuse every registry write
-// (PERMISSION_DENIED with auth on, FAILED_PRECONDITION with it off), serve
-// /metrics, and drain on SIGTERM for the --drain-timeout the checks read
-// from the manifests. Not parallel: the container's env is set on this
-// process, which exprd inherits.
+// addresses and the registry's etcd moved to loopback (an embedded etcd).
+// It must serve, report SERVING to each probe (with no token), refuse calls
+// without a token when auth is on, list every manual with the example's
+// token, refuse every registry write (PERMISSION_DENIED with auth on,
+// FAILED_PRECONDITION with it off), serve /metrics, report on /readyz the
+// registry store the manifest names, and drain on SIGTERM for the
+// --drain-timeout the checks read from the manifests. Not parallel: the
+// container's env is set on this process, which exprd inherits.
 func TestExprdServesManifest(t *testing.T) {
 	bin := imageBinary(t)
 	for _, dir := range kustomizations(t) {
@@ -155,6 +158,20 @@ func TestExprdServesManifest(t *testing.T) {
 				t.Errorf("GET /metrics: got %s with %d bytes, want 200 with go_goroutines", resp.Status, len(body))
 			}
 
+			// The registry's store is the one the manifest names: etcd
+			// (the embedded stand-in) when it runs one.
+			store, err := m.registryStore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStore := "memory"
+			if store.endpoints != nil {
+				wantStore = "etcd"
+			}
+			if got, err := readyzStore(proc.Metrics); err != nil || got != wantStore {
+				t.Errorf("GET /readyz: got registry store %q (%v), want %q", got, err, wantStore)
+			}
+
 			drain, err := m.drainTimeout()
 			if err != nil {
 				t.Fatal(err)
@@ -188,6 +205,18 @@ func startPod(t *testing.T, m *manifest, bin string, log io.Writer) (*exprdproc.
 	}
 	setPodEnv(t, m, c)
 	args = append(args, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0")
+	// The manifests' etcd is stood in for by one embedded member on
+	// loopback, as the listen addresses are moved there.
+	store, err := m.registryStore()
+	if err != nil {
+		return nil, err
+	}
+	if store.endpoints != nil {
+		if store.tls {
+			return nil, errors.New("--registry-store etcds://: the embedded etcd that stands in for it speaks plaintext only")
+		}
+		args = append(args, "--registry-store=etcd://"+etcdtest.Start(t).Endpoint())
+	}
 	proc, err := exprdproc.Start(bin, log, args...)
 	if err != nil {
 		return nil, fmt.Errorf("exprd %s: %w", strings.Join(args, " "), err)
@@ -373,6 +402,26 @@ func (m *manifest) manualNames() ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// readyzStore is the registry store the metrics port's /readyz reports.
+func readyzStore(metricsAddr string) (string, error) {
+	resp, err := http.Get("http://" + metricsAddr + "/readyz")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Ready    bool
+		Registry struct{ Store string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return "", fmt.Errorf("%s: %w", resp.Status, err)
+	}
+	if resp.StatusCode != http.StatusOK || !body.Ready {
+		return body.Registry.Store, fmt.Errorf("%s, ready %v", resp.Status, body.Ready)
+	}
+	return body.Registry.Store, nil
 }
 
 // loggedDrainTimeout waits for exprd's "exprd draining" line and returns its

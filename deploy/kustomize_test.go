@@ -22,6 +22,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -57,6 +59,8 @@ func kustomizations(t *testing.T) []string {
 type manifest struct {
 	dir        string
 	deployment *appsv1.Deployment
+	// services, pdb and netpol are exprd's: those that do not select
+	// etcd's pods.
 	services   []*corev1.Service
 	configMaps map[string]*corev1.ConfigMap
 	hpa        *autoscalingv2.HorizontalPodAutoscaler
@@ -64,6 +68,9 @@ type manifest struct {
 	netpol     *networkingv1.NetworkPolicy
 	namespaces []*corev1.Namespace
 	accounts   []*corev1.ServiceAccount
+	// etcd is the shared tool registry's store; nil when the build runs
+	// none (the base: --registry-store memory).
+	etcd *etcdObjects
 	// secrets are the Secrets the operator creates, as secretsExample
 	// beside the kustomization lists them: not part of the build.
 	secrets map[string]*corev1.Secret
@@ -89,7 +96,13 @@ func build(fSys filesys.FileSystem, dir string) (*manifest, error) {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
 	m := &manifest{dir: dir, configMaps: map[string]*corev1.ConfigMap{}}
-	var errs []error
+	var (
+		errs         []error
+		services     []*corev1.Service
+		pdbs         []*policyv1.PodDisruptionBudget
+		netpols      []*networkingv1.NetworkPolicy
+		statefulSets []*appsv1.StatefulSet
+	)
 	for _, r := range res.Resources() {
 		gvk := r.GetApiVersion() + " " + r.GetKind()
 		id := fmt.Sprintf("%s %s/%s", gvk, r.GetNamespace(), r.GetName())
@@ -106,9 +119,12 @@ func build(fSys filesys.FileSystem, dir string) (*manifest, error) {
 			}
 			m.deployment = &appsv1.Deployment{}
 			obj = m.deployment
+		case "apps/v1 StatefulSet":
+			s := &appsv1.StatefulSet{}
+			statefulSets, obj = append(statefulSets, s), s
 		case "v1 Service":
 			s := &corev1.Service{}
-			m.services, obj = append(m.services, s), s
+			services, obj = append(services, s), s
 		case "v1 ConfigMap":
 			c := &corev1.ConfigMap{}
 			m.configMaps[r.GetName()], obj = c, c
@@ -116,11 +132,11 @@ func build(fSys filesys.FileSystem, dir string) (*manifest, error) {
 			m.hpa = &autoscalingv2.HorizontalPodAutoscaler{}
 			obj = m.hpa
 		case "policy/v1 PodDisruptionBudget":
-			m.pdb = &policyv1.PodDisruptionBudget{}
-			obj = m.pdb
+			p := &policyv1.PodDisruptionBudget{}
+			pdbs, obj = append(pdbs, p), p
 		case "networking.k8s.io/v1 NetworkPolicy":
-			m.netpol = &networkingv1.NetworkPolicy{}
-			obj = m.netpol
+			n := &networkingv1.NetworkPolicy{}
+			netpols, obj = append(netpols, n), n
 		case "v1 Namespace":
 			n := &corev1.Namespace{}
 			m.namespaces, obj = append(m.namespaces, n), n
@@ -139,6 +155,7 @@ func build(fSys filesys.FileSystem, dir string) (*manifest, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", id, e))
 		}
 	}
+	errs = append(errs, m.assign(statefulSets, services, pdbs, netpols)...)
 	if m.secrets, err = readSecrets(fSys, path.Join(dir, secretsExample)); err != nil {
 		errs = append(errs, err)
 	}
@@ -154,6 +171,52 @@ func build(fSys filesys.FileSystem, dir string) (*manifest, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// assign sorts the Services, disruption budgets and NetworkPolicies into
+// exprd's and etcd's by the pods they select: etcd's select the
+// StatefulSet's pods (etcd is the only StatefulSet the checks know), the
+// rest are exprd's, whose checks then say what is wrong with them.
+func (m *manifest) assign(statefulSets []*appsv1.StatefulSet, services []*corev1.Service, pdbs []*policyv1.PodDisruptionBudget, netpols []*networkingv1.NetworkPolicy) []error {
+	var errs []error
+	var etcdPod labels.Set
+	switch len(statefulSets) {
+	case 0:
+	case 1:
+		m.etcd = &etcdObjects{sts: statefulSets[0]}
+		etcdPod = statefulSets[0].Spec.Template.Labels
+	default:
+		errs = append(errs, fmt.Errorf("%d StatefulSets; the checks expect one, etcd's", len(statefulSets)))
+	}
+	ofEtcd := func(sel *metav1.LabelSelector) bool { return m.etcd != nil && selects(sel, etcdPod) }
+	for _, s := range services {
+		if ofEtcd(&metav1.LabelSelector{MatchLabels: s.Spec.Selector}) {
+			m.etcd.services = append(m.etcd.services, s)
+		} else {
+			m.services = append(m.services, s)
+		}
+	}
+	for _, p := range pdbs {
+		switch {
+		case ofEtcd(p.Spec.Selector) && m.etcd.pdb == nil:
+			m.etcd.pdb = p
+		case !ofEtcd(p.Spec.Selector) && m.pdb == nil:
+			m.pdb = p
+		default:
+			errs = append(errs, fmt.Errorf("PodDisruptionBudget %s: a second one for the same pods; the checks expect one each", p.Name))
+		}
+	}
+	for _, n := range netpols {
+		switch {
+		case ofEtcd(&n.Spec.PodSelector) && m.etcd.netpol == nil:
+			m.etcd.netpol = n
+		case !ofEtcd(&n.Spec.PodSelector) && m.netpol == nil:
+			m.netpol = n
+		default:
+			errs = append(errs, fmt.Errorf("NetworkPolicy %s: a second one for the same pods; the checks expect one each", n.Name))
+		}
+	}
+	return errs
 }
 
 // mustBuild is build for a test.
@@ -396,6 +459,16 @@ func readSecrets(fSys filesys.FileSystem, file string) (map[string]*corev1.Secre
 	return out, errors.Join(errs...)
 }
 
+// netpol is a NetworkPolicy document for exprd's pods, for TestBuildIsStrict.
+func netpol(name string) string {
+	return "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: " + name + "}\nspec: {podSelector: {matchLabels: {app: exprd}}}\n"
+}
+
+// statefulSet is a StatefulSet document, for TestBuildIsStrict.
+func statefulSet(name string) string {
+	return "---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: " + name + "}\nspec:\n  selector: {matchLabels: {app: " + name + "}}\n  template:\n    metadata: {labels: {app: " + name + "}}\n    spec: {containers: [{name: etcd, image: etcd:1}]}\n"
+}
+
 // TestBuildIsStrict feeds build objects the API server would refuse or
 // silently change, and expects an error naming the problem.
 func TestBuildIsStrict(t *testing.T) {
@@ -420,6 +493,8 @@ spec:
 		{"a value of the wrong type", deployment + "          ports: [{containerPort: grpc}]\n", "cannot unmarshal string"},
 		{"a kind with no decoder", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "no typed decoder"},
 		{"a Deployment alone", deployment, "no HorizontalPodAutoscaler"},
+		{"two NetworkPolicies for exprd's pods", deployment + netpol("a") + netpol("b"), "NetworkPolicy b: a second one for the same pods"},
+		{"two StatefulSets", deployment + statefulSet("etcd") + statefulSet("etcd2"), "2 StatefulSets"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

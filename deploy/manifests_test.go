@@ -44,6 +44,10 @@ func TestManifests(t *testing.T) {
 		{"tool registry read-only", checkRegistryReadOnly},
 		{"UTCP variables bound from a mounted Secret", checkUTCPVariables},
 		{"Secrets are listed, required, readable files", checkSecrets},
+		{"etcd members agree and keep a quorum", checkEtcdMembers},
+		{"etcd pod locked down, probed, pinned", checkEtcdPod},
+		{"only exprd reaches etcd", checkEtcdNetworkPolicy},
+		{"--registry-store is the etcd Service", checkRegistryStore},
 	}
 	for _, dir := range kustomizations(t) {
 		t.Run(strings.TrimPrefix(dir, k8sDir+"/"), func(t *testing.T) {
@@ -290,19 +294,27 @@ func checkScaling(m *manifest) error {
 	return errors.Join(errs...)
 }
 
+// containerResources checks that a container requests and limits CPU and
+// memory, the request no more than the limit.
+func containerResources(c corev1.Container) []error {
+	var errs []error
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, hasReq := c.Resources.Requests[name]
+		lim, hasLim := c.Resources.Limits[name]
+		switch {
+		case !hasReq || !hasLim:
+			errs = append(errs, fmt.Errorf("container %s: %s: got requests %v, limits %v; want both", c.Name, name, hasReq, hasLim))
+		case req.Cmp(lim) > 0:
+			errs = append(errs, fmt.Errorf("container %s: %s: request %s is over the limit %s", c.Name, name, req.String(), lim.String()))
+		}
+	}
+	return errs
+}
+
 func checkResources(m *manifest) error {
 	var errs []error
 	for _, c := range m.deployment.Spec.Template.Spec.Containers {
-		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[name]
-			lim, hasLim := c.Resources.Limits[name]
-			switch {
-			case !hasReq || !hasLim:
-				errs = append(errs, fmt.Errorf("container %s: %s: got requests %v, limits %v; want both", c.Name, name, hasReq, hasLim))
-			case req.Cmp(lim) > 0:
-				errs = append(errs, fmt.Errorf("container %s: %s: request %s is over the limit %s", c.Name, name, req.String(), lim.String()))
-			}
-		}
+		errs = append(errs, containerResources(c)...)
 		lim, ok := c.Resources.Limits[corev1.ResourceMemory]
 		if !ok {
 			continue
@@ -348,11 +360,22 @@ func goMemLimit(s string) (int64, error) {
 }
 
 func checkSecurity(m *manifest) error {
+	errs := podSecurity(m.deployment.Spec.Template.Spec)
+	for _, ns := range m.namespaces {
+		if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+			errs = append(errs, fmt.Errorf("Namespace %s: pod-security.kubernetes.io/enforce: got %q, want restricted, which the pods meet", ns.Name, got))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// podSecurity checks a pod template against the restricted Pod Security
+// Standard, and more: no service account token, a read-only root.
+func podSecurity(spec corev1.PodSpec) []error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	spec := m.deployment.Spec.Template.Spec
 	if a := spec.AutomountServiceAccountToken; a == nil || *a {
-		fail("pod: automountServiceAccountToken: got %v, want false (exprd does not call the API server)", deref(a))
+		fail("pod: automountServiceAccountToken: got %v, want false (it does not call the API server)", deref(a))
 	}
 	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
 		fail("pod: host namespaces: got hostNetwork %v, hostPID %v, hostIPC %v; want none", spec.HostNetwork, spec.HostPID, spec.HostIPC)
@@ -399,12 +422,7 @@ func checkSecurity(m *manifest) error {
 			fail("container %s: capabilities: got %+v, want drop [ALL] and add none", c.Name, deref(caps))
 		}
 	}
-	for _, ns := range m.namespaces {
-		if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
-			fail("Namespace %s: pod-security.kubernetes.io/enforce: got %q, want restricted, which the pod meets", ns.Name, got)
-		}
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func checkNetworkPolicy(m *manifest) error {
