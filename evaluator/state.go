@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -8,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
+	"github.com/exprd/exprd/membudget"
 )
 
 // State is a session's scopes.root: a JSON object that calls read and write.
@@ -25,6 +27,35 @@ type State struct {
 	// exact after Replace, an upper estimate after patches and writes,
 	// counted again when the estimate passes MaxStateContainers.
 	boxes int
+	// mem holds the state's memory in the server's budget (nil: none):
+	// its estimate (stateMemory) less base, what the state it was forked
+	// from holds of it already.
+	mem  *membudget.Reservation
+	base int64
+}
+
+// stateMemory estimates the bytes of Go a state of size bytes of JSON and
+// boxes objects and arrays holds: measured at 1 (long strings) to 7
+// (small objects) times its JSON, plus about 64 bytes an object or array
+// (`{}` is 2 bytes of JSON).
+func stateMemory(size, boxes int) int64 { return 8*int64(size) + 64*int64(boxes) }
+
+// UseMemory makes the state reserve what it holds from r (a reservation
+// of the server's memory budget) from now on: every change reserves its
+// growth before it is made, and a change the budget cannot hold is refused
+// with a *membudget.ExhaustedError, the state unchanged. What the state
+// holds when UseMemory is called is not counted: it is shared with the
+// state it was forked from.
+func (s *State) UseMemory(r *membudget.Reservation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mem, s.base = r, stateMemory(s.size, s.boxes)
+}
+
+// charge reserves the memory of a root of size bytes and boxes containers
+// (callers hold mu) without waiting.
+func (s *State) charge(size, boxes int) error {
+	return s.mem.TryResize(stateMemory(size, boxes) - s.base)
 }
 
 // Bounds of every state besides its bytes: what a state costs in memory
@@ -125,17 +156,25 @@ func (s *State) Replace(data []byte) error {
 	if s.maxBytes > 0 && len(data) > s.maxBytes {
 		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
 	}
-	v, boxes, err := decodeState(data, "state")
-	if err != nil {
+	// Decoding holds the new state beside the old one: reserve for both,
+	// counting the containers at the most the bytes and the limit allow.
+	held := s.mem.Size()
+	if err := s.mem.Resize(context.Background(), held+stateMemory(len(data), min(len(data)/2+1, MaxStateContainers))); err != nil {
 		return err
 	}
+	v, boxes, err := decodeState(data, "state")
 	m, ok := v.(map[string]any)
-	if !ok {
-		return fmt.Errorf("state must be a JSON object, got %s", jsonKind(v))
+	if err == nil && !ok {
+		err = fmt.Errorf("state must be a JSON object, got %s", jsonKind(v))
 	}
 	s.mu.Lock()
-	s.root, s.size, s.boxes = m, len(data), boxes
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if err != nil {
+		_ = s.mem.TryResize(held) // shrinking back: never fails
+		return err
+	}
+	s.root, s.size, s.boxes, s.base = m, len(data), boxes, 0
+	_ = s.mem.TryResize(stateMemory(s.size, s.boxes))
 	return nil
 }
 
@@ -145,27 +184,44 @@ func (s *State) MergePatch(data []byte) error {
 	if s.maxBytes > 0 && len(data) > s.maxBytes {
 		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
 	}
-	v, patchBoxes, err := decodeState(data, "patch")
-	if err != nil {
+	// The patch, decoded, joins the state: reserve it before decoding.
+	held := s.mem.Size()
+	if err := s.mem.Resize(context.Background(), held+stateMemory(len(data), min(len(data)/2+1, MaxStateContainers))); err != nil {
 		return err
-	}
-	patch, ok := v.(map[string]any)
-	if !ok {
-		return fmt.Errorf("a patch of the state must be a JSON object, got %s", jsonKind(v))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	root := mergePatch(s.root, patch).(map[string]any)
-	size, err := s.fits(root, s.size+len(data))
+	root, size, boxes, err := s.patched(data)
 	if err != nil {
-		return err
-	}
-	boxes, err := boxesFit(root, s.boxes+patchBoxes)
-	if err != nil {
+		_ = s.mem.TryResize(held)
 		return err
 	}
 	s.root, s.size, s.boxes = root, size, boxes
+	_ = s.mem.TryResize(max(stateMemory(size, boxes)-s.base, 0))
 	return nil
+}
+
+// patched is the root with the merge patch data applied, its size and its
+// objects and arrays; callers hold mu.
+func (s *State) patched(data []byte) (map[string]any, int, int, error) {
+	v, patchBoxes, err := decodeState(data, "patch")
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	patch, ok := v.(map[string]any)
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("a patch of the state must be a JSON object, got %s", jsonKind(v))
+	}
+	root := mergePatch(s.root, patch).(map[string]any)
+	size, err := s.fits(root, s.size+len(data))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	boxes, err := boxesFit(root, s.boxes+patchBoxes)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return root, size, boxes, nil
 }
 
 // mergePatch is RFC 7386's MergePatch, copying only what the patch changes.
@@ -209,6 +265,9 @@ func (s *State) set(p Path, v any, size int) error {
 	}
 	boxes, err := boxesFit(root, s.boxes+added)
 	if err != nil {
+		return budgetError(BudgetState, "%s", err.Error())
+	}
+	if err := s.charge(total, boxes); err != nil {
 		return budgetError(BudgetState, "%s", err.Error())
 	}
 	s.root, s.size, s.boxes = root, total, boxes

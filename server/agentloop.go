@@ -107,6 +107,9 @@ func (a *agentLoop) Run(stream agentStream) error {
 	t := &turn{stream: stream, state: a.s.opts.initialState.Fork(a.s.opts.maxStateBytes),
 		outputs: newReplies[*exprdv1.ToolOutput](), hooks: newReplies[*exprdv1.HookReply](),
 		approvals: newReplies[*exprdv1.AgentApprovalReply](), gone: make(chan struct{})}
+	mem := a.s.opts.memory.Empty("the turn's state")
+	defer mem.Release()
+	t.state.UseMemory(mem)
 	if js := start.GetStateJson(); len(js) > 0 {
 		if err := t.state.Replace(js); err != nil {
 			return stateStatus("start.state_json", err)

@@ -35,6 +35,9 @@ func (s *Server) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1.C
 		return nil, err
 	}
 	st := evaluator.NewState(s.opts.maxStateBytes)
+	mem := s.opts.memory.Empty("the call's state")
+	defer mem.Release()
+	st.UseMemory(mem)
 	if len(req.GetStateJson()) > 0 {
 		if err := st.Replace(req.GetStateJson()); err != nil {
 			return nil, stateStatus("state_json", err)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/membudget"
 )
 
 // The server's limits. Each is a named default, set by an Option; a request
@@ -56,6 +57,7 @@ const (
 	quotaStreamsPerCon   = "max_streams_per_connection"
 	quotaSessions        = "max_sessions"
 	quotaRate            = "rate_limit"
+	quotaMemoryBudget    = "memory_budget"
 )
 
 // quotaFailure is the detail of a ResourceExhausted: which limit, and what.
@@ -138,6 +140,10 @@ func connKey(ctx context.Context) string {
 // (its bytes, its objects and arrays, its depth); ok is false for any other
 // refusal.
 func stateQuota(err error) (subject string, ok bool) {
+	var spent *membudget.ExhaustedError
+	if errors.As(err, &spent) {
+		return quotaMemoryBudget, true
+	}
 	var big *evaluator.StateTooLargeError
 	if !errors.As(err, &big) {
 		return "", false

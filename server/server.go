@@ -24,6 +24,7 @@ import (
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
@@ -94,6 +95,7 @@ type options struct {
 	tracerProvider            trace.TracerProvider
 	registry                  *utcp.Registry
 	store                     toolstore.Store
+	memory                    *membudget.Budget
 	models                    *model.Registry
 	grpcOpts                  []grpc.ServerOption
 }
@@ -279,6 +281,16 @@ func WithRegistry(r *utcp.Registry) Option {
 	return func(o *options) error { o.registry = r; return nil }
 }
 
+// WithMemoryBudget makes the states of sessions, agent turns and calls
+// reserve their memory from b: a state the budget cannot hold is refused
+// (RESOURCE_EXHAUSTED, QuotaFailure subject memory_budget), a write it
+// cannot hold is the call's budget-exceeded (default: no budget). Give the
+// same budget to the UTCP registry (utcp.WithMemoryBudget) for tools'
+// answers.
+func WithMemoryBudget(b *membudget.Budget) Option {
+	return func(o *options) error { o.memory = b; return nil }
+}
+
 // WithToolStore sets where ToolRegistry's writes go: the registry's own
 // memory (toolstore.Local, the default, made when New runs: the manuals the
 // registry holds then are the operator's) or a store shared by replicas
@@ -362,7 +374,7 @@ func New(opts ...Option) (*Server, error) {
 	}
 	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: newStreamLimits(o.maxStreamsPerConn, o.maxSessions),
 		rate: newCallerLimiter(o.ratePerSecond, o.rateBurst, o.maxRateBuckets, o.trustedProxies), tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
-	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store); err != nil {
+	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store, o.memory); err != nil {
 		return nil, err
 	}
 	gopts := []grpc.ServerOption{

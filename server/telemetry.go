@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/toolstore"
 )
 
@@ -27,7 +28,7 @@ type metrics struct {
 	reg        metric.Registration
 }
 
-func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstore.Store) (*metrics, error) {
+func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstore.Store, mem *membudget.Budget) (*metrics, error) {
 	m := mp.Meter(meterName)
 	var out metrics
 	var err error
@@ -70,7 +71,22 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 	if err != nil {
 		return nil, err
 	}
+	memLimit, err := m.Int64ObservableGauge("exprd.memory_budget.limit", metric.WithUnit("By"), metric.WithDescription("The server's memory budget (0: none)."))
+	if err != nil {
+		return nil, err
+	}
+	memUsed, err := m.Int64ObservableGauge("exprd.memory_budget.reserved", metric.WithUnit("By"), metric.WithDescription("Bytes reserved from the memory budget: states and tools' answers being read."))
+	if err != nil {
+		return nil, err
+	}
+	memRefused, err := m.Int64ObservableCounter("exprd.memory_budget.refusals", metric.WithDescription("Reservations the memory budget could not make in time."))
+	if err != nil {
+		return nil, err
+	}
 	out.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(memLimit, mem.Limit())
+		o.ObserveInt64(memUsed, mem.InUse())
+		o.ObserveInt64(memRefused, mem.Refusals())
 		s := ev.CacheStats()
 		o.ObserveInt64(hits, int64(s.Hits))
 		o.ObserveInt64(misses, int64(s.Misses))
@@ -80,7 +96,7 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 			o.ObserveInt64(rev, st.Revision)
 		}
 		return nil
-	}, hits, misses, stale, rev)
+	}, hits, misses, stale, rev, memLimit, memUsed, memRefused)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,11 @@ func (r *Registry) Call(ctx context.Context, name string, args map[string]any) (
 	timeout := r.timeoutOf(e)
 	cctx, cancel := withDeadline(ctx, timeout)
 	defer cancel()
-	v, err := tr.Call(cctx, e.tool, args)
+	// What the call reads of its answer is reserved from the memory
+	// budget as it reads, and given back once the value is returned.
+	mem := r.cfg.memory.Empty("tool " + e.tool.Name + "'s answer")
+	defer mem.Release()
+	v, err := tr.Call(withCallMemory(cctx, mem), e.tool, args)
 	if err != nil {
 		return nil, r.logged(ctx, callError(ctx, cctx, e.tool.Name, timeout, err))
 	}

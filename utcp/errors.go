@@ -146,6 +146,7 @@ const (
 	ReasonNotCallable     Reason = "not-callable"       // the tool's template cannot be called (text)
 	ReasonAuth            Reason = "auth"               // the OAuth2 token could not be had
 	ReasonUnsupportedType Reason = "unsupported"        // no transport for the template type
+	ReasonMemory          Reason = "memory-budget"      // the server's memory budget could not hold the answer now
 )
 
 // TransportError is a failure between exprd and the provider. It carries the
@@ -197,6 +198,8 @@ func (e *TransportError) Error() string {
 		}
 	case ReasonUnsupportedType:
 		what = "no transport for this call template type"
+	case ReasonMemory:
+		what = "the server's memory budget cannot hold the provider's answer now; retry later"
 	case ReasonFailed:
 		what = "provider call failed"
 	default:

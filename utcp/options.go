@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/internal/egress"
+	"github.com/exprd/exprd/membudget"
 )
 
 // Registry defaults.
@@ -36,6 +37,7 @@ type Option func(*config) error
 type config struct {
 	timeout      time.Duration
 	maxResponse  int64
+	memory       *membudget.Budget
 	maxManuals   int
 	maxTools     int
 	wrap         func(http.RoundTripper) http.RoundTripper
@@ -255,4 +257,12 @@ func WithTransport(kind string, f TransportFactory) Option {
 		c.factories[kind] = f
 		return nil
 	}
+}
+
+// WithMemoryBudget makes a call's reading of its answer reserve from b as
+// it reads (three times the bytes: the body and the value decoded from
+// it), given back when the call returns. When b cannot hold it, the call
+// fails with ReasonMemory. Default: no budget.
+func WithMemoryBudget(b *membudget.Budget) Option {
+	return func(c *config) error { c.memory = b; return nil }
 }

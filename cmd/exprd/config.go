@@ -16,6 +16,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/internal/egress"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 )
@@ -63,6 +64,9 @@ type config struct {
 	registryMaxManuals        int
 	registryMaxTools          int
 	store                     storeConfig
+	memoryBudget              int64
+	memoryBudgetWait          time.Duration
+	memory                    *membudget.Budget // made from the two above at start
 
 	maxConnAge      time.Duration
 	maxConnAgeGrace time.Duration
@@ -112,6 +116,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.registryMaxManuals, "registry-max-manuals", utcp.DefaultMaxManuals, "manuals the tool registry holds at once, the operator's included")
 	fs.IntVar(&c.registryMaxTools, "registry-max-tools", utcp.DefaultMaxTools, "tools the tool registry holds at once, over every manual")
 	c.store.flags(fs)
+	fs.Int64Var(&c.memoryBudget, "memory-budget", 0, "bytes the states of sessions, turns and calls and the tools' answers being read may hold at once (0: 70% of the cgroup's memory limit, else of GOMEMLIMIT, else of the machine's memory)")
+	fs.DurationVar(&c.memoryBudgetWait, "memory-budget-wait", 250*time.Millisecond, "how long work waits for room in a spent memory budget before it is refused (RESOURCE_EXHAUSTED)")
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
 	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")
@@ -258,6 +264,9 @@ func (c config) validate() error {
 	}
 	if _, err := c.egressPolicy(); err != nil {
 		errs = append(errs, fmt.Errorf("egress-allow: %v", err))
+	}
+	if c.memoryBudget < 0 || c.memoryBudgetWait < 0 {
+		errs = append(errs, fmt.Errorf("memory-budget %d, memory-budget-wait %s: want neither negative", c.memoryBudget, c.memoryBudgetWait))
 	}
 	if err := c.store.validate(); err != nil {
 		errs = append(errs, err)

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
 )
 
@@ -50,6 +51,10 @@ func run(args []string) error {
 	if soft := setMemoryLimit("/sys/fs/cgroup", os.Getenv); soft > 0 {
 		log.Info("memory limit from the cgroup", "gomemlimit_bytes", soft)
 	}
+
+	budget, from := memoryBudget(c.memoryBudget, "/sys/fs/cgroup", "/proc/meminfo")
+	log.Info("memory budget", "bytes", budget, "from", from)
+	c.memory = membudget.New(budget, c.memoryBudgetWait)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -79,7 +84,7 @@ func run(args []string) error {
 	}
 	defer func() { _ = store.Close() }()
 	tel.handle("/readyz", readyz(store))
-	opts = append(opts, server.WithRegistry(tl.reg), server.WithToolStore(store), server.WithModels(md.reg))
+	opts = append(opts, server.WithRegistry(tl.reg), server.WithToolStore(store), server.WithModels(md.reg), server.WithMemoryBudget(c.memory))
 	srv, err := server.New(opts...)
 	if err != nil {
 		return err

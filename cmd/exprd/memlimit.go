@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -52,4 +53,44 @@ func setMemoryLimit(root string, getenv func(string) string) int64 {
 	soft := int64(float64(limit) * memoryLimitShare)
 	debug.SetMemoryLimit(soft)
 	return soft
+}
+
+// memoryBudgetShare is the part of the memory exprd may use that its
+// memory budget takes: the rest is the runtime, connections, messages in
+// flight, compiled programs and garbage not yet collected.
+const memoryBudgetShare = 0.7
+
+// memoryBudget is the memory budget's size: flagged when positive, else
+// memoryBudgetShare of the cgroup's limit, else of the soft limit the
+// runtime has (GOMEMLIMIT), else of the machine's memory (meminfo, as
+// /proc/meminfo reads). from says which.
+func memoryBudget(flagged int64, cgroupRoot, meminfo string) (n int64, from string) {
+	if flagged > 0 {
+		return flagged, "--memory-budget"
+	}
+	if limit, ok := cgroupMemoryLimit(cgroupRoot); ok {
+		return int64(float64(limit) * memoryBudgetShare), "the cgroup's memory limit"
+	}
+	if soft := debug.SetMemoryLimit(-1); soft > 0 && soft < math.MaxInt64 {
+		return int64(float64(soft) * memoryBudgetShare), "GOMEMLIMIT"
+	}
+	if total, ok := memTotal(meminfo); ok {
+		return int64(float64(total) * memoryBudgetShare), "the machine's memory"
+	}
+	return 1 << 30, "a default of 1 GiB (no limit found)"
+}
+
+// memTotal reads MemTotal from a /proc/meminfo file.
+func memTotal(path string) (int64, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err == nil && kb > 0
+		}
+	}
+	return 0, false
 }

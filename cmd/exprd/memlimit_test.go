@@ -58,3 +58,38 @@ func TestSetMemoryLimit(t *testing.T) {
 		t.Errorf("the runtime's limit: got %d, want 900000000", got)
 	}
 }
+
+func TestMemoryBudgetSize(t *testing.T) {
+	dir := t.TempDir()
+	cgroup := filepath.Join(dir, "cgroup")
+	if err := os.MkdirAll(cgroup, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cgroup, "memory.max"), []byte("1000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meminfo := filepath.Join(dir, "meminfo")
+	if err := os.WriteFile(meminfo, []byte("MemTotal:        1000 kB\nMemFree:  10 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name            string
+		flagged         int64
+		cgroup, meminfo string
+		want            int64
+	}{
+		{"the flag wins", 123, cgroup, meminfo, 123},
+		{"70% of the cgroup's limit", 0, cgroup, meminfo, 700000},
+		{"70% of the machine's memory", 0, filepath.Join(dir, "none"), meminfo, 716800},
+		{"1 GiB when nothing says", 0, filepath.Join(dir, "none"), filepath.Join(dir, "none"), 1 << 30},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if debug.SetMemoryLimit(-1) != math.MaxInt64 && tt.flagged == 0 && tt.cgroup != cgroup {
+				t.Skip("GOMEMLIMIT is set: it would be the source")
+			}
+			if got, _ := memoryBudget(tt.flagged, tt.cgroup, tt.meminfo); got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

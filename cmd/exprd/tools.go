@@ -36,6 +36,7 @@ func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error)
 		utcp.WithTimeout(c.utcpTimeout),
 		utcp.WithMaxManuals(c.registryMaxManuals),
 		utcp.WithMaxTools(c.registryMaxTools),
+		utcp.WithMemoryBudget(c.memory),
 	}
 	if c.utcpEnvFile != "" {
 		opts = append(opts, utcp.WithDotEnvFile(c.utcpEnvFile))

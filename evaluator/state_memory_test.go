@@ -1,0 +1,92 @@
+package evaluator_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/membudget"
+)
+
+// TestStateReservesItsMemory: a state reserves what it holds from the
+// memory budget before each change; a change the budget cannot hold is
+// refused with the state unchanged, and what a state no longer holds is
+// given back.
+func TestStateReservesItsMemory(t *testing.T) {
+	t.Parallel()
+	small := `{"a": "` + strings.Repeat("x", 1000) + `"}`  // ~8 KB estimated
+	big := `{"a": "` + strings.Repeat("x", 100_000) + `"}` // ~800 KB
+	for _, tt := range []struct {
+		name    string
+		budget  int64
+		change  func(*evaluator.State) error
+		refused bool
+	}{
+		{"a state within the budget", 1 << 20, func(st *evaluator.State) error { return st.Replace([]byte(small)) }, false},
+		{"a state over the budget", 200_000, func(st *evaluator.State) error { return st.Replace([]byte(big)) }, true},
+		{"a patch over the budget", 200_000, func(st *evaluator.State) error { return st.MergePatch([]byte(big)) }, true},
+		{"a write over the budget", 20_000, write("scopes.root.b", `"`+strings.Repeat("y", 3_000)+`"`), true},
+		{"a write within the budget", 1 << 20, write("scopes.root.b", `"`+strings.Repeat("y", 1_000)+`"`), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := membudget.New(tt.budget, time.Millisecond)
+			st := evaluator.NewState()
+			mem := b.Empty("state")
+			st.UseMemory(mem)
+			if err := st.Replace([]byte(`{"kept": 1}`)); err != nil {
+				t.Fatal(err)
+			}
+			err := tt.change(st)
+			if !tt.refused {
+				if err != nil {
+					t.Fatalf("got %v, want the change made", err)
+				}
+				if mem.Size() == 0 || b.InUse() != mem.Size() {
+					t.Errorf("reserved %d, in use %d: want the state's memory reserved", mem.Size(), b.InUse())
+				}
+				return
+			}
+			var spent *membudget.ExhaustedError
+			var e *evaluator.Error
+			switch {
+			case errors.As(err, &spent):
+			case errors.As(err, &e) && e.Reason == evaluator.BudgetExceeded && strings.Contains(e.Message, "memory budget"):
+			default:
+				t.Fatalf("got %v, want the memory budget's refusal", err)
+			}
+			if got := st.Snapshot(); len(got) != 1 || got["kept"] == nil {
+				t.Errorf("a refused change changed the state: %v", got)
+			}
+			if got, want := b.InUse(), mem.Size(); got != want || got > tt.budget {
+				t.Errorf("in use %d, reserved %d: want the state's own only", got, want)
+			}
+		})
+	}
+}
+
+// TestStateGivesBackWhatItNoLongerHolds: replacing a big state with a
+// small one shrinks the reservation.
+func TestStateGivesBackWhatItNoLongerHolds(t *testing.T) {
+	t.Parallel()
+	b := membudget.New(10<<20, time.Millisecond)
+	st := evaluator.NewState()
+	mem := b.Empty("state")
+	st.UseMemory(mem)
+	if err := st.Replace([]byte(`{"a": "` + strings.Repeat("x", 100_000) + `"}`)); err != nil {
+		t.Fatal(err)
+	}
+	big := mem.Size()
+	if err := st.Replace([]byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if small := mem.Size(); small >= big/100 {
+		t.Errorf("reserved %d after the small state, %d before: want it given back", small, big)
+	}
+	mem.Release()
+	if got := b.InUse(); got != 0 {
+		t.Errorf("in use %d after Release, want 0", got)
+	}
+}

@@ -1,0 +1,175 @@
+// Package membudget is the process's memory budget: work that holds memory
+// a client chose the size of (a state, a tool's answer) reserves its bytes
+// before it allocates them and gives them back when done. When the budget
+// is spent, a reservation waits briefly for room, then fails: a clear
+// error for that one request instead of the OOM killer for every one.
+//
+// The sizes are estimates of what Go will hold, decided by the callers;
+// the budget keeps the sum under its limit. It is built on
+// golang.org/x/sync/semaphore (FIFO: a large reservation is not starved by
+// small ones).
+package membudget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Budget is a limit on the bytes reserved at once. A nil *Budget is
+// unlimited: its reservations reserve nothing and never fail.
+type Budget struct {
+	sem      *semaphore.Weighted
+	limit    int64
+	wait     time.Duration
+	inUse    atomic.Int64
+	refusals atomic.Int64
+}
+
+// New returns a budget of limit bytes whose reservations wait at most wait
+// for room.
+func New(limit int64, wait time.Duration) *Budget {
+	return &Budget{sem: semaphore.NewWeighted(limit), limit: limit, wait: wait}
+}
+
+// Limit is the budget's size in bytes (0 for nil: unlimited).
+func (b *Budget) Limit() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.limit
+}
+
+// InUse is the bytes reserved now.
+func (b *Budget) InUse() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.inUse.Load()
+}
+
+// Refusals counts the reservations that failed.
+func (b *Budget) Refusals() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.refusals.Load()
+}
+
+// ExhaustedError is a reservation the budget could not make in time.
+type ExhaustedError struct {
+	What        string // what the bytes were for
+	Need        int64  // bytes asked for
+	Limit       int64
+	InUse       int64 // reserved by others when it gave up
+	Unreachable bool  // Need is more than the whole budget
+}
+
+func (e *ExhaustedError) Error() string {
+	if e.Unreachable {
+		return fmt.Sprintf("%s needs about %d bytes of memory, more than the server's whole memory budget of %d", e.What, e.Need, e.Limit)
+	}
+	return fmt.Sprintf("the server's memory budget is spent (%d of %d bytes reserved): %s needs about %d more; retry later", e.InUse, e.Limit, e.What, e.Need)
+}
+
+// Reservation holds bytes of a budget until Release. Its methods are safe
+// for concurrent use; a nil *Reservation reserves nothing.
+type Reservation struct {
+	b    *Budget
+	what string
+	mu   sync.Mutex
+	n    int64
+}
+
+// Reserve reserves n bytes for what, waiting at most the budget's wait
+// (or until ctx ends) for room.
+func (b *Budget) Reserve(ctx context.Context, what string, n int64) (*Reservation, error) {
+	r := b.Empty(what)
+	if err := r.Resize(ctx, n); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Empty is a reservation of nothing yet, for what, to Resize later.
+func (b *Budget) Empty(what string) *Reservation {
+	if b == nil {
+		return nil
+	}
+	return &Reservation{b: b, what: what}
+}
+
+// Size is the bytes the reservation holds.
+func (r *Reservation) Size() int64 {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+// Resize makes the reservation n bytes: growing waits as Reserve does and
+// leaves it as it was on failure (an *ExhaustedError, or ctx's error);
+// shrinking never fails.
+func (r *Reservation) Resize(ctx context.Context, n int64) error {
+	if r == nil {
+		return nil
+	}
+	n = max(n, 0)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.b
+	switch {
+	case n == r.n:
+		return nil
+	case n < r.n:
+		b.sem.Release(r.n - n)
+		b.inUse.Add(n - r.n)
+		r.n = n
+		return nil
+	}
+	grow := n - r.n
+	if n > b.limit {
+		b.refusals.Add(1)
+		return &ExhaustedError{What: r.what, Need: n, Limit: b.limit, Unreachable: true}
+	}
+	if !b.sem.TryAcquire(grow) {
+		wctx, cancel := context.WithTimeout(ctx, b.wait)
+		err := b.sem.Acquire(wctx, grow)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			b.refusals.Add(1)
+			return &ExhaustedError{What: r.what, Need: grow, Limit: b.limit, InUse: b.inUse.Load()}
+		}
+	}
+	b.inUse.Add(grow)
+	r.n = n
+	return nil
+}
+
+// TryResize is Resize without waiting: for a growth decided while a lock
+// is held.
+func (r *Reservation) TryResize(n int64) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := r.Resize(ctx, n)
+	if errors.Is(err, context.Canceled) {
+		r.b.refusals.Add(1)
+		return &ExhaustedError{What: r.what, Need: n - r.Size(), Limit: r.b.limit, InUse: r.b.inUse.Load()}
+	}
+	return err
+}
+
+// Release gives the reservation's bytes back; it may be resized again.
+func (r *Reservation) Release() {
+	_ = r.Resize(context.Background(), 0)
+}
