@@ -23,8 +23,15 @@ import (
 
 // Budget is a limit on the bytes reserved at once. A nil *Budget is
 // unlimited: its reservations reserve nothing and never fail.
+//
+// A sixteenth of the budget is kept for small reservations (each at most a
+// thousandth of it: a small state, a short answer), so that a few large
+// ones cannot hold every byte and make every small request, and the
+// clients that send only those, wait or fail.
 type Budget struct {
-	sem      *semaphore.Weighted
+	large    *semaphore.Weighted // the budget less the small part
+	small    *semaphore.Weighted // for reservations of at most smallMax
+	smallMax int64
 	limit    int64
 	wait     time.Duration
 	inUse    atomic.Int64
@@ -34,7 +41,9 @@ type Budget struct {
 // New returns a budget of limit bytes whose reservations wait at most wait
 // for room.
 func New(limit int64, wait time.Duration) *Budget {
-	return &Budget{sem: semaphore.NewWeighted(limit), limit: limit, wait: wait}
+	small := limit / 16
+	return &Budget{large: semaphore.NewWeighted(limit - small), small: semaphore.NewWeighted(small),
+		smallMax: limit / 1024, limit: limit, wait: wait}
 }
 
 // Limit is the budget's size in bytes (0 for nil: unlimited).
@@ -65,14 +74,14 @@ func (b *Budget) Refusals() int64 {
 type ExhaustedError struct {
 	What        string // what the bytes were for
 	Need        int64  // bytes asked for
-	Limit       int64
-	InUse       int64 // reserved by others when it gave up
-	Unreachable bool  // Need is more than the whole budget
+	Limit       int64  // the budget; with Unreachable, what one reservation may hold
+	InUse       int64  // reserved by others when it gave up
+	Unreachable bool   // Need is more than one reservation may ever hold
 }
 
 func (e *ExhaustedError) Error() string {
 	if e.Unreachable {
-		return fmt.Sprintf("%s needs about %d bytes of memory, more than the server's whole memory budget of %d", e.What, e.Need, e.Limit)
+		return fmt.Sprintf("%s needs about %d bytes of memory, more than the server's memory budget lets one request hold (%d)", e.What, e.Need, e.Limit)
 	}
 	return fmt.Sprintf("the server's memory budget is spent (%d of %d bytes reserved): %s needs about %d more; retry later", e.InUse, e.Limit, e.What, e.Need)
 }
@@ -80,10 +89,11 @@ func (e *ExhaustedError) Error() string {
 // Reservation holds bytes of a budget until Release. Its methods are safe
 // for concurrent use; a nil *Reservation reserves nothing.
 type Reservation struct {
-	b    *Budget
-	what string
-	mu   sync.Mutex
-	n    int64
+	b       *Budget
+	what    string
+	mu      sync.Mutex
+	n       int64
+	inSmall bool // n is held in the budget's small part
 }
 
 // Reserve reserves n bytes for what, waiting at most the budget's wait
@@ -129,19 +139,32 @@ func (r *Reservation) Resize(ctx context.Context, n int64) error {
 	case n == r.n:
 		return nil
 	case n < r.n:
-		b.sem.Release(r.n - n)
+		r.pool().Release(r.n - n)
 		b.inUse.Add(n - r.n)
+		r.n = n
+		r.inSmall = r.inSmall && n > 0
+		return nil
+	case n > b.limit-b.limit/16 && n > b.smallMax:
+		b.refusals.Add(1)
+		return &ExhaustedError{What: r.what, Need: n, Limit: b.limit - b.limit/16, Unreachable: true}
+	}
+	grow := n - r.n
+	// A small reservation grows in the small part while it fits there.
+	if (r.inSmall || r.n == 0) && n <= b.smallMax && b.small.TryAcquire(grow) {
+		r.inSmall = true
+		b.inUse.Add(grow)
 		r.n = n
 		return nil
 	}
-	grow := n - r.n
-	if n > b.limit {
-		b.refusals.Add(1)
-		return &ExhaustedError{What: r.what, Need: n, Limit: b.limit, Unreachable: true}
+	// Else it is held in the large part, all of it: what it held in the
+	// small part is given back once the large part has it all.
+	need := grow
+	if r.inSmall {
+		need = n
 	}
-	if !b.sem.TryAcquire(grow) {
+	if !b.large.TryAcquire(need) {
 		wctx, cancel := context.WithTimeout(ctx, b.wait)
-		err := b.sem.Acquire(wctx, grow)
+		err := b.large.Acquire(wctx, need)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -151,9 +174,21 @@ func (r *Reservation) Resize(ctx context.Context, n int64) error {
 			return &ExhaustedError{What: r.what, Need: grow, Limit: b.limit, InUse: b.inUse.Load()}
 		}
 	}
+	if r.inSmall {
+		b.small.Release(r.n)
+		r.inSmall = false
+	}
 	b.inUse.Add(grow)
 	r.n = n
 	return nil
+}
+
+// pool is the part of the budget the reservation holds its bytes in.
+func (r *Reservation) pool() *semaphore.Weighted {
+	if r.inSmall {
+		return r.b.small
+	}
+	return r.b.large
 }
 
 // TryResize is Resize without waiting: for a growth decided while a lock

@@ -10,6 +10,8 @@ import (
 	"github.com/exprd/exprd/membudget"
 )
 
+// The budgets of the tests are 1600 bytes: 1500 for large reservations,
+// 100 kept for small ones (at most 1 byte each: 1600/1024).
 func TestReserve(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
@@ -17,14 +19,14 @@ func TestReserve(t *testing.T) {
 		wantErr     bool
 		unreachable bool
 	}{
-		{"within", 0, 60, false, false},
-		{"at the limit", 40, 60, false, false},
-		{"one past what is left", 40, 61, true, false},
-		{"the whole budget", 0, 100, false, false},
-		{"more than the whole budget", 0, 101, true, true},
+		{"within", 0, 600, false, false},
+		{"at the limit", 400, 1100, false, false},
+		{"one past what is left", 400, 1101, true, false},
+		{"all one reservation may hold", 0, 1500, false, false},
+		{"more than one reservation may hold", 0, 1501, true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := membudget.New(100, 10*time.Millisecond)
+			b := membudget.New(1600, 10*time.Millisecond)
 			if _, err := b.Reserve(context.Background(), "other", tt.held); err != nil {
 				t.Fatal(err)
 			}
@@ -47,14 +49,47 @@ func TestReserve(t *testing.T) {
 	}
 }
 
+// TestSmallReservationsGoOn: with the large part spent, small
+// reservations still get the part kept for them, at once, up to it.
+func TestSmallReservationsGoOn(t *testing.T) {
+	b := membudget.New(1<<20, time.Minute) // small ones: at most 1 KiB each, 64 KiB in all
+	if _, err := b.Reserve(context.Background(), "big", 1<<20-1<<16); err != nil {
+		t.Fatal(err)
+	}
+	var small []*membudget.Reservation
+	for i := range 64 {
+		r, err := b.Reserve(context.Background(), "small", 1<<10)
+		if err != nil {
+			t.Fatalf("small reservation %d: %v", i, err)
+		}
+		small = append(small, r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := b.Reserve(ctx, "small", 1<<10); err == nil {
+		t.Fatalf("a 65th small reservation got room; want none left")
+	}
+	// A small reservation that grows large moves to the large part: with
+	// it spent, the growth fails and the reservation keeps what it had.
+	if err := small[0].Resize(ctx, 2<<10); err == nil || small[0].Size() != 1<<10 {
+		t.Fatalf("growth past the small size: got %v, size %d; want a refusal, 1024", err, small[0].Size())
+	}
+	for _, r := range small {
+		r.Release()
+	}
+	if got := b.InUse(); got != 1<<20-1<<16 {
+		t.Errorf("in use %d after the small ones were released, want the big one's %d", got, 1<<20-1<<16)
+	}
+}
+
 func TestResize(t *testing.T) {
-	b := membudget.New(100, 10*time.Millisecond)
+	b := membudget.New(1600, 10*time.Millisecond)
 	r := b.Empty("x")
 	ctx := context.Background()
 	if err := r.Resize(ctx, 70); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Resize(ctx, 101); err == nil {
+	if err := r.Resize(ctx, 1501); err == nil {
 		t.Fatal("grew past the budget")
 	}
 	if got := r.Size(); got != 70 {
@@ -75,14 +110,14 @@ func TestResize(t *testing.T) {
 // TestWaitsForRoom: a reservation that does not fit waits for one that
 // is released within the wait.
 func TestWaitsForRoom(t *testing.T) {
-	b := membudget.New(100, 5*time.Second)
-	held, err := b.Reserve(context.Background(), "held", 90)
+	b := membudget.New(1600, 5*time.Second)
+	held, err := b.Reserve(context.Background(), "held", 1400)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error)
 	go func() {
-		_, err := b.Reserve(context.Background(), "waiting", 50)
+		_, err := b.Reserve(context.Background(), "waiting", 500)
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond) // let it wait (it fails the test only by passing early)
@@ -100,13 +135,13 @@ func TestWaitsForRoom(t *testing.T) {
 // TestCallerCancels: a cancelled caller gets its context's error, not a
 // budget error.
 func TestCallerCancels(t *testing.T) {
-	b := membudget.New(10, time.Minute)
-	if _, err := b.Reserve(context.Background(), "held", 10); err != nil {
+	b := membudget.New(1600, time.Minute)
+	if _, err := b.Reserve(context.Background(), "held", 1500); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if _, err := b.Reserve(ctx, "x", 5); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := b.Reserve(ctx, "x", 50); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want the context's deadline", err)
 	}
 }

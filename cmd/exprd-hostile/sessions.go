@@ -19,8 +19,10 @@ import (
 // that never read).
 
 // stateFlood is case 1: each stream sends a state past the containers
-// bound (Rejected RESOURCE_EXHAUSTED, max_state_containers wanted), then a
-// legal one of normal objects, which a call reading it must see.
+// bound (Rejected RESOURCE_EXHAUSTED, max_state_containers or
+// memory_budget wanted), then a legal one of normal objects, which a call
+// reading it must see unless the memory budget refused it
+// (RESOURCE_EXHAUSTED, memory_budget).
 func stateFlood(ctx context.Context, e *env, t *tally) (string, error) {
 	n := e.cfg.stateStreams
 	conns, err := dialPool(e.addr, caseSource(1), (n+31)/32)
@@ -56,7 +58,9 @@ func stateStream(ctx context.Context, e *env, conn *grpc.ClientConn, t *tally) {
 			s.record(t, "hostile state", err, time.Since(t0))
 			return
 		}
-		t.answer("hostile state: "+kindOf(m), messageOf(m), isQuota(m, "max_state_containers"), time.Since(t0))
+		// Past the containers bound, or refused before decoding by a
+		// memory budget that cannot hold it now: either is right.
+		t.answer("hostile state: "+kindOf(m), messageOf(m), isQuota(m, "max_state_containers") || isQuota(m, "memory_budget"), time.Since(t0))
 
 		t0 = time.Now()
 		id := strconv.Itoa(n)
@@ -74,7 +78,9 @@ func stateStream(ctx context.Context, e *env, conn *grpc.ClientConn, t *tally) {
 			s.record(t, "legal state's call", err, time.Since(t0))
 			return
 		case early != nil:
-			t.answer("legal state: "+kindOf(early), messageOf(early), false, time.Since(t0))
+			// A legal state the memory budget cannot hold now is refused,
+			// not acknowledged: right, and nothing acknowledged is lost.
+			t.answer("legal state: "+kindOf(early), messageOf(early), isQuota(early, "memory_budget"), time.Since(t0))
 		default:
 			t.answer("legal state: read back "+answerKind(a), string(a.GetAnswerJson()), string(a.GetAnswerJson()) == wantRead, time.Since(t0))
 		}
