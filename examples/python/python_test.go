@@ -1,0 +1,173 @@
+package python_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/internal/exprdproc"
+)
+
+// python is Debian's interpreter, the one python3-grpcio and
+// python3-grpc-tools install for; a python3 earlier on PATH (pyenv, a
+// virtualenv) would not see them.
+const python = "/usr/bin/python3"
+
+// Bounds on the slow parts: apt-get may fetch the package lists and the
+// packages; the client itself takes well under a second against a warm
+// server.
+const (
+	installTimeout  = 5 * time.Minute
+	generateTimeout = time.Minute
+	buildTimeout    = 3 * time.Minute
+	clientTimeout   = 90 * time.Second
+)
+
+// TestPythonClient generates the stubs from proto/, then runs client.py
+// against a real exprd --demo: the client asserts every message it gets
+// and exits non-zero on a mismatch.
+func TestPythonClient(t *testing.T) {
+	ensureDeps(t)
+
+	stubs := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), generateTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, python, "generate.py", stubs).CombinedOutput(); err != nil {
+		t.Fatalf("%s generate.py %s: %v\n%s", python, stubs, err, out)
+	}
+
+	moduleDir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	bin, err := exprdproc.Build(ctx, moduleDir, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serverLog exprdproc.LogBuffer
+	p, err := exprdproc.Start(bin, &serverLog, "--demo", "--metrics-listen", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+
+	ctx, cancel = context.WithTimeout(context.Background(), clientTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "client.py", "--stubs", stubs, p.Addr)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s client.py %s: %v\n--- python output ---\n%s--- exprd log ---\n%s", python, p.Addr, err, out, serverLog.String())
+	}
+
+	cheapest := strings.Join(fiveCheapest(t), ", ")
+	for _, want := range []string{
+		"← opened session=",
+		"✓ the five cheapest: " + cheapest + "; the patch applied",
+		"← rejected kind=state_patch code=3 (INVALID_ARGUMENT)",
+		"reason=unknown-reference",
+		"✓ still usable",
+		"← confirm call=notify-yes step=0",
+		`← answer call=notify-no {"declined":true}`,
+		"← function_call call=download id=download/1 name=downloadCsv rows=5",
+		"✓ the answer carries the CSV built here",
+		"← describe name=expr",
+		"← call expr id=",
+		"← run_on_client expr id=",
+		"→ tool_output id=",
+		"← result expr id=",
+		"← done: completed after 2 steps",
+		"✓ the turn ran expr on the client once, selected " + cheapest,
+		"PASS: ExprTool session and AgentLoop turn as expected",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("python output lacks %q\n--- python output ---\n%s", want, out)
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("python output:\n%s", out)
+	}
+}
+
+// ensureDeps runs install-deps.sh when python cannot import grpc and
+// grpc_tools. When they still cannot be had, the test fails in CI and
+// skips elsewhere.
+func ensureDeps(t *testing.T) {
+	t.Helper()
+	if haveDeps() == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "install-deps.sh")
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("took longer than %s (are the Debian mirrors reachable?)", installTimeout)
+	}
+	if err == nil {
+		err = haveDeps()
+	}
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s cannot import grpc and grpc_tools, and install-deps.sh could not install "+
+		"python3-grpcio, python3-grpc-tools and python3-protobuf (it needs apt-get and root or sudo): %v\n%s", python, err, bytes.TrimSpace(out))
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// haveDeps says whether python imports what client.py and generate.py need.
+func haveDeps() error {
+	out, err := exec.Command(python, "-c", "import grpc, grpc_tools.protoc, google.protobuf").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", python, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// product is what the test reads of a demo product.
+type product struct {
+	ID    string  `json:"id"`
+	Price float64 `json:"price"`
+}
+
+// fiveCheapest is the ids of the five lowest-priced demo products, sorted:
+// computed here too, so the test does not take the client's word for it.
+func fiveCheapest(t *testing.T) []string {
+	t.Helper()
+	var state struct {
+		Products struct {
+			Items []product `json:"items"`
+		} `json:"products"`
+	}
+	if err := json.Unmarshal(examples.Products, &state); err != nil {
+		t.Fatal(err)
+	}
+	items := state.Products.Items
+	if len(items) < 5 {
+		t.Fatalf("products.json has %d products, want at least 5", len(items))
+	}
+	slices.SortStableFunc(items, func(a, b product) int { return cmp.Compare(a.Price, b.Price) })
+	ids := make([]string, 0, 5)
+	for _, it := range items[:5] {
+		ids = append(ids, it.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
