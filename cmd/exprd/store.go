@@ -54,7 +54,7 @@ func (s *storeConfig) endpoints() (eps []string, useTLS bool, err error) {
 	case strings.HasPrefix(s.url, "etcds://"):
 		useTLS = true
 	default:
-		return nil, false, fmt.Errorf("registry-store %q: want memory, etcd://host:port[,host:port...] or etcds://...", s.url)
+		return nil, false, fmt.Errorf("registry-store %q: want memory, etcd://host:port[,host:port...] or etcds://host:port[,...] for TLS", s.url)
 	}
 	_, list, _ := strings.Cut(s.url, "://")
 	for _, hp := range strings.Split(list, ",") {
@@ -73,7 +73,7 @@ func (s *storeConfig) validate() error {
 		return err
 	}
 	if eps == nil && (s.caFile != "" || s.certFile != "" || s.username != "") {
-		return fmt.Errorf("registry-store-*: TLS and user settings need --registry-store etcd://...")
+		return fmt.Errorf("registry-store-*: TLS and user settings need --registry-store etcd://host:port")
 	}
 	if (s.certFile == "") != (s.keyFile == "") {
 		return fmt.Errorf("registry-store-cert-file and registry-store-key-file go together")
