@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -12,8 +11,7 @@ import (
 
 // agentCmd runs one AgentLoop turn and prints it as it streams.
 func agentCmd(e *env, args []string) error {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.newFlagSet("agent")
 	prompt := fs.String("prompt", "", "the user's message (required)")
 	provider := fs.String("provider", "", "the model provider (empty: the server's default)")
 	system := fs.String("system", "", "the system prompt")
@@ -24,14 +22,15 @@ func agentCmd(e *env, args []string) error {
 	fs.Var(&utcpTools, "utcp", "declare UTCP tools as NAME=TOOL (add=math.add), or TOOL to use its own name with dots as _")
 	fs.Var(&codemodeTools, "codemode", "declare the built-in codemode tool over these UTCP tools")
 	maxSteps := fs.Uint("max-steps", 0, "stop after this many steps (0: the server's default, 10)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return errFlagParse
+	if err := parse(fs, args); err != nil {
+		return err
 	}
 	if *prompt == "" {
 		return usagef("--prompt is required")
+	}
+	steps, err := uint32Flag("max-steps", *maxSteps)
+	if err != nil {
+		return err
 	}
 	start := &exprdv1.AgentStart{Provider: *provider, System: *system,
 		Messages: []*exprdv1.AgentMessage{{Role: "user", Content: *prompt}}}
@@ -50,8 +49,8 @@ func agentCmd(e *env, args []string) error {
 		start.Tools = append(start.Tools, &exprdv1.AgentTool{Name: "codemode", Description: "Runs Expr code that chains tools: " + strings.Join(codemodeTools, ", "),
 			Executor: exprdv1.AgentTool_EXECUTOR_CODEMODE, CodemodeTools: codemodeTools})
 	}
-	if *maxSteps > 0 {
-		start.Stop = &exprdv1.StopCondition{Cond: &exprdv1.StopCondition_MaxSteps{MaxSteps: uint32(*maxSteps)}}
+	if steps > 0 {
+		start.Stop = &exprdv1.StopCondition{Cond: &exprdv1.StopCondition_MaxSteps{MaxSteps: steps}}
 	}
 	c, err := e.dial()
 	if err != nil {

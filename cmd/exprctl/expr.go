@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -34,11 +32,12 @@ func (f *callFlags) register(fs *flag.FlagSet, clientFnUsage string) {
 
 // inputs checks and reads what the flags name.
 func (f *callFlags) inputs() (input, state []byte, budgets *exprdv1.Budgets, err error) {
-	if f.timeoutMs > math.MaxUint32 {
-		return nil, nil, nil, usagef("--timeout-ms %d is too large", f.timeoutMs)
+	timeout, err := uint32Flag("timeout-ms", f.timeoutMs)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	if f.timeoutMs > 0 {
-		budgets = &exprdv1.Budgets{TimeoutMs: uint32(f.timeoutMs)}
+	if timeout > 0 {
+		budgets = &exprdv1.Budgets{TimeoutMs: timeout}
 	}
 	if input, err = callInput(f.call); err != nil {
 		return nil, nil, nil, err
@@ -153,42 +152,11 @@ func writeLine(w *exprdv1.StepWrite) string {
 	return fmt.Sprintf("write step=%d path=%s value=%s\n", w.GetStep(), w.GetPath(), w.GetValueJson())
 }
 
-// confirmer answers confirms from the flags, or by asking on the terminal:
-// the question goes to stderr, the answer is a line of stdin ("y" or "yes"
-// accepts; anything else, or the end of stdin, declines).
+// confirmer answers confirms on the terminal, or from --yes or --no.
 func (e *env) confirmer(yes, no bool) func(ctx context.Context, callID string, step int, text string) (bool, error) {
-	var mu sync.Mutex // one question at a time
-	in := bufio.NewReader(e.stdin)
+	t := newTerminal(e.stdin, e.stderr, yes, no)
 	return func(ctx context.Context, _ string, _ int, text string) (bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case yes:
-			fmt.Fprintf(e.stderr, "confirm: %s [y/N] y (--yes)\n", text)
-			return true, nil
-		case no:
-			fmt.Fprintf(e.stderr, "confirm: %s [y/N] n (--no)\n", text)
-			return false, nil
-		}
-		fmt.Fprintf(e.stderr, "confirm: %s [y/N] ", text)
-		line := make(chan string, 1)
-		// A read of stdin cannot be interrupted: wait for it or for the
-		// call to end, whichever comes first.
-		go func() {
-			s, _ := in.ReadString('\n')
-			line <- s
-		}()
-		select {
-		case s := <-line:
-			if !strings.HasSuffix(s, "\n") {
-				fmt.Fprintln(e.stderr)
-			}
-			answer := strings.ToLower(strings.TrimSpace(s))
-			return answer == "y" || answer == "yes", nil
-		case <-ctx.Done():
-			fmt.Fprintln(e.stderr)
-			return false, ctx.Err()
-		}
+		return t.ask(ctx, "confirm: "+text)
 	}
 }
 

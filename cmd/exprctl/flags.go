@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -62,12 +63,22 @@ func (s *settingsFlags) settings() *exprdv1.Settings {
 	return out
 }
 
-// newFlagSet is a command's flag set; --addr may follow the command too.
+// newFlagSet is a command's flag set; the connection flags may follow the
+// command too.
 func (e *env) newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("exprctl "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	fs.StringVar(&e.addr, "addr", e.addr, "exprd's address (env EXPRCTL_ADDR)")
+	e.conn.register(fs)
 	return fs
+}
+
+// withUsage gives fs a usage line naming its arguments ("NAME (--file PATH
+// | --url URL)") above the flags.
+func withUsage(fs *flag.FlagSet, synopsis string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s %s\n\nflags:\n", fs.Name(), synopsis)
+		fs.PrintDefaults()
+	}
 }
 
 func parse(fs *flag.FlagSet, args []string) error {
@@ -81,6 +92,45 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
+}
+
+// parseArgs parses flags and arguments in any order (`tools register
+// NAME --file F` and `tools register --file F NAME`); after "--" all are
+// arguments. It wants between min and max arguments (max < 0: any number).
+func parseArgs(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errFlagParse
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	switch {
+	case len(pos) < minArgs:
+		return nil, usagef("too few arguments: see --help")
+	case maxArgs >= 0 && len(pos) > maxArgs:
+		return nil, usagef("unexpected argument %q", pos[maxArgs])
+	}
+	return pos, nil
+}
+
+// uint32Flag checks that a count flag fits its uint32 field.
+func uint32Flag(name string, v uint) (uint32, error) {
+	if v > math.MaxUint32 {
+		return 0, usagef("--%s %d is too large", name, v)
+	}
+	return uint32(v), nil
 }
 
 // callInput reads --call: JSON, or @FILE. It must be JSON: a call that is

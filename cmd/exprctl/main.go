@@ -1,18 +1,58 @@
-// Command exprctl is a command-line client of exprd's ExprTool service.
+// Command exprctl is a command-line client of exprd: its ExprTool,
+// AgentLoop, CodeMode and ToolRegistry services.
 //
-//	exprctl [--addr HOST:PORT] describe [--read] [--server-fn A,B] [--client-fn C] [--note TEXT] [--part PART]
-//	exprctl [--addr HOST:PORT] expr --call JSON [--state FILE] [--read] [--server-fn A,B] [--client-fn downloadCsv] [--yes|--no] [--timeout-ms N] [--csv-out FILE]
-//	exprctl [--addr HOST:PORT] call --call JSON [--state FILE] [--read] [--server-fn A,B] [--timeout-ms N]
+//	exprctl [CONN] describe [--read] [--server-fn A,B] [--client-fn C] [--note TEXT] [--part PART]
+//	exprctl [CONN] expr --call JSON [--state FILE] [--read] [--server-fn A,B] [--client-fn downloadCsv] [--yes|--no] [--timeout-ms N] [--csv-out FILE]
+//	exprctl [CONN] call --call JSON [--state FILE] [--read] [--server-fn A,B] [--timeout-ms N]
+//	exprctl [CONN] agent --prompt TEXT [--provider P] [--expr] [--utcp NAME=TOOL] [--codemode A,B] ...
+//	exprctl [CONN] codemode run (FILE | - | --code CODE | --prompt TEXT [--provider P]) [--tools A,B] [--needs-approval A,B] [--yes|--no] [--timeout-ms N] [--json]
+//	exprctl [CONN] tools list [--manual M] [--json]
+//	exprctl [CONN] tools search QUERY [--limit N] [--json]
+//	exprctl [CONN] tools register NAME (--file PATH | --url URL | --grpc-target HOST:PORT [--grpc-security tls|plaintext]) [--replace] [--json]
+//	exprctl [CONN] tools deregister NAME [--json]
 //
-// --addr defaults to $EXPRCTL_ADDR, else localhost:50051; it may also follow
-// the command. expr runs the call on a Session stream: each write is printed
-// as it happens ("write step=N path=P value=JSON"), then "answer JSON".
-// call does the same through the unary Call. --call takes the tool input
-// as JSON, or @FILE to read it from a file.
+// CONN, the connection flags, may also follow the command:
 //
-// The exit code is 0 when the call was answered, even with an error answer
-// for the model; 1 when the server refused the request or could not be
-// reached; 2 for a usage error.
+//	--addr HOST:PORT  exprd's address: $EXPRCTL_ADDR, else localhost:50051
+//	--token TOKEN     a bearer token, sent as "authorization: Bearer TOKEN"
+//	                  on every RPC: $EXPRCTL_TOKEN by default, which keeps it
+//	                  out of ps. Registry writes need one with the
+//	                  registry.write scope when the server has auth on.
+//	--tls             TLS, the server's certificate checked against the
+//	                  system's roots (default: plaintext, as exprd serves on
+//	                  loopback or behind a mesh; a token is then sent in
+//	                  the clear)
+//	--tls-ca FILE     TLS, checked against the CA certificates in FILE
+//
+// expr runs the call on a Session stream: each write is printed as it
+// happens ("write step=N path=P value=JSON"), then "answer JSON". call does
+// the same through the unary Call. --call takes the tool input as JSON, or
+// @FILE to read it from a file.
+//
+// codemode run runs a program on a CodeMode Run stream: from FILE, from
+// stdin (-) or --code, calling only the tools --tools lists; or a plan a
+// model makes of --prompt. It prints each event as it arrives: the plan,
+// each tool call's start and end, each chunk of a streaming tool, then the
+// value. A call of a tool --needs-approval lists waits for a y/N answer on
+// the terminal (the question on stderr, the answer a line of stdin), or
+// --yes / --no answers every one. Ctrl-C cancels the run (RunCancel) and
+// waits briefly for the server to say what it had done.
+//
+// tools manages and queries the UTCP tool registry. register sends --file
+// as manual_json: a UTCP manual, or an OpenAPI document the server
+// converts; it prints the tools registered and those left out, or
+// registered without their output schema, with why.
+//
+// codemode and tools print for people by default, and with --json one
+// JSON object per line: per event for codemode run ({"event": "chunk",
+// ...}, named as the proto's RunResponse fields, JSON bytes inlined), per
+// tool for list and search, one for the answer of register and deregister.
+// Errors go to stderr in both modes.
+//
+// The exit code is 0 when the request was answered, even with an error
+// answer for the model (expr, call); 1 when the server refused the request
+// or could not be reached, or a CodeMode program failed; 2 for a usage
+// error.
 package main
 
 import (
@@ -21,13 +61,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
-
-	"google.golang.org/grpc/status"
-
-	"github.com/exprd/exprd/client"
 )
 
 // defaultAddr is where exprd listens by default (exprd --listen :50051).
@@ -55,7 +94,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // env is what a command runs with.
 type env struct {
 	ctx    context.Context
-	addr   string
+	name   string // the command's, "tools register", for messages
+	conn   connFlags
+	watch  connWatch
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -73,28 +114,41 @@ var commands = map[string]func(e *env, args []string) error{
 	"expr":     exprCmd,
 	"call":     callCmd,
 	"agent":    agentCmd,
+	"codemode": group(map[string]func(*env, []string) error{"run": codemodeRunCmd}),
+	"tools": group(map[string]func(*env, []string) error{
+		"list": toolsListCmd, "search": toolsSearchCmd, "register": toolsRegisterCmd, "deregister": toolsDeregisterCmd,
+	}),
 }
 
-func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	addr := defaultAddr
-	if v := os.Getenv("EXPRCTL_ADDR"); v != "" {
-		addr = v
-	}
-	fs := flag.NewFlagSet("exprctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&addr, "addr", addr, "exprd's address (env EXPRCTL_ADDR)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: exprctl [--addr HOST:PORT] COMMAND [flags]
+const usage = `usage: exprctl [connection flags] COMMAND [flags]
 
 commands:
-  describe   print the tool's description, schemas and prompt partials
-  expr       run a call on a Session stream (confirms, client-run downloadCsv)
-  call       run a call through the unary Call
-  agent      run an AgentLoop turn and print it as it streams
+  describe           print the tool's description, schemas and prompt partials
+  expr               run a call on a Session stream (confirms, client-run downloadCsv)
+  call               run a call through the unary Call
+  agent              run an AgentLoop turn and print it as it streams
+  codemode run       run a CodeMode program, or a model's plan for a prompt, printing its events as they happen
+  tools list         list the registered UTCP tools
+  tools search       rank the registered tools for a query
+  tools register     register a UTCP manual (or an OpenAPI document) under a name
+  tools deregister   remove a manual and its tools
 
+connection flags, before or after the command:
+  --addr HOST:PORT   exprd's address (env EXPRCTL_ADDR; default localhost:50051)
+  --token TOKEN      a bearer token for every RPC (env EXPRCTL_TOKEN)
+  --tls              connect over TLS, checked against the system's roots
+  --tls-ca FILE      connect over TLS, checked against the CA certificates in FILE
+
+codemode and tools print for people, or with --json one JSON object a line.
 Run exprctl COMMAND --help for a command's flags.
-`)
-	}
+`
+
+func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, conn: connFromEnv(), stdin: stdin, stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("exprctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	e.conn.register(fs)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -111,7 +165,7 @@ Run exprctl COMMAND --help for a command's flags.
 		fs.Usage()
 		return exitUsage
 	}
-	e := &env{ctx: ctx, addr: addr, stdin: stdin, stdout: stdout, stderr: stderr}
+	e.name = fs.Arg(0)
 	err := cmd(e, fs.Args()[1:])
 	var ue usageError
 	switch {
@@ -122,24 +176,31 @@ Run exprctl COMMAND --help for a command's flags.
 	case errors.Is(err, errFlagParse):
 		return exitUsage // the flag package has said what was wrong
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "exprctl %s: %v\n", fs.Arg(0), err)
+		fmt.Fprintf(stderr, "exprctl %s: %v\n", e.name, err)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "exprctl %s: %s\n", fs.Arg(0), errorText(err))
+		fmt.Fprintf(stderr, "exprctl %s: %s\n", e.name, e.errorText(err))
 		return exitError
 	}
 }
 
-// errorText puts a gRPC error as "Code: message", without grpc's prefix.
-func errorText(err error) string {
-	if st, ok := status.FromError(err); ok {
-		return fmt.Sprintf("%s: %s", st.Code(), st.Message())
+// group is a command made of subcommands: "tools list".
+func group(subs map[string]func(*env, []string) error) func(*env, []string) error {
+	return func(e *env, args []string) error {
+		names := strings.Join(slices.Sorted(maps.Keys(subs)), ", ")
+		if len(args) == 0 {
+			return usagef("want a subcommand: %s", names)
+		}
+		switch args[0] {
+		case "-h", "-help", "--help":
+			fmt.Fprintf(e.stderr, "usage: exprctl %s SUBCOMMAND [flags]\n\nsubcommands: %s\nRun exprctl %s SUBCOMMAND --help for its flags.\n", e.name, names, e.name)
+			return flag.ErrHelp
+		}
+		sub, ok := subs[args[0]]
+		if !ok {
+			return usagef("unknown subcommand %q: want one of %s", args[0], names)
+		}
+		e.name += " " + args[0]
+		return sub(e, args[1:])
 	}
-	return err.Error()
-}
-
-// dial connects to e.addr (plaintext: exprd serves without TLS behind a
-// mesh or on loopback).
-func (e *env) dial() (*client.Client, error) {
-	return client.Dial(e.addr)
 }

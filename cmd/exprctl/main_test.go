@@ -22,26 +22,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// startDemo serves exprd like `exprd --demo` on a loopback port for the test.
+// startDemo serves exprd like `exprd --demo`, without its tool providers,
+// on a loopback port for the test.
 func startDemo(t *testing.T) string {
 	t.Helper()
-	srv, err := server.New(server.WithInitialState(examples.Products), server.WithFunctions(examples.Functions(slog.New(slog.DiscardHandler))...))
+	srv, err := server.New(server.WithLogger(slog.New(slog.DiscardHandler)), server.WithInitialState(examples.Products), server.WithFunctions(examples.Functions(slog.New(slog.DiscardHandler))...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return lis.Addr().String()
+	return serve(t, srv)
 }
 
 type result struct {
@@ -354,7 +343,7 @@ func TestUsage(t *testing.T) {
 		{"command help", []string{"expr", "--help"}, exitOK, "-timeout-ms"},
 		{"unknown flag", []string{"expr", "--frobnicate"}, exitUsage, "flag provided but not defined: -frobnicate"},
 		{"stray argument", []string{"describe", "extra"}, exitUsage, `unexpected argument "extra"`},
-		{"server unreachable", []string{"--addr", "127.0.0.1:1", "describe"}, exitError, "exprctl describe: Unavailable: "},
+		{"server unreachable", []string{"--addr", "127.0.0.1:1", "describe"}, exitError, "exprctl describe: the server at 127.0.0.1:1 could not be reached: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
