@@ -27,8 +27,10 @@ const (
 )
 
 // bounds is the honest line on what exprd bounds and what it does not yet.
-const bounds = "Bounded now: a state's bytes, containers and depth, a set address, a search query (refused on its bytes before any search runs), the rate limiter's callers (an LRU), and what CodeMode reads of a tool's answer. " +
-	"Not bounded yet: exprd's memory as a whole — with no server-wide budget and reservations, the legal states and the large messages in flight of many streams add up past GOMEMLIMIT (rows 1 and mix), and the GC working at the limit slows every client — nor what a client that never reads pins: with no bounded outbound queue, each of its streams holds up to --max-calls-in-flight calls blocked on their sends, their values included, plus what gRPC's flow-control window lets it buffer of the calls it keeps sending (row 6)."
+const bounds = "Bounded now: a state's bytes, containers and depth, a set address, a search query (refused on its bytes before any search runs), the rate limiter's callers (an LRU), what CodeMode reads of a tool's answer, " +
+	"and a server-wide memory budget (--memory-budget: here 70% of GOMEMLIMIT) that states and tools' answers reserve from before they allocate, a sixteenth of it kept for small reservations. " +
+	"Not bounded yet: the gRPC messages being received — each stream assembles its whole message (up to --max-recv-msg-size, 16 MiB) before exprd sees it, so many streams sending 15 MB states at once hold that much outside the budget however fast they are refused (rows 1 and mix) — " +
+	"and what a client that never reads pins: each of its streams holds up to --max-calls-in-flight calls blocked on a full outbound queue, their values included (row 6); there, calls the budget refuses end faster, the clients send more of them, and the steady client loses CPU to them."
 
 func (r *report) markdown() string {
 	var b strings.Builder
