@@ -126,7 +126,10 @@ func OpenEtcd(ctx context.Context, reg *utcp.Registry, cfg EtcdConfig) (*Etcd, e
 			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: cfg.Timeout})},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("toolstore: etcd: %w", err)
+		// With a user, the client logs in as it connects: a certificate
+		// etcd's CA did not sign, or a wrong password, fails here.
+		return nil, fmt.Errorf("toolstore: connecting to etcd at %s (TLS %t, user %q): %w; check the endpoints, the CA and the credentials",
+			strings.Join(cfg.Endpoints, ","), cfg.TLS != nil, cfg.Username, err)
 	}
 	host, _ := os.Hostname()
 	s := &Etcd{reg: reg, cli: cli, cfg: cfg, log: cfg.Logger, operator: operatorManuals(reg), writer: host,

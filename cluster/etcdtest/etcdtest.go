@@ -5,13 +5,23 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -22,14 +32,38 @@ type Etcd struct {
 	dir                string
 	clientURL, peerURL url.URL
 	e                  *embed.Etcd
+	// CAFile is the CA (PEM) of a member started with StartTLS.
+	CAFile            string
+	certFile, keyFile string
+	user, password    string
 }
 
 // Start starts a member with its data in a directory of t's; it is stopped
 // when t ends.
 func Start(t testing.TB) *Etcd {
 	t.Helper()
-	e := &Etcd{dir: filepath.Join(t.TempDir(), "etcd")}
-	e.clientURL = url.URL{Scheme: "http", Host: freeAddr(t)}
+	return start(t, false)
+}
+
+// StartTLS is Start with clients served over TLS only, by a certificate
+// for 127.0.0.1 that CAFile signed.
+func StartTLS(t testing.TB) *Etcd {
+	t.Helper()
+	return start(t, true)
+}
+
+func start(t testing.TB, useTLS bool) *Etcd {
+	dir := t.TempDir()
+	e := &Etcd{dir: filepath.Join(dir, "etcd")}
+	scheme := "http"
+	if useTLS {
+		scheme = "https"
+		var err error
+		if e.CAFile, e.certFile, e.keyFile, err = writeCerts(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clientURL = url.URL{Scheme: scheme, Host: freeAddr(t)}
 	e.peerURL = url.URL{Scheme: "http", Host: freeAddr(t)}
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
@@ -59,6 +93,9 @@ func (e *Etcd) Start() error {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{e.peerURL}, []url.URL{e.peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	if e.certFile != "" {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: e.certFile, KeyFile: e.keyFile}
+	}
 	cfg.UnsafeNoFsync = true // a test's data; fsync only slows it
 	var err error
 	// The ports were free a moment ago; after a Stop the kernel may hold
@@ -90,10 +127,22 @@ func (e *Etcd) Stop() {
 	}
 }
 
-// Client is a client of the member, closed when t ends.
+// Client is a client of the member (as the user EnableAuth made, if it
+// was called), closed when t ends.
 func (e *Etcd) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Username: e.user, Password: e.password}
+	if e.CAFile != "" {
+		pem, err := os.ReadFile(e.CAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,4 +160,65 @@ func (e *Etcd) Compact(ctx context.Context, cli *clientv3.Client) (int64, error)
 	rev := resp.Header.Revision
 	_, err = cli.Compact(ctx, rev, clientv3.WithCompactPhysical())
 	return rev, err
+}
+
+// EnableAuth turns on etcd's authentication with one user, root, of that
+// password: from then on every client must log in.
+func (e *Etcd) EnableAuth(t testing.TB, password string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli := e.Client(t)
+	if _, err := cli.UserAdd(ctx, "root", password); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.user, e.password = "root", password
+}
+
+// writeCerts writes a CA and a server certificate for 127.0.0.1 it
+// signed, as PEM files in dir.
+func writeCerts(dir string) (caFile, certFile, keyFile string, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", "", err
+	}
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "etcdtest CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return "", "", "", err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", "", err
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return "", "", "", err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", "", err
+	}
+	files := []struct {
+		name, kind string
+		der        []byte
+	}{{"ca.pem", "CERTIFICATE", caDER}, {"cert.pem", "CERTIFICATE", leafDER}, {"key.pem", "EC PRIVATE KEY", keyDER}}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.name), pem.EncodeToMemory(&pem.Block{Type: f.kind, Bytes: f.der}), 0o600); err != nil {
+			return "", "", "", err
+		}
+	}
+	return filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), nil
 }
