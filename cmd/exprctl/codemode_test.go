@@ -545,10 +545,12 @@ func TestCodemodeRunPrompt(t *testing.T) {
 			wantStdout: `{"event":"result","not_handled":true}` + "\n",
 		},
 		{
-			name:       "the demo's model cannot plan",
-			args:       []string{"--prompt", "Add 5 and 7", "--provider", "demo"},
-			wantCode:   exitError,
-			wantStderr: "exprctl codemode run: invalid-plan: the model's plan failed its checks after a repair round: the answer is not the JSON object",
+			name: "the demo's model plans a chain",
+			args: []string{"--prompt", "add 5 and 7, then multiply the sum by 3", "--provider", "demo"},
+			wantStdout: "plan tools=math.add,math.multiply stream=false\n" +
+				`  let r1 = codemode.CallTool("math.add", {"a": 5, "b": 7});` + "\n" +
+				`  codemode.CallTool("math.multiply", {"a": codemode.Get(r1, "result"), "b": 3})` + "\n" +
+				"start math.add {\"a\":5,\"b\":7}\nend math.add ok in D\nstart math.multiply {\"a\":12,\"b\":3}\nend math.multiply ok in D\nvalue {\"result\":36}\n",
 		},
 		{
 			name:       "an unknown provider",

@@ -399,3 +399,20 @@ func TestAgentCommand(t *testing.T) {
 		}
 	}
 }
+
+// The demo model follows the request: asked to add two numbers with
+// math.add declared, it calls it and answers with the sum.
+func TestAgentCommandDemoCallsTheMatchingTool(t *testing.T) {
+	addr := startTools(t, withModels(t, map[string]scripted.Script{"demo": scripted.DemoScript()}))
+	var stdout, stderr strings.Builder
+	code := run([]string{"--addr", addr, "agent", "--prompt", "What is 2 plus 3? use math", "--utcp", "add=math.add"}, strings.NewReader(""), &stdout, &stderr)
+	out := stdout.String()
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, stderr.String())
+	}
+	for _, want := range []string{`call add {"a":2,"b":3}`, `result add {"result":5}`, `The result of add is {"result":5}.`, "done: completed after 2 steps"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+}

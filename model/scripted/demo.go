@@ -10,11 +10,13 @@ import (
 //go:embed demo.json
 var demoScript []byte
 
-// DemoScript returns the demo's script. It knows one question, about the
-// products: to any user message the model calls the `expr` tool once, to
-// select the five cheapest products of the demo state, and once the tool
-// result is back it answers. It loops, so it serves any number of
-// conversations.
+// DemoScript returns the demo's script: one looping turn that follows the
+// request (Turn.Follow). Asked by CodeMode for a plan, it plans over the
+// offered tools from the request's words and numbers; in an agent turn it
+// calls the declared tool that best matches the user's message (the
+// `expr` tool, selecting the five cheapest products of the demo state,
+// when no other matches) and answers with the result; when nothing
+// matches it says so.
 func DemoScript() Script {
 	s, err := ParseScript(demoScript)
 	if err != nil {

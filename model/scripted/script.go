@@ -38,6 +38,12 @@ type Turn struct {
 	// that do not fit are skipped over (and stay unused).
 	Match *Match `json:"match,omitempty"`
 
+	// Follow makes the reply's text and tool calls from the request, as
+	// the demo model does (see follow.go): a plan for CodeMode, a call of
+	// the declared tool that matches the user's message, an answer with a
+	// tool's result. Text and ToolCalls must be empty; the rest applies.
+	Follow bool `json:"follow,omitempty"`
+
 	// Text is the assistant's text.
 	Text string `json:"text,omitempty"`
 	// TextChunks is how the text streams, piece by piece. Empty: Text is
@@ -240,6 +246,9 @@ func (t *Turn) validate() error {
 		default:
 			return fmt.Errorf("match.last_role: unknown role %q", t.Match.LastRole)
 		}
+	}
+	if t.Follow && (t.Text != "" || len(t.TextChunks) > 0 || len(t.ToolCalls) > 0 || t.Chunks != nil || t.SSE != "" || t.Body != "") {
+		return errors.New("follow: the reply is made from the request; leave text, text_chunks, tool_calls, chunks, sse and body empty")
 	}
 	if len(t.TextChunks) > 0 && strings.Join(t.TextChunks, "") != t.Text && t.Text != "" {
 		return errors.New("text_chunks: do not add up to text (leave text empty, or make them agree)")

@@ -191,7 +191,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			n, chat.Messages[len(chat.Messages)-1].Role, chat.LastUser()))
 		return
 	}
-	rp := &reply{s: s, w: w, r: r, turn: &s.script.Turns[turn], chat: &chat, n: n}
+	t := &s.script.Turns[turn]
+	if t.Follow {
+		made := *t
+		made.Text, made.ToolCalls = follow(&chat)
+		t = &made
+	}
+	rp := &reply{s: s, w: w, r: r, turn: t, chat: &chat, n: n}
 	if !rp.serve() {
 		s.mu.Lock()
 		s.requests[n].Aborted = !s.closed

@@ -520,7 +520,9 @@ func TestDemo(t *testing.T) {
 				}
 			}
 		}
-		if err := json.Unmarshal([]byte(readAll(t, post(t, c, srv.BaseURL(), chatBody(false, msgs...)))), &r); err != nil {
+		body := chatBody(false, msgs...)
+		body["tools"] = []any{map[string]any{"type": "function", "function": map[string]any{"name": "expr", "description": "Runs Expr steps on the state."}}}
+		if err := json.Unmarshal([]byte(readAll(t, post(t, c, srv.BaseURL(), body))), &r); err != nil {
 			t.Fatal(err)
 		}
 		var calls []string
@@ -539,7 +541,9 @@ func TestDemo(t *testing.T) {
 		if err := json.Unmarshal([]byte(strings.TrimPrefix(calls[0], "expr ")), &args); err != nil {
 			t.Fatalf("round %d: the expr arguments are not JSON: %v", round, err)
 		}
-		text, calls = ask(question, map[string]any{"role": "tool", "tool_call_id": "x", "content": "{}"})
+		text, calls = ask(question, map[string]any{"role": "assistant", "content": text, "tool_calls": []any{map[string]any{
+			"id": "x", "type": "function", "function": map[string]any{"name": "expr", "arguments": strings.TrimPrefix(calls[0], "expr ")}}}},
+			map[string]any{"role": "tool", "tool_call_id": "x", "content": "{}"})
 		if len(calls) != 0 || !strings.Contains(text, "five cheapest products") {
 			t.Errorf("round %d: got %q and calls %q, want the final answer", round, text, calls)
 		}
