@@ -33,7 +33,7 @@ NESTED_MODULES := bench deploy cluster
 EXPRD_BUILD := CGO_ENABLED=0 go build -trimpath
 
 .PHONY: test
-test: ## Run every test: exprd's with the race detector, then the bench, deploy and cluster modules'
+test: $(BIN)/grpcurl ## Run every test: exprd's with the race detector (the README's tour among them, with grpcurl), then the bench, deploy and cluster modules'
 	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
 	EXPRD_BIN=$(BIN)/exprd go test -race -count=1 ./...
 	for m in $(NESTED_MODULES); do (cd $$m && EXPRD_BIN=$(BIN)/exprd go test -count=1 ./...); done
