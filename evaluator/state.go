@@ -156,25 +156,29 @@ func (s *State) Replace(data []byte) error {
 	if s.maxBytes > 0 && len(data) > s.maxBytes {
 		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
 	}
-	// Decoding holds the new state beside the old one: reserve for both,
-	// counting the containers at the most the bytes and the limit allow.
-	held := s.mem.Size()
-	if err := s.mem.Resize(context.Background(), held+stateMemory(len(data), min(len(data)/2+1, MaxStateContainers))); err != nil {
+	// Decoding holds the new state beside the old one: its bytes are
+	// reserved apart (the containers counted at the most the bytes and
+	// the limit allow) until the state's own reservation holds them.
+	spare, err := s.mem.Spare(context.Background(), stateMemory(len(data), min(len(data)/2+1, MaxStateContainers)))
+	if err != nil {
 		return err
 	}
+	defer spare.Release()
 	v, boxes, err := decodeState(data, "state")
+	if err != nil {
+		return err
+	}
 	m, ok := v.(map[string]any)
-	if err == nil && !ok {
-		err = fmt.Errorf("state must be a JSON object, got %s", jsonKind(v))
+	if !ok {
+		return fmt.Errorf("state must be a JSON object, got %s", jsonKind(v))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
-		_ = s.mem.TryResize(held) // shrinking back: never fails
+	spare.Release()
+	if err := s.mem.TryResize(stateMemory(len(data), boxes)); err != nil {
 		return err
 	}
 	s.root, s.size, s.boxes, s.base = m, len(data), boxes, 0
-	_ = s.mem.TryResize(stateMemory(s.size, s.boxes))
 	return nil
 }
 
@@ -184,36 +188,41 @@ func (s *State) MergePatch(data []byte) error {
 	if s.maxBytes > 0 && len(data) > s.maxBytes {
 		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
 	}
-	// The patch, decoded, joins the state: reserve it before decoding.
-	held := s.mem.Size()
-	if err := s.mem.Resize(context.Background(), held+stateMemory(len(data), min(len(data)/2+1, MaxStateContainers))); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	root, size, boxes, err := s.patched(data)
+	// The patch, decoded, joins the state: its bytes are reserved apart
+	// while it is decoded and merged.
+	spare, err := s.mem.Spare(context.Background(), stateMemory(len(data), min(len(data)/2+1, MaxStateContainers)))
 	if err != nil {
-		_ = s.mem.TryResize(held)
 		return err
 	}
-	s.root, s.size, s.boxes = root, size, boxes
-	_ = s.mem.TryResize(max(stateMemory(size, boxes)-s.base, 0))
-	return nil
-}
-
-// patched is the root with the merge patch data applied, its size and its
-// objects and arrays; callers hold mu.
-func (s *State) patched(data []byte) (map[string]any, int, int, error) {
+	defer spare.Release()
 	v, patchBoxes, err := decodeState(data, "patch")
 	if err != nil {
-		return nil, 0, 0, err
+		return err
 	}
 	patch, ok := v.(map[string]any)
 	if !ok {
-		return nil, 0, 0, fmt.Errorf("a patch of the state must be a JSON object, got %s", jsonKind(v))
+		return fmt.Errorf("a patch of the state must be a JSON object, got %s", jsonKind(v))
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	root, size, boxes, err := s.patched(patch, patchBoxes, len(data))
+	if err != nil {
+		return err
+	}
+	spare.Release()
+	if err := s.charge(size, boxes); err != nil {
+		return err
+	}
+	s.root, s.size, s.boxes = root, size, boxes
+	return nil
+}
+
+// patched is the root with a decoded merge patch (of patchBoxes objects
+// and arrays, patchBytes of JSON) applied, its size and its objects and
+// arrays; callers hold mu.
+func (s *State) patched(patch map[string]any, patchBoxes, patchBytes int) (map[string]any, int, int, error) {
 	root := mergePatch(s.root, patch).(map[string]any)
-	size, err := s.fits(root, s.size+len(data))
+	size, err := s.fits(root, s.size+patchBytes)
 	if err != nil {
 		return nil, 0, 0, err
 	}

@@ -2,6 +2,7 @@ package evaluator_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,30 @@ func TestStateGivesBackWhatItNoLongerHolds(t *testing.T) {
 	mem.Release()
 	if got := b.InUse(); got != 0 {
 		t.Errorf("in use %d after Release, want 0", got)
+	}
+}
+
+// TestStateMemoryUnderConcurrentChanges: a refused Replace running beside
+// writes leaves the reservation covering what the state holds.
+func TestStateMemoryUnderConcurrentChanges(t *testing.T) {
+	t.Parallel()
+	b := membudget.New(1<<30, time.Millisecond)
+	st := evaluator.NewState()
+	mem := b.Empty("state")
+	st.UseMemory(mem)
+	notAnObject := []byte("[" + strings.Repeat(`"x",`, 50_000) + `"x"]`)
+	for i := range 20 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = st.Replace(notAnObject)
+		}()
+		if err := write(fmt.Sprintf("scopes.root.k%d", i), `"`+strings.Repeat("y", 5_000)+`"`)(st); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if got, min := mem.Size(), 8*int64(st.Size()); got < min {
+			t.Fatalf("round %d: reserved %d for a state of %d bytes of JSON, want at least %d", i, got, st.Size(), min)
+		}
 	}
 }

@@ -5,9 +5,9 @@
 // error for that one request instead of the OOM killer for every one.
 //
 // The sizes are estimates of what Go will hold, decided by the callers;
-// the budget keeps the sum under its limit. It is built on
-// golang.org/x/sync/semaphore (FIFO: a large reservation is not starved by
-// small ones).
+// the budget keeps the sum under its limit. Waiting is not first in,
+// first out: a reservation that fits is made at once, whatever waits for
+// room (a queue would make one large request hold up every small one).
 package membudget
 
 import (
@@ -17,8 +17,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // Budget is a limit on the bytes reserved at once. A nil *Budget is
@@ -29,8 +27,8 @@ import (
 // ones cannot hold every byte and make every small request, and the
 // clients that send only those, wait or fail.
 type Budget struct {
-	large    *semaphore.Weighted // the budget less the small part
-	small    *semaphore.Weighted // for reservations of at most smallMax
+	large    *pool // the budget less the small part
+	small    *pool // for reservations of at most smallMax
 	smallMax int64
 	limit    int64
 	wait     time.Duration
@@ -42,7 +40,7 @@ type Budget struct {
 // for room.
 func New(limit int64, wait time.Duration) *Budget {
 	small := limit / 16
-	return &Budget{large: semaphore.NewWeighted(limit - small), small: semaphore.NewWeighted(small),
+	return &Budget{large: newPool(limit - small), small: newPool(small),
 		smallMax: limit / 1024, limit: limit, wait: wait}
 }
 
@@ -94,6 +92,7 @@ type Reservation struct {
 	mu      sync.Mutex
 	n       int64
 	inSmall bool // n is held in the budget's small part
+	closed  bool // Close was called: it may not grow again
 }
 
 // Reserve reserves n bytes for what, waiting at most the budget's wait
@@ -139,7 +138,7 @@ func (r *Reservation) Resize(ctx context.Context, n int64) error {
 	case n == r.n:
 		return nil
 	case n < r.n:
-		r.pool().Release(r.n - n)
+		r.pool().release(r.n - n)
 		b.inUse.Add(n - r.n)
 		r.n = n
 		r.inSmall = r.inSmall && n > 0
@@ -148,9 +147,12 @@ func (r *Reservation) Resize(ctx context.Context, n int64) error {
 		b.refusals.Add(1)
 		return &ExhaustedError{What: r.what, Need: n, Limit: b.limit - b.limit/16, Unreachable: true}
 	}
+	if r.closed {
+		return &ExhaustedError{What: r.what + " (its work has ended)", Need: n - r.n, Limit: b.limit, InUse: b.inUse.Load()}
+	}
 	grow := n - r.n
 	// A small reservation grows in the small part while it fits there.
-	if (r.inSmall || r.n == 0) && n <= b.smallMax && b.small.TryAcquire(grow) {
+	if (r.inSmall || r.n == 0) && n <= b.smallMax && b.small.try(grow) {
 		r.inSmall = true
 		b.inUse.Add(grow)
 		r.n = n
@@ -162,20 +164,15 @@ func (r *Reservation) Resize(ctx context.Context, n int64) error {
 	if r.inSmall {
 		need = n
 	}
-	if !b.large.TryAcquire(need) {
-		wctx, cancel := context.WithTimeout(ctx, b.wait)
-		err := b.large.Acquire(wctx, need)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			b.refusals.Add(1)
-			return &ExhaustedError{What: r.what, Need: grow, Limit: b.limit, InUse: b.inUse.Load()}
+	if err := b.large.acquire(ctx, need, b.wait); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
+		b.refusals.Add(1)
+		return &ExhaustedError{What: r.what, Need: grow, Limit: b.limit, InUse: b.inUse.Load()}
 	}
 	if r.inSmall {
-		b.small.Release(r.n)
+		b.small.release(r.n)
 		r.inSmall = false
 	}
 	b.inUse.Add(grow)
@@ -184,7 +181,7 @@ func (r *Reservation) Resize(ctx context.Context, n int64) error {
 }
 
 // pool is the part of the budget the reservation holds its bytes in.
-func (r *Reservation) pool() *semaphore.Weighted {
+func (r *Reservation) pool() *pool {
 	if r.inSmall {
 		return r.b.small
 	}
@@ -204,7 +201,93 @@ func (r *Reservation) TryResize(n int64) error {
 	return err
 }
 
+// Spare is another reservation of n bytes from the same budget, for
+// memory that work needs for a while beside what r holds (decoding a
+// state that will replace the one r holds); release it when done. For a
+// nil r it is nil.
+func (r *Reservation) Spare(ctx context.Context, n int64) (*Reservation, error) {
+	if r == nil {
+		return nil, nil
+	}
+	return r.b.Reserve(ctx, r.what, n)
+}
+
+// Close releases the reservation for good: it cannot grow again (a late
+// change of the work it held for is refused), so nothing can be reserved
+// that nobody will release.
+func (r *Reservation) Close() {
+	if r == nil {
+		return
+	}
+	r.Release()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+}
+
 // Release gives the reservation's bytes back; it may be resized again.
 func (r *Reservation) Release() {
 	_ = r.Resize(context.Background(), 0)
 }
+
+// pool is a count of bytes up to a size. Unlike a semaphore it has no
+// queue: whoever finds room takes it.
+type pool struct {
+	mu    sync.Mutex
+	size  int64
+	used  int64
+	freed chan struct{} // closed, and replaced, when bytes are released
+}
+
+func newPool(size int64) *pool { return &pool{size: size, freed: make(chan struct{})} }
+
+// try takes n bytes when they fit.
+func (p *pool) try(n int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.used+n > p.size {
+		return false
+	}
+	p.used += n
+	return true
+}
+
+// acquire takes n bytes, waiting at most wait (or until ctx ends) for
+// room; the error is ctx's, or errNoRoom.
+func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration) error {
+	if p.try(n) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		if p.used+n <= p.size {
+			p.used += n
+			p.mu.Unlock()
+			return nil
+		}
+		freed := p.freed
+		p.mu.Unlock()
+		select {
+		case <-freed:
+		case <-timer.C:
+			return errNoRoom
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *pool) release(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.used -= n
+	close(p.freed)
+	p.freed = make(chan struct{})
+}
+
+var errNoRoom = errors.New("no room in the memory budget")

@@ -177,3 +177,44 @@ func TestNilBudget(t *testing.T) {
 	}
 	r.Release()
 }
+
+// TestNoQueue: a reservation that fits is made at once while a larger one
+// waits for room (a queue would hold every small one up behind it).
+func TestNoQueue(t *testing.T) {
+	b := membudget.New(1<<20, 2*time.Second)
+	if _, err := b.Reserve(context.Background(), "held", 500_000); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error)
+	go func() {
+		_, err := b.Reserve(context.Background(), "large", 600_000)
+		waiting <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let it wait
+	r := b.Empty("small")
+	if err := r.TryResize(20_000); err != nil {
+		t.Fatalf("a reservation that fits was refused while another waited: %v", err)
+	}
+	r.Release()
+	if err := <-waiting; err == nil {
+		t.Fatalf("the large reservation got room that was never there")
+	}
+}
+
+// TestClose: a closed reservation gives its bytes back and cannot grow
+// again, so that a change arriving after its work ended reserves nothing
+// nobody would release.
+func TestClose(t *testing.T) {
+	b := membudget.New(1<<20, time.Millisecond)
+	r, err := b.Reserve(context.Background(), "turn's state", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if err := r.Resize(context.Background(), 2000); err == nil {
+		t.Fatal("a closed reservation grew")
+	}
+	if got := b.InUse(); got != 0 {
+		t.Errorf("in use %d after Close, want 0", got)
+	}
+}

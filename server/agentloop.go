@@ -108,7 +108,7 @@ func (a *agentLoop) Run(stream agentStream) error {
 		outputs: newReplies[*exprdv1.ToolOutput](), hooks: newReplies[*exprdv1.HookReply](),
 		approvals: newReplies[*exprdv1.AgentApprovalReply](), gone: make(chan struct{})}
 	mem := a.s.opts.memory.Empty("the turn's state")
-	defer mem.Release()
+	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	t.state.UseMemory(mem)
 	if js := start.GetStateJson(); len(js) > 0 {
 		if err := t.state.Replace(js); err != nil {

@@ -36,7 +36,7 @@ func (s *Server) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1.C
 	}
 	st := evaluator.NewState(s.opts.maxStateBytes)
 	mem := s.opts.memory.Empty("the call's state")
-	defer mem.Release()
+	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	st.UseMemory(mem)
 	if len(req.GetStateJson()) > 0 {
 		if err := st.Replace(req.GetStateJson()); err != nil {

@@ -78,7 +78,7 @@ func (s *Server) Session(stream sessionStream) error {
 	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: s.opts.initialState.Fork(s.opts.maxStateBytes),
 		calls: map[string]*call{}, gone: make(chan struct{}), work: make(chan func())}
 	mem := s.opts.memory.Empty("the session's state")
-	defer mem.Release()
+	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	ss.state.UseMemory(mem)
 	ss.out = newOutbox(s.opts.outboxBytes, s.opts.slowReaderTimeout, func(m *exprdv1.SessionResponse) int { return proto.Size(m) }, stream.Send)
 	s.metrics.sessions.Add(ctx, 1)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/exprd/exprd/membudget"
 )
 
 // Call runs a tool by its full name. The arguments are checked against the
@@ -55,12 +57,17 @@ func (r *Registry) CallStream(ctx context.Context, name string, args map[string]
 	}
 	timeout := r.timeoutOf(e)
 	cctx, cancel := withDeadline(ctx, timeout)
+	// What the stream reads whole (a non-streamed answer) is reserved as
+	// for Call, until the stream ends.
+	mem := r.cfg.memory.Empty("tool " + e.tool.Name + "'s answer")
+	cctx = withCallMemory(cctx, mem)
 	st, err := tr.Stream(cctx, e.tool, args)
 	if err != nil {
 		cancel()
+		mem.Release()
 		return nil, r.logged(ctx, callError(ctx, cctx, e.tool.Name, timeout, err))
 	}
-	return &callStream{s: st, parent: ctx, ctx: cctx, cancel: cancel, tool: e.tool.Name, timeout: timeout}, nil
+	return &callStream{s: st, parent: ctx, ctx: cctx, cancel: cancel, mem: mem, tool: e.tool.Name, timeout: timeout}, nil
 }
 
 // withDeadline bounds ctx by timeout, reusing ctx when its own deadline is
@@ -176,6 +183,7 @@ type callStream struct {
 	parent  context.Context
 	ctx     context.Context
 	cancel  context.CancelFunc
+	mem     *membudget.Reservation
 	tool    string
 	timeout time.Duration
 	done    bool
@@ -192,6 +200,7 @@ func (c *callStream) Next() (any, error) {
 	c.done = true
 	c.s.Close()
 	c.cancel()
+	c.mem.Release()
 	if err == io.EOF {
 		return nil, io.EOF
 	}
@@ -202,5 +211,6 @@ func (c *callStream) Close() error {
 	c.done = true
 	err := c.s.Close()
 	c.cancel()
+	c.mem.Release()
 	return err
 }
