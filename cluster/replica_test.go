@@ -484,4 +484,30 @@ func TestReplicasShareTheRegistry(t *testing.T) {
 			t.Errorf("A's failed applies went from %v to %v, want one more", before, after)
 		}
 	})
+
+	t.Run("etcd restarted empty: the replicas follow its new history", func(t *testing.T) {
+		if err := etcd.Wipe(); err != nil {
+			t.Fatal(err)
+		}
+		// Its revision is back near 1, below what the replicas applied:
+		// each reloads the (empty) snapshot rather than wait for
+		// revisions that will never come.
+		for _, r := range all {
+			r.waitTools(t, "steady", nil)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := register(ctx, a, "fresh", mathManual(t, math, map[string]string{"add": "add"}), false)
+			if err == nil {
+				break
+			}
+			if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+				t.Fatalf("register after the wipe: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, r := range all {
+			r.waitTools(t, "fresh", []string{"fresh.add"})
+		}
+	})
 }

@@ -73,9 +73,15 @@ type Etcd struct {
 	failed  map[string]applyFailure
 	advance chan struct{} // closed and replaced when rev moves
 
+	// stopWatch ends the watch follow is on; reload makes follow read a
+	// snapshot next (etcd's history went backwards).
+	stopWatch context.CancelFunc
+	reload    bool
+
 	metrics etcdMetrics
 	cancel  context.CancelFunc
 	done    chan struct{}
+	writes  sync.WaitGroup // Register and Remove calls under way, for Close
 }
 
 type applyFailure struct {
@@ -161,7 +167,26 @@ func OpenEtcd(ctx context.Context, reg *utcp.Registry, cfg EtcdConfig) (*Etcd, e
 func (s *Etcd) Close() error {
 	s.cancel()
 	<-s.done
+	s.writes.Wait() // their waits end with done; their undos need the client
 	return s.cli.Close()
+}
+
+// rewind notes that etcd's history went back past what this replica
+// applied (restored from a backup, or a new cluster at the same address):
+// rev no longer says what the replica has, so it is reset, and follow
+// reloads a snapshot. It reports whether rev was behind.
+func (s *Etcd) rewind(rev int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rev == 0 || rev >= s.rev {
+		return false
+	}
+	s.log.Warn("tool registry store: etcd's revision went back; reloading its snapshot", "applied", s.rev, "etcd", rev)
+	s.rev, s.synced, s.reload = 0, time.Time{}, true
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	return true
 }
 
 // Operator implements Store.
@@ -182,6 +207,8 @@ func (s *Etcd) key(name string) string { return s.cfg.Prefix + "manuals/" + name
 // (another replica's write made the registry exceed its bounds meanwhile)
 // is undone in etcd if nothing wrote the key since.
 func (s *Etcd) Register(ctx context.Context, name string, src utcp.Source, replace bool) (*utcp.Registration, error) {
+	s.writes.Add(1)
+	defer s.writes.Done()
 	res, err := s.reg.Resolve(ctx, name, src)
 	if err != nil {
 		return nil, err
@@ -215,6 +242,9 @@ func (s *Etcd) Register(ctx context.Context, name string, src utcp.Source, repla
 		return nil, &utcp.AlreadyExistsError{Kind: "manual", Name: name, Manual: name}
 	}
 	rev := resp.Header.Revision
+	if s.rewind(rev) {
+		return nil, &UnavailableError{Op: "apply", Err: errors.New("etcd's history went back; this replica is reloading it")}
+	}
 	var prev *mvccpb.KeyValue
 	if r := resp.Responses[0].GetResponsePut(); r != nil {
 		prev = r.PrevKv
@@ -260,6 +290,8 @@ func (s *Etcd) undo(key string, rev int64, prev *mvccpb.KeyValue) {
 // Remove implements Store: a delete if the key exists, then a wait until
 // this replica applied it.
 func (s *Etcd) Remove(ctx context.Context, name string) (*utcp.Registration, error) {
+	s.writes.Add(1)
+	defer s.writes.Done()
 	name = utcp.SanitizeManualName(name)
 	key := s.key(name)
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -281,6 +313,9 @@ func (s *Etcd) Remove(ctx context.Context, name string) (*utcp.Registration, err
 				}
 			}
 		}
+	}
+	if s.rewind(resp.Header.Revision) {
+		return nil, &UnavailableError{Op: "apply", Err: errors.New("etcd's history went back; this replica is reloading it")}
 	}
 	if err := s.waitApplied(ctx, name, resp.Header.Revision); err != nil {
 		return nil, err
@@ -316,6 +351,8 @@ func (s *Etcd) waitApplied(ctx context.Context, name string, rev int64) error {
 		}
 		select {
 		case <-advance:
+		case <-s.done:
+			return &UnavailableError{Op: "apply", Err: errors.New("this replica is shutting down")}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
@@ -427,7 +464,9 @@ func (s *Etcd) loadSnapshot(ctx context.Context) error {
 func (s *Etcd) follow(ctx context.Context) {
 	defer close(s.done)
 	ctx = clientv3.WithRequireLeader(ctx)
-	go s.askProgress(ctx)
+	var progress sync.WaitGroup
+	progress.Go(func() { s.askProgress(ctx) })
+	defer progress.Wait()
 	prefix := s.cfg.Prefix + "manuals/"
 	snapshot := false
 	for ctx.Err() == nil {
@@ -441,7 +480,13 @@ func (s *Etcd) follow(ctx context.Context) {
 			snapshot = false
 		}
 		wctx, cancel := context.WithCancel(ctx)
+		s.mu.Lock()
+		s.stopWatch = cancel
+		s.mu.Unlock()
 		for resp := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(s.Status().Revision+1), clientv3.WithProgressNotify()) {
+			if s.rewind(resp.Header.Revision) {
+				break
+			}
 			if err := resp.Err(); err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("tool registry store: the watch ended; reloading a snapshot", "error", err)
@@ -463,6 +508,11 @@ func (s *Etcd) follow(ctx context.Context) {
 			}
 		}
 		cancel()
+		s.mu.Lock()
+		if s.reload {
+			s.reload, snapshot = false, true
+		}
+		s.mu.Unlock()
 		if !snapshot {
 			sleep(ctx, 100*time.Millisecond) // the watch closed without a reason: resume from rev
 		}
@@ -470,7 +520,8 @@ func (s *Etcd) follow(ctx context.Context) {
 }
 
 // askProgress asks etcd every ProgressInterval for a progress notice on
-// the watch: one arrives only when the watch is connected and current.
+// the watch (one arrives only when the watch is connected and current),
+// and reads etcd's revision to notice a history that went back.
 func (s *Etcd) askProgress(ctx context.Context) {
 	t := time.NewTicker(s.cfg.ProgressInterval)
 	defer t.Stop()
@@ -480,6 +531,14 @@ func (s *Etcd) askProgress(ctx context.Context) {
 			return
 		case <-t.C:
 			_ = s.cli.RequestProgress(ctx)
+			// etcd sends no progress to a watch from a revision it has
+			// not reached: a history that went back (a restore, a new
+			// cluster) shows in a read's revision instead.
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+			if resp, err := s.cli.Get(rctx, s.cfg.Prefix+"manuals/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+				s.rewind(resp.Header.Revision)
+			}
+			cancel()
 		}
 	}
 }

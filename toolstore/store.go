@@ -67,7 +67,7 @@ type UnavailableError struct {
 }
 
 func (e *UnavailableError) Error() string {
-	return fmt.Sprintf("the tool registry's store is unavailable (%s): %v; the manual was not changed, retry later", e.Op, e.Err)
+	return fmt.Sprintf("the tool registry's store is unavailable (%s): %v; the change may not have been made: list the manual, or retry", e.Op, e.Err)
 }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }

@@ -127,6 +127,17 @@ func (e *Etcd) Stop() {
 	}
 }
 
+// Wipe stops the member, deletes its data and starts it again, empty: as
+// a cluster rebuilt, or restored from an old backup, at the same address.
+// Its revisions start again from 1.
+func (e *Etcd) Wipe() error {
+	e.Stop()
+	if err := os.RemoveAll(e.dir); err != nil {
+		return err
+	}
+	return e.Start()
+}
+
 // Client is a client of the member (as the user EnableAuth made, if it
 // was called), closed when t ends.
 func (e *Etcd) Client(t testing.TB) *clientv3.Client {
