@@ -70,7 +70,10 @@ type Etcd struct {
 	rev     int64            // revision applied
 	synced  time.Time        // when the replica last knew it had every change
 	shared  map[string]int64 // manuals applied from the store, by mod revision
-	failed  map[string]applyFailure
+	// failed holds, by revision, the applies that failed lately: a writer
+	// waiting for its revision finds its own outcome there, whatever
+	// other writes of the same name came since. Kept for failedFor.
+	failed  map[int64]applyFailure
 	advance chan struct{} // closed and replaced when rev moves
 
 	// stopWatch ends the watch follow is on; reload makes follow read a
@@ -85,9 +88,13 @@ type Etcd struct {
 }
 
 type applyFailure struct {
-	rev int64
 	err error
+	at  time.Time
 }
+
+// failedFor is how long a failed apply is remembered: longer than a
+// writer waits for it.
+const failedFor = time.Minute
 
 // record is a stored manual.
 type record struct {
@@ -139,7 +146,7 @@ func OpenEtcd(ctx context.Context, reg *utcp.Registry, cfg EtcdConfig) (*Etcd, e
 	}
 	host, _ := os.Hostname()
 	s := &Etcd{reg: reg, cli: cli, cfg: cfg, log: cfg.Logger, operator: operatorManuals(reg), writer: host,
-		shared: map[string]int64{}, failed: map[string]applyFailure{}, advance: make(chan struct{}), done: make(chan struct{})}
+		shared: map[string]int64{}, failed: map[int64]applyFailure{}, advance: make(chan struct{}), done: make(chan struct{})}
 	if s.metrics, err = newEtcdMetrics(cfg.Meter); err != nil {
 		_ = cli.Close()
 		return nil, err
@@ -249,7 +256,7 @@ func (s *Etcd) Register(ctx context.Context, name string, src utcp.Source, repla
 	if r := resp.Responses[0].GetResponsePut(); r != nil {
 		prev = r.PrevKv
 	}
-	if err := s.waitApplied(ctx, name, rev); err != nil {
+	if err := s.waitApplied(ctx, rev); err != nil {
 		s.undo(key, rev, prev)
 		return nil, err
 	}
@@ -317,7 +324,7 @@ func (s *Etcd) Remove(ctx context.Context, name string) (*utcp.Registration, err
 	if s.rewind(resp.Header.Revision) {
 		return nil, &UnavailableError{Op: "apply", Err: errors.New("etcd's history went back; this replica is reloading it")}
 	}
-	if err := s.waitApplied(ctx, name, resp.Header.Revision); err != nil {
+	if err := s.waitApplied(ctx, resp.Header.Revision); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -334,17 +341,17 @@ func (s *Etcd) unavailable(ctx context.Context, op string, err error) error {
 }
 
 // waitApplied waits until this replica has applied rev, and reports the
-// error applying name failed with at rev, if it did.
-func (s *Etcd) waitApplied(ctx context.Context, name string, rev int64) error {
+// error applying that revision failed with, if it did.
+func (s *Etcd) waitApplied(ctx context.Context, rev int64) error {
 	timer := time.NewTimer(s.cfg.Timeout)
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
 		applied, advance := s.rev, s.advance
-		f, failed := s.failed[name]
+		f, failed := s.failed[rev]
 		s.mu.Unlock()
 		if applied >= rev {
-			if failed && f.rev == rev {
+			if failed {
 				return f.err
 			}
 			return nil
@@ -576,10 +583,15 @@ func (s *Etcd) put(ctx context.Context, name string, kv *mvccpb.KeyValue, live b
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
-		s.failed[name] = applyFailure{rev: kv.ModRevision, err: err}
+		now := time.Now()
+		for rev, f := range s.failed {
+			if now.Sub(f.at) > failedFor {
+				delete(s.failed, rev)
+			}
+		}
+		s.failed[kv.ModRevision] = applyFailure{err: err, at: now}
 		s.log.Error("tool registry store: cannot apply a shared manual", "manual", name, "revision", kv.ModRevision, "error", err)
 	} else {
-		delete(s.failed, name)
 		s.shared[name] = kv.ModRevision
 	}
 	s.metrics.applies.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
@@ -614,7 +626,6 @@ func (s *Etcd) remove(name string, rev int64) {
 	s.mu.Lock()
 	_, ours := s.shared[name]
 	delete(s.shared, name)
-	delete(s.failed, name)
 	s.mu.Unlock()
 	if ours {
 		if _, err := s.reg.Remove(name); err != nil {
