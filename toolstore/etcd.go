@@ -66,10 +66,10 @@ type Etcd struct {
 	operator map[string]bool
 	writer   string
 
-	mu      sync.Mutex
-	rev     int64            // revision applied
-	synced  time.Time        // when the replica last knew it had every change
-	shared  map[string]int64 // manuals applied from the store, by mod revision
+	mu     sync.Mutex
+	rev    int64            // revision applied
+	synced time.Time        // when the replica last knew it had every change
+	shared map[string]int64 // manuals applied from the store, by mod revision
 	// failed holds, by revision, the applies that failed lately: a writer
 	// waiting for its revision finds its own outcome there, whatever
 	// other writes of the same name came since. Kept for failedFor.
