@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/codemode"
@@ -48,8 +49,10 @@ var codemodeParameters = json.RawMessage(`{"type":"object","required":["code"],"
 // turn is one Run stream: what it waits for from the client.
 type turn struct {
 	stream agentStream
+	ctx    context.Context
+	out    *outbox[*exprdv1.AgentLoopRunResponse]
 	state  *evaluator.State
-	sendMu sync.Mutex
+	sendMu sync.Mutex // serialises puts
 
 	mu        sync.Mutex
 	outputs   replies[*exprdv1.ToolOutput]
@@ -79,7 +82,7 @@ func newReplies[T any]() replies[T] {
 func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error {
 	t.sendMu.Lock()
 	defer t.sendMu.Unlock()
-	return t.stream.Send(m)
+	return t.out.put(t.ctx, m)
 }
 
 // Run runs one agent turn. The client's half-close only means no more
@@ -104,9 +107,14 @@ func (a *agentLoop) Run(stream agentStream) error {
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
-	t := &turn{stream: stream, state: a.s.opts.initialState.Fork(a.s.opts.maxStateBytes),
+	t := &turn{stream: stream, ctx: ctx, state: a.s.opts.initialState.Fork(a.s.opts.maxStateBytes),
 		outputs: newReplies[*exprdv1.ToolOutput](), hooks: newReplies[*exprdv1.HookReply](),
 		approvals: newReplies[*exprdv1.AgentApprovalReply](), gone: make(chan struct{})}
+	// What the turn sends is queued and sent by one goroutine: a client
+	// that stops reading ends the turn after the slow-reader timeout.
+	t.out = newOutbox(a.s.opts.outboxBytes, a.s.opts.slowReaderTimeout, func(m *exprdv1.AgentLoopRunResponse) int { return proto.Size(m) }, stream.Send)
+	defer t.out.close()
+	go endWhenDead(ctx, t.out, cancel)
 	mem := a.s.opts.memory.Empty("the turn's state")
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	t.state.UseMemory(mem)
@@ -135,7 +143,7 @@ func (a *agentLoop) Run(stream agentStream) error {
 	for _, s := range out.Steps {
 		done.Steps = append(done.Steps, stepProto(s))
 	}
-	return t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Done{Done: done}})
+	return sendStatus(t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Done{Done: done}}))
 }
 
 // status maps a turn's failure to its gRPC status. What a client sees

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/exprd/exprd/codemode"
@@ -115,7 +116,13 @@ func (c *codeMode) Run(stream runStream) error {
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
-	r := &runSession{stream: stream, approvals: map[string]chan bool{}, gone: make(chan struct{})}
+	r := &runSession{stream: stream, ctx: ctx, approvals: map[string]chan bool{}, gone: make(chan struct{})}
+	// What the run sends is queued and sent by one goroutine: a client
+	// that stops reading ends the run after the slow-reader timeout
+	// instead of holding it, and what it pins, for ever.
+	r.out = newOutbox(c.s.opts.outboxBytes, c.s.opts.slowReaderTimeout, func(m *exprdv1.RunResponse) int { return proto.Size(m) }, stream.Send)
+	defer r.out.close()
+	go endWhenDead(ctx, r.out, cancel)
 	go r.receive(cancel)
 
 	opts := codemode.RunOptions{
@@ -146,15 +153,17 @@ func (c *codeMode) Run(stream runStream) error {
 	if errors.Is(err, codemode.ErrInvalidOptions) {
 		return badRequest("start", err.Error())
 	}
-	return r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Result{Result: &exprdv1.RunResult{
+	return sendStatus(r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Result{Result: &exprdv1.RunResult{
 		ValueJson: res.ValueJSON, Error: codeError(err), Cancelled: res.Cancelled, NotHandled: notHandled, Trace: traceProto(res.Trace),
-	}}})
+	}}}))
 }
 
 // runSession is one Run stream's approvals in flight and its sender.
 type runSession struct {
 	stream    runStream
-	sendMu    sync.Mutex
+	ctx       context.Context
+	out       *outbox[*exprdv1.RunResponse]
+	sendMu    sync.Mutex // serialises puts
 	mu        sync.Mutex
 	approvals map[string]chan bool
 	seq       int
@@ -167,7 +176,7 @@ type runSession struct {
 func (r *runSession) send(m *exprdv1.RunResponse) error {
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
-	return r.stream.Send(m)
+	return r.out.put(r.ctx, m)
 }
 
 // receive handles the client's messages until the stream ends: approval

@@ -30,6 +30,12 @@ func codeModeServer(t *testing.T, turns ...scripted.Turn) exprdv1.CodeModeClient
 // codeModeServerWith is codeModeServer with more options, which come last.
 func codeModeServerWith(t *testing.T, turns []scripted.Turn, more ...server.Option) exprdv1.CodeModeClient {
 	t.Helper()
+	return exprdv1.NewCodeModeClient(codeModeConnWith(t, turns, more...))
+}
+
+// codeModeConnWith is codeModeServerWith's connection.
+func codeModeConnWith(t *testing.T, turns []scripted.Turn, more ...server.Option) *grpc.ClientConn {
+	t.Helper()
 	m, err := providers.StartMath()
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +65,7 @@ func codeModeServerWith(t *testing.T, turns []scripted.Turn, more ...server.Opti
 		models, _ := scriptedModels(t, scripted.Script{Turns: turns})
 		opts = append(opts, server.WithModels(models))
 	}
-	return exprdv1.NewCodeModeClient(serve(t, newServer(t, append(opts, more...)...)))
+	return serve(t, newServer(t, append(opts, more...)...))
 }
 
 const chain = `let r1 = codemode.CallTool("math.add", {"a": 5, "b": 7});

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Outbound limits of a Session stream. A client that sends without reading
+// Outbound limits of a stream (Session, CodeMode.Run, AgentLoop.Run). A client that sends without reading
 // what it is sent fills its flow-control window; from then on every Send on
 // its stream blocks until it reads. So a Session never sends from the
 // goroutine that receives, nor from a call's: they queue, and a sender
@@ -165,5 +165,16 @@ func (o *outbox[M]) close() {
 	case <-o.dead:
 	case <-t.C:
 		o.kill(errSlowReader)
+	}
+}
+
+// endWhenDead cancels ctx, with the slow-reader status as its cause, once
+// out can no longer send: the work of a stream whose client stopped
+// reading ends with it. It returns when ctx ends.
+func endWhenDead[M any](ctx context.Context, out *outbox[M], cancel context.CancelCauseFunc) {
+	select {
+	case <-out.Dead():
+		cancel(&streamError{st: sendStatus(out.err)})
+	case <-ctx.Done():
 	}
 }
