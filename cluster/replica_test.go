@@ -510,4 +510,22 @@ func TestReplicasShareTheRegistry(t *testing.T) {
 			r.waitTools(t, "fresh", []string{"fresh.add"})
 		}
 	})
+
+	t.Run("a manual a replica could not apply is applied once a removal makes room", func(t *testing.T) {
+		// E holds one manual at most; "fresh" is the one shared manual.
+		e := startReplica(t, "E", etcd.Endpoint(), "--registry-max-manuals", "1")
+		e.waitTools(t, "fresh", []string{"fresh.add"})
+		if _, err := register(ctx, a, "second", mathManual(t, math, map[string]string{"add": "add"}), false); err != nil {
+			t.Fatal(err)
+		}
+		b.waitTools(t, "second", []string{"second.add"})
+		if got, _ := e.tools(ctx, "second"); len(got) != 0 {
+			t.Fatalf("E holds %v past its bound of one manual", got)
+		}
+		if _, err := a.reg.DeregisterManual(ctx, &exprdv1.DeregisterManualRequest{Name: "fresh"}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitTools(t, "fresh", nil)
+		e.waitTools(t, "second", []string{"second.add"})
+	})
 }

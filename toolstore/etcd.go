@@ -70,6 +70,9 @@ type Etcd struct {
 	rev    int64            // revision applied
 	synced time.Time        // when the replica last knew it had every change
 	shared map[string]int64 // manuals applied from the store, by mod revision
+	// unapplied holds each manual whose latest record this replica could
+	// not apply; tried again when a removal may have made room.
+	unapplied map[string]*mvccpb.KeyValue
 	// failed holds, by revision, the applies that failed lately: a writer
 	// waiting for its revision finds its own outcome there, whatever
 	// other writes of the same name came since. Kept for failedFor.
@@ -146,7 +149,7 @@ func OpenEtcd(ctx context.Context, reg *utcp.Registry, cfg EtcdConfig) (*Etcd, e
 	}
 	host, _ := os.Hostname()
 	s := &Etcd{reg: reg, cli: cli, cfg: cfg, log: cfg.Logger, operator: operatorManuals(reg), writer: host,
-		shared: map[string]int64{}, failed: map[int64]applyFailure{}, advance: make(chan struct{}), done: make(chan struct{})}
+		shared: map[string]int64{}, unapplied: map[string]*mvccpb.KeyValue{}, failed: map[int64]applyFailure{}, advance: make(chan struct{}), done: make(chan struct{})}
 	if s.metrics, err = newEtcdMetrics(cfg.Meter); err != nil {
 		_ = cli.Close()
 		return nil, err
@@ -449,6 +452,11 @@ func (s *Etcd) loadSnapshot(ctx context.Context) error {
 			gone = append(gone, name)
 		}
 	}
+	for name := range s.unapplied {
+		if _, ok := kvs[name]; !ok {
+			delete(s.unapplied, name)
+		}
+	}
 	s.mu.Unlock()
 	for _, name := range gone {
 		s.remove(name, rev)
@@ -590,9 +598,11 @@ func (s *Etcd) put(ctx context.Context, name string, kv *mvccpb.KeyValue, live b
 			}
 		}
 		s.failed[kv.ModRevision] = applyFailure{err: err, at: now}
+		s.unapplied[name] = kv
 		s.log.Error("tool registry store: cannot apply a shared manual", "manual", name, "revision", kv.ModRevision, "error", err)
 	} else {
 		s.shared[name] = kv.ModRevision
+		delete(s.unapplied, name)
 	}
 	s.metrics.applies.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 }
@@ -626,11 +636,24 @@ func (s *Etcd) remove(name string, rev int64) {
 	s.mu.Lock()
 	_, ours := s.shared[name]
 	delete(s.shared, name)
+	delete(s.unapplied, name)
+	var retry []*mvccpb.KeyValue
+	for _, kv := range s.unapplied {
+		retry = append(retry, kv)
+	}
 	s.mu.Unlock()
-	if ours {
-		if _, err := s.reg.Remove(name); err != nil {
-			s.log.Error("tool registry store: cannot remove a shared manual", "manual", name, "revision", rev, "error", err)
-		}
+	if !ours {
+		return
+	}
+	if _, err := s.reg.Remove(name); err != nil {
+		s.log.Error("tool registry store: cannot remove a shared manual", "manual", name, "revision", rev, "error", err)
+		return
+	}
+	// The removal may have made room under the registry's bounds for a
+	// manual that could not be applied.
+	prefix := s.cfg.Prefix + "manuals/"
+	for _, kv := range retry {
+		s.put(context.Background(), strings.TrimPrefix(string(kv.Key), prefix), kv, false)
 	}
 }
 
