@@ -290,11 +290,28 @@ func (s *Etcd) undo(key string, rev int64, prev *mvccpb.KeyValue) {
 	defer cancel()
 	back := clientv3.OpDelete(key)
 	if prev != nil {
-		back = clientv3.OpPut(key, string(prev.Value))
+		back = clientv3.OpPut(key, string(restamped(prev.Value, s.writer)))
 	}
 	if _, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(back).Commit(); err != nil {
 		s.log.Error("tool registry store: cannot undo a write this replica could not apply", "key", key, "revision", rev, "error", err)
 	}
+}
+
+// restamped is a stored record with its write time made now (and its
+// writer this replica), so that the replicas applying an undo do not
+// count the old record's age as propagation; a record that does not
+// decode is returned as it is.
+func restamped(value []byte, writer string) []byte {
+	rec, err := decodeRecord(value)
+	if err != nil {
+		return value
+	}
+	rec.Written, rec.Writer = time.Now().UTC(), writer
+	out, err := encodeRecord(rec)
+	if err != nil {
+		return value
+	}
+	return out
 }
 
 // Remove implements Store: a delete if the key exists, then a wait until
@@ -377,18 +394,27 @@ func (s *Etcd) encode(res *utcp.Resolved) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := json.Marshal(record{Manual: m, Written: time.Now().UTC(), Writer: s.writer})
+	value, err := encodeRecord(&record{Manual: m, Written: time.Now().UTC(), Writer: s.writer})
+	if err != nil {
+		return nil, err
+	}
+	if len(value) > MaxRecordBytes {
+		return nil, &utcp.LimitError{What: "manual_bytes", Limit: MaxRecordBytes, Would: len(value)}
+	}
+	return value, nil
+}
+
+// encodeRecord is a record as stored: JSON, gzip-compressed.
+func encodeRecord(rec *record) ([]byte, error) {
+	raw, err := json.Marshal(rec)
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	_, _ = zw.Write(rec)
+	_, _ = zw.Write(raw)
 	if err := zw.Close(); err != nil {
 		return nil, err
-	}
-	if buf.Len() > MaxRecordBytes {
-		return nil, &utcp.LimitError{What: "manual_bytes", Limit: MaxRecordBytes, Would: buf.Len()}
 	}
 	return buf.Bytes(), nil
 }
