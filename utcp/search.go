@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -201,6 +202,30 @@ type searchIndex struct {
 	terms  *termNode    // document frequencies; its keys are the vocabulary
 	total  [numFields]int
 	avgLen [numFields]float64
+
+	// postings (each term's documents, by index into docs) and names
+	// (each lower-cased full or short name's documents) are built by the
+	// first search of this snapshot, outside the registry's lock, so that
+	// a search scores only the tools that share a term with it.
+	postingsOnce sync.Once
+	postings     map[string][]int32
+	names        map[string][]int32
+}
+
+// post builds the snapshot's postings once.
+func (ix *searchIndex) post() {
+	ix.postingsOnce.Do(func() {
+		ix.postings, ix.names = map[string][]int32{}, map[string][]int32{}
+		for i, d := range ix.docs {
+			for term := range d.tf {
+				ix.postings[term] = append(ix.postings[term], int32(i))
+			}
+			ix.names[d.name] = append(ix.names[d.name], int32(i))
+			if d.short != d.name {
+				ix.names[d.short] = append(ix.names[d.short], int32(i))
+			}
+		}
+	})
 }
 
 // buildIndex indexes tools from scratch. The registry builds its indexes
@@ -327,35 +352,33 @@ func (ix *searchIndex) search(ctx context.Context, query string, limit int) ([]S
 		terms[i].idf = math.Log(1 + (n-df+0.5)/(df+0.5))
 	}
 	q := strings.ToLower(strings.TrimSpace(query))
-	var out []SearchResult
-	for i, d := range ix.docs {
-		if i%checkEvery == checkEvery-1 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		score := 0.0
-		for _, qt := range terms {
-			tfs, ok := d.tf[qt.term]
-			if !ok {
-				continue
-			}
-			tfw := 0.0
-			for f := range numFields {
-				tf := tfs[f]
-				if tf == 0 {
-					continue
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ix.post()
+	// Each document's score sums its terms in the terms' order, as a
+	// scan of every document would: the same floats, the same ranking.
+	scores := map[int32]float64{}
+	seen := 0
+	for _, qt := range terms {
+		for _, i := range ix.postings[qt.term] {
+			if seen++; seen%checkEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
 				}
-				norm := 1 - bm25B + bm25B*d.len[f]/ix.avgLen[f]
-				tfw += fieldWeights[f] * tf / norm
 			}
-			score += qt.weight * qt.idf * tfw / (bm25K1 + tfw)
+			scores[i] += ix.termScore(ix.docs[i], qt)
 		}
-		if q != "" && (q == d.name || q == d.short) {
-			score += exactNameBoost
+	}
+	if q != "" {
+		for _, i := range ix.names[q] {
+			scores[i] += exactNameBoost
 		}
+	}
+	out := make([]SearchResult, 0, len(scores))
+	for i, score := range scores {
 		if score > 0 {
-			out = append(out, SearchResult{Tool: d.tool, Score: score})
+			out = append(out, SearchResult{Tool: ix.docs[i].tool, Score: score})
 		}
 	}
 	slices.SortFunc(out, func(a, b SearchResult) int {
@@ -371,6 +394,21 @@ func (ix *searchIndex) search(ctx context.Context, query string, limit int) ([]S
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// termScore is what one query term adds to a document's score (BM25F).
+func (ix *searchIndex) termScore(d *searchDoc, qt queryTerm) float64 {
+	tfs := d.tf[qt.term]
+	tfw := 0.0
+	for f := range numFields {
+		tf := tfs[f]
+		if tf == 0 {
+			continue
+		}
+		norm := 1 - bm25B + bm25B*d.len[f]/ix.avgLen[f]
+		tfw += fieldWeights[f] * tf / norm
+	}
+	return qt.weight * qt.idf * tfw / (bm25K1 + tfw)
 }
 
 // queryTerm is a term of a query, with its document frequency.

@@ -1,0 +1,103 @@
+package utcp
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// searchLinear is search by scanning every document, as it was before the
+// postings: the reference the postings must agree with.
+func (ix *searchIndex) searchLinear(query string, limit int) []SearchResult {
+	terms, err := ix.queryTerms(query)
+	if err != nil || len(terms) == 0 || len(ix.docs) == 0 {
+		return nil
+	}
+	terms = slices.DeleteFunc(terms, func(qt queryTerm) bool { return qt.df == 0 })
+	n := float64(len(ix.docs))
+	for i := range terms {
+		df := float64(terms[i].df)
+		terms[i].idf = math.Log(1 + (n-df+0.5)/(df+0.5))
+	}
+	q := strings.ToLower(strings.TrimSpace(query))
+	var out []SearchResult
+	for _, d := range ix.docs {
+		score := 0.0
+		for _, qt := range terms {
+			if _, ok := d.tf[qt.term]; ok {
+				score += ix.termScore(d, qt)
+			}
+		}
+		if q != "" && (q == d.name || q == d.short) {
+			score += exactNameBoost
+		}
+		if score > 0 {
+			out = append(out, SearchResult{Tool: d.tool, Score: score})
+		}
+	}
+	slices.SortFunc(out, func(a, b SearchResult) int {
+		if a.Score != b.Score {
+			if a.Score > b.Score {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Tool.Name, b.Tool.Name)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// TestPostingsRankAsAScanDoes: on the published catalogues, every frozen
+// request, every tool's name and a word of each description rank exactly
+// as scanning every tool does: the same tools, in the same order, with the
+// same scores.
+func TestPostingsRankAsAScanDoes(t *testing.T) {
+	raw, err := os.ReadFile("testdata/searcheval/requests.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs evalRequests
+	if err := json.Unmarshal(raw, &reqs); err != nil {
+		t.Fatal(err)
+	}
+	for file, rs := range reqs.Catalogs {
+		doc, err := os.ReadFile("testdata/catalogs/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := evalRegistry(t, doc)
+		ix := reg.cat.Load().index
+		var queries []string
+		for _, r := range rs {
+			queries = append(queries, TrimQuery(r.Request))
+		}
+		for _, tool := range reg.List() {
+			queries = append(queries, tool.Name, strings.TrimPrefix(tool.Name, "api."))
+			if w := strings.Fields(tool.Description); len(w) > 2 {
+				queries = append(queries, w[len(w)/2]+" "+w[0])
+			}
+		}
+		for _, q := range queries {
+			got, err := ix.search(context.Background(), q, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ix.searchLinear(q, 0)
+			if len(got) != len(want) {
+				t.Fatalf("%s: %q: %d results, want %d", file, q, len(got), len(want))
+			}
+			for i := range want {
+				if got[i].Tool != want[i].Tool || got[i].Score != want[i].Score {
+					t.Fatalf("%s: %q: result %d is %s %v, want %s %v", file, q, i, got[i].Tool.Name, got[i].Score, want[i].Tool.Name, want[i].Score)
+				}
+			}
+		}
+	}
+}
