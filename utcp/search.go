@@ -381,6 +381,12 @@ func (ix *searchIndex) search(ctx context.Context, query string, limit int) ([]S
 			out = append(out, SearchResult{Tool: ix.docs[i].tool, Score: score})
 		}
 	}
+	return ranked(out, limit), nil
+}
+
+// ranked sorts results best first (by name on a tie) and keeps the best
+// limit of them (all when limit <= 0).
+func ranked(out []SearchResult, limit int) []SearchResult {
 	slices.SortFunc(out, func(a, b SearchResult) int {
 		if a.Score != b.Score {
 			if a.Score > b.Score {
@@ -393,7 +399,7 @@ func (ix *searchIndex) search(ctx context.Context, query string, limit int) ([]S
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
-	return out, nil
+	return out
 }
 
 // termScore is what one query term adds to a document's score (BM25F).

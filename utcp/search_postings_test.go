@@ -3,6 +3,7 @@ package utcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -39,19 +40,7 @@ func (ix *searchIndex) searchLinear(query string, limit int) []SearchResult {
 			out = append(out, SearchResult{Tool: d.tool, Score: score})
 		}
 	}
-	slices.SortFunc(out, func(a, b SearchResult) int {
-		if a.Score != b.Score {
-			if a.Score > b.Score {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Tool.Name, b.Tool.Name)
-	})
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out
+	return ranked(out, limit)
 }
 
 // TestPostingsRankAsAScanDoes: on the published catalogues, every frozen
@@ -59,14 +48,7 @@ func (ix *searchIndex) searchLinear(query string, limit int) []SearchResult {
 // as scanning every tool does: the same tools, in the same order, with the
 // same scores.
 func TestPostingsRankAsAScanDoes(t *testing.T) {
-	raw, err := os.ReadFile("testdata/searcheval/requests.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reqs evalRequests
-	if err := json.Unmarshal(raw, &reqs); err != nil {
-		t.Fatal(err)
-	}
+	reqs := loadEvalRequests(t)
 	for file, rs := range reqs.Catalogs {
 		doc, err := os.ReadFile("testdata/catalogs/" + file)
 		if err != nil {
@@ -98,6 +80,23 @@ func TestPostingsRankAsAScanDoes(t *testing.T) {
 					t.Fatalf("%s: %q: result %d is %s %v, want %s %v", file, q, i, got[i].Tool.Name, got[i].Score, want[i].Tool.Name, want[i].Score)
 				}
 			}
+		}
+	}
+}
+
+// TestSchemaTextBound: a tool's input schema adds at most
+// maxSchemaTextProps property names to its search document.
+func TestSchemaTextBound(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{maxSchemaTextProps, maxSchemaTextProps + 1} {
+		props := map[string]any{}
+		for i := range n {
+			props[fmt.Sprintf("p%03d", i)] = map[string]any{"type": "string", "description": "a field"}
+		}
+		raw, _ := json.Marshal(map[string]any{"type": "object", "properties": props})
+		names, descs := schemaText(raw)
+		if len(names) != maxSchemaTextProps || len(descs) != maxSchemaTextProps {
+			t.Errorf("%d properties: got %d names and %d descriptions, want %d", n, len(names), len(descs), maxSchemaTextProps)
 		}
 	}
 }

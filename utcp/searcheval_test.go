@@ -25,6 +25,20 @@ type evalRequests struct {
 	} `json:"catalogs"`
 }
 
+// loadEvalRequests reads testdata/searcheval/requests.json.
+func loadEvalRequests(t testing.TB) evalRequests {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/searcheval/requests.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs evalRequests
+	if err := json.Unmarshal(raw, &reqs); err != nil {
+		t.Fatal(err)
+	}
+	return reqs
+}
+
 // evalScore is how one ranker did on one catalogue's requests.
 type evalScore struct {
 	n, top1, top3 int
@@ -121,19 +135,13 @@ func evalRegistry(t testing.TB, doc []byte) *Registry {
 // reached (the goal, 80%, is not met: see BENCHMARKS.md). Not parallel:
 // the ablation changes the package's settings.
 func TestSearchOnPublishedCatalogues(t *testing.T) {
-	raw, err := os.ReadFile("testdata/searcheval/requests.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reqs evalRequests
-	if err := json.Unmarshal(raw, &reqs); err != nil {
-		t.Fatal(err)
-	}
+	reqs := loadEvalRequests(t)
 	files := slices.Sorted(maps.Keys(reqs.Catalogs))
 	docs := map[string][]byte{}
 	regs := map[string]*Registry{}
 	bases := map[string]*plainBM25{}
 	for _, file := range files {
+		var err error
 		if docs[file], err = os.ReadFile("testdata/catalogs/" + file); err != nil {
 			t.Fatal(err)
 		}
@@ -329,14 +337,7 @@ func plainWords(text string) []string {
 // under other manual names) and reports the 50th and 99th percentiles of
 // one search.
 func BenchmarkSearchLatency(b *testing.B) {
-	raw, err := os.ReadFile("testdata/searcheval/requests.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var reqs evalRequests
-	if err := json.Unmarshal(raw, &reqs); err != nil {
-		b.Fatal(err)
-	}
+	reqs := loadEvalRequests(b)
 	var queries []string
 	var manuals []*Manual
 	for _, file := range slices.Sorted(maps.Keys(reqs.Catalogs)) {

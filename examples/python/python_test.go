@@ -2,15 +2,12 @@ package python_test
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,33 +138,13 @@ func haveDeps() error {
 	return nil
 }
 
-// product is what the test reads of a demo product.
-type product struct {
-	ID    string  `json:"id"`
-	Price float64 `json:"price"`
-}
-
 // fiveCheapest is the ids of the five lowest-priced demo products, sorted:
-// computed here too, so the test does not take the client's word for it.
+// computed from the data, so the test does not take the client's word for it.
 func fiveCheapest(t *testing.T) []string {
 	t.Helper()
-	var state struct {
-		Products struct {
-			Items []product `json:"items"`
-		} `json:"products"`
-	}
-	if err := json.Unmarshal(examples.Products, &state); err != nil {
+	ids, err := examples.CheapestProducts(5)
+	if err != nil {
 		t.Fatal(err)
 	}
-	items := state.Products.Items
-	if len(items) < 5 {
-		t.Fatalf("products.json has %d products, want at least 5", len(items))
-	}
-	slices.SortStableFunc(items, func(a, b product) int { return cmp.Compare(a.Price, b.Price) })
-	ids := make([]string, 0, 5)
-	for _, it := range items[:5] {
-		ids = append(ids, it.ID)
-	}
-	slices.Sort(ids)
 	return ids
 }
