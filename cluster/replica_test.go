@@ -391,7 +391,19 @@ func TestReplicasShareTheRegistry(t *testing.T) {
 	})
 
 	t.Run("a replica started later has every manual", func(t *testing.T) {
+		// More manuals than one page of the snapshot (16), so that D
+		// reads it in pages at one revision.
+		for i := range 17 {
+			if _, err := register(ctx, a, fmt.Sprintf("page%02d", i), mathManual(t, math, map[string]string{"add": "add"}), false); err != nil {
+				t.Fatal(err)
+			}
+		}
 		d := startReplica(t, "D", etcd.Endpoint())
+		for i := range 17 {
+			if got, err := d.tools(ctx, fmt.Sprintf("page%02d", i)); err != nil || len(got) != 1 {
+				t.Fatalf("D right after start: manual page%02d has %v, %v; want one tool", i, got, err)
+			}
+		}
 		for _, m := range []string{"steady", "after"} {
 			got, err := d.tools(ctx, m)
 			if err != nil || len(got) != 1 {

@@ -127,6 +127,19 @@ func (r *Reservation) Size() int64 {
 // leaves it as it was on failure (an *ExhaustedError, or ctx's error);
 // shrinking never fails.
 func (r *Reservation) Resize(ctx context.Context, n int64) error {
+	return r.resize(ctx, n, r.bWait())
+}
+
+// bWait is how long a growth may wait: the budget's wait.
+func (r *Reservation) bWait() time.Duration {
+	if r == nil {
+		return 0
+	}
+	return r.b.wait
+}
+
+// resize is Resize waiting at most wait for room.
+func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) error {
 	if r == nil {
 		return nil
 	}
@@ -138,8 +151,10 @@ func (r *Reservation) Resize(ctx context.Context, n int64) error {
 	case n == r.n:
 		return nil
 	case n < r.n:
-		r.pool().release(r.n - n)
+		// Counted out before the pool frees it, so that InUse never
+		// shows more than the pools hold.
 		b.inUse.Add(n - r.n)
+		r.pool().release(r.n - n)
 		r.n = n
 		r.inSmall = r.inSmall && n > 0
 		return nil
@@ -164,7 +179,7 @@ func (r *Reservation) Resize(ctx context.Context, n int64) error {
 	if r.inSmall {
 		need = n
 	}
-	if err := b.large.acquire(ctx, need, b.wait); err != nil {
+	if err := b.large.acquire(ctx, need, wait); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -191,14 +206,7 @@ func (r *Reservation) pool() *pool {
 // TryResize is Resize without waiting: for a growth decided while a lock
 // is held.
 func (r *Reservation) TryResize(n int64) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	err := r.Resize(ctx, n)
-	if errors.Is(err, context.Canceled) {
-		r.b.refusals.Add(1)
-		return &ExhaustedError{What: r.what, Need: n - r.Size(), Limit: r.b.limit, InUse: r.b.inUse.Load()}
-	}
-	return err
+	return r.resize(context.Background(), n, 0)
 }
 
 // Spare is another reservation of n bytes from the same budget, for
@@ -257,6 +265,9 @@ func (p *pool) try(n int64) bool {
 func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration) error {
 	if p.try(n) {
 		return nil
+	}
+	if wait <= 0 {
+		return errNoRoom
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -56,6 +56,12 @@ func TestSmallReservationsGoOn(t *testing.T) {
 	if _, err := b.Reserve(context.Background(), "big", 1<<20-1<<16); err != nil {
 		t.Fatal(err)
 	}
+	// One byte past the small size is a large reservation: none is left.
+	short, cancelShort := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancelShort()
+	if _, err := b.Reserve(short, "just too large", 1<<10+1); err == nil {
+		t.Fatal("a reservation one byte past the small size got the small part")
+	}
 	var small []*membudget.Reservation
 	for i := range 64 {
 		r, err := b.Reserve(context.Background(), "small", 1<<10)

@@ -35,6 +35,8 @@ const (
 	// MaxRecordBytes bounds a stored manual (compressed), under etcd's
 	// default request limit of 1.5 MiB.
 	MaxRecordBytes = 1 << 20
+	// maxRecordJSON bounds a stored record once decompressed.
+	maxRecordJSON = 32 * MaxRecordBytes
 	// snapshotPage is how many manuals one read of a snapshot returns.
 	snapshotPage = 16
 )
@@ -398,10 +400,18 @@ func (s *Etcd) encode(res *utcp.Resolved) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(value) > MaxRecordBytes {
-		return nil, &utcp.LimitError{What: "manual_bytes", Limit: MaxRecordBytes, Would: len(value)}
+	if err := recordWithin(value); err != nil {
+		return nil, err
 	}
 	return value, nil
+}
+
+// recordWithin refuses a stored record over MaxRecordBytes.
+func recordWithin(value []byte) error {
+	if len(value) > MaxRecordBytes {
+		return &utcp.LimitError{What: "manual_bytes", Limit: MaxRecordBytes, Would: len(value)}
+	}
+	return nil
 }
 
 // encodeRecord is a record as stored: JSON, gzip-compressed.
@@ -426,11 +436,11 @@ func decodeRecord(value []byte) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(zr, 32*MaxRecordBytes+1))
+	data, err := io.ReadAll(io.LimitReader(zr, maxRecordJSON+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > 32*MaxRecordBytes {
+	if len(data) > maxRecordJSON {
 		return nil, errors.New("the record is too large once decompressed")
 	}
 	var rec record
