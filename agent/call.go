@@ -145,20 +145,33 @@ func (l *loop) resolve(ctx context.Context, step int, active map[string]*compile
 	return l.execute(ctx, step, t, *call), true, nil
 }
 
-// stepKey is the context key of CallStep.
-type stepKey struct{}
+// callKey is the context key of CallStep and CallID.
+type callKey struct{}
+
+// running is the call an Executor's context says it runs.
+type running struct {
+	step int
+	id   string
+}
 
 // CallStep returns the index of the step whose tool call an Executor is
 // running, from the context the Executor was given.
 func CallStep(ctx context.Context) (int, bool) {
-	step, ok := ctx.Value(stepKey{}).(int)
-	return step, ok
+	r, ok := ctx.Value(callKey{}).(running)
+	return r.step, ok
+}
+
+// CallID returns the id of the tool call an Executor is running, from the
+// context the Executor was given ("" outside one).
+func CallID(ctx context.Context) string {
+	r, _ := ctx.Value(callKey{}).(running)
+	return r.id
 }
 
 // execute runs the executor under the tool's timeout. A call past its
 // timeout is answered at once; the executor is left to see its context end.
 func (l *loop) execute(ctx context.Context, step int, t *compiledTool, call ToolCall) Result {
-	cctx, cancel := context.WithTimeoutCause(context.WithValue(ctx, stepKey{}, step), t.timeout, errToolTimeout)
+	cctx, cancel := context.WithTimeoutCause(context.WithValue(ctx, callKey{}, running{step: step, id: call.ID}), t.timeout, errToolTimeout)
 	defer cancel()
 	type outcome struct {
 		r   Result

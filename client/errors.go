@@ -21,11 +21,12 @@ type RejectedError struct {
 }
 
 func (e *RejectedError) Error() string {
+	st := e.Rejected.GetStatus()
 	return fmt.Sprintf("exprd: %s %q rejected: %s: %s", e.Rejected.GetKind(), e.Rejected.GetCallId(),
-		codes.Code(e.Rejected.GetCode()), e.Rejected.GetMessage())
+		codes.Code(st.GetCode()), st.GetMessage())
 }
 
-// GRPCStatus returns the rejection as a gRPC status.
+// GRPCStatus returns the rejection as a gRPC status, with its details.
 func (e *RejectedError) GRPCStatus() *status.Status {
-	return status.New(codes.Code(e.Rejected.GetCode()), e.Rejected.GetMessage())
+	return status.FromProto(e.Rejected.GetStatus())
 }

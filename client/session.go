@@ -147,13 +147,13 @@ func (s *Session) Opened() *exprdv1.Opened { return s.opened }
 // SetState replaces the session's state with a JSON object. It only sends:
 // a state the server refuses comes back through Handlers.OnRejected.
 func (s *Session) SetState(_ context.Context, stateJSON []byte) error {
-	return s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: stateJSON}}})
+	return s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: string(stateJSON)}}})
 }
 
 // PatchState applies an RFC 7386 JSON merge patch to the session's state.
 // Like SetState it only sends; a refusal comes through Handlers.OnRejected.
 func (s *Session) PatchState(_ context.Context, patchJSON []byte) error {
-	return s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: patchJSON}}})
+	return s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: string(patchJSON)}}})
 }
 
 // Call sends one tool call (the model's input JSON) and waits for its
@@ -179,7 +179,7 @@ func (s *Session) Call(ctx context.Context, inputJSON []byte) (*Result, error) {
 	s.calls[id] = p
 	s.mu.Unlock()
 
-	if err := s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: inputJSON}}}); err != nil {
+	if err := s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: string(inputJSON)}}}); err != nil {
 		s.forget(id)
 		return nil, err
 	}
@@ -390,13 +390,13 @@ func (s *Session) function(fc *exprdv1.FunctionCall) {
 	res := &exprdv1.FunctionResult{CallId: fc.GetCallId(), FunctionCallId: fc.GetFunctionCallId()}
 	if fn := s.h.Functions[fc.GetName()]; fn == nil {
 		res.Error = fmt.Sprintf("the client has no function %q", fc.GetName())
-	} else if out, err := fn(s.callCtx(fc.GetCallId()), fc.GetArgsJson()); err != nil {
+	} else if out, err := fn(s.callCtx(fc.GetCallId()), json.RawMessage(fc.GetArgsJson())); err != nil {
 		res.Error = err.Error()
 		if res.Error == "" {
 			res.Error = "failed"
 		}
 	} else {
-		res.ResultJson = out
+		res.ResultJson = string(out)
 	}
 	_ = s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: res}})
 }

@@ -33,9 +33,6 @@ type agentLoop struct {
 
 type agentStream = grpc.BidiStreamingServer[exprdv1.AgentLoopRunRequest, exprdv1.AgentLoopRunResponse]
 
-// errHookCallID fails a turn whose hook reply names another call.
-var errHookCallID = errors.New("a hook reply names another call than the one asked about")
-
 // errAborted is the cause of a turn the client aborted (AgentCancel).
 var errAborted = errors.New("the client aborted the turn")
 
@@ -68,15 +65,18 @@ type turn struct {
 // replies are the requests of one kind that wait for the client's reply,
 // by id.
 type replies[T any] struct {
-	waiting map[string]chan T
-	// ended are requests that stopped waiting without a reply (the call
-	// timed out, its step ended): a late reply to one is dropped, not a
-	// protocol error.
-	ended map[string]bool
+	waiting map[string]waiter[T]
+}
+
+// waiter is one request waiting for its reply; check, when set, refuses a
+// reply that does not fit the request (the request goes on waiting).
+type waiter[T any] struct {
+	ch    chan T
+	check func(T) error
 }
 
 func newReplies[T any]() replies[T] {
-	return replies[T]{waiting: map[string]chan T{}, ended: map[string]bool{}}
+	return replies[T]{waiting: map[string]waiter[T]{}}
 }
 
 func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error {
@@ -119,7 +119,7 @@ func (a *agentLoop) Run(stream agentStream) error {
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	t.state.UseMemory(mem)
 	if js := start.GetStateJson(); len(js) > 0 {
-		if err := t.state.Replace(js); err != nil {
+		if err := t.state.Replace([]byte(js)); err != nil {
 			return stateStatus("start.state_json", err)
 		}
 	}
@@ -154,12 +154,8 @@ func (a *agentLoop) status(ctx context.Context, err error) error {
 		fe *agent.FieldError
 	)
 	switch {
-	case errors.Is(err, errHookCallID), errors.Is(err, agent.ErrCallIDMismatch):
-		msg := errHookCallID.Error()
-		if _, detail, ok := strings.Cut(err.Error(), errHookCallID.Error()+": "); ok {
-			msg += ": " + detail
-		}
-		return badRequest("hook_reply.call_id", msg)
+	case errors.Is(err, agent.ErrCallIDMismatch):
+		return badRequest("hook_reply.call_id", err.Error())
 	case errors.Is(err, agent.ErrInvalidConfig) && errors.As(err, &fe):
 		return badRequest("start."+wireField(fe.Field), fe.Reason)
 	case errors.Is(err, agent.ErrInvalidConfig):
@@ -196,9 +192,13 @@ func wireField(f string) string {
 
 // config turns Start into the loop's configuration.
 func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p model.Provider, t *turn) (agent.Config, error) {
+	choice, err := toolChoice(start.GetToolChoice(), "start.tool_choice")
+	if err != nil {
+		return agent.Config{}, err
+	}
 	cfg := agent.Config{
 		Provider: p, Model: start.GetModel(), System: start.GetSystem(),
-		ToolChoice:  toolChoice(start.GetToolChoice()),
+		ToolChoice:  choice,
 		Parallelism: int(start.GetParallelism()),
 		ToolTimeout: time.Duration(start.GetToolTimeoutMs()) * time.Millisecond,
 		StepTimeout: time.Duration(start.GetStepTimeoutMs()) * time.Millisecond,
@@ -206,8 +206,12 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 		Events:      t.events(),
 		Approve:     t.approve,
 	}
-	for _, m := range start.GetMessages() {
-		cfg.Messages = append(cfg.Messages, messageFromProto(m))
+	for i, m := range start.GetMessages() {
+		msg, err := messageFromProto(m, fmt.Sprintf("start.messages[%d]", i))
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Messages = append(cfg.Messages, msg)
 	}
 	for i, tp := range start.GetTools() {
 		tool, err := a.tool(ctx, i, tp, start, t)
@@ -225,14 +229,14 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 	}
 	for _, h := range start.GetHooks() {
 		switch h {
-		case "prepare_step":
+		case exprdv1.Hook_HOOK_PREPARE_STEP:
 			cfg.Hooks.PrepareStep = t.prepareStep
-		case "pre_tool_call":
+		case exprdv1.Hook_HOOK_PRE_TOOL_CALL:
 			cfg.Hooks.PreToolCall = t.preToolCall
-		case "post_tool_call":
+		case exprdv1.Hook_HOOK_POST_TOOL_CALL:
 			cfg.Hooks.PostToolCall = t.postToolCall
 		default:
-			return cfg, badRequest("start.hooks", fmt.Sprintf("unknown hook %q: prepare_step, pre_tool_call or post_tool_call", h))
+			return cfg, badRequest("start.hooks", fmt.Sprintf("unknown hook %v: HOOK_PREPARE_STEP, HOOK_PRE_TOOL_CALL or HOOK_POST_TOOL_CALL", h))
 		}
 	}
 	return cfg, nil
@@ -242,7 +246,7 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 // stream's status.
 func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start *exprdv1.AgentStart, t *turn) (agent.Tool, error) {
 	field := fmt.Sprintf("start.tools[%d]", i)
-	tool := agent.Tool{Name: tp.GetName(), Description: tp.GetDescription(), Parameters: tp.GetParametersJson(),
+	tool := agent.Tool{Name: tp.GetName(), Description: tp.GetDescription(), Parameters: json.RawMessage(tp.GetParametersJson()),
 		NeedsApproval: tp.GetNeedsApproval(), Timeout: time.Duration(tp.GetTimeoutMs()) * time.Millisecond}
 	switch tp.GetExecutor() {
 	case exprdv1.AgentTool_EXECUTOR_UNSPECIFIED:
@@ -312,10 +316,9 @@ func refield(err error, from, to string) error {
 }
 
 // receive dispatches the client's messages until the stream ends. A
-// message that breaks the protocol (a reply nobody waits for, a state the
-// turn refuses) ends the turn with its status, the cause the turn is
-// cancelled with; Cancel aborts it. The client's half-close cancels
-// nothing.
+// message the turn cannot use (a reply nobody waits for, a state the turn
+// refuses) is answered with Rejected and changes nothing; Cancel aborts
+// the turn. The client's half-close cancels nothing.
 func (t *turn) receive(cancel context.CancelCauseFunc) {
 	for {
 		m, err := t.stream.Recv()
@@ -330,57 +333,69 @@ func (t *turn) receive(cancel context.CancelCauseFunc) {
 			cancel(recvFailed(err))
 			return
 		}
+		var kind, callID string
 		var bad error
 		switch msg := m.GetMsg().(type) {
 		case *exprdv1.AgentLoopRunRequest_ToolOutput:
-			bad = deliver(t, &t.outputs, msg.ToolOutput.GetCallId(), msg.ToolOutput, "tool_output.call_id", "tool output")
+			kind, callID = "tool_output", msg.ToolOutput.GetCallId()
+			bad = deliver(t, &t.outputs, callID, msg.ToolOutput, "tool output")
 		case *exprdv1.AgentLoopRunRequest_HookReply:
-			bad = deliver(t, &t.hooks, msg.HookReply.GetHookId(), msg.HookReply, "hook_reply.hook_id", "hook reply")
+			kind, callID = "hook_reply", msg.HookReply.GetCallId()
+			bad = deliver(t, &t.hooks, msg.HookReply.GetHookId(), msg.HookReply, "hook")
 		case *exprdv1.AgentLoopRunRequest_ApprovalReply:
-			bad = deliver(t, &t.approvals, msg.ApprovalReply.GetCallId(), msg.ApprovalReply, "approval_reply.call_id", "approval")
+			kind, callID = "approval_reply", msg.ApprovalReply.GetCallId()
+			bad = deliver(t, &t.approvals, callID, msg.ApprovalReply, "approval")
 		case *exprdv1.AgentLoopRunRequest_State:
-			if err := t.state.Replace(msg.State.GetStateJson()); err != nil {
+			kind = "state"
+			if err := t.state.Replace([]byte(msg.State.GetStateJson())); err != nil {
 				bad = stateStatus("state.state_json", err)
 			}
 		case *exprdv1.AgentLoopRunRequest_StatePatch:
-			if err := t.state.MergePatch(msg.StatePatch.GetPatchJson()); err != nil {
+			kind = "state_patch"
+			if err := t.state.MergePatch([]byte(msg.StatePatch.GetPatchJson())); err != nil {
 				bad = stateStatus("state_patch.patch_json", err)
 			}
 		case *exprdv1.AgentLoopRunRequest_Cancel:
 			cancel(errAborted)
 			return
+		case *exprdv1.AgentLoopRunRequest_Start:
+			kind, bad = "start", status.Error(codes.FailedPrecondition, "the turn has started; Start comes once")
 		default:
 			bad = badRequest("msg", "after Start: tool outputs, hook and approval replies, state, or cancel")
 		}
 		if bad != nil {
-			cancel(&streamError{st: bad})
-			return
+			_ = t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Rejected{Rejected: rejected(kind, callID, bad)}})
 		}
 	}
 }
 
-// deliver hands a reply to the request waiting for it. A reply to a
-// request that ended without one is dropped; to anything else, it is a
-// protocol error naming field.
-func deliver[T any](t *turn, r *replies[T], id string, v T, field, what string) error {
+// deliver hands a reply to the request waiting for it. A reply nobody
+// waits for (late, repeated, or for an id never sent) is NOT_FOUND, and
+// one its request's check refuses is INVALID_ARGUMENT; either changes
+// nothing.
+func deliver[T any](t *turn, r *replies[T], id string, v T, what string) error {
 	t.mu.Lock()
-	ch := r.waiting[id]
-	delete(r.waiting, id)
-	late := r.ended[id]
-	t.mu.Unlock()
-	switch {
-	case ch != nil:
-		ch <- v
-	case !late:
-		return badRequest(field, fmt.Sprintf("no %s is waiting for %q", what, id))
+	w, ok := r.waiting[id]
+	if ok && w.check != nil {
+		if err := w.check(v); err != nil {
+			t.mu.Unlock()
+			return err
+		}
 	}
+	delete(r.waiting, id)
+	t.mu.Unlock()
+	if !ok {
+		return status.Errorf(codes.NotFound, "no %s is waiting for %q", what, id)
+	}
+	w.ch <- v
 	return nil
 }
 
 // wait registers id, sends m, and waits for the reply, ctx, or the
 // client's half-close (errClientGone, also at once when the client has
-// already half-closed: m is not sent).
-func wait[T any](ctx context.Context, t *turn, r *replies[T], id string, m *exprdv1.AgentLoopRunResponse) (T, error) {
+// already half-closed: m is not sent). check, when not nil, refuses
+// replies that do not fit.
+func wait[T any](ctx context.Context, t *turn, r *replies[T], id string, check func(T) error, m *exprdv1.AgentLoopRunResponse) (T, error) {
 	var zero T
 	ch := make(chan T, 1)
 	t.mu.Lock()
@@ -388,17 +403,12 @@ func wait[T any](ctx context.Context, t *turn, r *replies[T], id string, m *expr
 		t.mu.Unlock()
 		return zero, errClientGone
 	}
-	r.waiting[id] = ch
-	delete(r.ended, id)
+	r.waiting[id] = waiter[T]{ch: ch, check: check}
 	t.mu.Unlock()
-	replied := false
 	defer func() {
 		t.mu.Lock()
-		if r.waiting[id] == ch {
+		if r.waiting[id].ch == ch {
 			delete(r.waiting, id)
-		}
-		if !replied {
-			r.ended[id] = true
 		}
 		t.mu.Unlock()
 	}()
@@ -407,12 +417,10 @@ func wait[T any](ctx context.Context, t *turn, r *replies[T], id string, m *expr
 	}
 	select {
 	case v := <-ch:
-		replied = true
 		return v, nil
 	case <-t.gone:
 		select {
 		case v := <-ch: // the reply came just before the half-close
-			replied = true
 			return v, nil
 		default:
 			return zero, errClientGone
@@ -427,7 +435,7 @@ func wait[T any](ctx context.Context, t *turn, r *replies[T], id string, m *expr
 // run. After the client's half-close the call is an error result.
 func (t *turn) runOnClient(ctx context.Context, call agent.ToolCall) (agent.Result, error) {
 	step, _ := agent.CallStep(ctx)
-	out, err := wait(ctx, t, &t.outputs, call.ID, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolCallRequested{
+	out, err := wait(ctx, t, &t.outputs, call.ID, nil, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolCallRequested{
 		ToolCallRequested: &exprdv1.ToolCallRequested{Step: uint32(step), Call: callProto(call), RunOnClient: true}}})
 	if errors.Is(err, errClientGone) {
 		return agent.Result{}, fmt.Errorf("tool %q runs on the client, which closed its side of the stream: the call was not run", call.Name)
@@ -435,17 +443,29 @@ func (t *turn) runOnClient(ctx context.Context, call agent.ToolCall) (agent.Resu
 	if err != nil {
 		return agent.Result{}, err
 	}
-	content := json.RawMessage(out.GetOutputJson())
-	if !json.Valid(content) {
-		content, _ = json.Marshal(string(out.GetOutputJson()))
+	return agent.Result{Content: clientOutput(out.GetOutputJson(), out.GetIsError()), IsError: out.GetIsError()}, nil
+}
+
+// clientOutput is what the model sees of a client-run tool's output: the
+// JSON as sent, text that is not JSON as a JSON string, and nothing as {}
+// (with is_error, {"error":"the tool failed"}).
+func clientOutput(out string, isError bool) json.RawMessage {
+	switch {
+	case out == "" && isError:
+		return json.RawMessage(`{"error":"the tool failed"}`)
+	case out == "":
+		return json.RawMessage(`{}`)
+	case json.Valid([]byte(out)):
+		return json.RawMessage(out)
 	}
-	return agent.Result{Content: content, IsError: out.GetIsError()}, nil
+	content, _ := json.Marshal(out)
+	return content
 }
 
 // approve asks the client to approve a call. After the client's
 // half-close the call is denied, with that as the reason.
 func (t *turn) approve(ctx context.Context, step int, call agent.ToolCall) (bool, string, error) {
-	r, err := wait(ctx, t, &t.approvals, call.ID, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ApprovalRequest{
+	r, err := wait(ctx, t, &t.approvals, call.ID, nil, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ApprovalRequest{
 		ApprovalRequest: &exprdv1.AgentApprovalRequest{Step: uint32(step), Call: callProto(call)}}})
 	if errors.Is(err, errClientGone) {
 		return false, "the client closed its side of the stream before approving the call", nil
@@ -462,18 +482,17 @@ func (t *turn) hook(ctx context.Context, req *exprdv1.HookRequest) (*exprdv1.Hoo
 	t.seq++
 	req.HookId = strconv.Itoa(t.seq)
 	t.mu.Unlock()
-	r, err := wait(ctx, t, &t.hooks, req.HookId, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_HookRequest{HookRequest: req}})
-	if err != nil {
-		return nil, err
+	check := func(r *exprdv1.HookReply) error {
+		if r.GetCallId() != req.GetCallId() {
+			return badRequest("hook_reply.call_id", fmt.Sprintf("hook %s asked about call %q, the reply names %q", req.HookId, req.GetCallId(), r.GetCallId()))
+		}
+		return nil
 	}
-	if r.GetCallId() != req.GetCallId() {
-		return nil, fmt.Errorf("%w: asked about %q, the reply names %q", errHookCallID, req.GetCallId(), r.GetCallId())
-	}
-	return r, nil
+	return wait(ctx, t, &t.hooks, req.HookId, check, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_HookRequest{HookRequest: req}})
 }
 
 func (t *turn) prepareStep(ctx context.Context, p agent.PrepareStep) (agent.PrepareStep, error) {
-	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: "prepare_step", Step: uint32(p.Step)})
+	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: exprdv1.Hook_HOOK_PREPARE_STEP, Step: uint32(p.Step)})
 	if errors.Is(err, errClientGone) {
 		return p, nil // nobody to ask: the step as it is
 	}
@@ -483,23 +502,29 @@ func (t *turn) prepareStep(ctx context.Context, p agent.PrepareStep) (agent.Prep
 	if r.GetActiveTools() != nil {
 		p.ActiveTools = r.GetActiveTools()
 	}
-	if r.GetToolChoice() != "" {
-		p.ToolChoice = toolChoice(r.GetToolChoice())
+	if r.GetToolChoice() != nil {
+		if p.ToolChoice, err = toolChoice(r.GetToolChoice(), "hook_reply.tool_choice"); err != nil {
+			return p, err
+		}
 	}
 	if r.GetModel() != "" {
 		p.Model = r.GetModel()
 	}
 	if len(r.GetMessages()) > 0 {
 		p.Messages = p.Messages[:0:0]
-		for _, m := range r.GetMessages() {
-			p.Messages = append(p.Messages, messageFromProto(m))
+		for i, m := range r.GetMessages() {
+			msg, err := messageFromProto(m, fmt.Sprintf("hook_reply.messages[%d]", i))
+			if err != nil {
+				return p, err
+			}
+			p.Messages = append(p.Messages, msg)
 		}
 	}
 	return p, nil
 }
 
 func (t *turn) preToolCall(ctx context.Context, step int, call agent.ToolCall) (agent.PreToolCall, error) {
-	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: "pre_tool_call", Step: uint32(step), CallId: call.ID, Call: callProto(call)})
+	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: exprdv1.Hook_HOOK_PRE_TOOL_CALL, Step: uint32(step), CallId: call.ID, Call: callProto(call)})
 	if errors.Is(err, errClientGone) {
 		// The client asked to see every call before it runs: a call it
 		// can no longer see does not run, as an approval not given.
@@ -511,17 +536,17 @@ func (t *turn) preToolCall(ctx context.Context, step int, call agent.ToolCall) (
 	}
 	out := agent.PreToolCall{Call: call}
 	if len(r.GetReplacementArgumentsJson()) > 0 {
-		out.Call.Arguments = r.GetReplacementArgumentsJson()
+		out.Call.Arguments = json.RawMessage(r.GetReplacementArgumentsJson())
 	}
 	if len(r.GetResultJson()) > 0 {
-		out.Result = &agent.Result{Content: r.GetResultJson(), IsError: r.GetResultIsError()}
+		out.Result = &agent.Result{Content: json.RawMessage(r.GetResultJson()), IsError: r.GetResultIsError()}
 	}
 	return out, nil
 }
 
 func (t *turn) postToolCall(ctx context.Context, step int, call agent.ToolCall, res agent.Result) (agent.Result, error) {
-	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: "post_tool_call", Step: uint32(step), CallId: call.ID, Call: callProto(call),
-		ResultJson: res.Content, ResultIsError: res.IsError})
+	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: exprdv1.Hook_HOOK_POST_TOOL_CALL, Step: uint32(step), CallId: call.ID, Call: callProto(call),
+		ResultJson: jsonText(res.Content), ResultIsError: res.IsError})
 	if errors.Is(err, errClientGone) {
 		return res, nil // nobody to ask: the result as it is
 	}
@@ -529,7 +554,7 @@ func (t *turn) postToolCall(ctx context.Context, step int, call agent.ToolCall, 
 		return res, err
 	}
 	if len(r.GetResultJson()) > 0 {
-		return agent.Result{Content: r.GetResultJson(), IsError: r.GetResultIsError()}, nil
+		return agent.Result{Content: json.RawMessage(r.GetResultJson()), IsError: r.GetResultIsError()}, nil
 	}
 	return res, nil
 }
@@ -548,7 +573,7 @@ func (t *turn) events() agent.Events {
 		},
 		ToolResult: func(step int, call agent.ToolCall, r agent.Result) {
 			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolResult{ToolResult: &exprdv1.ToolResult{
-				Step: uint32(step), CallId: call.ID, Name: call.Name, OutputJson: r.Content, IsError: r.IsError}}})
+				Step: uint32(step), CallId: call.ID, Name: call.Name, OutputJson: jsonText(r.Content), IsError: r.IsError}}})
 		},
 		StepFinished: func(s agent.Step) {
 			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StepFinished{StepFinished: stepProto(s)}})
@@ -560,9 +585,10 @@ func (t *turn) events() agent.Events {
 // a client function inside an agent turn, so confirms are declined.
 type agentExprHost struct{ t *turn }
 
-func (h *agentExprHost) Write(_ context.Context, w evaluator.Write) error {
-	return h.t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StateWrite{StateWrite: &exprdv1.StepWrite{
-		Step: uint32(w.Step), Path: w.Path, ValueJson: w.ValueJSON}}})
+func (h *agentExprHost) Write(ctx context.Context, w evaluator.Write) error {
+	step, _ := agent.CallStep(ctx)
+	return h.t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StateWrite{StateWrite: &exprdv1.AgentStateWrite{
+		Step: uint32(step), CallId: agent.CallID(ctx), ExprStep: uint32(w.Step), Path: w.Path, ValueJson: jsonText(w.ValueJSON)}}})
 }
 
 func (h *agentExprHost) Confirm(context.Context, int, string) (bool, error) { return false, nil }
@@ -571,16 +597,24 @@ func (h *agentExprHost) CallClient(context.Context, string, map[string]any) (any
 	return nil, errors.New("no client function can run inside an agent turn")
 }
 
-func toolChoice(s string) model.ToolChoice {
-	switch s {
-	case "", "auto":
-		return model.ToolChoice{Mode: model.ToolChoiceAuto}
-	case "none":
-		return model.ToolChoice{Mode: model.ToolChoiceNone}
-	case "required":
-		return model.ToolChoice{Mode: model.ToolChoiceRequired}
+// toolChoice reads a ToolChoice (nil is auto); a tool name goes with
+// MODE_TOOL and only with it.
+func toolChoice(c *exprdv1.ToolChoice, field string) (model.ToolChoice, error) {
+	mode, tool := c.GetMode(), c.GetTool()
+	if (mode == exprdv1.ToolChoice_MODE_TOOL) != (tool != "") {
+		return model.ToolChoice{}, badRequest(field+".tool", "a tool name is given with MODE_TOOL, and only with it")
 	}
-	return model.ChooseTool(s)
+	switch mode {
+	case exprdv1.ToolChoice_MODE_UNSPECIFIED, exprdv1.ToolChoice_MODE_AUTO:
+		return model.ToolChoice{Mode: model.ToolChoiceAuto}, nil
+	case exprdv1.ToolChoice_MODE_NONE:
+		return model.ToolChoice{Mode: model.ToolChoiceNone}, nil
+	case exprdv1.ToolChoice_MODE_REQUIRED:
+		return model.ToolChoice{Mode: model.ToolChoiceRequired}, nil
+	case exprdv1.ToolChoice_MODE_TOOL:
+		return model.ChooseTool(tool), nil
+	}
+	return model.ToolChoice{}, badRequest(field+".mode", fmt.Sprintf("unknown mode %v", mode))
 }
 
 func stopFromProto(c *exprdv1.StopCondition) (agent.StopCondition, error) {
@@ -625,16 +659,29 @@ func stopFromProto(c *exprdv1.StopCondition) (agent.StopCondition, error) {
 	return nil, errors.New("the condition is empty")
 }
 
-func messageFromProto(m *exprdv1.AgentMessage) model.Message {
-	msg := model.Message{Role: model.Role(m.GetRole()), Content: m.GetContent(), ToolCallID: m.GetToolCallId()}
-	for _, c := range m.GetToolCalls() {
-		msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: c.GetId(), Name: c.GetName(), Arguments: string(c.GetArgumentsJson())})
+var roles = map[exprdv1.AgentMessage_Role]model.Role{
+	exprdv1.AgentMessage_ROLE_SYSTEM:    model.RoleSystem,
+	exprdv1.AgentMessage_ROLE_USER:      model.RoleUser,
+	exprdv1.AgentMessage_ROLE_ASSISTANT: model.RoleAssistant,
+	exprdv1.AgentMessage_ROLE_TOOL:      model.RoleTool,
+}
+
+// messageFromProto reads a message of the conversation; field names it in
+// an error.
+func messageFromProto(m *exprdv1.AgentMessage, field string) (model.Message, error) {
+	role, ok := roles[m.GetRole()]
+	if !ok {
+		return model.Message{}, badRequest(field+".role", fmt.Sprintf("role %v: ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL", m.GetRole()))
 	}
-	return msg
+	msg := model.Message{Role: role, Content: m.GetContent(), ToolCallID: m.GetToolCallId()}
+	for _, c := range m.GetToolCalls() {
+		msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: c.GetId(), Name: c.GetName(), Arguments: c.GetArgumentsJson()})
+	}
+	return msg, nil
 }
 
 func callProto(c agent.ToolCall) *exprdv1.AgentToolCall {
-	return &exprdv1.AgentToolCall{Id: c.ID, Name: c.Name, ArgumentsJson: c.Arguments}
+	return &exprdv1.AgentToolCall{Id: c.ID, Name: c.Name, ArgumentsJson: jsonText(c.Arguments)}
 }
 
 func usageProto(u model.Usage) *exprdv1.Usage {

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/exprd/exprd/codemode"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -43,7 +43,7 @@ func (c *codeMode) Execute(ctx context.Context, req *exprdv1.ExecuteRequest) (*e
 	if err := runStatus(ctx, err); err != nil {
 		return nil, err
 	}
-	return &exprdv1.ExecuteResponse{ValueJson: res.ValueJSON, Trace: traceProto(res.Trace), Error: codeError(err)}, nil
+	return &exprdv1.ExecuteResponse{ValueJson: jsonText(res.ValueJSON), Trace: traceProto(res.Trace), Error: codeError(err)}, nil
 }
 
 // CallTool plans a prompt with a model and runs the plan: the seed's
@@ -60,17 +60,8 @@ func (c *codeMode) CallTool(ctx context.Context, req *exprdv1.CallToolRequest) (
 	if err := runStatus(ctx, err); err != nil {
 		return nil, err
 	}
-	return &exprdv1.CallToolResponse{Handled: o.Handled, Plan: planProto(o.Plan), ValueJson: o.Result.ValueJSON,
+	return &exprdv1.CallToolResponse{Handled: o.Handled, Plan: planProto(o.Plan), ValueJson: jsonText(o.Result.ValueJSON),
 		Trace: traceProto(o.Result.Trace), Error: codeError(err)}, nil
-}
-
-// SearchTools ranks the registry's tools for a query.
-func (c *codeMode) SearchTools(ctx context.Context, req *exprdv1.CodeModeSearchToolsRequest) (*exprdv1.CodeModeSearchToolsResponse, error) {
-	r, err := (&toolRegistry{reg: c.s.opts.registry}).SearchTools(ctx, &exprdv1.SearchToolsRequest{Query: req.GetQuery(), Limit: req.GetLimit()})
-	if err != nil {
-		return nil, err
-	}
-	return &exprdv1.CodeModeSearchToolsResponse{Tools: r.GetTools()}, nil
 }
 
 // provider picks a model provider by name ("" is the default).
@@ -154,7 +145,7 @@ func (c *codeMode) Run(stream runStream) error {
 		return badRequest("start", err.Error())
 	}
 	return sendStatus(r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Result{Result: &exprdv1.RunResult{
-		ValueJson: res.ValueJSON, Error: codeError(err), Cancelled: res.Cancelled, NotHandled: notHandled, Trace: traceProto(res.Trace),
+		ValueJson: jsonText(res.ValueJSON), Error: codeError(err), Cancelled: res.Cancelled, NotHandled: notHandled, Trace: traceProto(res.Trace),
 	}}}))
 }
 
@@ -180,9 +171,9 @@ func (r *runSession) send(m *exprdv1.RunResponse) error {
 }
 
 // receive handles the client's messages until the stream ends: approval
-// replies and Cancel. A reply nobody waits for, or a second Start, ends the
-// run with InvalidArgument: the status is the cause the run is cancelled
-// with. The client's half-close cancels nothing.
+// replies and Cancel. A reply nobody waits for, a second Start or an empty
+// message is answered with Rejected and changes nothing. The client's
+// half-close cancels nothing.
 func (r *runSession) receive(cancel context.CancelCauseFunc) {
 	for {
 		m, err := r.stream.Recv()
@@ -204,17 +195,23 @@ func (r *runSession) receive(cancel context.CancelCauseFunc) {
 			delete(r.approvals, msg.ApprovalReply.GetApprovalId())
 			r.mu.Unlock()
 			if ch == nil {
-				cancel(&streamError{st: badRequest("approval_reply.approval_id", fmt.Sprintf("no approval %q is waiting", msg.ApprovalReply.GetApprovalId()))})
-				return
+				r.reject("approval_reply", status.Errorf(codes.NotFound, "no approval %q is waiting", msg.ApprovalReply.GetApprovalId()))
+				continue
 			}
 			ch <- msg.ApprovalReply.GetApproved()
 		case *exprdv1.RunRequest_Cancel:
 			cancel(errRunCancelled)
+		case *exprdv1.RunRequest_Start:
+			r.reject("start", status.Error(codes.FailedPrecondition, "the run has started; Start comes once"))
 		default:
-			cancel(&streamError{st: badRequest("msg", "after Start only ApprovalReply and RunCancel may come")})
-			return
+			r.reject("", badRequest("msg", "after Start only ApprovalReply and RunCancel may come"))
 		}
 	}
+}
+
+// reject answers a client message the run could not use; the run goes on.
+func (r *runSession) reject(kind string, st error) {
+	_ = r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Rejected{Rejected: rejected(kind, "", st)}})
 }
 
 // approve asks the client and waits for its reply. After the client's
@@ -237,7 +234,7 @@ func (r *runSession) approve(ctx context.Context, tool string, args map[string]a
 	}()
 	argsJSON, _ := json.Marshal(args)
 	if err := r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_ApprovalRequest{ApprovalRequest: &exprdv1.ApprovalRequest{
-		ApprovalId: id, Tool: tool, ArgumentsJson: argsJSON,
+		ApprovalId: id, Tool: tool, ArgumentsJson: jsonText(argsJSON),
 	}}}); err != nil {
 		return false, err
 	}
@@ -262,12 +259,12 @@ func (r *runSession) event(e codemode.Event) {
 	switch e.Kind {
 	case codemode.EventToolStart:
 		m = &exprdv1.RunResponse{Event: &exprdv1.RunResponse_ToolCallStarted{ToolCallStarted: &exprdv1.ToolCallStarted{
-			Tool: e.Call.Tool, ArgumentsJson: e.Call.ArgsJSON()}}}
+			Tool: e.Call.Tool, ArgumentsJson: jsonText(e.Call.ArgsJSON())}}}
 	case codemode.EventToolEnd:
 		m = &exprdv1.RunResponse{Event: &exprdv1.RunResponse_ToolCallFinished{ToolCallFinished: traceOne(e.Call)}}
 	case codemode.EventChunk:
 		chunk, _ := json.Marshal(e.Chunk)
-		m = &exprdv1.RunResponse{Event: &exprdv1.RunResponse_Chunk{Chunk: &exprdv1.StreamChunk{Tool: e.Call.Tool, ChunkJson: chunk}}}
+		m = &exprdv1.RunResponse{Event: &exprdv1.RunResponse_Chunk{Chunk: &exprdv1.StreamChunk{Tool: e.Call.Tool, ChunkJson: jsonText(chunk)}}}
 	default:
 		return
 	}
@@ -317,8 +314,16 @@ func codeError(err error) *exprdv1.CodeError {
 }
 
 func traceOne(c codemode.Call) *exprdv1.ToolCallTrace {
-	return &exprdv1.ToolCallTrace{Tool: c.Tool, ArgumentsJson: c.ArgsJSON(), Duration: durationpb.New(c.Duration),
-		Outcome: string(c.Outcome), Error: c.Error}
+	return &exprdv1.ToolCallTrace{Tool: c.Tool, ArgumentsJson: jsonText(c.ArgsJSON()),
+		DurationMs: float64(c.Duration) / float64(time.Millisecond), Outcome: outcomes[c.Outcome], Error: c.Error}
+}
+
+var outcomes = map[codemode.Outcome]exprdv1.ToolCallTrace_Outcome{
+	codemode.OutcomeOK:        exprdv1.ToolCallTrace_OUTCOME_OK,
+	codemode.OutcomeError:     exprdv1.ToolCallTrace_OUTCOME_ERROR,
+	codemode.OutcomeRejected:  exprdv1.ToolCallTrace_OUTCOME_REJECTED,
+	codemode.OutcomeCancelled: exprdv1.ToolCallTrace_OUTCOME_CANCELLED,
+	codemode.OutcomeTimeout:   exprdv1.ToolCallTrace_OUTCOME_TIMEOUT,
 }
 
 func traceProto(calls []codemode.Call) []*exprdv1.ToolCallTrace {

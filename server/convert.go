@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -31,8 +32,8 @@ func (s *Server) functions(in []*exprdv1.Function, field string) ([]evaluator.Fu
 		ef := evaluator.Function{
 			Name:         f.GetName(),
 			Description:  f.GetDescription(),
-			InputSchema:  f.GetInputSchemaJson(),
-			OutputSchema: f.GetOutputSchemaJson(),
+			InputSchema:  json.RawMessage(f.GetInputSchemaJson()),
+			OutputSchema: json.RawMessage(f.GetOutputSchemaJson()),
 		}
 		switch f.GetRunner() {
 		case exprdv1.Function_RUNNER_CLIENT:
@@ -122,5 +123,5 @@ func (s *Server) tool(settings *exprdv1.Settings, budgets *exprdv1.Budgets, opts
 }
 
 func answerProto(callID string, a evaluator.Answer) *exprdv1.Answer {
-	return &exprdv1.Answer{CallId: callID, AnswerJson: a.JSON(), Reason: string(a.Reason()), Cancelled: a.Cancelled}
+	return &exprdv1.Answer{CallId: callID, AnswerJson: jsonText(a.JSON()), Reason: string(a.Reason()), Cancelled: a.Cancelled}
 }

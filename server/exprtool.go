@@ -20,8 +20,8 @@ func (s *Server) Describe(_ context.Context, req *exprdv1.DescribeRequest) (*exp
 	return &exprdv1.DescribeResponse{
 		Name:             d.Name,
 		Description:      d.Description,
-		InputSchemaJson:  d.InputSchema,
-		OutputSchemaJson: d.OutputSchema,
+		InputSchemaJson:  jsonText(d.InputSchema),
+		OutputSchemaJson: jsonText(d.OutputSchema),
 		CorePrompt:       d.CorePrompt,
 		FunctionsPrompt:  d.FunctionsPrompt,
 	}, nil
@@ -39,17 +39,17 @@ func (s *Server) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1.C
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	st.UseMemory(mem)
 	if len(req.GetStateJson()) > 0 {
-		if err := st.Replace(req.GetStateJson()); err != nil {
+		if err := st.Replace([]byte(req.GetStateJson())); err != nil {
 			return nil, stateStatus("state_json", err)
 		}
 	}
 	h := &unaryHost{}
-	a := s.eval.Run(ctx, t, st, req.GetInputJson(), h)
+	a := s.eval.Run(ctx, t, st, []byte(req.GetInputJson()), h)
 	s.metrics.answered(ctx, "exprtool", a)
 	if a.Cancelled {
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	return &exprdv1.CallResponse{AnswerJson: a.JSON(), Reason: string(a.Reason()), Writes: h.writes}, nil
+	return &exprdv1.CallResponse{AnswerJson: jsonText(a.JSON()), Reason: string(a.Reason()), Writes: h.writes}, nil
 }
 
 // unaryHost collects writes; it has nobody to ask.
@@ -58,7 +58,7 @@ type unaryHost struct {
 }
 
 func (h *unaryHost) Write(_ context.Context, w evaluator.Write) error {
-	h.writes = append(h.writes, &exprdv1.StepWrite{Step: uint32(w.Step), Path: w.Path, ValueJson: w.ValueJSON})
+	h.writes = append(h.writes, &exprdv1.StepWrite{Step: uint32(w.Step), Path: w.Path, ValueJson: jsonText(w.ValueJSON)})
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/evaluator"
@@ -126,12 +127,12 @@ func (s *Server) Session(stream sessionStream) error {
 func (ss *session) handle(req *exprdv1.SessionRequest) error {
 	switch m := req.GetMsg().(type) {
 	case *exprdv1.SessionRequest_State:
-		if err := ss.state.Replace(m.State.GetStateJson()); err != nil {
-			return ss.rejectState("state", err)
+		if err := ss.state.Replace([]byte(m.State.GetStateJson())); err != nil {
+			return ss.rejectState("state", "state.state_json", err)
 		}
 	case *exprdv1.SessionRequest_StatePatch:
-		if err := ss.state.MergePatch(m.StatePatch.GetPatchJson()); err != nil {
-			return ss.rejectState("state_patch", err)
+		if err := ss.state.MergePatch([]byte(m.StatePatch.GetPatchJson())); err != nil {
+			return ss.rejectState("state_patch", "state_patch.patch_json", err)
 		}
 	case *exprdv1.SessionRequest_Call:
 		return ss.startCall(m.Call)
@@ -145,7 +146,7 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 		}
 		ss.mu.Unlock()
 		if ch == nil {
-			return ss.reject("confirm_reply", r.GetCallId(), codes.NotFound, fmt.Sprintf("no confirm is waiting for call %q step %d", r.GetCallId(), r.GetStep()))
+			return ss.reject("confirm_reply", r.GetCallId(), status.Error(codes.NotFound, fmt.Sprintf("no confirm is waiting for call %q step %d", r.GetCallId(), r.GetStep())))
 		}
 		ch <- r.GetAccepted()
 	case *exprdv1.SessionRequest_FunctionResult:
@@ -158,7 +159,7 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 		}
 		ss.mu.Unlock()
 		if ch == nil {
-			return ss.reject("function_result", r.GetCallId(), codes.NotFound, fmt.Sprintf("no function call %q is waiting in call %q", r.GetFunctionCallId(), r.GetCallId()))
+			return ss.reject("function_result", r.GetCallId(), status.Error(codes.NotFound, fmt.Sprintf("no function call %q is waiting in call %q", r.GetFunctionCallId(), r.GetCallId())))
 		}
 		ch <- r
 	case *exprdv1.SessionRequest_Cancel:
@@ -166,13 +167,13 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 		c := ss.calls[m.Cancel.GetCallId()]
 		ss.mu.Unlock()
 		if c == nil {
-			return ss.reject("cancel", m.Cancel.GetCallId(), codes.NotFound, fmt.Sprintf("no call %q is in flight", m.Cancel.GetCallId()))
+			return ss.reject("cancel", m.Cancel.GetCallId(), status.Error(codes.NotFound, fmt.Sprintf("no call %q is in flight", m.Cancel.GetCallId())))
 		}
 		c.cancel()
 	case *exprdv1.SessionRequest_Open:
-		return ss.reject("open", "", codes.FailedPrecondition, "the session is already open; settings are fixed for the stream's life")
+		return ss.reject("open", "", status.Error(codes.FailedPrecondition, "the session is already open; settings are fixed for the stream's life"))
 	default:
-		return ss.reject("", "", codes.InvalidArgument, "the message has none of its fields set")
+		return ss.reject("", "", status.Error(codes.InvalidArgument, "the message has none of its fields set"))
 	}
 	return nil
 }
@@ -180,17 +181,17 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 func (ss *session) startCall(m *exprdv1.Call) error {
 	id := m.GetCallId()
 	if id == "" {
-		return ss.reject("call", id, codes.InvalidArgument, "call_id is empty")
+		return ss.reject("call", id, status.Error(codes.InvalidArgument, "call_id is empty"))
 	}
 	ss.mu.Lock()
 	if _, busy := ss.calls[id]; busy {
 		ss.mu.Unlock()
-		return ss.reject("call", id, codes.AlreadyExists, fmt.Sprintf("call %q is already in flight", id))
+		return ss.reject("call", id, status.Error(codes.AlreadyExists, fmt.Sprintf("call %q is already in flight", id)))
 	}
 	if len(ss.calls) >= ss.srv.opts.maxCallsInFlight {
 		ss.mu.Unlock()
 		desc := fmt.Sprintf("%d calls are in flight, the limit for one stream", ss.srv.opts.maxCallsInFlight)
-		return ss.rejectQuota("call", id, quotaCallsInFlight, desc)
+		return ss.reject("call", id, exhausted(quotaCallsInFlight, desc))
 	}
 	ctx, cancel := context.WithCancel(ss.ctx)
 	c := &call{id: id, cancel: cancel, confirms: map[uint32]chan bool{}, results: map[string]chan *exprdv1.FunctionResult{}}
@@ -206,7 +207,7 @@ func (ss *session) startCall(m *exprdv1.Call) error {
 				ss.finish(id, evaluator.Answer{Err: &evaluator.Error{Reason: evaluator.ExpressionRuntime, Message: "internal error", Step: -1}})
 			}
 		}()
-		a := ss.srv.eval.Run(ctx, ss.tool, ss.state, m.GetInputJson(), &streamHost{ss: ss, c: c})
+		a := ss.srv.eval.Run(ctx, ss.tool, ss.state, []byte(m.GetInputJson()), &streamHost{ss: ss, c: c})
 		ss.srv.metrics.answered(ctx, "exprtool", a)
 		ss.finish(id, a)
 	})
@@ -245,27 +246,16 @@ func (ss *session) finish(id string, a evaluator.Answer) {
 	_ = ss.out.put(ss.ctx, &exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: answerProto(id, a)}})
 }
 
-func (ss *session) reject(kind, callID string, code codes.Code, msg string) error {
-	return ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Rejected{Rejected: &exprdv1.Rejected{
-		Kind: kind, CallId: callID, Code: int32(code), Message: msg,
-	}}})
-}
-
-// rejectQuota is Rejected RESOURCE_EXHAUSTED with a QuotaFailure detail.
-func (ss *session) rejectQuota(kind, callID, subject, desc string) error {
-	return ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Rejected{Rejected: &exprdv1.Rejected{
-		Kind: kind, CallId: callID, Code: int32(codes.ResourceExhausted), Message: desc,
-		Details: anyOf(quotaFailure(subject, desc)),
-	}}})
+// reject answers a message the session could not use with Rejected,
+// carrying st, the status a unary call would have ended with.
+func (ss *session) reject(kind, callID string, st error) error {
+	return ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Rejected{Rejected: rejected(kind, callID, st)}})
 }
 
 // rejectState refuses a State or StatePatch: too large is
 // RESOURCE_EXHAUSTED, anything else INVALID_ARGUMENT.
-func (ss *session) rejectState(kind string, err error) error {
-	if subject, ok := stateQuota(err); ok {
-		return ss.rejectQuota(kind, "", subject, err.Error())
-	}
-	return ss.reject(kind, "", codes.InvalidArgument, err.Error())
+func (ss *session) rejectState(kind, field string, err error) error {
+	return ss.reject(kind, "", stateStatus(field, err))
 }
 
 // send queues m for the stream (see outbox): it never blocks on a client
@@ -294,7 +284,7 @@ type streamHost struct {
 
 func (h *streamHost) Write(_ context.Context, w evaluator.Write) error {
 	return h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_StepWrite{StepWrite: &exprdv1.StepWrite{
-		CallId: h.c.id, Step: uint32(w.Step), Path: w.Path, ValueJson: w.ValueJSON,
+		CallId: h.c.id, Step: uint32(w.Step), Path: w.Path, ValueJson: jsonText(w.ValueJSON),
 	}}})
 }
 
@@ -340,7 +330,7 @@ func (h *streamHost) CallClient(ctx context.Context, name string, args map[strin
 		h.ss.mu.Unlock()
 	}()
 	if err := h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_FunctionCall{FunctionCall: &exprdv1.FunctionCall{
-		CallId: h.c.id, FunctionCallId: fid, Name: name, ArgsJson: argsJSON, TimeoutMs: timeoutMs(ctx),
+		CallId: h.c.id, FunctionCallId: fid, Name: name, ArgsJson: jsonText(argsJSON), TimeoutMs: timeoutMs(ctx),
 	}}}); err != nil {
 		return nil, err
 	}
@@ -352,7 +342,7 @@ func (h *streamHost) CallClient(ctx context.Context, name string, args map[strin
 		if len(r.GetResultJson()) == 0 {
 			return nil, nil
 		}
-		v, err := jsonvalue.Decode(r.GetResultJson())
+		v, err := jsonvalue.Decode([]byte(r.GetResultJson()))
 		if err != nil {
 			return nil, fmt.Errorf("the client's result is not valid JSON: %v", err)
 		}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,10 +25,6 @@ import (
 	// RegisterManual's grpc_target, and manuals of grpc tools, need it.
 	_ "github.com/exprd/exprd/utcp/grpctransport"
 )
-
-// DefaultSearchLimit is how many tools SearchTools returns when the request
-// does not say.
-const DefaultSearchLimit = 10
 
 // toolRegistry serves exprd.v1.ToolRegistry over the server's UTCP
 // registry.
@@ -62,6 +57,15 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 	switch s := req.GetSource().(type) {
 	case *exprdv1.RegisterManualRequest_Url:
 		src, field = utcp.FromURL(s.Url), "url"
+		if allowed := req.GetAllowedCommunicationProtocols(); len(allowed) > 0 {
+			for i, p := range allowed {
+				if !urlProtocols[p] {
+					return nil, badRequest(fmt.Sprintf("allowed_communication_protocols[%d]", i),
+						fmt.Sprintf("%q: a manual found by url may use http, streamable_http and sse", p))
+				}
+			}
+			src = src.AllowProtocols(allowed...)
+		}
 	case *exprdv1.RegisterManualRequest_ManualJson:
 		src, field = utcp.FromText(string(s.ManualJson)).AllowProtocols("http", "streamable_http", "sse", "grpc"), "manual_json"
 	case *exprdv1.RegisterManualRequest_GrpcTarget:
@@ -72,6 +76,9 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 		field = "grpc_target"
 	default:
 		return nil, badRequest("source", "give one of url, manual_json or grpc_target")
+	}
+	if field != "url" && len(req.GetAllowedCommunicationProtocols()) > 0 {
+		return nil, badRequest("allowed_communication_protocols", "applies only to url; a manual_json says its own, a grpc_target's tools are grpc")
 	}
 	if field != "grpc_target" && req.GetGrpcSecurity() != exprdv1.RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED {
 		return nil, badRequest("grpc_security", "applies only to grpc_target; leave it unset for url and manual_json")
@@ -96,6 +103,10 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 	}
 	return resp, nil
 }
+
+// urlProtocols are the call template types a manual found by url may be
+// allowed to use.
+var urlProtocols = map[string]bool{"http": true, "streamable_http": true, "sse": true}
 
 // grpcSource is the manual call template of a grpc_target: go-utcp's
 // UTCPService at host:port, over TLS (reported as true) unless the target is
@@ -142,43 +153,12 @@ func (t *toolRegistry) DeregisterManual(ctx context.Context, req *exprdv1.Deregi
 	return &exprdv1.DeregisterManualResponse{Tools: r.Tools, Manual: r.Manual}, nil
 }
 
-func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsRequest) (*exprdv1.ListToolsResponse, error) {
-	out := &exprdv1.ListToolsResponse{}
-	manual := utcp.SanitizeManualName(req.GetManual())
-	for _, tool := range t.reg.List() {
-		if manual == "" || tool.ManualName() == manual {
-			out.Tools = append(out.Tools, toolInfo(tool))
-		}
+// toolInfo describes a tool; its schemas with TOOL_VIEW_FULL only.
+func toolInfo(t *utcp.Tool, view exprdv1.ToolView) *exprdv1.ToolInfo {
+	info := &exprdv1.ToolInfo{Name: t.Name, Manual: t.ManualName(), Description: t.Description, Tags: t.Tags}
+	if view == exprdv1.ToolView_TOOL_VIEW_FULL {
+		info.InputSchemaJson, info.OutputSchemaJson = jsonText(t.Inputs), jsonText(t.Outputs)
 	}
-	return out, nil
-}
-
-func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchToolsRequest) (*exprdv1.SearchToolsResponse, error) {
-	if strings.TrimSpace(req.GetQuery()) == "" {
-		return nil, badRequest("query", "the query is empty")
-	}
-	limit := int(req.GetLimit())
-	if limit == 0 {
-		limit = DefaultSearchLimit
-	}
-	found, err := t.reg.SearchContext(ctx, req.GetQuery(), limit)
-	var qe *utcp.QueryError
-	switch {
-	case errors.As(err, &qe):
-		return nil, badRequest("query", strings.TrimPrefix(err.Error(), "utcp: "))
-	case err != nil:
-		return nil, status.FromContextError(err).Err()
-	}
-	out := &exprdv1.SearchToolsResponse{}
-	for _, r := range found {
-		out.Tools = append(out.Tools, &exprdv1.ScoredTool{Tool: toolInfo(r.Tool), Score: r.Score})
-	}
-	return out, nil
-}
-
-func toolInfo(t *utcp.Tool) *exprdv1.ToolInfo {
-	info := &exprdv1.ToolInfo{Name: t.Name, Manual: t.ManualName(), Description: t.Description, Tags: t.Tags,
-		InputSchemaJson: t.Inputs, OutputSchemaJson: t.Outputs}
 	if t.Template != nil {
 		info.CallTemplateType = t.Template.Type
 	}

@@ -33,7 +33,7 @@ func agentCmd(e *env, args []string) error {
 		return err
 	}
 	start := &exprdv1.AgentStart{Provider: *provider, System: *system,
-		Messages: []*exprdv1.AgentMessage{{Role: "user", Content: *prompt}}}
+		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: *prompt}}}
 	if *withExpr {
 		start.Tools = append(start.Tools, &exprdv1.AgentTool{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR})
 		start.ExprSettings = &exprdv1.Settings{Read: *read}
@@ -70,7 +70,7 @@ func agentCmd(e *env, args []string) error {
 		if err != nil {
 			return usagef("--state: %v", err)
 		}
-		if err := send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_State{State: &exprdv1.State{StateJson: data}}}); err != nil {
+		if err := send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_State{State: &exprdv1.State{StateJson: string(data)}}}); err != nil {
 			return err
 		}
 	}
@@ -125,10 +125,10 @@ func agentCmd(e *env, args []string) error {
 	}
 }
 
-func compactJSON(b []byte) string {
+func compactJSON(b string) string {
 	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return string(b)
+	if json.Unmarshal([]byte(b), &v) != nil {
+		return b
 	}
 	out, _ := json.Marshal(v)
 	return string(out)

@@ -265,13 +265,19 @@ func printPlan(out *output, p *exprdv1.Plan) {
 }
 
 func printFinished(out *output, f *exprdv1.ToolCallTrace) {
-	d := f.GetDuration().AsDuration()
-	out.object(finishedEvent{"tool_call_finished", f.GetTool(), rawJSON(f.GetArgumentsJson()), float64(d) / float64(time.Millisecond), f.GetOutcome(), f.GetError()})
+	d := time.Duration(f.GetDurationMs() * float64(time.Millisecond))
+	outcome := outcomeName(f.GetOutcome())
+	out.object(finishedEvent{"tool_call_finished", f.GetTool(), rawJSON(f.GetArgumentsJson()), f.GetDurationMs(), outcome, f.GetError()})
 	if f.GetError() != "" {
-		out.textf("end %s %s in %s: %s\n", f.GetTool(), f.GetOutcome(), roundDuration(d), f.GetError())
+		out.textf("end %s %s in %s: %s\n", f.GetTool(), outcome, roundDuration(d), f.GetError())
 		return
 	}
-	out.textf("end %s %s in %s\n", f.GetTool(), f.GetOutcome(), roundDuration(d))
+	out.textf("end %s %s in %s\n", f.GetTool(), outcome, roundDuration(d))
+}
+
+// outcomeName is a trace's outcome as exprctl prints it: ok, error, ...
+func outcomeName(o exprdv1.ToolCallTrace_Outcome) string {
+	return strings.ToLower(strings.TrimPrefix(o.String(), "OUTCOME_"))
 }
 
 // printResult prints the value, or returns why there is none.

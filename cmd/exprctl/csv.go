@@ -20,8 +20,8 @@ var builtinClientFunctions = map[string]*exprdv1.Function{
 	"downloadCsv": {
 		Name:             "downloadCsv",
 		Description:      "Downloads rows as a CSV file for the user. The columns are the sorted union of the rows' keys.",
-		InputSchemaJson:  []byte(`{"type":"object","required":["rows"],"additionalProperties":false,"properties":{"rows":{"type":"array","items":{"type":"object"}}}}`),
-		OutputSchemaJson: []byte(`{"type":"object","required":["rows"],"properties":{"rows":{"type":"integer","description":"The rows written."}}}`),
+		InputSchemaJson:  `{"type":"object","required":["rows"],"additionalProperties":false,"properties":{"rows":{"type":"array","items":{"type":"object"}}}}`,
+		OutputSchemaJson: `{"type":"object","required":["rows"],"properties":{"rows":{"type":"integer","description":"The rows written."}}}`,
 		Runner:           exprdv1.Function_RUNNER_CLIENT,
 	},
 }

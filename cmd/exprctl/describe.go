@@ -73,10 +73,10 @@ func describeCmd(e *env, args []string) error {
 	return nil
 }
 
-func indentJSON(b []byte) string {
+func indentJSON(b string) string {
 	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		return string(b)
+	if err := json.Indent(&out, []byte(b), "", "  "); err != nil {
+		return b
 	}
 	return out.String()
 }

@@ -82,7 +82,7 @@ func exprCmd(e *env, args []string) error {
 		Functions: map[string]client.Function{"downloadCsv": downloadCsv(out, *csvOut, e.stderr)},
 		OnRejected: func(r *exprdv1.Rejected) {
 			mu.Lock()
-			rejected = append(rejected, fmt.Sprintf("the server rejected the %s: %s", r.GetKind(), r.GetMessage()))
+			rejected = append(rejected, fmt.Sprintf("the server rejected the %s: %s", r.GetKind(), r.GetStatus().GetMessage()))
 			mu.Unlock()
 		},
 	}
@@ -137,7 +137,7 @@ func callCmd(e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	resp, err := c.Call(e.ctx, &exprdv1.CallRequest{Settings: f.settings(), Budgets: budgets, StateJson: state, InputJson: input})
+	resp, err := c.Call(e.ctx, &exprdv1.CallRequest{Settings: f.settings(), Budgets: budgets, StateJson: string(state), InputJson: string(input)})
 	if err != nil {
 		return err
 	}

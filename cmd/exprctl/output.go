@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 )
 
@@ -50,13 +51,13 @@ func (o *output) object(v any) {
 
 // rawJSON is JSON bytes from the server as they are inside a JSON line:
 // nil (left out) when empty, a string when they are not JSON.
-func rawJSON(b []byte) json.RawMessage {
-	if len(bytes.TrimSpace(b)) == 0 {
+func rawJSON(b string) json.RawMessage {
+	if strings.TrimSpace(b) == "" {
 		return nil
 	}
 	var c bytes.Buffer
-	if err := json.Compact(&c, b); err != nil {
-		s, _ := json.Marshal(string(b))
+	if err := json.Compact(&c, []byte(b)); err != nil {
+		s, _ := json.Marshal(b)
 		return s
 	}
 	return c.Bytes()

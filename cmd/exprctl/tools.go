@@ -26,9 +26,17 @@ func toolsListCmd(e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	resp, err := c.ToolRegistry().ListTools(e.ctx, &exprdv1.ListToolsRequest{Manual: *manual})
-	if err != nil {
-		return err
+	// Every page: a list is short next to what it describes.
+	resp := &exprdv1.ListToolsResponse{}
+	for req := (&exprdv1.ListToolsRequest{Manual: *manual, PageSize: 500}); ; {
+		page, err := c.ToolRegistry().ListTools(e.ctx, req)
+		if err != nil {
+			return err
+		}
+		resp.Tools = append(resp.Tools, page.GetTools()...)
+		if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
 	}
 	if len(resp.GetTools()) == 0 {
 		if *manual != "" {
@@ -71,7 +79,7 @@ func toolsSearchCmd(e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	resp, err := c.ToolRegistry().SearchTools(e.ctx, &exprdv1.SearchToolsRequest{Query: query, Limit: n})
+	resp, err := c.ToolRegistry().SearchTools(e.ctx, &exprdv1.SearchToolsRequest{Query: query, PageSize: n})
 	if err != nil {
 		return err
 	}
@@ -139,7 +147,7 @@ func toolsRegisterCmd(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		req.Source = &exprdv1.RegisterManualRequest_ManualJson{ManualJson: b}
+		req.Source = &exprdv1.RegisterManualRequest_ManualJson{ManualJson: string(b)}
 	case *url != "":
 		req.Source = &exprdv1.RegisterManualRequest_Url{Url: *url}
 	default:

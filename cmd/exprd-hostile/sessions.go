@@ -219,11 +219,11 @@ func (s *session) awaitAnswer(id string) (a *exprdv1.Answer, early *exprdv1.Sess
 }
 
 func stateMsg(b []byte) *exprdv1.SessionRequest {
-	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: b}}}
+	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: string(b)}}}
 }
 
 func callMsg(id string, input []byte) *exprdv1.SessionRequest {
-	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: input}}}
+	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: string(input)}}}
 }
 
 // kindOf names a server message for the tally: its type, and for a
@@ -232,7 +232,7 @@ func kindOf(m *exprdv1.SessionResponse) string {
 	switch {
 	case m.GetRejected() != nil:
 		r := m.GetRejected()
-		s := fmt.Sprintf("Rejected %s %s", r.GetKind(), codes.Code(r.GetCode()))
+		s := fmt.Sprintf("Rejected %s %s", r.GetKind(), codes.Code(r.GetStatus().GetCode()))
 		if subj := quotaSubjects(r); len(subj) > 0 {
 			s += " (" + strings.Join(subj, ", ") + ")"
 		}
@@ -250,7 +250,7 @@ func kindOf(m *exprdv1.SessionResponse) string {
 // messageOf is what a Rejected or an Answer says.
 func messageOf(m *exprdv1.SessionResponse) string {
 	if r := m.GetRejected(); r != nil {
-		return r.GetMessage()
+		return r.GetStatus().GetMessage()
 	}
 	return string(m.GetAnswer().GetAnswerJson())
 }
@@ -264,7 +264,7 @@ func answerKind(a *exprdv1.Answer) string {
 
 func quotaSubjects(r *exprdv1.Rejected) []string {
 	var out []string
-	for _, d := range r.GetDetails() {
+	for _, d := range r.GetStatus().GetDetails() {
 		m, err := d.UnmarshalNew()
 		if err != nil {
 			continue
@@ -281,7 +281,7 @@ func quotaSubjects(r *exprdv1.Rejected) []string {
 // isQuota reports whether m is a Rejected RESOURCE_EXHAUSTED naming subject.
 func isQuota(m *exprdv1.SessionResponse, subject string) bool {
 	r := m.GetRejected()
-	if r == nil || codes.Code(r.GetCode()) != codes.ResourceExhausted {
+	if r == nil || codes.Code(r.GetStatus().GetCode()) != codes.ResourceExhausted {
 		return false
 	}
 	for _, s := range quotaSubjects(r) {

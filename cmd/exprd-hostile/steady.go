@@ -29,8 +29,8 @@ func steady(ctx context.Context, conn *grpc.ClientConn, deadline time.Duration, 
 	c := exprdv1.NewExprToolClient(conn)
 	req := &exprdv1.CallRequest{
 		Settings:  &exprdv1.Settings{Read: true},
-		StateJson: examples.Products,
-		InputJson: []byte(steadyInput),
+		StateJson: string(examples.Products),
+		InputJson: steadyInput,
 	}
 	every := time.Duration(float64(time.Second) / rate)
 	next := time.Now()

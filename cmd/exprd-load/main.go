@@ -167,7 +167,7 @@ func loop(ctx context.Context, c exprdv1.ExprToolClient, calls *atomic.Int64) ([
 	for n := 0; ctx.Err() == nil; n++ {
 		id := strconv.Itoa(n)
 		t0 := time.Now()
-		if err := stream.Send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: []byte(callInput)}}}); err != nil {
+		if err := stream.Send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: callInput}}}); err != nil {
 			return lat, err
 		}
 		for {

@@ -21,6 +21,119 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Hook is a point of the turn where the client may change what happens.
+type Hook int32
+
+const (
+	Hook_HOOK_UNSPECIFIED Hook = 0
+	// Before each step's model request: the client may change the step's
+	// messages, active tools, tool choice or model.
+	Hook_HOOK_PREPARE_STEP Hook = 1
+	// Before a tool call runs: the client may replace its arguments or
+	// give its result.
+	Hook_HOOK_PRE_TOOL_CALL Hook = 2
+	// After a tool call ran: the client may replace its result.
+	Hook_HOOK_POST_TOOL_CALL Hook = 3
+)
+
+// Enum value maps for Hook.
+var (
+	Hook_name = map[int32]string{
+		0: "HOOK_UNSPECIFIED",
+		1: "HOOK_PREPARE_STEP",
+		2: "HOOK_PRE_TOOL_CALL",
+		3: "HOOK_POST_TOOL_CALL",
+	}
+	Hook_value = map[string]int32{
+		"HOOK_UNSPECIFIED":    0,
+		"HOOK_PREPARE_STEP":   1,
+		"HOOK_PRE_TOOL_CALL":  2,
+		"HOOK_POST_TOOL_CALL": 3,
+	}
+)
+
+func (x Hook) Enum() *Hook {
+	p := new(Hook)
+	*p = x
+	return p
+}
+
+func (x Hook) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Hook) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_agentloop_proto_enumTypes[0].Descriptor()
+}
+
+func (Hook) Type() protoreflect.EnumType {
+	return &file_exprd_v1_agentloop_proto_enumTypes[0]
+}
+
+func (x Hook) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Hook.Descriptor instead.
+func (Hook) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{0}
+}
+
+type AgentMessage_Role int32
+
+const (
+	AgentMessage_ROLE_UNSPECIFIED AgentMessage_Role = 0
+	AgentMessage_ROLE_SYSTEM      AgentMessage_Role = 1
+	AgentMessage_ROLE_USER        AgentMessage_Role = 2
+	AgentMessage_ROLE_ASSISTANT   AgentMessage_Role = 3
+	AgentMessage_ROLE_TOOL        AgentMessage_Role = 4
+)
+
+// Enum value maps for AgentMessage_Role.
+var (
+	AgentMessage_Role_name = map[int32]string{
+		0: "ROLE_UNSPECIFIED",
+		1: "ROLE_SYSTEM",
+		2: "ROLE_USER",
+		3: "ROLE_ASSISTANT",
+		4: "ROLE_TOOL",
+	}
+	AgentMessage_Role_value = map[string]int32{
+		"ROLE_UNSPECIFIED": 0,
+		"ROLE_SYSTEM":      1,
+		"ROLE_USER":        2,
+		"ROLE_ASSISTANT":   3,
+		"ROLE_TOOL":        4,
+	}
+)
+
+func (x AgentMessage_Role) Enum() *AgentMessage_Role {
+	p := new(AgentMessage_Role)
+	*p = x
+	return p
+}
+
+func (x AgentMessage_Role) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AgentMessage_Role) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_agentloop_proto_enumTypes[1].Descriptor()
+}
+
+func (AgentMessage_Role) Type() protoreflect.EnumType {
+	return &file_exprd_v1_agentloop_proto_enumTypes[1]
+}
+
+func (x AgentMessage_Role) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AgentMessage_Role.Descriptor instead.
+func (AgentMessage_Role) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{1, 0}
+}
+
 type AgentTool_Executor int32
 
 const (
@@ -70,11 +183,11 @@ func (x AgentTool_Executor) String() string {
 }
 
 func (AgentTool_Executor) Descriptor() protoreflect.EnumDescriptor {
-	return file_exprd_v1_agentloop_proto_enumTypes[0].Descriptor()
+	return file_exprd_v1_agentloop_proto_enumTypes[2].Descriptor()
 }
 
 func (AgentTool_Executor) Type() protoreflect.EnumType {
-	return &file_exprd_v1_agentloop_proto_enumTypes[0]
+	return &file_exprd_v1_agentloop_proto_enumTypes[2]
 }
 
 func (x AgentTool_Executor) Number() protoreflect.EnumNumber {
@@ -84,6 +197,66 @@ func (x AgentTool_Executor) Number() protoreflect.EnumNumber {
 // Deprecated: Use AgentTool_Executor.Descriptor instead.
 func (AgentTool_Executor) EnumDescriptor() ([]byte, []int) {
 	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{3, 0}
+}
+
+type ToolChoice_Mode int32
+
+const (
+	// The default: auto.
+	ToolChoice_MODE_UNSPECIFIED ToolChoice_Mode = 0
+	// The model decides.
+	ToolChoice_MODE_AUTO ToolChoice_Mode = 1
+	// The model must not call a tool.
+	ToolChoice_MODE_NONE ToolChoice_Mode = 2
+	// The model must call a tool (there must be at least one).
+	ToolChoice_MODE_REQUIRED ToolChoice_Mode = 3
+	// The model must call the tool named by tool.
+	ToolChoice_MODE_TOOL ToolChoice_Mode = 4
+)
+
+// Enum value maps for ToolChoice_Mode.
+var (
+	ToolChoice_Mode_name = map[int32]string{
+		0: "MODE_UNSPECIFIED",
+		1: "MODE_AUTO",
+		2: "MODE_NONE",
+		3: "MODE_REQUIRED",
+		4: "MODE_TOOL",
+	}
+	ToolChoice_Mode_value = map[string]int32{
+		"MODE_UNSPECIFIED": 0,
+		"MODE_AUTO":        1,
+		"MODE_NONE":        2,
+		"MODE_REQUIRED":    3,
+		"MODE_TOOL":        4,
+	}
+)
+
+func (x ToolChoice_Mode) Enum() *ToolChoice_Mode {
+	p := new(ToolChoice_Mode)
+	*p = x
+	return p
+}
+
+func (x ToolChoice_Mode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolChoice_Mode) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_agentloop_proto_enumTypes[3].Descriptor()
+}
+
+func (ToolChoice_Mode) Type() protoreflect.EnumType {
+	return &file_exprd_v1_agentloop_proto_enumTypes[3]
+}
+
+func (x ToolChoice_Mode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolChoice_Mode.Descriptor instead.
+func (ToolChoice_Mode) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6, 0}
 }
 
 type AgentLoopRunRequest struct {
@@ -251,12 +424,11 @@ func (*AgentLoopRunRequest_Cancel) isAgentLoopRunRequest_Msg() {}
 // AgentMessage is one message of the conversation so far.
 type AgentMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// role: system, user, assistant, tool. A tool message needs
-	// tool_call_id; only an assistant message carries tool_calls, each with
-	// an id and a name.
-	Role      string           `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
-	Content   string           `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
-	ToolCalls []*AgentToolCall `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// role is required. A tool message needs tool_call_id; only an assistant
+	// message carries tool_calls, each with an id and a name.
+	Role      AgentMessage_Role `protobuf:"varint,1,opt,name=role,proto3,enum=exprd.v1.AgentMessage_Role" json:"role,omitempty"`
+	Content   string            `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	ToolCalls []*AgentToolCall  `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// tool_call_id is the call a tool message answers.
 	ToolCallId    string `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -293,11 +465,11 @@ func (*AgentMessage) Descriptor() ([]byte, []int) {
 	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *AgentMessage) GetRole() string {
+func (x *AgentMessage) GetRole() AgentMessage_Role {
 	if x != nil {
 		return x.Role
 	}
-	return ""
+	return AgentMessage_ROLE_UNSPECIFIED
 }
 
 func (x *AgentMessage) GetContent() string {
@@ -325,7 +497,7 @@ type AgentToolCall struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	ArgumentsJson []byte                 `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	ArgumentsJson string                 `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,11 +546,11 @@ func (x *AgentToolCall) GetName() string {
 	return ""
 }
 
-func (x *AgentToolCall) GetArgumentsJson() []byte {
+func (x *AgentToolCall) GetArgumentsJson() string {
 	if x != nil {
 		return x.ArgumentsJson
 	}
-	return nil
+	return ""
 }
 
 // AgentTool declares a tool and who runs it.
@@ -388,7 +560,7 @@ type AgentTool struct {
 	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// parameters_json is the input's JSON Schema; for UTCP, expr and
 	// codemode tools an empty one is filled in by the server.
-	ParametersJson []byte             `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
+	ParametersJson string             `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
 	Executor       AgentTool_Executor `protobuf:"varint,4,opt,name=executor,proto3,enum=exprd.v1.AgentTool_Executor" json:"executor,omitempty"`
 	UtcpTool       string             `protobuf:"bytes,5,opt,name=utcp_tool,json=utcpTool,proto3" json:"utcp_tool,omitempty"`
 	CodemodeTools  []string           `protobuf:"bytes,6,rep,name=codemode_tools,json=codemodeTools,proto3" json:"codemode_tools,omitempty"`
@@ -442,11 +614,11 @@ func (x *AgentTool) GetDescription() string {
 	return ""
 }
 
-func (x *AgentTool) GetParametersJson() []byte {
+func (x *AgentTool) GetParametersJson() string {
 	if x != nil {
 		return x.ParametersJson
 	}
-	return nil
+	return ""
 }
 
 func (x *AgentTool) GetExecutor() AgentTool_Executor {
@@ -662,6 +834,60 @@ func (x *StopConditions) GetConditions() []*StopCondition {
 	return nil
 }
 
+// ToolChoice says whether and which tool the model must call.
+type ToolChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  ToolChoice_Mode        `protobuf:"varint,1,opt,name=mode,proto3,enum=exprd.v1.ToolChoice_Mode" json:"mode,omitempty"`
+	// tool is a declared tool's name, with MODE_TOOL only.
+	Tool          string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChoice) Reset() {
+	*x = ToolChoice{}
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChoice) ProtoMessage() {}
+
+func (x *ToolChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
+func (*ToolChoice) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ToolChoice) GetMode() ToolChoice_Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return ToolChoice_MODE_UNSPECIFIED
+}
+
+func (x *ToolChoice) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
 type AgentStart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// provider names the model provider (empty: the default); model
@@ -672,8 +898,8 @@ type AgentStart struct {
 	Messages []*AgentMessage `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
 	Tools    []*AgentTool    `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
 	Stop     *StopCondition  `protobuf:"bytes,6,opt,name=stop,proto3" json:"stop,omitempty"`
-	// hooks subscribed: "prepare_step", "pre_tool_call", "post_tool_call".
-	Hooks []string `protobuf:"bytes,7,rep,name=hooks,proto3" json:"hooks,omitempty"`
+	// hooks are the hooks the client answers; the others are not asked.
+	Hooks []Hook `protobuf:"varint,7,rep,packed,name=hooks,proto3,enum=exprd.v1.Hook" json:"hooks,omitempty"`
 	// The expr tool's settings (read, functions, ...), when it is declared.
 	ExprSettings *Settings `protobuf:"bytes,8,opt,name=expr_settings,json=exprSettings,proto3" json:"expr_settings,omitempty"`
 	// Limits (0: the defaults: tool 30 s, step 2 min, turn 10 min, 8 tools
@@ -682,21 +908,20 @@ type AgentStart struct {
 	StepTimeoutMs uint32 `protobuf:"varint,10,opt,name=step_timeout_ms,json=stepTimeoutMs,proto3" json:"step_timeout_ms,omitempty"`
 	TurnTimeoutMs uint32 `protobuf:"varint,11,opt,name=turn_timeout_ms,json=turnTimeoutMs,proto3" json:"turn_timeout_ms,omitempty"`
 	Parallelism   uint32 `protobuf:"varint,12,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
-	// tool_choice: auto (default), none, required (with at least one tool),
-	// or a declared tool's name.
-	ToolChoice string `protobuf:"bytes,13,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	// tool_choice: unset is auto.
+	ToolChoice *ToolChoice `protobuf:"bytes,13,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
 	// state_json is the expr tool's state when the turn starts (a JSON
 	// object; empty: the server's initial state), applied before the model
 	// is first called. State and StatePatch messages sent after Start reach
 	// the state whenever they arrive, possibly after a tool has run.
-	StateJson     []byte `protobuf:"bytes,14,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	StateJson     string `protobuf:"bytes,14,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentStart) Reset() {
 	*x = AgentStart{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +933,7 @@ func (x *AgentStart) String() string {
 func (*AgentStart) ProtoMessage() {}
 
 func (x *AgentStart) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +946,7 @@ func (x *AgentStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStart.ProtoReflect.Descriptor instead.
 func (*AgentStart) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentStart) GetProvider() string {
@@ -766,7 +991,7 @@ func (x *AgentStart) GetStop() *StopCondition {
 	return nil
 }
 
-func (x *AgentStart) GetHooks() []string {
+func (x *AgentStart) GetHooks() []Hook {
 	if x != nil {
 		return x.Hooks
 	}
@@ -808,34 +1033,36 @@ func (x *AgentStart) GetParallelism() uint32 {
 	return 0
 }
 
-func (x *AgentStart) GetToolChoice() string {
+func (x *AgentStart) GetToolChoice() *ToolChoice {
 	if x != nil {
 		return x.ToolChoice
-	}
-	return ""
-}
-
-func (x *AgentStart) GetStateJson() []byte {
-	if x != nil {
-		return x.StateJson
 	}
 	return nil
 }
 
+func (x *AgentStart) GetStateJson() string {
+	if x != nil {
+		return x.StateJson
+	}
+	return ""
+}
+
 // ToolOutput answers a ToolCallRequested with run_on_client. One that
-// comes after its call stopped waiting (it timed out) is dropped.
+// comes after its call stopped waiting (it timed out) is Rejected.
 type ToolOutput struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	OutputJson    []byte                 `protobuf:"bytes,2,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
-	IsError       bool                   `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// output_json is the tool's result; empty is {} (with is_error,
+	// {"error":"the tool failed"}).
+	OutputJson    string `protobuf:"bytes,2,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
+	IsError       bool   `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolOutput) Reset() {
 	*x = ToolOutput{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1074,7 @@ func (x *ToolOutput) String() string {
 func (*ToolOutput) ProtoMessage() {}
 
 func (x *ToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1087,7 @@ func (x *ToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolOutput.ProtoReflect.Descriptor instead.
 func (*ToolOutput) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{7}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolOutput) GetCallId() string {
@@ -870,11 +1097,11 @@ func (x *ToolOutput) GetCallId() string {
 	return ""
 }
 
-func (x *ToolOutput) GetOutputJson() []byte {
+func (x *ToolOutput) GetOutputJson() string {
 	if x != nil {
 		return x.OutputJson
 	}
-	return nil
+	return ""
 }
 
 func (x *ToolOutput) GetIsError() bool {
@@ -892,20 +1119,21 @@ type HookReply struct {
 	state                    protoimpl.MessageState `protogen:"open.v1"`
 	HookId                   string                 `protobuf:"bytes,1,opt,name=hook_id,json=hookId,proto3" json:"hook_id,omitempty"`
 	CallId                   string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	ReplacementArgumentsJson []byte                 `protobuf:"bytes,3,opt,name=replacement_arguments_json,json=replacementArgumentsJson,proto3" json:"replacement_arguments_json,omitempty"`
-	ResultJson               []byte                 `protobuf:"bytes,4,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	ReplacementArgumentsJson string                 `protobuf:"bytes,3,opt,name=replacement_arguments_json,json=replacementArgumentsJson,proto3" json:"replacement_arguments_json,omitempty"`
+	ResultJson               string                 `protobuf:"bytes,4,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	ResultIsError            bool                   `protobuf:"varint,5,opt,name=result_is_error,json=resultIsError,proto3" json:"result_is_error,omitempty"`
 	ActiveTools              []string               `protobuf:"bytes,6,rep,name=active_tools,json=activeTools,proto3" json:"active_tools,omitempty"`
-	ToolChoice               string                 `protobuf:"bytes,7,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
-	Model                    string                 `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"`
-	Messages                 []*AgentMessage        `protobuf:"bytes,9,rep,name=messages,proto3" json:"messages,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// tool_choice, when set, replaces the step's.
+	ToolChoice    *ToolChoice     `protobuf:"bytes,7,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	Model         string          `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"`
+	Messages      []*AgentMessage `protobuf:"bytes,9,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HookReply) Reset() {
 	*x = HookReply{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1145,7 @@ func (x *HookReply) String() string {
 func (*HookReply) ProtoMessage() {}
 
 func (x *HookReply) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1158,7 @@ func (x *HookReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookReply.ProtoReflect.Descriptor instead.
 func (*HookReply) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{8}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HookReply) GetHookId() string {
@@ -947,18 +1175,18 @@ func (x *HookReply) GetCallId() string {
 	return ""
 }
 
-func (x *HookReply) GetReplacementArgumentsJson() []byte {
+func (x *HookReply) GetReplacementArgumentsJson() string {
 	if x != nil {
 		return x.ReplacementArgumentsJson
 	}
-	return nil
+	return ""
 }
 
-func (x *HookReply) GetResultJson() []byte {
+func (x *HookReply) GetResultJson() string {
 	if x != nil {
 		return x.ResultJson
 	}
-	return nil
+	return ""
 }
 
 func (x *HookReply) GetResultIsError() bool {
@@ -975,11 +1203,11 @@ func (x *HookReply) GetActiveTools() []string {
 	return nil
 }
 
-func (x *HookReply) GetToolChoice() string {
+func (x *HookReply) GetToolChoice() *ToolChoice {
 	if x != nil {
 		return x.ToolChoice
 	}
-	return ""
+	return nil
 }
 
 func (x *HookReply) GetModel() string {
@@ -1008,7 +1236,7 @@ type AgentApprovalReply struct {
 
 func (x *AgentApprovalReply) Reset() {
 	*x = AgentApprovalReply{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1248,7 @@ func (x *AgentApprovalReply) String() string {
 func (*AgentApprovalReply) ProtoMessage() {}
 
 func (x *AgentApprovalReply) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1261,7 @@ func (x *AgentApprovalReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentApprovalReply.ProtoReflect.Descriptor instead.
 func (*AgentApprovalReply) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{9}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AgentApprovalReply) GetCallId() string {
@@ -1065,7 +1293,7 @@ type AgentCancel struct {
 
 func (x *AgentCancel) Reset() {
 	*x = AgentCancel{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1305,7 @@ func (x *AgentCancel) String() string {
 func (*AgentCancel) ProtoMessage() {}
 
 func (x *AgentCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1318,7 @@ func (x *AgentCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCancel.ProtoReflect.Descriptor instead.
 func (*AgentCancel) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{10}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{11}
 }
 
 type AgentLoopRunResponse struct {
@@ -1106,6 +1334,7 @@ type AgentLoopRunResponse struct {
 	//	*AgentLoopRunResponse_ToolResult
 	//	*AgentLoopRunResponse_StepFinished
 	//	*AgentLoopRunResponse_Done
+	//	*AgentLoopRunResponse_Rejected
 	Event         isAgentLoopRunResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1113,7 +1342,7 @@ type AgentLoopRunResponse struct {
 
 func (x *AgentLoopRunResponse) Reset() {
 	*x = AgentLoopRunResponse{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1354,7 @@ func (x *AgentLoopRunResponse) String() string {
 func (*AgentLoopRunResponse) ProtoMessage() {}
 
 func (x *AgentLoopRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1367,7 @@ func (x *AgentLoopRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLoopRunResponse.ProtoReflect.Descriptor instead.
 func (*AgentLoopRunResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{11}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AgentLoopRunResponse) GetEvent() isAgentLoopRunResponse_Event {
@@ -1193,7 +1422,7 @@ func (x *AgentLoopRunResponse) GetApprovalRequest() *AgentApprovalRequest {
 	return nil
 }
 
-func (x *AgentLoopRunResponse) GetStateWrite() *StepWrite {
+func (x *AgentLoopRunResponse) GetStateWrite() *AgentStateWrite {
 	if x != nil {
 		if x, ok := x.Event.(*AgentLoopRunResponse_StateWrite); ok {
 			return x.StateWrite
@@ -1229,6 +1458,15 @@ func (x *AgentLoopRunResponse) GetDone() *AgentDone {
 	return nil
 }
 
+func (x *AgentLoopRunResponse) GetRejected() *Rejected {
+	if x != nil {
+		if x, ok := x.Event.(*AgentLoopRunResponse_Rejected); ok {
+			return x.Rejected
+		}
+	}
+	return nil
+}
+
 type isAgentLoopRunResponse_Event interface {
 	isAgentLoopRunResponse_Event()
 }
@@ -1254,7 +1492,7 @@ type AgentLoopRunResponse_ApprovalRequest struct {
 }
 
 type AgentLoopRunResponse_StateWrite struct {
-	StateWrite *StepWrite `protobuf:"bytes,6,opt,name=state_write,json=stateWrite,proto3,oneof"`
+	StateWrite *AgentStateWrite `protobuf:"bytes,6,opt,name=state_write,json=stateWrite,proto3,oneof"`
 }
 
 type AgentLoopRunResponse_ToolResult struct {
@@ -1267,6 +1505,11 @@ type AgentLoopRunResponse_StepFinished struct {
 
 type AgentLoopRunResponse_Done struct {
 	Done *AgentDone `protobuf:"bytes,9,opt,name=done,proto3,oneof"`
+}
+
+type AgentLoopRunResponse_Rejected struct {
+	// rejected says a client message could not be used; the turn goes on.
+	Rejected *Rejected `protobuf:"bytes,10,opt,name=rejected,proto3,oneof"`
 }
 
 func (*AgentLoopRunResponse_StepStarted) isAgentLoopRunResponse_Event() {}
@@ -1287,6 +1530,88 @@ func (*AgentLoopRunResponse_StepFinished) isAgentLoopRunResponse_Event() {}
 
 func (*AgentLoopRunResponse_Done) isAgentLoopRunResponse_Event() {}
 
+func (*AgentLoopRunResponse_Rejected) isAgentLoopRunResponse_Event() {}
+
+// AgentStateWrite is one write the built-in expr tool made to the state.
+type AgentStateWrite struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// step is the agent step; call_id the expr tool call that wrote.
+	Step   uint32 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// expr_step is the step of that expr call's program that wrote.
+	ExprStep uint32 `protobuf:"varint,3,opt,name=expr_step,json=exprStep,proto3" json:"expr_step,omitempty"`
+	// path is the write's set address, e.g. "scopes.root.selected".
+	Path          string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	ValueJson     string `protobuf:"bytes,5,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentStateWrite) Reset() {
+	*x = AgentStateWrite{}
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentStateWrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentStateWrite) ProtoMessage() {}
+
+func (x *AgentStateWrite) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentStateWrite.ProtoReflect.Descriptor instead.
+func (*AgentStateWrite) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AgentStateWrite) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *AgentStateWrite) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AgentStateWrite) GetExprStep() uint32 {
+	if x != nil {
+		return x.ExprStep
+	}
+	return 0
+}
+
+func (x *AgentStateWrite) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *AgentStateWrite) GetValueJson() string {
+	if x != nil {
+		return x.ValueJson
+	}
+	return ""
+}
+
 type StepStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Step          uint32                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
@@ -1296,7 +1621,7 @@ type StepStarted struct {
 
 func (x *StepStarted) Reset() {
 	*x = StepStarted{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1633,7 @@ func (x *StepStarted) String() string {
 func (*StepStarted) ProtoMessage() {}
 
 func (x *StepStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1646,7 @@ func (x *StepStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStarted.ProtoReflect.Descriptor instead.
 func (*StepStarted) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{12}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StepStarted) GetStep() uint32 {
@@ -1341,7 +1666,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1678,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1691,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{13}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TextDelta) GetStep() uint32 {
@@ -1399,7 +1724,7 @@ type ToolCallRequested struct {
 
 func (x *ToolCallRequested) Reset() {
 	*x = ToolCallRequested{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1736,7 @@ func (x *ToolCallRequested) String() string {
 func (*ToolCallRequested) ProtoMessage() {}
 
 func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1749,7 @@ func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRequested.ProtoReflect.Descriptor instead.
 func (*ToolCallRequested) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{14}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallRequested) GetStep() uint32 {
@@ -1451,13 +1776,12 @@ func (x *ToolCallRequested) GetRunOnClient() bool {
 type HookRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	HookId string                 `protobuf:"bytes,1,opt,name=hook_id,json=hookId,proto3" json:"hook_id,omitempty"`
-	// hook: prepare_step, pre_tool_call, post_tool_call.
-	Hook string `protobuf:"bytes,2,opt,name=hook,proto3" json:"hook,omitempty"`
-	Step uint32 `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
+	Hook   Hook                   `protobuf:"varint,2,opt,name=hook,proto3,enum=exprd.v1.Hook" json:"hook,omitempty"`
+	Step   uint32                 `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
 	// call_id and call are set for the tool-call hooks.
 	CallId        string         `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Call          *AgentToolCall `protobuf:"bytes,5,opt,name=call,proto3" json:"call,omitempty"`
-	ResultJson    []byte         `protobuf:"bytes,6,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	ResultJson    string         `protobuf:"bytes,6,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	ResultIsError bool           `protobuf:"varint,7,opt,name=result_is_error,json=resultIsError,proto3" json:"result_is_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1465,7 +1789,7 @@ type HookRequest struct {
 
 func (x *HookRequest) Reset() {
 	*x = HookRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1801,7 @@ func (x *HookRequest) String() string {
 func (*HookRequest) ProtoMessage() {}
 
 func (x *HookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1814,7 @@ func (x *HookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookRequest.ProtoReflect.Descriptor instead.
 func (*HookRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{15}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HookRequest) GetHookId() string {
@@ -1500,11 +1824,11 @@ func (x *HookRequest) GetHookId() string {
 	return ""
 }
 
-func (x *HookRequest) GetHook() string {
+func (x *HookRequest) GetHook() Hook {
 	if x != nil {
 		return x.Hook
 	}
-	return ""
+	return Hook_HOOK_UNSPECIFIED
 }
 
 func (x *HookRequest) GetStep() uint32 {
@@ -1528,11 +1852,11 @@ func (x *HookRequest) GetCall() *AgentToolCall {
 	return nil
 }
 
-func (x *HookRequest) GetResultJson() []byte {
+func (x *HookRequest) GetResultJson() string {
 	if x != nil {
 		return x.ResultJson
 	}
-	return nil
+	return ""
 }
 
 func (x *HookRequest) GetResultIsError() bool {
@@ -1552,7 +1876,7 @@ type AgentApprovalRequest struct {
 
 func (x *AgentApprovalRequest) Reset() {
 	*x = AgentApprovalRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1888,7 @@ func (x *AgentApprovalRequest) String() string {
 func (*AgentApprovalRequest) ProtoMessage() {}
 
 func (x *AgentApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1901,7 @@ func (x *AgentApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentApprovalRequest.ProtoReflect.Descriptor instead.
 func (*AgentApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{16}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AgentApprovalRequest) GetStep() uint32 {
@@ -1599,7 +1923,7 @@ type ToolResult struct {
 	Step          uint32                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
 	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	OutputJson    []byte                 `protobuf:"bytes,4,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
+	OutputJson    string                 `protobuf:"bytes,4,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
 	IsError       bool                   `protobuf:"varint,5,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1607,7 +1931,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1943,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1956,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{17}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolResult) GetStep() uint32 {
@@ -1656,11 +1980,11 @@ func (x *ToolResult) GetName() string {
 	return ""
 }
 
-func (x *ToolResult) GetOutputJson() []byte {
+func (x *ToolResult) GetOutputJson() string {
 	if x != nil {
 		return x.OutputJson
 	}
-	return nil
+	return ""
 }
 
 func (x *ToolResult) GetIsError() bool {
@@ -1681,7 +2005,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +2017,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +2030,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{18}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -1742,7 +2066,7 @@ type StepFinished struct {
 
 func (x *StepFinished) Reset() {
 	*x = StepFinished{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +2078,7 @@ func (x *StepFinished) String() string {
 func (*StepFinished) ProtoMessage() {}
 
 func (x *StepFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +2091,7 @@ func (x *StepFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepFinished.ProtoReflect.Descriptor instead.
 func (*StepFinished) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StepFinished) GetStep() uint32 {
@@ -1811,7 +2135,7 @@ type AgentDone struct {
 
 func (x *AgentDone) Reset() {
 	*x = AgentDone{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2147,7 @@ func (x *AgentDone) String() string {
 func (*AgentDone) ProtoMessage() {}
 
 func (x *AgentDone) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2160,7 @@ func (x *AgentDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDone.ProtoReflect.Descriptor instead.
 func (*AgentDone) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AgentDone) GetText() string {
@@ -1883,22 +2207,28 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\vstate_patch\x18\x06 \x01(\v2\x14.exprd.v1.StatePatchH\x00R\n" +
 	"statePatch\x12/\n" +
 	"\x06cancel\x18\a \x01(\v2\x15.exprd.v1.AgentCancelH\x00R\x06cancelB\x05\n" +
-	"\x03msg\"\x96\x01\n" +
-	"\fAgentMessage\x12\x12\n" +
-	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
+	"\x03msg\"\x94\x02\n" +
+	"\fAgentMessage\x12/\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x1b.exprd.v1.AgentMessage.RoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x126\n" +
 	"\n" +
 	"tool_calls\x18\x03 \x03(\v2\x17.exprd.v1.AgentToolCallR\ttoolCalls\x12 \n" +
 	"\ftool_call_id\x18\x04 \x01(\tR\n" +
-	"toolCallId\"Z\n" +
+	"toolCallId\"_\n" +
+	"\x04Role\x12\x14\n" +
+	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vROLE_SYSTEM\x10\x01\x12\r\n" +
+	"\tROLE_USER\x10\x02\x12\x12\n" +
+	"\x0eROLE_ASSISTANT\x10\x03\x12\r\n" +
+	"\tROLE_TOOL\x10\x04\"Z\n" +
 	"\rAgentToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\"\xa6\x03\n" +
+	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\xa6\x03\n" +
 	"\tAgentTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
-	"\x0fparameters_json\x18\x03 \x01(\fR\x0eparametersJson\x128\n" +
+	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\x128\n" +
 	"\bexecutor\x18\x04 \x01(\x0e2\x1c.exprd.v1.AgentTool.ExecutorR\bexecutor\x12\x1b\n" +
 	"\tutcp_tool\x18\x05 \x01(\tR\butcpTool\x12%\n" +
 	"\x0ecodemode_tools\x18\x06 \x03(\tR\rcodemodeTools\x12%\n" +
@@ -1921,7 +2251,17 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x0eStopConditions\x127\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2\x17.exprd.v1.StopConditionR\n" +
-	"conditions\"\x8b\x04\n" +
+	"conditions\"\xad\x01\n" +
+	"\n" +
+	"ToolChoice\x12-\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x19.exprd.v1.ToolChoice.ModeR\x04mode\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\"\\\n" +
+	"\x04Mode\x12\x14\n" +
+	"\x10MODE_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tMODE_AUTO\x10\x01\x12\r\n" +
+	"\tMODE_NONE\x10\x02\x12\x11\n" +
+	"\rMODE_REQUIRED\x10\x03\x12\r\n" +
+	"\tMODE_TOOL\x10\x04\"\xb1\x04\n" +
 	"\n" +
 	"AgentStart\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
@@ -1929,33 +2269,33 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x06system\x18\x03 \x01(\tR\x06system\x122\n" +
 	"\bmessages\x18\x04 \x03(\v2\x16.exprd.v1.AgentMessageR\bmessages\x12)\n" +
 	"\x05tools\x18\x05 \x03(\v2\x13.exprd.v1.AgentToolR\x05tools\x12+\n" +
-	"\x04stop\x18\x06 \x01(\v2\x17.exprd.v1.StopConditionR\x04stop\x12\x14\n" +
-	"\x05hooks\x18\a \x03(\tR\x05hooks\x127\n" +
+	"\x04stop\x18\x06 \x01(\v2\x17.exprd.v1.StopConditionR\x04stop\x12$\n" +
+	"\x05hooks\x18\a \x03(\x0e2\x0e.exprd.v1.HookR\x05hooks\x127\n" +
 	"\rexpr_settings\x18\b \x01(\v2\x12.exprd.v1.SettingsR\fexprSettings\x12&\n" +
 	"\x0ftool_timeout_ms\x18\t \x01(\rR\rtoolTimeoutMs\x12&\n" +
 	"\x0fstep_timeout_ms\x18\n" +
 	" \x01(\rR\rstepTimeoutMs\x12&\n" +
 	"\x0fturn_timeout_ms\x18\v \x01(\rR\rturnTimeoutMs\x12 \n" +
-	"\vparallelism\x18\f \x01(\rR\vparallelism\x12\x1f\n" +
-	"\vtool_choice\x18\r \x01(\tR\n" +
+	"\vparallelism\x18\f \x01(\rR\vparallelism\x125\n" +
+	"\vtool_choice\x18\r \x01(\v2\x14.exprd.v1.ToolChoiceR\n" +
 	"toolChoice\x12\x1d\n" +
 	"\n" +
-	"state_json\x18\x0e \x01(\fR\tstateJson\"a\n" +
+	"state_json\x18\x0e \x01(\tR\tstateJson\"a\n" +
 	"\n" +
 	"ToolOutput\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
-	"\voutput_json\x18\x02 \x01(\fR\n" +
+	"\voutput_json\x18\x02 \x01(\tR\n" +
 	"outputJson\x12\x19\n" +
-	"\bis_error\x18\x03 \x01(\bR\aisError\"\xd2\x02\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\"\xe8\x02\n" +
 	"\tHookReply\x12\x17\n" +
 	"\ahook_id\x18\x01 \x01(\tR\x06hookId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12<\n" +
-	"\x1areplacement_arguments_json\x18\x03 \x01(\fR\x18replacementArgumentsJson\x12\x1f\n" +
-	"\vresult_json\x18\x04 \x01(\fR\n" +
+	"\x1areplacement_arguments_json\x18\x03 \x01(\tR\x18replacementArgumentsJson\x12\x1f\n" +
+	"\vresult_json\x18\x04 \x01(\tR\n" +
 	"resultJson\x12&\n" +
 	"\x0fresult_is_error\x18\x05 \x01(\bR\rresultIsError\x12!\n" +
-	"\factive_tools\x18\x06 \x03(\tR\vactiveTools\x12\x1f\n" +
-	"\vtool_choice\x18\a \x01(\tR\n" +
+	"\factive_tools\x18\x06 \x03(\tR\vactiveTools\x125\n" +
+	"\vtool_choice\x18\a \x01(\v2\x14.exprd.v1.ToolChoiceR\n" +
 	"toolChoice\x12\x14\n" +
 	"\x05model\x18\b \x01(\tR\x05model\x122\n" +
 	"\bmessages\x18\t \x03(\v2\x16.exprd.v1.AgentMessageR\bmessages\"a\n" +
@@ -1963,21 +2303,30 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"\r\n" +
-	"\vAgentCancel\"\xc4\x04\n" +
+	"\vAgentCancel\"\xfc\x04\n" +
 	"\x14AgentLoopRunResponse\x12:\n" +
 	"\fstep_started\x18\x01 \x01(\v2\x15.exprd.v1.StepStartedH\x00R\vstepStarted\x124\n" +
 	"\n" +
 	"text_delta\x18\x02 \x01(\v2\x13.exprd.v1.TextDeltaH\x00R\ttextDelta\x12M\n" +
 	"\x13tool_call_requested\x18\x03 \x01(\v2\x1b.exprd.v1.ToolCallRequestedH\x00R\x11toolCallRequested\x12:\n" +
 	"\fhook_request\x18\x04 \x01(\v2\x15.exprd.v1.HookRequestH\x00R\vhookRequest\x12K\n" +
-	"\x10approval_request\x18\x05 \x01(\v2\x1e.exprd.v1.AgentApprovalRequestH\x00R\x0fapprovalRequest\x126\n" +
-	"\vstate_write\x18\x06 \x01(\v2\x13.exprd.v1.StepWriteH\x00R\n" +
+	"\x10approval_request\x18\x05 \x01(\v2\x1e.exprd.v1.AgentApprovalRequestH\x00R\x0fapprovalRequest\x12<\n" +
+	"\vstate_write\x18\x06 \x01(\v2\x19.exprd.v1.AgentStateWriteH\x00R\n" +
 	"stateWrite\x127\n" +
 	"\vtool_result\x18\a \x01(\v2\x14.exprd.v1.ToolResultH\x00R\n" +
 	"toolResult\x12=\n" +
 	"\rstep_finished\x18\b \x01(\v2\x16.exprd.v1.StepFinishedH\x00R\fstepFinished\x12)\n" +
-	"\x04done\x18\t \x01(\v2\x13.exprd.v1.AgentDoneH\x00R\x04doneB\a\n" +
-	"\x05event\"!\n" +
+	"\x04done\x18\t \x01(\v2\x13.exprd.v1.AgentDoneH\x00R\x04done\x120\n" +
+	"\brejected\x18\n" +
+	" \x01(\v2\x12.exprd.v1.RejectedH\x00R\brejectedB\a\n" +
+	"\x05event\"\x8e\x01\n" +
+	"\x0fAgentStateWrite\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
+	"\texpr_step\x18\x03 \x01(\rR\bexprStep\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"value_json\x18\x05 \x01(\tR\tvalueJson\"!\n" +
 	"\vStepStarted\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\"3\n" +
 	"\tTextDelta\x12\x12\n" +
@@ -1986,14 +2335,14 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x11ToolCallRequested\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12+\n" +
 	"\x04call\x18\x02 \x01(\v2\x17.exprd.v1.AgentToolCallR\x04call\x12\"\n" +
-	"\rrun_on_client\x18\x03 \x01(\bR\vrunOnClient\"\xdd\x01\n" +
+	"\rrun_on_client\x18\x03 \x01(\bR\vrunOnClient\"\xed\x01\n" +
 	"\vHookRequest\x12\x17\n" +
-	"\ahook_id\x18\x01 \x01(\tR\x06hookId\x12\x12\n" +
-	"\x04hook\x18\x02 \x01(\tR\x04hook\x12\x12\n" +
+	"\ahook_id\x18\x01 \x01(\tR\x06hookId\x12\"\n" +
+	"\x04hook\x18\x02 \x01(\x0e2\x0e.exprd.v1.HookR\x04hook\x12\x12\n" +
 	"\x04step\x18\x03 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12+\n" +
 	"\x04call\x18\x05 \x01(\v2\x17.exprd.v1.AgentToolCallR\x04call\x12\x1f\n" +
-	"\vresult_json\x18\x06 \x01(\fR\n" +
+	"\vresult_json\x18\x06 \x01(\tR\n" +
 	"resultJson\x12&\n" +
 	"\x0fresult_is_error\x18\a \x01(\bR\rresultIsError\"W\n" +
 	"\x14AgentApprovalRequest\x12\x12\n" +
@@ -2004,7 +2353,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1f\n" +
-	"\voutput_json\x18\x04 \x01(\fR\n" +
+	"\voutput_json\x18\x04 \x01(\tR\n" +
 	"outputJson\x12\x19\n" +
 	"\bis_error\x18\x05 \x01(\bR\aisError\"|\n" +
 	"\x05Usage\x12#\n" +
@@ -2021,7 +2370,12 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x05steps\x18\x02 \x03(\v2\x16.exprd.v1.StepFinishedR\x05steps\x12%\n" +
 	"\x05usage\x18\x03 \x01(\v2\x0f.exprd.v1.UsageR\x05usage\x12\x1f\n" +
 	"\vstop_reason\x18\x04 \x01(\tR\n" +
-	"stopReason2U\n" +
+	"stopReason*d\n" +
+	"\x04Hook\x12\x14\n" +
+	"\x10HOOK_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11HOOK_PREPARE_STEP\x10\x01\x12\x16\n" +
+	"\x12HOOK_PRE_TOOL_CALL\x10\x02\x12\x17\n" +
+	"\x13HOOK_POST_TOOL_CALL\x10\x032U\n" +
 	"\tAgentLoop\x12H\n" +
 	"\x03Run\x12\x1d.exprd.v1.AgentLoopRunRequest\x1a\x1e.exprd.v1.AgentLoopRunResponse(\x010\x01B-Z+github.com/exprd/exprd/gen/exprd/v1;exprdv1b\x06proto3"
 
@@ -2037,77 +2391,89 @@ func file_exprd_v1_agentloop_proto_rawDescGZIP() []byte {
 	return file_exprd_v1_agentloop_proto_rawDescData
 }
 
-var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_exprd_v1_agentloop_proto_goTypes = []any{
-	(AgentTool_Executor)(0),      // 0: exprd.v1.AgentTool.Executor
-	(*AgentLoopRunRequest)(nil),  // 1: exprd.v1.AgentLoopRunRequest
-	(*AgentMessage)(nil),         // 2: exprd.v1.AgentMessage
-	(*AgentToolCall)(nil),        // 3: exprd.v1.AgentToolCall
-	(*AgentTool)(nil),            // 4: exprd.v1.AgentTool
-	(*StopCondition)(nil),        // 5: exprd.v1.StopCondition
-	(*StopConditions)(nil),       // 6: exprd.v1.StopConditions
-	(*AgentStart)(nil),           // 7: exprd.v1.AgentStart
-	(*ToolOutput)(nil),           // 8: exprd.v1.ToolOutput
-	(*HookReply)(nil),            // 9: exprd.v1.HookReply
-	(*AgentApprovalReply)(nil),   // 10: exprd.v1.AgentApprovalReply
-	(*AgentCancel)(nil),          // 11: exprd.v1.AgentCancel
-	(*AgentLoopRunResponse)(nil), // 12: exprd.v1.AgentLoopRunResponse
-	(*StepStarted)(nil),          // 13: exprd.v1.StepStarted
-	(*TextDelta)(nil),            // 14: exprd.v1.TextDelta
-	(*ToolCallRequested)(nil),    // 15: exprd.v1.ToolCallRequested
-	(*HookRequest)(nil),          // 16: exprd.v1.HookRequest
-	(*AgentApprovalRequest)(nil), // 17: exprd.v1.AgentApprovalRequest
-	(*ToolResult)(nil),           // 18: exprd.v1.ToolResult
-	(*Usage)(nil),                // 19: exprd.v1.Usage
-	(*StepFinished)(nil),         // 20: exprd.v1.StepFinished
-	(*AgentDone)(nil),            // 21: exprd.v1.AgentDone
-	(*State)(nil),                // 22: exprd.v1.State
-	(*StatePatch)(nil),           // 23: exprd.v1.StatePatch
-	(*Settings)(nil),             // 24: exprd.v1.Settings
-	(*StepWrite)(nil),            // 25: exprd.v1.StepWrite
+	(Hook)(0),                    // 0: exprd.v1.Hook
+	(AgentMessage_Role)(0),       // 1: exprd.v1.AgentMessage.Role
+	(AgentTool_Executor)(0),      // 2: exprd.v1.AgentTool.Executor
+	(ToolChoice_Mode)(0),         // 3: exprd.v1.ToolChoice.Mode
+	(*AgentLoopRunRequest)(nil),  // 4: exprd.v1.AgentLoopRunRequest
+	(*AgentMessage)(nil),         // 5: exprd.v1.AgentMessage
+	(*AgentToolCall)(nil),        // 6: exprd.v1.AgentToolCall
+	(*AgentTool)(nil),            // 7: exprd.v1.AgentTool
+	(*StopCondition)(nil),        // 8: exprd.v1.StopCondition
+	(*StopConditions)(nil),       // 9: exprd.v1.StopConditions
+	(*ToolChoice)(nil),           // 10: exprd.v1.ToolChoice
+	(*AgentStart)(nil),           // 11: exprd.v1.AgentStart
+	(*ToolOutput)(nil),           // 12: exprd.v1.ToolOutput
+	(*HookReply)(nil),            // 13: exprd.v1.HookReply
+	(*AgentApprovalReply)(nil),   // 14: exprd.v1.AgentApprovalReply
+	(*AgentCancel)(nil),          // 15: exprd.v1.AgentCancel
+	(*AgentLoopRunResponse)(nil), // 16: exprd.v1.AgentLoopRunResponse
+	(*AgentStateWrite)(nil),      // 17: exprd.v1.AgentStateWrite
+	(*StepStarted)(nil),          // 18: exprd.v1.StepStarted
+	(*TextDelta)(nil),            // 19: exprd.v1.TextDelta
+	(*ToolCallRequested)(nil),    // 20: exprd.v1.ToolCallRequested
+	(*HookRequest)(nil),          // 21: exprd.v1.HookRequest
+	(*AgentApprovalRequest)(nil), // 22: exprd.v1.AgentApprovalRequest
+	(*ToolResult)(nil),           // 23: exprd.v1.ToolResult
+	(*Usage)(nil),                // 24: exprd.v1.Usage
+	(*StepFinished)(nil),         // 25: exprd.v1.StepFinished
+	(*AgentDone)(nil),            // 26: exprd.v1.AgentDone
+	(*State)(nil),                // 27: exprd.v1.State
+	(*StatePatch)(nil),           // 28: exprd.v1.StatePatch
+	(*Settings)(nil),             // 29: exprd.v1.Settings
+	(*Rejected)(nil),             // 30: exprd.v1.Rejected
 }
 var file_exprd_v1_agentloop_proto_depIdxs = []int32{
-	7,  // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
-	8,  // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
-	9,  // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
-	10, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
-	22, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
-	23, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
-	11, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
-	3,  // 7: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
-	0,  // 8: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
-	6,  // 9: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
-	6,  // 10: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
-	5,  // 11: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
-	5,  // 12: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
-	2,  // 13: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
-	4,  // 14: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
-	5,  // 15: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
-	24, // 16: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
-	2,  // 17: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
-	13, // 18: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
-	14, // 19: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
-	15, // 20: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
-	16, // 21: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
-	17, // 22: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
-	25, // 23: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.StepWrite
-	18, // 24: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
-	20, // 25: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
-	21, // 26: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
-	3,  // 27: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
-	3,  // 28: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
-	3,  // 29: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
-	19, // 30: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
-	20, // 31: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
-	19, // 32: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
-	1,  // 33: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
-	12, // 34: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
-	34, // [34:35] is the sub-list for method output_type
-	33, // [33:34] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	11, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
+	12, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
+	13, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
+	14, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
+	27, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
+	28, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
+	15, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
+	1,  // 7: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
+	6,  // 8: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
+	2,  // 9: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
+	9,  // 10: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
+	9,  // 11: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
+	8,  // 12: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
+	8,  // 13: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
+	3,  // 14: exprd.v1.ToolChoice.mode:type_name -> exprd.v1.ToolChoice.Mode
+	5,  // 15: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
+	7,  // 16: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
+	8,  // 17: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
+	0,  // 18: exprd.v1.AgentStart.hooks:type_name -> exprd.v1.Hook
+	29, // 19: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
+	10, // 20: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
+	10, // 21: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
+	5,  // 22: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
+	18, // 23: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
+	19, // 24: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
+	20, // 25: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
+	21, // 26: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
+	22, // 27: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
+	17, // 28: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
+	23, // 29: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
+	25, // 30: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
+	26, // 31: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
+	30, // 32: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
+	6,  // 33: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
+	0,  // 34: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
+	6,  // 35: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
+	6,  // 36: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
+	24, // 37: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
+	25, // 38: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
+	24, // 39: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
+	4,  // 40: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
+	16, // 41: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
+	41, // [41:42] is the sub-list for method output_type
+	40, // [40:41] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_agentloop_proto_init() }
@@ -2132,7 +2498,7 @@ func file_exprd_v1_agentloop_proto_init() {
 		(*StopCondition_Or)(nil),
 		(*StopCondition_Not)(nil),
 	}
-	file_exprd_v1_agentloop_proto_msgTypes[11].OneofWrappers = []any{
+	file_exprd_v1_agentloop_proto_msgTypes[12].OneofWrappers = []any{
 		(*AgentLoopRunResponse_StepStarted)(nil),
 		(*AgentLoopRunResponse_TextDelta)(nil),
 		(*AgentLoopRunResponse_ToolCallRequested)(nil),
@@ -2142,14 +2508,15 @@ func file_exprd_v1_agentloop_proto_init() {
 		(*AgentLoopRunResponse_ToolResult)(nil),
 		(*AgentLoopRunResponse_StepFinished)(nil),
 		(*AgentLoopRunResponse_Done)(nil),
+		(*AgentLoopRunResponse_Rejected)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_agentloop_proto_rawDesc), len(file_exprd_v1_agentloop_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   21,
+			NumEnums:      4,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

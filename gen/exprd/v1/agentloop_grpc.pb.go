@@ -31,8 +31,10 @@ const (
 // runs itself, for hooks and for approvals), and streams every step.
 type AgentLoopClient interface {
 	// Run runs one agent turn. The first client message must be Start.
-	// Errors of the turn itself (a bad Start, a hook reply for another call,
-	// an abort) end the stream with a gRPC status. The client's half-close
+	// Errors of the turn itself (a bad Start, an abort, a limit) end the
+	// stream with a gRPC status. A reply the turn does not wait for (a tool
+	// output, hook or approval reply that is late, repeated or for an id the
+	// server never sent) is answered with Rejected and the turn goes on. The client's half-close
 	// means no more client messages, not an abort: the turn goes on to Done,
 	// and what would wait for the client is answered at once (an approval is
 	// denied, a client-run call is an error result, a pre_tool_call hook's
@@ -70,8 +72,10 @@ type AgentLoop_RunClient = grpc.BidiStreamingClient[AgentLoopRunRequest, AgentLo
 // runs itself, for hooks and for approvals), and streams every step.
 type AgentLoopServer interface {
 	// Run runs one agent turn. The first client message must be Start.
-	// Errors of the turn itself (a bad Start, a hook reply for another call,
-	// an abort) end the stream with a gRPC status. The client's half-close
+	// Errors of the turn itself (a bad Start, an abort, a limit) end the
+	// stream with a gRPC status. A reply the turn does not wait for (a tool
+	// output, hook or approval reply that is late, repeated or for an id the
+	// server never sent) is answered with Rejected and the turn goes on. The client's half-close
 	// means no more client messages, not an abort: the turn goes on to Done,
 	// and what would wait for the client is answered at once (an approval is
 	// denied, a client-run call is an error result, a pre_tool_call hook's

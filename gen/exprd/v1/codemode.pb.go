@@ -9,7 +9,6 @@ package exprdv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -21,6 +20,71 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// Outcome is how a tool call ended.
+type ToolCallTrace_Outcome int32
+
+const (
+	ToolCallTrace_OUTCOME_UNSPECIFIED ToolCallTrace_Outcome = 0
+	// The tool answered.
+	ToolCallTrace_OUTCOME_OK ToolCallTrace_Outcome = 1
+	// The tool (or its transport) failed.
+	ToolCallTrace_OUTCOME_ERROR ToolCallTrace_Outcome = 2
+	// The call was refused before it ran: not in the whitelist, not
+	// approved, or its arguments were not usable.
+	ToolCallTrace_OUTCOME_REJECTED ToolCallTrace_Outcome = 3
+	// The run was cancelled while the call was in flight.
+	ToolCallTrace_OUTCOME_CANCELLED ToolCallTrace_Outcome = 4
+	// The call ran past its deadline.
+	ToolCallTrace_OUTCOME_TIMEOUT ToolCallTrace_Outcome = 5
+)
+
+// Enum value maps for ToolCallTrace_Outcome.
+var (
+	ToolCallTrace_Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "OUTCOME_OK",
+		2: "OUTCOME_ERROR",
+		3: "OUTCOME_REJECTED",
+		4: "OUTCOME_CANCELLED",
+		5: "OUTCOME_TIMEOUT",
+	}
+	ToolCallTrace_Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED": 0,
+		"OUTCOME_OK":          1,
+		"OUTCOME_ERROR":       2,
+		"OUTCOME_REJECTED":    3,
+		"OUTCOME_CANCELLED":   4,
+		"OUTCOME_TIMEOUT":     5,
+	}
+)
+
+func (x ToolCallTrace_Outcome) Enum() *ToolCallTrace_Outcome {
+	p := new(ToolCallTrace_Outcome)
+	*p = x
+	return p
+}
+
+func (x ToolCallTrace_Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolCallTrace_Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_codemode_proto_enumTypes[0].Descriptor()
+}
+
+func (ToolCallTrace_Outcome) Type() protoreflect.EnumType {
+	return &file_exprd_v1_codemode_proto_enumTypes[0]
+}
+
+func (x ToolCallTrace_Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolCallTrace_Outcome.Descriptor instead.
+func (ToolCallTrace_Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{3, 0}
+}
 
 type ExecuteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -87,7 +151,7 @@ func (x *ExecuteRequest) GetTimeoutMs() uint32 {
 type ExecuteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// value_json is the last expression's value, when the run succeeded.
-	ValueJson     []byte           `protobuf:"bytes,1,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
+	ValueJson     string           `protobuf:"bytes,1,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
 	Trace         []*ToolCallTrace `protobuf:"bytes,2,rep,name=trace,proto3" json:"trace,omitempty"`
 	Error         *CodeError       `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -124,11 +188,11 @@ func (*ExecuteResponse) Descriptor() ([]byte, []int) {
 	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *ExecuteResponse) GetValueJson() []byte {
+func (x *ExecuteResponse) GetValueJson() string {
 	if x != nil {
 		return x.ValueJson
 	}
-	return nil
+	return ""
 }
 
 func (x *ExecuteResponse) GetTrace() []*ToolCallTrace {
@@ -222,10 +286,10 @@ func (x *CodeError) GetColumn() uint32 {
 type ToolCallTrace struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
-	ArgumentsJson []byte                 `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
-	Duration      *durationpb.Duration   `protobuf:"bytes,3,opt,name=duration,proto3" json:"duration,omitempty"`
-	// outcome: ok, error, rejected, cancelled, timeout.
-	Outcome string `protobuf:"bytes,4,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	ArgumentsJson string                 `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	// duration_ms is the call's wall-clock time.
+	DurationMs float64               `protobuf:"fixed64,3,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Outcome    ToolCallTrace_Outcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=exprd.v1.ToolCallTrace_Outcome" json:"outcome,omitempty"`
 	// error is the tool's failure, summarised, when outcome is not ok.
 	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -269,25 +333,25 @@ func (x *ToolCallTrace) GetTool() string {
 	return ""
 }
 
-func (x *ToolCallTrace) GetArgumentsJson() []byte {
+func (x *ToolCallTrace) GetArgumentsJson() string {
 	if x != nil {
 		return x.ArgumentsJson
 	}
-	return nil
+	return ""
 }
 
-func (x *ToolCallTrace) GetDuration() *durationpb.Duration {
+func (x *ToolCallTrace) GetDurationMs() float64 {
 	if x != nil {
-		return x.Duration
+		return x.DurationMs
 	}
-	return nil
+	return 0
 }
 
-func (x *ToolCallTrace) GetOutcome() string {
+func (x *ToolCallTrace) GetOutcome() ToolCallTrace_Outcome {
 	if x != nil {
 		return x.Outcome
 	}
-	return ""
+	return ToolCallTrace_OUTCOME_UNSPECIFIED
 }
 
 func (x *ToolCallTrace) GetError() string {
@@ -675,6 +739,7 @@ type RunResponse struct {
 	//	*RunResponse_Chunk
 	//	*RunResponse_ApprovalRequest
 	//	*RunResponse_Result
+	//	*RunResponse_Rejected
 	Event         isRunResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -771,6 +836,15 @@ func (x *RunResponse) GetResult() *RunResult {
 	return nil
 }
 
+func (x *RunResponse) GetRejected() *Rejected {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_Rejected); ok {
+			return x.Rejected
+		}
+	}
+	return nil
+}
+
 type isRunResponse_Event interface {
 	isRunResponse_Event()
 }
@@ -799,6 +873,12 @@ type RunResponse_Result struct {
 	Result *RunResult `protobuf:"bytes,6,opt,name=result,proto3,oneof"`
 }
 
+type RunResponse_Rejected struct {
+	// rejected says a client message could not be used (an approval
+	// reply for an id the run is not waiting for, ...); the run goes on.
+	Rejected *Rejected `protobuf:"bytes,7,opt,name=rejected,proto3,oneof"`
+}
+
 func (*RunResponse_Plan) isRunResponse_Event() {}
 
 func (*RunResponse_ToolCallStarted) isRunResponse_Event() {}
@@ -811,10 +891,12 @@ func (*RunResponse_ApprovalRequest) isRunResponse_Event() {}
 
 func (*RunResponse_Result) isRunResponse_Event() {}
 
+func (*RunResponse_Rejected) isRunResponse_Event() {}
+
 type ToolCallStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
-	ArgumentsJson []byte                 `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	ArgumentsJson string                 `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,17 +938,17 @@ func (x *ToolCallStarted) GetTool() string {
 	return ""
 }
 
-func (x *ToolCallStarted) GetArgumentsJson() []byte {
+func (x *ToolCallStarted) GetArgumentsJson() string {
 	if x != nil {
 		return x.ArgumentsJson
 	}
-	return nil
+	return ""
 }
 
 type StreamChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
-	ChunkJson     []byte                 `protobuf:"bytes,2,opt,name=chunk_json,json=chunkJson,proto3" json:"chunk_json,omitempty"`
+	ChunkJson     string                 `protobuf:"bytes,2,opt,name=chunk_json,json=chunkJson,proto3" json:"chunk_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -908,18 +990,18 @@ func (x *StreamChunk) GetTool() string {
 	return ""
 }
 
-func (x *StreamChunk) GetChunkJson() []byte {
+func (x *StreamChunk) GetChunkJson() string {
 	if x != nil {
 		return x.ChunkJson
 	}
-	return nil
+	return ""
 }
 
 type ApprovalRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ApprovalId    string                 `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
-	ArgumentsJson []byte                 `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	ArgumentsJson string                 `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,16 +1050,16 @@ func (x *ApprovalRequest) GetTool() string {
 	return ""
 }
 
-func (x *ApprovalRequest) GetArgumentsJson() []byte {
+func (x *ApprovalRequest) GetArgumentsJson() string {
 	if x != nil {
 		return x.ArgumentsJson
 	}
-	return nil
+	return ""
 }
 
 type RunResult struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
-	ValueJson []byte                 `protobuf:"bytes,1,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
+	ValueJson string                 `protobuf:"bytes,1,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
 	Error     *CodeError             `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	Cancelled bool                   `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	// not_handled is set when, for a prompt, the model said no tool is needed.
@@ -1017,11 +1099,11 @@ func (*RunResult) Descriptor() ([]byte, []int) {
 	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *RunResult) GetValueJson() []byte {
+func (x *RunResult) GetValueJson() string {
 	if x != nil {
 		return x.ValueJson
 	}
-	return nil
+	return ""
 }
 
 func (x *RunResult) GetError() *CodeError {
@@ -1117,7 +1199,7 @@ type CallToolResponse struct {
 	// handled is false when the model said no tool is needed.
 	Handled       bool             `protobuf:"varint,1,opt,name=handled,proto3" json:"handled,omitempty"`
 	Plan          *Plan            `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
-	ValueJson     []byte           `protobuf:"bytes,3,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
+	ValueJson     string           `protobuf:"bytes,3,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
 	Trace         []*ToolCallTrace `protobuf:"bytes,4,rep,name=trace,proto3" json:"trace,omitempty"`
 	Error         *CodeError       `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1168,11 +1250,11 @@ func (x *CallToolResponse) GetPlan() *Plan {
 	return nil
 }
 
-func (x *CallToolResponse) GetValueJson() []byte {
+func (x *CallToolResponse) GetValueJson() string {
 	if x != nil {
 		return x.ValueJson
 	}
-	return nil
+	return ""
 }
 
 func (x *CallToolResponse) GetTrace() []*ToolCallTrace {
@@ -1189,109 +1271,11 @@ func (x *CallToolResponse) GetError() *CodeError {
 	return nil
 }
 
-type CodeModeSearchToolsRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Query string                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
-	// limit bounds the results (0: 10).
-	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CodeModeSearchToolsRequest) Reset() {
-	*x = CodeModeSearchToolsRequest{}
-	mi := &file_exprd_v1_codemode_proto_msgTypes[16]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CodeModeSearchToolsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CodeModeSearchToolsRequest) ProtoMessage() {}
-
-func (x *CodeModeSearchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_codemode_proto_msgTypes[16]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CodeModeSearchToolsRequest.ProtoReflect.Descriptor instead.
-func (*CodeModeSearchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{16}
-}
-
-func (x *CodeModeSearchToolsRequest) GetQuery() string {
-	if x != nil {
-		return x.Query
-	}
-	return ""
-}
-
-func (x *CodeModeSearchToolsRequest) GetLimit() uint32 {
-	if x != nil {
-		return x.Limit
-	}
-	return 0
-}
-
-type CodeModeSearchToolsResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// tools are ranked best first, each with its score.
-	Tools         []*ScoredTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CodeModeSearchToolsResponse) Reset() {
-	*x = CodeModeSearchToolsResponse{}
-	mi := &file_exprd_v1_codemode_proto_msgTypes[17]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CodeModeSearchToolsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CodeModeSearchToolsResponse) ProtoMessage() {}
-
-func (x *CodeModeSearchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_codemode_proto_msgTypes[17]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CodeModeSearchToolsResponse.ProtoReflect.Descriptor instead.
-func (*CodeModeSearchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{17}
-}
-
-func (x *CodeModeSearchToolsResponse) GetTools() []*ScoredTool {
-	if x != nil {
-		return x.Tools
-	}
-	return nil
-}
-
 var File_exprd_v1_codemode_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_codemode_proto_rawDesc = "" +
 	"\n" +
-	"\x17exprd/v1/codemode.proto\x12\bexprd.v1\x1a\x1bexprd/v1/toolregistry.proto\x1a\x1egoogle/protobuf/duration.proto\"Y\n" +
+	"\x17exprd/v1/codemode.proto\x12\bexprd.v1\x1a\x17exprd/v1/exprtool.proto\"Y\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\x12\x1d\n" +
@@ -1299,20 +1283,29 @@ const file_exprd_v1_codemode_proto_rawDesc = "" +
 	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\"\x8a\x01\n" +
 	"\x0fExecuteResponse\x12\x1d\n" +
 	"\n" +
-	"value_json\x18\x01 \x01(\fR\tvalueJson\x12-\n" +
+	"value_json\x18\x01 \x01(\tR\tvalueJson\x12-\n" +
 	"\x05trace\x18\x02 \x03(\v2\x17.exprd.v1.ToolCallTraceR\x05trace\x12)\n" +
 	"\x05error\x18\x03 \x01(\v2\x13.exprd.v1.CodeErrorR\x05error\"i\n" +
 	"\tCodeError\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04line\x18\x03 \x01(\rR\x04line\x12\x16\n" +
-	"\x06column\x18\x04 \x01(\rR\x06column\"\xb1\x01\n" +
+	"\x06column\x18\x04 \x01(\rR\x06column\"\xc6\x02\n" +
 	"\rToolCallTrace\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
-	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x125\n" +
-	"\bduration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x18\n" +
-	"\aoutcome\x18\x04 \x01(\tR\aoutcome\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"H\n" +
+	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x12\x1f\n" +
+	"\vduration_ms\x18\x03 \x01(\x01R\n" +
+	"durationMs\x129\n" +
+	"\aoutcome\x18\x04 \x01(\x0e2\x1f.exprd.v1.ToolCallTrace.OutcomeR\aoutcome\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\x87\x01\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"OUTCOME_OK\x10\x01\x12\x11\n" +
+	"\rOUTCOME_ERROR\x10\x02\x12\x14\n" +
+	"\x10OUTCOME_REJECTED\x10\x03\x12\x15\n" +
+	"\x11OUTCOME_CANCELLED\x10\x04\x12\x13\n" +
+	"\x0fOUTCOME_TIMEOUT\x10\x05\"H\n" +
 	"\x04Plan\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x16\n" +
@@ -1336,30 +1329,31 @@ const file_exprd_v1_codemode_proto_rawDesc = "" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\"\v\n" +
-	"\tRunCancel\"\xf4\x02\n" +
+	"\tRunCancel\"\xa6\x03\n" +
 	"\vRunResponse\x12$\n" +
 	"\x04plan\x18\x01 \x01(\v2\x0e.exprd.v1.PlanH\x00R\x04plan\x12G\n" +
 	"\x11tool_call_started\x18\x02 \x01(\v2\x19.exprd.v1.ToolCallStartedH\x00R\x0ftoolCallStarted\x12G\n" +
 	"\x12tool_call_finished\x18\x03 \x01(\v2\x17.exprd.v1.ToolCallTraceH\x00R\x10toolCallFinished\x12-\n" +
 	"\x05chunk\x18\x04 \x01(\v2\x15.exprd.v1.StreamChunkH\x00R\x05chunk\x12F\n" +
 	"\x10approval_request\x18\x05 \x01(\v2\x19.exprd.v1.ApprovalRequestH\x00R\x0fapprovalRequest\x12-\n" +
-	"\x06result\x18\x06 \x01(\v2\x13.exprd.v1.RunResultH\x00R\x06resultB\a\n" +
+	"\x06result\x18\x06 \x01(\v2\x13.exprd.v1.RunResultH\x00R\x06result\x120\n" +
+	"\brejected\x18\a \x01(\v2\x12.exprd.v1.RejectedH\x00R\brejectedB\a\n" +
 	"\x05event\"L\n" +
 	"\x0fToolCallStarted\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
-	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\"@\n" +
+	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\"@\n" +
 	"\vStreamChunk\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1d\n" +
 	"\n" +
-	"chunk_json\x18\x02 \x01(\fR\tchunkJson\"m\n" +
+	"chunk_json\x18\x02 \x01(\tR\tchunkJson\"m\n" +
 	"\x0fApprovalRequest\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\"\xc3\x01\n" +
+	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\xc3\x01\n" +
 	"\tRunResult\x12\x1d\n" +
 	"\n" +
-	"value_json\x18\x01 \x01(\fR\tvalueJson\x12)\n" +
+	"value_json\x18\x01 \x01(\tR\tvalueJson\x12)\n" +
 	"\x05error\x18\x02 \x01(\v2\x13.exprd.v1.CodeErrorR\x05error\x12\x1c\n" +
 	"\tcancelled\x18\x03 \x01(\bR\tcancelled\x12\x1f\n" +
 	"\vnot_handled\x18\x04 \x01(\bR\n" +
@@ -1374,19 +1368,13 @@ const file_exprd_v1_codemode_proto_rawDesc = "" +
 	"\ahandled\x18\x01 \x01(\bR\ahandled\x12\"\n" +
 	"\x04plan\x18\x02 \x01(\v2\x0e.exprd.v1.PlanR\x04plan\x12\x1d\n" +
 	"\n" +
-	"value_json\x18\x03 \x01(\fR\tvalueJson\x12-\n" +
+	"value_json\x18\x03 \x01(\tR\tvalueJson\x12-\n" +
 	"\x05trace\x18\x04 \x03(\v2\x17.exprd.v1.ToolCallTraceR\x05trace\x12)\n" +
-	"\x05error\x18\x05 \x01(\v2\x13.exprd.v1.CodeErrorR\x05error\"H\n" +
-	"\x1aCodeModeSearchToolsRequest\x12\x14\n" +
-	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"I\n" +
-	"\x1bCodeModeSearchToolsResponse\x12*\n" +
-	"\x05tools\x18\x01 \x03(\v2\x14.exprd.v1.ScoredToolR\x05tools2\xa1\x02\n" +
+	"\x05error\x18\x05 \x01(\v2\x13.exprd.v1.CodeErrorR\x05error2\xc5\x01\n" +
 	"\bCodeMode\x12>\n" +
 	"\aExecute\x12\x18.exprd.v1.ExecuteRequest\x1a\x19.exprd.v1.ExecuteResponse\x126\n" +
 	"\x03Run\x12\x14.exprd.v1.RunRequest\x1a\x15.exprd.v1.RunResponse(\x010\x01\x12A\n" +
-	"\bCallTool\x12\x19.exprd.v1.CallToolRequest\x1a\x1a.exprd.v1.CallToolResponse\x12Z\n" +
-	"\vSearchTools\x12$.exprd.v1.CodeModeSearchToolsRequest\x1a%.exprd.v1.CodeModeSearchToolsResponseB-Z+github.com/exprd/exprd/gen/exprd/v1;exprdv1b\x06proto3"
+	"\bCallTool\x12\x19.exprd.v1.CallToolRequest\x1a\x1a.exprd.v1.CallToolResponseB-Z+github.com/exprd/exprd/gen/exprd/v1;exprdv1b\x06proto3"
 
 var (
 	file_exprd_v1_codemode_proto_rawDescOnce sync.Once
@@ -1400,58 +1388,55 @@ func file_exprd_v1_codemode_proto_rawDescGZIP() []byte {
 	return file_exprd_v1_codemode_proto_rawDescData
 }
 
-var file_exprd_v1_codemode_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_exprd_v1_codemode_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_exprd_v1_codemode_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_exprd_v1_codemode_proto_goTypes = []any{
-	(*ExecuteRequest)(nil),              // 0: exprd.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),             // 1: exprd.v1.ExecuteResponse
-	(*CodeError)(nil),                   // 2: exprd.v1.CodeError
-	(*ToolCallTrace)(nil),               // 3: exprd.v1.ToolCallTrace
-	(*Plan)(nil),                        // 4: exprd.v1.Plan
-	(*RunRequest)(nil),                  // 5: exprd.v1.RunRequest
-	(*RunStart)(nil),                    // 6: exprd.v1.RunStart
-	(*ApprovalReply)(nil),               // 7: exprd.v1.ApprovalReply
-	(*RunCancel)(nil),                   // 8: exprd.v1.RunCancel
-	(*RunResponse)(nil),                 // 9: exprd.v1.RunResponse
-	(*ToolCallStarted)(nil),             // 10: exprd.v1.ToolCallStarted
-	(*StreamChunk)(nil),                 // 11: exprd.v1.StreamChunk
-	(*ApprovalRequest)(nil),             // 12: exprd.v1.ApprovalRequest
-	(*RunResult)(nil),                   // 13: exprd.v1.RunResult
-	(*CallToolRequest)(nil),             // 14: exprd.v1.CallToolRequest
-	(*CallToolResponse)(nil),            // 15: exprd.v1.CallToolResponse
-	(*CodeModeSearchToolsRequest)(nil),  // 16: exprd.v1.CodeModeSearchToolsRequest
-	(*CodeModeSearchToolsResponse)(nil), // 17: exprd.v1.CodeModeSearchToolsResponse
-	(*durationpb.Duration)(nil),         // 18: google.protobuf.Duration
-	(*ScoredTool)(nil),                  // 19: exprd.v1.ScoredTool
+	(ToolCallTrace_Outcome)(0), // 0: exprd.v1.ToolCallTrace.Outcome
+	(*ExecuteRequest)(nil),     // 1: exprd.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),    // 2: exprd.v1.ExecuteResponse
+	(*CodeError)(nil),          // 3: exprd.v1.CodeError
+	(*ToolCallTrace)(nil),      // 4: exprd.v1.ToolCallTrace
+	(*Plan)(nil),               // 5: exprd.v1.Plan
+	(*RunRequest)(nil),         // 6: exprd.v1.RunRequest
+	(*RunStart)(nil),           // 7: exprd.v1.RunStart
+	(*ApprovalReply)(nil),      // 8: exprd.v1.ApprovalReply
+	(*RunCancel)(nil),          // 9: exprd.v1.RunCancel
+	(*RunResponse)(nil),        // 10: exprd.v1.RunResponse
+	(*ToolCallStarted)(nil),    // 11: exprd.v1.ToolCallStarted
+	(*StreamChunk)(nil),        // 12: exprd.v1.StreamChunk
+	(*ApprovalRequest)(nil),    // 13: exprd.v1.ApprovalRequest
+	(*RunResult)(nil),          // 14: exprd.v1.RunResult
+	(*CallToolRequest)(nil),    // 15: exprd.v1.CallToolRequest
+	(*CallToolResponse)(nil),   // 16: exprd.v1.CallToolResponse
+	(*Rejected)(nil),           // 17: exprd.v1.Rejected
 }
 var file_exprd_v1_codemode_proto_depIdxs = []int32{
-	3,  // 0: exprd.v1.ExecuteResponse.trace:type_name -> exprd.v1.ToolCallTrace
-	2,  // 1: exprd.v1.ExecuteResponse.error:type_name -> exprd.v1.CodeError
-	18, // 2: exprd.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
-	6,  // 3: exprd.v1.RunRequest.start:type_name -> exprd.v1.RunStart
-	7,  // 4: exprd.v1.RunRequest.approval_reply:type_name -> exprd.v1.ApprovalReply
-	8,  // 5: exprd.v1.RunRequest.cancel:type_name -> exprd.v1.RunCancel
-	4,  // 6: exprd.v1.RunResponse.plan:type_name -> exprd.v1.Plan
-	10, // 7: exprd.v1.RunResponse.tool_call_started:type_name -> exprd.v1.ToolCallStarted
-	3,  // 8: exprd.v1.RunResponse.tool_call_finished:type_name -> exprd.v1.ToolCallTrace
-	11, // 9: exprd.v1.RunResponse.chunk:type_name -> exprd.v1.StreamChunk
-	12, // 10: exprd.v1.RunResponse.approval_request:type_name -> exprd.v1.ApprovalRequest
-	13, // 11: exprd.v1.RunResponse.result:type_name -> exprd.v1.RunResult
-	2,  // 12: exprd.v1.RunResult.error:type_name -> exprd.v1.CodeError
-	3,  // 13: exprd.v1.RunResult.trace:type_name -> exprd.v1.ToolCallTrace
-	4,  // 14: exprd.v1.CallToolResponse.plan:type_name -> exprd.v1.Plan
-	3,  // 15: exprd.v1.CallToolResponse.trace:type_name -> exprd.v1.ToolCallTrace
-	2,  // 16: exprd.v1.CallToolResponse.error:type_name -> exprd.v1.CodeError
-	19, // 17: exprd.v1.CodeModeSearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
-	0,  // 18: exprd.v1.CodeMode.Execute:input_type -> exprd.v1.ExecuteRequest
-	5,  // 19: exprd.v1.CodeMode.Run:input_type -> exprd.v1.RunRequest
-	14, // 20: exprd.v1.CodeMode.CallTool:input_type -> exprd.v1.CallToolRequest
-	16, // 21: exprd.v1.CodeMode.SearchTools:input_type -> exprd.v1.CodeModeSearchToolsRequest
-	1,  // 22: exprd.v1.CodeMode.Execute:output_type -> exprd.v1.ExecuteResponse
-	9,  // 23: exprd.v1.CodeMode.Run:output_type -> exprd.v1.RunResponse
-	15, // 24: exprd.v1.CodeMode.CallTool:output_type -> exprd.v1.CallToolResponse
-	17, // 25: exprd.v1.CodeMode.SearchTools:output_type -> exprd.v1.CodeModeSearchToolsResponse
-	22, // [22:26] is the sub-list for method output_type
-	18, // [18:22] is the sub-list for method input_type
+	4,  // 0: exprd.v1.ExecuteResponse.trace:type_name -> exprd.v1.ToolCallTrace
+	3,  // 1: exprd.v1.ExecuteResponse.error:type_name -> exprd.v1.CodeError
+	0,  // 2: exprd.v1.ToolCallTrace.outcome:type_name -> exprd.v1.ToolCallTrace.Outcome
+	7,  // 3: exprd.v1.RunRequest.start:type_name -> exprd.v1.RunStart
+	8,  // 4: exprd.v1.RunRequest.approval_reply:type_name -> exprd.v1.ApprovalReply
+	9,  // 5: exprd.v1.RunRequest.cancel:type_name -> exprd.v1.RunCancel
+	5,  // 6: exprd.v1.RunResponse.plan:type_name -> exprd.v1.Plan
+	11, // 7: exprd.v1.RunResponse.tool_call_started:type_name -> exprd.v1.ToolCallStarted
+	4,  // 8: exprd.v1.RunResponse.tool_call_finished:type_name -> exprd.v1.ToolCallTrace
+	12, // 9: exprd.v1.RunResponse.chunk:type_name -> exprd.v1.StreamChunk
+	13, // 10: exprd.v1.RunResponse.approval_request:type_name -> exprd.v1.ApprovalRequest
+	14, // 11: exprd.v1.RunResponse.result:type_name -> exprd.v1.RunResult
+	17, // 12: exprd.v1.RunResponse.rejected:type_name -> exprd.v1.Rejected
+	3,  // 13: exprd.v1.RunResult.error:type_name -> exprd.v1.CodeError
+	4,  // 14: exprd.v1.RunResult.trace:type_name -> exprd.v1.ToolCallTrace
+	5,  // 15: exprd.v1.CallToolResponse.plan:type_name -> exprd.v1.Plan
+	4,  // 16: exprd.v1.CallToolResponse.trace:type_name -> exprd.v1.ToolCallTrace
+	3,  // 17: exprd.v1.CallToolResponse.error:type_name -> exprd.v1.CodeError
+	1,  // 18: exprd.v1.CodeMode.Execute:input_type -> exprd.v1.ExecuteRequest
+	6,  // 19: exprd.v1.CodeMode.Run:input_type -> exprd.v1.RunRequest
+	15, // 20: exprd.v1.CodeMode.CallTool:input_type -> exprd.v1.CallToolRequest
+	2,  // 21: exprd.v1.CodeMode.Execute:output_type -> exprd.v1.ExecuteResponse
+	10, // 22: exprd.v1.CodeMode.Run:output_type -> exprd.v1.RunResponse
+	16, // 23: exprd.v1.CodeMode.CallTool:output_type -> exprd.v1.CallToolResponse
+	21, // [21:24] is the sub-list for method output_type
+	18, // [18:21] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -1462,7 +1447,7 @@ func file_exprd_v1_codemode_proto_init() {
 	if File_exprd_v1_codemode_proto != nil {
 		return
 	}
-	file_exprd_v1_toolregistry_proto_init()
+	file_exprd_v1_exprtool_proto_init()
 	file_exprd_v1_codemode_proto_msgTypes[5].OneofWrappers = []any{
 		(*RunRequest_Start)(nil),
 		(*RunRequest_ApprovalReply)(nil),
@@ -1479,19 +1464,21 @@ func file_exprd_v1_codemode_proto_init() {
 		(*RunResponse_Chunk)(nil),
 		(*RunResponse_ApprovalRequest)(nil),
 		(*RunResponse_Result)(nil),
+		(*RunResponse_Rejected)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_codemode_proto_rawDesc), len(file_exprd_v1_codemode_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   18,
+			NumEnums:      1,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_exprd_v1_codemode_proto_goTypes,
 		DependencyIndexes: file_exprd_v1_codemode_proto_depIdxs,
+		EnumInfos:         file_exprd_v1_codemode_proto_enumTypes,
 		MessageInfos:      file_exprd_v1_codemode_proto_msgTypes,
 	}.Build()
 	File_exprd_v1_codemode_proto = out.File

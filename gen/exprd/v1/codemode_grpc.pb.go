@@ -19,10 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CodeMode_Execute_FullMethodName     = "/exprd.v1.CodeMode/Execute"
-	CodeMode_Run_FullMethodName         = "/exprd.v1.CodeMode/Run"
-	CodeMode_CallTool_FullMethodName    = "/exprd.v1.CodeMode/CallTool"
-	CodeMode_SearchTools_FullMethodName = "/exprd.v1.CodeMode/SearchTools"
+	CodeMode_Execute_FullMethodName  = "/exprd.v1.CodeMode/Execute"
+	CodeMode_Run_FullMethodName      = "/exprd.v1.CodeMode/Run"
+	CodeMode_CallTool_FullMethodName = "/exprd.v1.CodeMode/CallTool"
 )
 
 // CodeModeClient is the client API for CodeMode service.
@@ -43,8 +42,6 @@ type CodeModeClient interface {
 	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunRequest, RunResponse], error)
 	// CallTool turns a prompt into a plan with a model and runs it.
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
-	// SearchTools ranks the registry's tools for a query.
-	SearchTools(ctx context.Context, in *CodeModeSearchToolsRequest, opts ...grpc.CallOption) (*CodeModeSearchToolsResponse, error)
 }
 
 type codeModeClient struct {
@@ -88,16 +85,6 @@ func (c *codeModeClient) CallTool(ctx context.Context, in *CallToolRequest, opts
 	return out, nil
 }
 
-func (c *codeModeClient) SearchTools(ctx context.Context, in *CodeModeSearchToolsRequest, opts ...grpc.CallOption) (*CodeModeSearchToolsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CodeModeSearchToolsResponse)
-	err := c.cc.Invoke(ctx, CodeMode_SearchTools_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // CodeModeServer is the server API for CodeMode service.
 // All implementations must embed UnimplementedCodeModeServer
 // for forward compatibility.
@@ -116,8 +103,6 @@ type CodeModeServer interface {
 	Run(grpc.BidiStreamingServer[RunRequest, RunResponse]) error
 	// CallTool turns a prompt into a plan with a model and runs it.
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
-	// SearchTools ranks the registry's tools for a query.
-	SearchTools(context.Context, *CodeModeSearchToolsRequest) (*CodeModeSearchToolsResponse, error)
 	mustEmbedUnimplementedCodeModeServer()
 }
 
@@ -136,9 +121,6 @@ func (UnimplementedCodeModeServer) Run(grpc.BidiStreamingServer[RunRequest, RunR
 }
 func (UnimplementedCodeModeServer) CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CallTool not implemented")
-}
-func (UnimplementedCodeModeServer) SearchTools(context.Context, *CodeModeSearchToolsRequest) (*CodeModeSearchToolsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method SearchTools not implemented")
 }
 func (UnimplementedCodeModeServer) mustEmbedUnimplementedCodeModeServer() {}
 func (UnimplementedCodeModeServer) testEmbeddedByValue()                  {}
@@ -204,24 +186,6 @@ func _CodeMode_CallTool_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
-func _CodeMode_SearchTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CodeModeSearchToolsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(CodeModeServer).SearchTools(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: CodeMode_SearchTools_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(CodeModeServer).SearchTools(ctx, req.(*CodeModeSearchToolsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // CodeMode_ServiceDesc is the grpc.ServiceDesc for CodeMode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -236,10 +200,6 @@ var CodeMode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CallTool",
 			Handler:    _CodeMode_CallTool_Handler,
-		},
-		{
-			MethodName: "SearchTools",
-			Handler:    _CodeMode_SearchTools_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

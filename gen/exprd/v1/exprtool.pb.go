@@ -7,9 +7,9 @@
 package exprdv1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	anypb "google.golang.org/protobuf/types/known/anypb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -206,9 +206,9 @@ type Function struct {
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// input_schema_json is the JSON Schema (draft 2020-12) of the argument;
 	// empty means any object.
-	InputSchemaJson []byte `protobuf:"bytes,3,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
+	InputSchemaJson string `protobuf:"bytes,3,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
 	// output_schema_json is the JSON Schema of the result; empty means any.
-	OutputSchemaJson []byte          `protobuf:"bytes,4,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	OutputSchemaJson string          `protobuf:"bytes,4,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
 	Runner           Function_Runner `protobuf:"varint,5,opt,name=runner,proto3,enum=exprd.v1.Function_Runner" json:"runner,omitempty"`
 	// server_name names the server's function for RUNNER_SERVER; empty means name.
 	ServerName    string `protobuf:"bytes,6,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
@@ -260,18 +260,18 @@ func (x *Function) GetDescription() string {
 	return ""
 }
 
-func (x *Function) GetInputSchemaJson() []byte {
+func (x *Function) GetInputSchemaJson() string {
 	if x != nil {
 		return x.InputSchemaJson
 	}
-	return nil
+	return ""
 }
 
-func (x *Function) GetOutputSchemaJson() []byte {
+func (x *Function) GetOutputSchemaJson() string {
 	if x != nil {
 		return x.OutputSchemaJson
 	}
-	return nil
+	return ""
 }
 
 func (x *Function) GetRunner() Function_Runner {
@@ -479,8 +479,8 @@ type DescribeResponse struct {
 	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// JSON Schema (draft 2020-12) of the tool's input and of its answer.
-	InputSchemaJson  []byte `protobuf:"bytes,3,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
-	OutputSchemaJson []byte `protobuf:"bytes,4,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	InputSchemaJson  string `protobuf:"bytes,3,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
+	OutputSchemaJson string `protobuf:"bytes,4,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
 	// The system-prompt partial on steps and the Expr language.
 	CorePrompt string `protobuf:"bytes,5,opt,name=core_prompt,json=corePrompt,proto3" json:"core_prompt,omitempty"`
 	// The system-prompt partial "# Available Functions", "# Function Details",
@@ -534,18 +534,18 @@ func (x *DescribeResponse) GetDescription() string {
 	return ""
 }
 
-func (x *DescribeResponse) GetInputSchemaJson() []byte {
+func (x *DescribeResponse) GetInputSchemaJson() string {
 	if x != nil {
 		return x.InputSchemaJson
 	}
-	return nil
+	return ""
 }
 
-func (x *DescribeResponse) GetOutputSchemaJson() []byte {
+func (x *DescribeResponse) GetOutputSchemaJson() string {
 	if x != nil {
 		return x.OutputSchemaJson
 	}
-	return nil
+	return ""
 }
 
 func (x *DescribeResponse) GetCorePrompt() string {
@@ -780,7 +780,7 @@ func (x *Open) GetBudgets() *Budgets {
 // State replaces the session's state (scopes.root) with a JSON object.
 type State struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	StateJson     []byte                 `protobuf:"bytes,1,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	StateJson     string                 `protobuf:"bytes,1,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -815,17 +815,17 @@ func (*State) Descriptor() ([]byte, []int) {
 	return file_exprd_v1_exprtool_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *State) GetStateJson() []byte {
+func (x *State) GetStateJson() string {
 	if x != nil {
 		return x.StateJson
 	}
-	return nil
+	return ""
 }
 
 // StatePatch applies an RFC 7386 JSON merge patch to the session's state.
 type StatePatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	PatchJson     []byte                 `protobuf:"bytes,1,opt,name=patch_json,json=patchJson,proto3" json:"patch_json,omitempty"`
+	PatchJson     string                 `protobuf:"bytes,1,opt,name=patch_json,json=patchJson,proto3" json:"patch_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -860,11 +860,11 @@ func (*StatePatch) Descriptor() ([]byte, []int) {
 	return file_exprd_v1_exprtool_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *StatePatch) GetPatchJson() []byte {
+func (x *StatePatch) GetPatchJson() string {
 	if x != nil {
 		return x.PatchJson
 	}
-	return nil
+	return ""
 }
 
 // Call is one tool call of the model. Several may be in flight.
@@ -873,7 +873,7 @@ type Call struct {
 	// call_id is unique among the stream's calls in flight.
 	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// input_json is the tool input as the model sent it.
-	InputJson     []byte `protobuf:"bytes,2,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	InputJson     string `protobuf:"bytes,2,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -915,11 +915,11 @@ func (x *Call) GetCallId() string {
 	return ""
 }
 
-func (x *Call) GetInputJson() []byte {
+func (x *Call) GetInputJson() string {
 	if x != nil {
 		return x.InputJson
 	}
-	return nil
+	return ""
 }
 
 // ConfirmReply answers a ConfirmRequest.
@@ -988,7 +988,7 @@ type FunctionResult struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	CallId         string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	FunctionCallId string                 `protobuf:"bytes,2,opt,name=function_call_id,json=functionCallId,proto3" json:"function_call_id,omitempty"`
-	ResultJson     []byte                 `protobuf:"bytes,3,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	ResultJson     string                 `protobuf:"bytes,3,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	// error, when set, is the function's failure; the model sees it as
 	// host-function.
 	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
@@ -1040,11 +1040,11 @@ func (x *FunctionResult) GetFunctionCallId() string {
 	return ""
 }
 
-func (x *FunctionResult) GetResultJson() []byte {
+func (x *FunctionResult) GetResultJson() string {
 	if x != nil {
 		return x.ResultJson
 	}
-	return nil
+	return ""
 }
 
 func (x *FunctionResult) GetError() string {
@@ -1305,7 +1305,7 @@ type StepWrite struct {
 	Step   uint32                 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
 	// path is the step's set address, e.g. "scopes.root.selected".
 	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
-	ValueJson     []byte `protobuf:"bytes,4,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
+	ValueJson     string `protobuf:"bytes,4,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1361,11 +1361,11 @@ func (x *StepWrite) GetPath() string {
 	return ""
 }
 
-func (x *StepWrite) GetValueJson() []byte {
+func (x *StepWrite) GetValueJson() string {
 	if x != nil {
 		return x.ValueJson
 	}
-	return nil
+	return ""
 }
 
 // ConfirmRequest asks the user to confirm a step before it runs.
@@ -1435,9 +1435,10 @@ type FunctionCall struct {
 	CallId         string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	FunctionCallId string                 `protobuf:"bytes,2,opt,name=function_call_id,json=functionCallId,proto3" json:"function_call_id,omitempty"`
 	Name           string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	ArgsJson       []byte                 `protobuf:"bytes,4,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
+	ArgsJson       string                 `protobuf:"bytes,4,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
 	// timeout_ms is how long the server waits for the result; past it the
-	// call fails with host-function and a late result is Rejected.
+	// call fails with host-function and a late result is Rejected
+	// (NOT_FOUND).
 	TimeoutMs     uint32 `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1494,11 +1495,11 @@ func (x *FunctionCall) GetName() string {
 	return ""
 }
 
-func (x *FunctionCall) GetArgsJson() []byte {
+func (x *FunctionCall) GetArgsJson() string {
 	if x != nil {
 		return x.ArgsJson
 	}
-	return nil
+	return ""
 }
 
 func (x *FunctionCall) GetTimeoutMs() uint32 {
@@ -1513,7 +1514,7 @@ type Answer struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// {} | {"value": V} | {"declined": true} | {"error": {"reason": R, "message": M}}
-	AnswerJson []byte `protobuf:"bytes,2,opt,name=answer_json,json=answerJson,proto3" json:"answer_json,omitempty"`
+	AnswerJson string `protobuf:"bytes,2,opt,name=answer_json,json=answerJson,proto3" json:"answer_json,omitempty"`
 	// reason repeats answer_json's error reason, empty when there is none.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// cancelled is set when the client's Cancel stopped the call.
@@ -1559,11 +1560,11 @@ func (x *Answer) GetCallId() string {
 	return ""
 }
 
-func (x *Answer) GetAnswerJson() []byte {
+func (x *Answer) GetAnswerJson() string {
 	if x != nil {
 		return x.AnswerJson
 	}
-	return nil
+	return ""
 }
 
 func (x *Answer) GetReason() string {
@@ -1580,19 +1581,20 @@ func (x *Answer) GetCancelled() bool {
 	return false
 }
 
-// Rejected says a client message could not be used; the session and its
-// state are unchanged and the stream stays open.
+// Rejected says a client message could not be used; the session (or run)
+// and its state are unchanged and the stream stays open.
 type Rejected struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// kind is the rejected message's field name: "state", "call", ...
-	Kind   string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// kind is the rejected message's field name: "state", "call",
+	// "function_result", "approval_reply", "tool_output", ...
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// call_id is the id the rejected message carried, if any.
 	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	// code is the google.rpc.Code that fits, e.g. 3 (INVALID_ARGUMENT).
-	Code    int32  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
-	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	// details are google.rpc error details, as in a status: a
-	// google.rpc.QuotaFailure for RESOURCE_EXHAUSTED.
-	Details       []*anypb.Any `protobuf:"bytes,5,rep,name=details,proto3" json:"details,omitempty"`
+	// status is why, as a gRPC status would say it: the code that fits
+	// (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, ...), a message, and
+	// details (a google.rpc.ErrorInfo always, a google.rpc.QuotaFailure for
+	// RESOURCE_EXHAUSTED, a google.rpc.BadRequest for a bad field).
+	Status        *status.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1641,23 +1643,9 @@ func (x *Rejected) GetCallId() string {
 	return ""
 }
 
-func (x *Rejected) GetCode() int32 {
+func (x *Rejected) GetStatus() *status.Status {
 	if x != nil {
-		return x.Code
-	}
-	return 0
-}
-
-func (x *Rejected) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *Rejected) GetDetails() []*anypb.Any {
-	if x != nil {
-		return x.Details
+		return x.Status
 	}
 	return nil
 }
@@ -1667,8 +1655,8 @@ type CallRequest struct {
 	Settings *Settings              `protobuf:"bytes,1,opt,name=settings,proto3" json:"settings,omitempty"`
 	Budgets  *Budgets               `protobuf:"bytes,2,opt,name=budgets,proto3" json:"budgets,omitempty"`
 	// state_json is scopes.root: a JSON object.
-	StateJson     []byte `protobuf:"bytes,3,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
-	InputJson     []byte `protobuf:"bytes,4,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	StateJson     string `protobuf:"bytes,3,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	InputJson     string `protobuf:"bytes,4,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1717,23 +1705,23 @@ func (x *CallRequest) GetBudgets() *Budgets {
 	return nil
 }
 
-func (x *CallRequest) GetStateJson() []byte {
+func (x *CallRequest) GetStateJson() string {
 	if x != nil {
 		return x.StateJson
 	}
-	return nil
+	return ""
 }
 
-func (x *CallRequest) GetInputJson() []byte {
+func (x *CallRequest) GetInputJson() string {
 	if x != nil {
 		return x.InputJson
 	}
-	return nil
+	return ""
 }
 
 type CallResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	AnswerJson    []byte                 `protobuf:"bytes,1,opt,name=answer_json,json=answerJson,proto3" json:"answer_json,omitempty"`
+	AnswerJson    string                 `protobuf:"bytes,1,opt,name=answer_json,json=answerJson,proto3" json:"answer_json,omitempty"`
 	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	Writes        []*StepWrite           `protobuf:"bytes,3,rep,name=writes,proto3" json:"writes,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1770,11 +1758,11 @@ func (*CallResponse) Descriptor() ([]byte, []int) {
 	return file_exprd_v1_exprtool_proto_rawDescGZIP(), []int{22}
 }
 
-func (x *CallResponse) GetAnswerJson() []byte {
+func (x *CallResponse) GetAnswerJson() string {
 	if x != nil {
 		return x.AnswerJson
 	}
-	return nil
+	return ""
 }
 
 func (x *CallResponse) GetReason() string {
@@ -1795,7 +1783,7 @@ var File_exprd_v1_exprtool_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\n" +
-	"\x17exprd/v1/exprtool.proto\x12\bexprd.v1\x1a\x19google/protobuf/any.proto\"\xa2\x01\n" +
+	"\x17exprd/v1/exprtool.proto\x12\bexprd.v1\x1a\x17google/rpc/status.proto\"\xa2\x01\n" +
 	"\bSettings\x12\x12\n" +
 	"\x04read\x18\x01 \x01(\bR\x04read\x120\n" +
 	"\tfunctions\x18\x02 \x03(\v2\x12.exprd.v1.FunctionR\tfunctions\x12<\n" +
@@ -1806,8 +1794,8 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\bFunction\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
-	"\x11input_schema_json\x18\x03 \x01(\fR\x0finputSchemaJson\x12,\n" +
-	"\x12output_schema_json\x18\x04 \x01(\fR\x10outputSchemaJson\x121\n" +
+	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12,\n" +
+	"\x12output_schema_json\x18\x04 \x01(\tR\x10outputSchemaJson\x121\n" +
 	"\x06runner\x18\x05 \x01(\x0e2\x19.exprd.v1.Function.RunnerR\x06runner\x12\x1f\n" +
 	"\vserver_name\x18\x06 \x01(\tR\n" +
 	"serverName\"F\n" +
@@ -1834,8 +1822,8 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
-	"\x11input_schema_json\x18\x03 \x01(\fR\x0finputSchemaJson\x12,\n" +
-	"\x12output_schema_json\x18\x04 \x01(\fR\x10outputSchemaJson\x12\x1f\n" +
+	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12,\n" +
+	"\x12output_schema_json\x18\x04 \x01(\tR\x10outputSchemaJson\x12\x1f\n" +
 	"\vcore_prompt\x18\x05 \x01(\tR\n" +
 	"corePrompt\x12)\n" +
 	"\x10functions_prompt\x18\x06 \x01(\tR\x0ffunctionsPrompt\"\xf5\x02\n" +
@@ -1854,15 +1842,15 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\abudgets\x18\x02 \x01(\v2\x11.exprd.v1.BudgetsR\abudgets\"&\n" +
 	"\x05State\x12\x1d\n" +
 	"\n" +
-	"state_json\x18\x01 \x01(\fR\tstateJson\"+\n" +
+	"state_json\x18\x01 \x01(\tR\tstateJson\"+\n" +
 	"\n" +
 	"StatePatch\x12\x1d\n" +
 	"\n" +
-	"patch_json\x18\x01 \x01(\fR\tpatchJson\">\n" +
+	"patch_json\x18\x01 \x01(\tR\tpatchJson\">\n" +
 	"\x04Call\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
 	"\n" +
-	"input_json\x18\x02 \x01(\fR\tinputJson\"W\n" +
+	"input_json\x18\x02 \x01(\tR\tinputJson\"W\n" +
 	"\fConfirmReply\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\rR\x04step\x12\x1a\n" +
@@ -1870,7 +1858,7 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\x0eFunctionResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12(\n" +
 	"\x10function_call_id\x18\x02 \x01(\tR\x0efunctionCallId\x12\x1f\n" +
-	"\vresult_json\x18\x03 \x01(\fR\n" +
+	"\vresult_json\x18\x03 \x01(\tR\n" +
 	"resultJson\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"!\n" +
 	"\x06Cancel\x12\x17\n" +
@@ -1893,7 +1881,7 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\x04step\x18\x02 \x01(\rR\x04step\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
-	"value_json\x18\x04 \x01(\fR\tvalueJson\"Q\n" +
+	"value_json\x18\x04 \x01(\tR\tvalueJson\"Q\n" +
 	"\x0eConfirmRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\rR\x04step\x12\x12\n" +
@@ -1902,30 +1890,28 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12(\n" +
 	"\x10function_call_id\x18\x02 \x01(\tR\x0efunctionCallId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1b\n" +
-	"\targs_json\x18\x04 \x01(\fR\bargsJson\x12\x1d\n" +
+	"\targs_json\x18\x04 \x01(\tR\bargsJson\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x05 \x01(\rR\ttimeoutMs\"x\n" +
 	"\x06Answer\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
-	"\vanswer_json\x18\x02 \x01(\fR\n" +
+	"\vanswer_json\x18\x02 \x01(\tR\n" +
 	"answerJson\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1c\n" +
-	"\tcancelled\x18\x04 \x01(\bR\tcancelled\"\x95\x01\n" +
+	"\tcancelled\x18\x04 \x01(\bR\tcancelled\"c\n" +
 	"\bRejected\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x17\n" +
-	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
-	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\x12.\n" +
-	"\adetails\x18\x05 \x03(\v2\x14.google.protobuf.AnyR\adetails\"\xa8\x01\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12*\n" +
+	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x06status\"\xa8\x01\n" +
 	"\vCallRequest\x12.\n" +
 	"\bsettings\x18\x01 \x01(\v2\x12.exprd.v1.SettingsR\bsettings\x12+\n" +
 	"\abudgets\x18\x02 \x01(\v2\x11.exprd.v1.BudgetsR\abudgets\x12\x1d\n" +
 	"\n" +
-	"state_json\x18\x03 \x01(\fR\tstateJson\x12\x1d\n" +
+	"state_json\x18\x03 \x01(\tR\tstateJson\x12\x1d\n" +
 	"\n" +
-	"input_json\x18\x04 \x01(\fR\tinputJson\"t\n" +
+	"input_json\x18\x04 \x01(\tR\tinputJson\"t\n" +
 	"\fCallResponse\x12\x1f\n" +
-	"\vanswer_json\x18\x01 \x01(\fR\n" +
+	"\vanswer_json\x18\x01 \x01(\tR\n" +
 	"answerJson\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12+\n" +
 	"\x06writes\x18\x03 \x03(\v2\x13.exprd.v1.StepWriteR\x06writes2\xc8\x01\n" +
@@ -1973,7 +1959,7 @@ var file_exprd_v1_exprtool_proto_goTypes = []any{
 	(*Rejected)(nil),         // 21: exprd.v1.Rejected
 	(*CallRequest)(nil),      // 22: exprd.v1.CallRequest
 	(*CallResponse)(nil),     // 23: exprd.v1.CallResponse
-	(*anypb.Any)(nil),        // 24: google.protobuf.Any
+	(*status.Status)(nil),    // 24: google.rpc.Status
 }
 var file_exprd_v1_exprtool_proto_depIdxs = []int32{
 	3,  // 0: exprd.v1.Settings.functions:type_name -> exprd.v1.Function
@@ -1997,7 +1983,7 @@ var file_exprd_v1_exprtool_proto_depIdxs = []int32{
 	20, // 18: exprd.v1.SessionResponse.answer:type_name -> exprd.v1.Answer
 	21, // 19: exprd.v1.SessionResponse.rejected:type_name -> exprd.v1.Rejected
 	4,  // 20: exprd.v1.Opened.budgets:type_name -> exprd.v1.Budgets
-	24, // 21: exprd.v1.Rejected.details:type_name -> google.protobuf.Any
+	24, // 21: exprd.v1.Rejected.status:type_name -> google.rpc.Status
 	1,  // 22: exprd.v1.CallRequest.settings:type_name -> exprd.v1.Settings
 	4,  // 23: exprd.v1.CallRequest.budgets:type_name -> exprd.v1.Budgets
 	17, // 24: exprd.v1.CallResponse.writes:type_name -> exprd.v1.StepWrite

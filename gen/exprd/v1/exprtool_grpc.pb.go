@@ -30,9 +30,21 @@ const (
 //
 // ExprTool runs a language model's `expr` tool calls on a UI's state.
 //
-// JSON payloads travel as bytes fields named *_json holding UTF-8 JSON. An
-// error the model should see is data in the answer (answer_json with an
-// "error" object); a gRPC error means the request itself was unusable.
+// Conventions shared by every exprd service:
+//   - JSON payloads are string fields named *_json holding JSON text, so
+//     that grpcurl, JSON codecs and generated clients show and take them
+//     as they are.
+//   - Durations are milliseconds in fields named *_ms: integers for the
+//     limits a client sets (0 means the default), a double for the
+//     durations the server measures.
+//   - An error the model should see is data in the answer (answer_json
+//     with an "error" object); a gRPC error means the request itself was
+//     unusable, with a google.rpc.ErrorInfo (domain "exprd") naming a
+//     stable reason, and a google.rpc.RetryInfo when retrying can help.
+//   - A reply the server is not waiting for (late, repeated, or for an id
+//     the server never sent on this stream) changes nothing: it is
+//     answered with Rejected (NOT_FOUND) and the stream goes on. This holds
+//     for Session, CodeMode.Run and AgentLoop.Run alike.
 type ExprToolClient interface {
 	// Describe renders the tool (name, description, JSON Schemas) and the
 	// system-prompt partials for the given settings.
@@ -92,9 +104,21 @@ func (c *exprToolClient) Call(ctx context.Context, in *CallRequest, opts ...grpc
 //
 // ExprTool runs a language model's `expr` tool calls on a UI's state.
 //
-// JSON payloads travel as bytes fields named *_json holding UTF-8 JSON. An
-// error the model should see is data in the answer (answer_json with an
-// "error" object); a gRPC error means the request itself was unusable.
+// Conventions shared by every exprd service:
+//   - JSON payloads are string fields named *_json holding JSON text, so
+//     that grpcurl, JSON codecs and generated clients show and take them
+//     as they are.
+//   - Durations are milliseconds in fields named *_ms: integers for the
+//     limits a client sets (0 means the default), a double for the
+//     durations the server measures.
+//   - An error the model should see is data in the answer (answer_json
+//     with an "error" object); a gRPC error means the request itself was
+//     unusable, with a google.rpc.ErrorInfo (domain "exprd") naming a
+//     stable reason, and a google.rpc.RetryInfo when retrying can help.
+//   - A reply the server is not waiting for (late, repeated, or for an id
+//     the server never sent on this stream) changes nothing: it is
+//     answered with Rejected (NOT_FOUND) and the stream goes on. This holds
+//     for Session, CodeMode.Run and AgentLoop.Run alike.
 type ExprToolServer interface {
 	// Describe renders the tool (name, description, JSON Schemas) and the
 	// system-prompt partials for the given settings.

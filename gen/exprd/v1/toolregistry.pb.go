@@ -21,6 +21,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ToolView says how much of a tool a list or search returns.
+type ToolView int32
+
+const (
+	// The default: TOOL_VIEW_BASIC.
+	ToolView_TOOL_VIEW_UNSPECIFIED ToolView = 0
+	// Name, manual, description, tags and transport; no schemas.
+	ToolView_TOOL_VIEW_BASIC ToolView = 1
+	// Everything, the JSON Schemas included.
+	ToolView_TOOL_VIEW_FULL ToolView = 2
+)
+
+// Enum value maps for ToolView.
+var (
+	ToolView_name = map[int32]string{
+		0: "TOOL_VIEW_UNSPECIFIED",
+		1: "TOOL_VIEW_BASIC",
+		2: "TOOL_VIEW_FULL",
+	}
+	ToolView_value = map[string]int32{
+		"TOOL_VIEW_UNSPECIFIED": 0,
+		"TOOL_VIEW_BASIC":       1,
+		"TOOL_VIEW_FULL":        2,
+	}
+)
+
+func (x ToolView) Enum() *ToolView {
+	p := new(ToolView)
+	*p = x
+	return p
+}
+
+func (x ToolView) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolView) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_toolregistry_proto_enumTypes[0].Descriptor()
+}
+
+func (ToolView) Type() protoreflect.EnumType {
+	return &file_exprd_v1_toolregistry_proto_enumTypes[0]
+}
+
+func (x ToolView) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolView.Descriptor instead.
+func (ToolView) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{0}
+}
+
 // GrpcSecurity is how exprd connects to a grpc_target.
 type RegisterManualRequest_GrpcSecurity int32
 
@@ -60,11 +113,11 @@ func (x RegisterManualRequest_GrpcSecurity) String() string {
 }
 
 func (RegisterManualRequest_GrpcSecurity) Descriptor() protoreflect.EnumDescriptor {
-	return file_exprd_v1_toolregistry_proto_enumTypes[0].Descriptor()
+	return file_exprd_v1_toolregistry_proto_enumTypes[1].Descriptor()
 }
 
 func (RegisterManualRequest_GrpcSecurity) Type() protoreflect.EnumType {
-	return &file_exprd_v1_toolregistry_proto_enumTypes[0]
+	return &file_exprd_v1_toolregistry_proto_enumTypes[1]
 }
 
 func (x RegisterManualRequest_GrpcSecurity) Number() protoreflect.EnumNumber {
@@ -94,9 +147,14 @@ type RegisterManualRequest struct {
 	// when there is none).
 	Replace bool `protobuf:"varint,5,opt,name=replace,proto3" json:"replace,omitempty"`
 	// grpc_security says how grpc_target is reached; only with grpc_target.
-	GrpcSecurity  RegisterManualRequest_GrpcSecurity `protobuf:"varint,6,opt,name=grpc_security,json=grpcSecurity,proto3,enum=exprd.v1.RegisterManualRequest_GrpcSecurity" json:"grpc_security,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	GrpcSecurity RegisterManualRequest_GrpcSecurity `protobuf:"varint,6,opt,name=grpc_security,json=grpcSecurity,proto3,enum=exprd.v1.RegisterManualRequest_GrpcSecurity" json:"grpc_security,omitempty"`
+	// allowed_communication_protocols, only with url, are the call template
+	// types the discovered tools may use (http, streamable_http, sse); empty
+	// is http alone. A tool of another type is left out and reported in
+	// skipped.
+	AllowedCommunicationProtocols []string `protobuf:"bytes,7,rep,name=allowed_communication_protocols,json=allowedCommunicationProtocols,proto3" json:"allowed_communication_protocols,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *RegisterManualRequest) Reset() {
@@ -152,13 +210,13 @@ func (x *RegisterManualRequest) GetUrl() string {
 	return ""
 }
 
-func (x *RegisterManualRequest) GetManualJson() []byte {
+func (x *RegisterManualRequest) GetManualJson() string {
 	if x != nil {
 		if x, ok := x.Source.(*RegisterManualRequest_ManualJson); ok {
 			return x.ManualJson
 		}
 	}
-	return nil
+	return ""
 }
 
 func (x *RegisterManualRequest) GetGrpcTarget() string {
@@ -184,6 +242,13 @@ func (x *RegisterManualRequest) GetGrpcSecurity() RegisterManualRequest_GrpcSecu
 	return RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED
 }
 
+func (x *RegisterManualRequest) GetAllowedCommunicationProtocols() []string {
+	if x != nil {
+		return x.AllowedCommunicationProtocols
+	}
+	return nil
+}
+
 type isRegisterManualRequest_Source interface {
 	isRegisterManualRequest_Source()
 }
@@ -195,7 +260,7 @@ type RegisterManualRequest_Url struct {
 
 type RegisterManualRequest_ManualJson struct {
 	// manual_json is a UTCP manual given inline.
-	ManualJson []byte `protobuf:"bytes,3,opt,name=manual_json,json=manualJson,proto3,oneof"`
+	ManualJson string `protobuf:"bytes,3,opt,name=manual_json,json=manualJson,proto3,oneof"`
 }
 
 type RegisterManualRequest_GrpcTarget struct {
@@ -452,9 +517,10 @@ type ToolInfo struct {
 	Manual      string   `protobuf:"bytes,2,opt,name=manual,proto3" json:"manual,omitempty"`
 	Description string   `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	Tags        []string `protobuf:"bytes,4,rep,name=tags,proto3" json:"tags,omitempty"`
-	// input_schema_json and output_schema_json are the tool's JSON Schemas.
-	InputSchemaJson  []byte `protobuf:"bytes,5,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
-	OutputSchemaJson []byte `protobuf:"bytes,6,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	// input_schema_json and output_schema_json are the tool's JSON Schemas,
+	// with TOOL_VIEW_FULL only.
+	InputSchemaJson  string `protobuf:"bytes,5,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
+	OutputSchemaJson string `protobuf:"bytes,6,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
 	// call_template_type is the transport: http, streamable_http, sse, grpc.
 	CallTemplateType string `protobuf:"bytes,7,opt,name=call_template_type,json=callTemplateType,proto3" json:"call_template_type,omitempty"`
 	unknownFields    protoimpl.UnknownFields
@@ -519,18 +585,18 @@ func (x *ToolInfo) GetTags() []string {
 	return nil
 }
 
-func (x *ToolInfo) GetInputSchemaJson() []byte {
+func (x *ToolInfo) GetInputSchemaJson() string {
 	if x != nil {
 		return x.InputSchemaJson
 	}
-	return nil
+	return ""
 }
 
-func (x *ToolInfo) GetOutputSchemaJson() []byte {
+func (x *ToolInfo) GetOutputSchemaJson() string {
 	if x != nil {
 		return x.OutputSchemaJson
 	}
-	return nil
+	return ""
 }
 
 func (x *ToolInfo) GetCallTemplateType() string {
@@ -544,7 +610,14 @@ type ListToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// manual, when set, lists only that manual's tools (the name as
 	// registered or normalised).
-	Manual        string `protobuf:"bytes,1,opt,name=manual,proto3" json:"manual,omitempty"`
+	Manual string `protobuf:"bytes,1,opt,name=manual,proto3" json:"manual,omitempty"`
+	// page_size bounds the tools of one page (0: 50; at most 500, more is
+	// read as 500).
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is a previous response's next_page_token, with the same
+	// manual; empty for the first page.
+	PageToken     string   `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	View          ToolView `protobuf:"varint,4,opt,name=view,proto3,enum=exprd.v1.ToolView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -586,9 +659,35 @@ func (x *ListToolsRequest) GetManual() string {
 	return ""
 }
 
+func (x *ListToolsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListToolsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListToolsRequest) GetView() ToolView {
+	if x != nil {
+		return x.View
+	}
+	return ToolView_TOOL_VIEW_UNSPECIFIED
+}
+
 type ListToolsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tools         []*ToolInfo            `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tools are ordered by name.
+	Tools []*ToolInfo `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// next_page_token asks for the next page; empty on the last one. A page
+	// continues after the previous page's last name, so tools registered or
+	// removed between pages neither repeat nor shift the others.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -630,11 +729,25 @@ func (x *ListToolsResponse) GetTools() []*ToolInfo {
 	return nil
 }
 
+func (x *ListToolsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type SearchToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Query string                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
-	// limit bounds the results (0: 10).
-	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// query is the request in words (at most 4,096 bytes and 32 distinct
+	// terms besides stop words; more is INVALID_ARGUMENT).
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// page_size bounds the results of one page (0: 10; at most 100, more is
+	// read as 100).
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is a previous response's next_page_token, with the same
+	// query; empty for the first page.
+	PageToken     string   `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	View          ToolView `protobuf:"varint,4,opt,name=view,proto3,enum=exprd.v1.ToolView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -676,17 +789,34 @@ func (x *SearchToolsRequest) GetQuery() string {
 	return ""
 }
 
-func (x *SearchToolsRequest) GetLimit() uint32 {
+func (x *SearchToolsRequest) GetPageSize() uint32 {
 	if x != nil {
-		return x.Limit
+		return x.PageSize
 	}
 	return 0
+}
+
+func (x *SearchToolsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *SearchToolsRequest) GetView() ToolView {
+	if x != nil {
+		return x.View
+	}
+	return ToolView_TOOL_VIEW_UNSPECIFIED
 }
 
 type SearchToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tools are ranked best first, each with its score.
-	Tools         []*ScoredTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ScoredTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// next_page_token asks for the next results; empty on the last page.
+	// Results are ranked at most 100 deep.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,6 +856,13 @@ func (x *SearchToolsResponse) GetTools() []*ScoredTool {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *SearchToolsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type ScoredTool struct {
@@ -784,16 +921,17 @@ var File_exprd_v1_toolregistry_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"\n" +
-	"\x1bexprd/v1/toolregistry.proto\x12\bexprd.v1\"\xdf\x02\n" +
+	"\x1bexprd/v1/toolregistry.proto\x12\bexprd.v1\"\xa7\x03\n" +
 	"\x15RegisterManualRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12!\n" +
-	"\vmanual_json\x18\x03 \x01(\fH\x00R\n" +
+	"\vmanual_json\x18\x03 \x01(\tH\x00R\n" +
 	"manualJson\x12!\n" +
 	"\vgrpc_target\x18\x04 \x01(\tH\x00R\n" +
 	"grpcTarget\x12\x18\n" +
 	"\areplace\x18\x05 \x01(\bR\areplace\x12Q\n" +
-	"\rgrpc_security\x18\x06 \x01(\x0e2,.exprd.v1.RegisterManualRequest.GrpcSecurityR\fgrpcSecurity\"a\n" +
+	"\rgrpc_security\x18\x06 \x01(\x0e2,.exprd.v1.RegisterManualRequest.GrpcSecurityR\fgrpcSecurity\x12F\n" +
+	"\x1fallowed_communication_protocols\x18\a \x03(\tR\x1dallowedCommunicationProtocols\"a\n" +
 	"\fGrpcSecurity\x12\x1d\n" +
 	"\x19GRPC_SECURITY_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11GRPC_SECURITY_TLS\x10\x01\x12\x1b\n" +
@@ -819,22 +957,35 @@ const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"\x06manual\x18\x02 \x01(\tR\x06manual\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x12\n" +
 	"\x04tags\x18\x04 \x03(\tR\x04tags\x12*\n" +
-	"\x11input_schema_json\x18\x05 \x01(\fR\x0finputSchemaJson\x12,\n" +
-	"\x12output_schema_json\x18\x06 \x01(\fR\x10outputSchemaJson\x12,\n" +
-	"\x12call_template_type\x18\a \x01(\tR\x10callTemplateType\"*\n" +
+	"\x11input_schema_json\x18\x05 \x01(\tR\x0finputSchemaJson\x12,\n" +
+	"\x12output_schema_json\x18\x06 \x01(\tR\x10outputSchemaJson\x12,\n" +
+	"\x12call_template_type\x18\a \x01(\tR\x10callTemplateType\"\x8e\x01\n" +
 	"\x10ListToolsRequest\x12\x16\n" +
-	"\x06manual\x18\x01 \x01(\tR\x06manual\"=\n" +
+	"\x06manual\x18\x01 \x01(\tR\x06manual\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12&\n" +
+	"\x04view\x18\x04 \x01(\x0e2\x12.exprd.v1.ToolViewR\x04view\"e\n" +
 	"\x11ListToolsResponse\x12(\n" +
-	"\x05tools\x18\x01 \x03(\v2\x12.exprd.v1.ToolInfoR\x05tools\"@\n" +
+	"\x05tools\x18\x01 \x03(\v2\x12.exprd.v1.ToolInfoR\x05tools\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8e\x01\n" +
 	"\x12SearchToolsRequest\x12\x14\n" +
-	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"A\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12&\n" +
+	"\x04view\x18\x04 \x01(\x0e2\x12.exprd.v1.ToolViewR\x04view\"i\n" +
 	"\x13SearchToolsResponse\x12*\n" +
-	"\x05tools\x18\x01 \x03(\v2\x14.exprd.v1.ScoredToolR\x05tools\"J\n" +
+	"\x05tools\x18\x01 \x03(\v2\x14.exprd.v1.ScoredToolR\x05tools\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"J\n" +
 	"\n" +
 	"ScoredTool\x12&\n" +
 	"\x04tool\x18\x01 \x01(\v2\x12.exprd.v1.ToolInfoR\x04tool\x12\x14\n" +
-	"\x05score\x18\x02 \x01(\x01R\x05score2\xd0\x02\n" +
+	"\x05score\x18\x02 \x01(\x01R\x05score*N\n" +
+	"\bToolView\x12\x19\n" +
+	"\x15TOOL_VIEW_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fTOOL_VIEW_BASIC\x10\x01\x12\x12\n" +
+	"\x0eTOOL_VIEW_FULL\x10\x022\xd0\x02\n" +
 	"\fToolRegistry\x12S\n" +
 	"\x0eRegisterManual\x12\x1f.exprd.v1.RegisterManualRequest\x1a .exprd.v1.RegisterManualResponse\x12Y\n" +
 	"\x10DeregisterManual\x12!.exprd.v1.DeregisterManualRequest\x1a\".exprd.v1.DeregisterManualResponse\x12D\n" +
@@ -853,41 +1004,44 @@ func file_exprd_v1_toolregistry_proto_rawDescGZIP() []byte {
 	return file_exprd_v1_toolregistry_proto_rawDescData
 }
 
-var file_exprd_v1_toolregistry_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_exprd_v1_toolregistry_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_exprd_v1_toolregistry_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_exprd_v1_toolregistry_proto_goTypes = []any{
-	(RegisterManualRequest_GrpcSecurity)(0), // 0: exprd.v1.RegisterManualRequest.GrpcSecurity
-	(*RegisterManualRequest)(nil),           // 1: exprd.v1.RegisterManualRequest
-	(*RegisterManualResponse)(nil),          // 2: exprd.v1.RegisterManualResponse
-	(*SkippedTool)(nil),                     // 3: exprd.v1.SkippedTool
-	(*DeregisterManualRequest)(nil),         // 4: exprd.v1.DeregisterManualRequest
-	(*DeregisterManualResponse)(nil),        // 5: exprd.v1.DeregisterManualResponse
-	(*ToolInfo)(nil),                        // 6: exprd.v1.ToolInfo
-	(*ListToolsRequest)(nil),                // 7: exprd.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),               // 8: exprd.v1.ListToolsResponse
-	(*SearchToolsRequest)(nil),              // 9: exprd.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),             // 10: exprd.v1.SearchToolsResponse
-	(*ScoredTool)(nil),                      // 11: exprd.v1.ScoredTool
+	(ToolView)(0),                           // 0: exprd.v1.ToolView
+	(RegisterManualRequest_GrpcSecurity)(0), // 1: exprd.v1.RegisterManualRequest.GrpcSecurity
+	(*RegisterManualRequest)(nil),           // 2: exprd.v1.RegisterManualRequest
+	(*RegisterManualResponse)(nil),          // 3: exprd.v1.RegisterManualResponse
+	(*SkippedTool)(nil),                     // 4: exprd.v1.SkippedTool
+	(*DeregisterManualRequest)(nil),         // 5: exprd.v1.DeregisterManualRequest
+	(*DeregisterManualResponse)(nil),        // 6: exprd.v1.DeregisterManualResponse
+	(*ToolInfo)(nil),                        // 7: exprd.v1.ToolInfo
+	(*ListToolsRequest)(nil),                // 8: exprd.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),               // 9: exprd.v1.ListToolsResponse
+	(*SearchToolsRequest)(nil),              // 10: exprd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),             // 11: exprd.v1.SearchToolsResponse
+	(*ScoredTool)(nil),                      // 12: exprd.v1.ScoredTool
 }
 var file_exprd_v1_toolregistry_proto_depIdxs = []int32{
-	0,  // 0: exprd.v1.RegisterManualRequest.grpc_security:type_name -> exprd.v1.RegisterManualRequest.GrpcSecurity
-	3,  // 1: exprd.v1.RegisterManualResponse.skipped:type_name -> exprd.v1.SkippedTool
-	6,  // 2: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
-	11, // 3: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
-	6,  // 4: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
-	1,  // 5: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
-	4,  // 6: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
-	7,  // 7: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
-	9,  // 8: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
-	2,  // 9: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
-	5,  // 10: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
-	8,  // 11: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
-	10, // 12: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	1,  // 0: exprd.v1.RegisterManualRequest.grpc_security:type_name -> exprd.v1.RegisterManualRequest.GrpcSecurity
+	4,  // 1: exprd.v1.RegisterManualResponse.skipped:type_name -> exprd.v1.SkippedTool
+	0,  // 2: exprd.v1.ListToolsRequest.view:type_name -> exprd.v1.ToolView
+	7,  // 3: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
+	0,  // 4: exprd.v1.SearchToolsRequest.view:type_name -> exprd.v1.ToolView
+	12, // 5: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
+	7,  // 6: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
+	2,  // 7: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
+	5,  // 8: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
+	8,  // 9: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
+	10, // 10: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
+	3,  // 11: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
+	6,  // 12: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
+	9,  // 13: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
+	11, // 14: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_toolregistry_proto_init() }
@@ -905,7 +1059,7 @@ func file_exprd_v1_toolregistry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_toolregistry_proto_rawDesc), len(file_exprd_v1_toolregistry_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -40,9 +40,12 @@ type ToolRegistryClient interface {
 	RegisterManual(ctx context.Context, in *RegisterManualRequest, opts ...grpc.CallOption) (*RegisterManualResponse, error)
 	// DeregisterManual removes a manual and its tools (NOT_FOUND if absent).
 	DeregisterManual(ctx context.Context, in *DeregisterManualRequest, opts ...grpc.CallOption) (*DeregisterManualResponse, error)
-	// ListTools lists the registered tools, optionally of one manual.
+	// ListTools lists the registered tools by name, optionally of one
+	// manual, a page at a time.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
-	// SearchTools ranks the whole registry for a query.
+	// SearchTools ranks the whole registry for a query, a page at a time.
+	// It is the one search for every service (CodeMode's programs call the
+	// tools it finds).
 	SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error)
 }
 
@@ -109,9 +112,12 @@ type ToolRegistryServer interface {
 	RegisterManual(context.Context, *RegisterManualRequest) (*RegisterManualResponse, error)
 	// DeregisterManual removes a manual and its tools (NOT_FOUND if absent).
 	DeregisterManual(context.Context, *DeregisterManualRequest) (*DeregisterManualResponse, error)
-	// ListTools lists the registered tools, optionally of one manual.
+	// ListTools lists the registered tools by name, optionally of one
+	// manual, a page at a time.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
-	// SearchTools ranks the whole registry for a query.
+	// SearchTools ranks the whole registry for a query, a page at a time.
+	// It is the one search for every service (CodeMode's programs call the
+	// tools it finds).
 	SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error)
 	mustEmbedUnimplementedToolRegistryServer()
 }

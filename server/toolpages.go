@@ -1,0 +1,129 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc/status"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/utcp"
+)
+
+// Pages of ListTools and SearchTools (AIP-158): a page_size of 0 is the
+// default, more than the maximum is read as the maximum, and a page token
+// is opaque to the client and valid only with the request it came from.
+const (
+	DefaultListPageSize   = 50
+	MaxListPageSize       = 500
+	DefaultSearchPageSize = 10
+	MaxSearchPageSize     = 100
+	// MaxSearchDepth is how deep SearchTools ranks: pages end there.
+	MaxSearchDepth = 100
+)
+
+func pageSize(n uint32, def, max int) int {
+	switch {
+	case n == 0:
+		return def
+	case int(n) > max:
+		return max
+	}
+	return int(n)
+}
+
+// A page token is base64url of: 8 bytes of the request's fingerprint (the
+// fields that must stay the same between pages), then where the next page
+// starts (a tool name for a list, an offset for a search).
+func pageToken(fingerprint, next string) string {
+	h := sha256.Sum256([]byte(fingerprint))
+	return base64.RawURLEncoding.EncodeToString(append(h[:8], next...))
+}
+
+var errPageToken = errors.New("not a page token of this request: give the previous response's next_page_token with the same request fields")
+
+// readPageToken returns where the page starts; "" for no token.
+func readPageToken(tok, fingerprint string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	h := sha256.Sum256([]byte(fingerprint))
+	if err != nil || len(b) < 8 || string(b[:8]) != string(h[:8]) {
+		return "", errPageToken
+	}
+	return string(b[8:]), nil
+}
+
+func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsRequest) (*exprdv1.ListToolsResponse, error) {
+	manual := utcp.SanitizeManualName(req.GetManual())
+	fp := "list\x00" + manual
+	after, err := readPageToken(req.GetPageToken(), fp)
+	if err != nil {
+		return nil, badRequest("page_token", err.Error())
+	}
+	size := pageSize(req.GetPageSize(), DefaultListPageSize, MaxListPageSize)
+	tools := t.reg.List() // sorted by name
+	i := 0
+	if after != "" {
+		i = sort.Search(len(tools), func(i int) bool { return tools[i].Name > after })
+	}
+	out := &exprdv1.ListToolsResponse{}
+	for ; i < len(tools) && len(out.Tools) < size; i++ {
+		if manual == "" || tools[i].ManualName() == manual {
+			out.Tools = append(out.Tools, toolInfo(tools[i], req.GetView()))
+		}
+	}
+	for ; i < len(tools); i++ { // is there one more?
+		if manual == "" || tools[i].ManualName() == manual {
+			out.NextPageToken = pageToken(fp, out.Tools[len(out.Tools)-1].GetName())
+			break
+		}
+	}
+	return out, nil
+}
+
+func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchToolsRequest) (*exprdv1.SearchToolsResponse, error) {
+	if strings.TrimSpace(req.GetQuery()) == "" {
+		return nil, badRequest("query", "the query is empty")
+	}
+	fp := "search\x00" + req.GetQuery()
+	at, err := readPageToken(req.GetPageToken(), fp)
+	if err != nil {
+		return nil, badRequest("page_token", err.Error())
+	}
+	offset := 0
+	if at != "" {
+		if len(at) != 4 {
+			return nil, badRequest("page_token", errPageToken.Error())
+		}
+		offset = int(binary.BigEndian.Uint32([]byte(at)))
+	}
+	if offset >= MaxSearchDepth {
+		return nil, badRequest("page_token", errPageToken.Error())
+	}
+	size := pageSize(req.GetPageSize(), DefaultSearchPageSize, MaxSearchPageSize)
+	end := min(offset+size, MaxSearchDepth)
+	// One more than the page, to know whether there is a next one.
+	found, err := t.reg.SearchContext(ctx, req.GetQuery(), min(end+1, MaxSearchDepth))
+	var qe *utcp.QueryError
+	switch {
+	case errors.As(err, &qe):
+		return nil, badRequest("query", strings.TrimPrefix(err.Error(), "utcp: "))
+	case err != nil:
+		return nil, status.FromContextError(err).Err()
+	}
+	out := &exprdv1.SearchToolsResponse{}
+	for i := offset; i < end && i < len(found); i++ {
+		out.Tools = append(out.Tools, &exprdv1.ScoredTool{Tool: toolInfo(found[i].Tool, req.GetView()), Score: found[i].Score})
+	}
+	if len(found) > end {
+		out.NextPageToken = pageToken(fp, string(binary.BigEndian.AppendUint32(nil, uint32(end))))
+	}
+	return out, nil
+}
