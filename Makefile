@@ -84,10 +84,20 @@ generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerat
 	buf generate
 	buf format -w
 
+# The API as last agreed: `buf breaking` compares proto/ with it, so that
+# a change that would break a client fails CI. A break made on purpose (before
+# v1 only) rewrites it with `make api-baseline`, and the diff shows it.
+API_BASELINE := proto/api-baseline.json
+
+.PHONY: api-baseline
+api-baseline: $(BIN)/buf ## Record proto/ as the API that buf breaking checks against (a deliberate break, before v1)
+	buf build -o $(API_BASELINE)
+
 .PHONY: checkgenerate
-checkgenerate: ## Fail when proto/ is not lint clean or gen/ is not current
+checkgenerate: ## Fail when proto/ is not lint clean, breaks the recorded API, or gen/ is not current
 	$(MAKE) generate
 	buf lint
+	buf breaking --against $(API_BASELINE)
 	@if [ -n "$$(git status --porcelain -- gen proto)" ]; then \
 		git status --porcelain -- gen proto; \
 		echo "gen/ or proto/ is not current: run make generate and commit" >&2; exit 1; fi
