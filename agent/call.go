@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,23 +13,30 @@ import (
 )
 
 // errToolTimeout is the cause of a call's context when its own timeout passed.
-var errToolTimeout = errors.New("agent: tool timeout")
+var errToolTimeout = errors.New("the tool timed out")
+
+// noArguments is what a call the model gave no arguments runs with.
+const noArguments = `{}`
+
+func isEmpty(args string) bool { return strings.TrimSpace(args) == "" }
 
 // runCalls runs a step's tool calls at once, at most Parallelism at a time,
-// and returns their results in call order. Its error (a hook's) fails the
+// and returns their results and the calls as they ran (a PreToolCall hook
+// may have replaced one), in call order. Its error (a hook's) fails the
 // turn; every other failure is a result.
 func (l *loop) runCalls(ctx context.Context, step int, active map[string]*compiledTool, length bool,
-	raw []model.ToolCall, calls []ToolCall) ([]Result, error) {
+	raw []model.ToolCall, calls []ToolCall) ([]Result, []ToolCall, error) {
 	if f := l.cfg.Events.ToolCallRequested; f != nil {
 		for _, c := range calls {
 			f(step, c)
 		}
 	}
 	results := make([]Result, len(calls))
+	ran := slices.Clone(calls)
 	if len(calls) == 1 {
-		r, err := l.runCall(ctx, step, active, length, raw[0].ArgumentsErr, calls[0])
+		r, err := l.runCall(ctx, step, active, length, raw[0].ArgumentsErr, &ran[0])
 		results[0] = r
-		return results, err
+		return results, ran, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -48,7 +54,7 @@ func (l *loop) runCalls(ctx context.Context, step int, active map[string]*compil
 			results[j] = ErrorResult(fmt.Sprintf("tool %q was cancelled before it ran", calls[j].Name))
 			return
 		}
-		r, err := l.runCall(ctx, step, active, length, raw[j].ArgumentsErr, calls[j])
+		r, err := l.runCall(ctx, step, active, length, raw[j].ArgumentsErr, &ran[j])
 		results[j] = r
 		if err != nil {
 			once.Do(func() { first = err })
@@ -65,26 +71,27 @@ func (l *loop) runCalls(ctx context.Context, step int, active map[string]*compil
 	}
 	one(last) // in this goroutine, which would only wait
 	wg.Wait()
-	return results, first
+	return results, ran, first
 }
 
-// runCall takes one call through hooks, checks, approval and its executor.
+// runCall takes one call through hooks, checks, approval and its executor;
+// *call ends as the call ran.
 func (l *loop) runCall(ctx context.Context, step int, active map[string]*compiledTool, length bool,
-	argsErr error, call ToolCall) (Result, error) {
-	r, post, err := l.resolve(ctx, step, active, length, argsErr, &call)
+	argsErr error, call *ToolCall) (Result, error) {
+	r, post, err := l.resolve(ctx, step, active, length, argsErr, call)
 	if err != nil {
 		return Result{}, err
 	}
 	if post {
 		if h := l.cfg.Hooks.PostToolCall; h != nil {
-			if r, err = h(ctx, step, call, r); err != nil {
-				return Result{}, fmt.Errorf("%w: step %d: post-tool-call %s: %w", ErrHook, step, call.ID, err)
+			if r, err = h(ctx, step, *call, r); err != nil {
+				return Result{}, &HookError{Hook: HookPostToolCall, Step: step, CallID: call.ID, Err: err}
 			}
 			r = normalize(r)
 		}
 	}
 	if f := l.cfg.Events.ToolResult; f != nil {
-		f(step, call, r)
+		f(step, *call, r)
 	}
 	return r, nil
 }
@@ -92,8 +99,8 @@ func (l *loop) runCall(ctx context.Context, step int, active map[string]*compile
 // resolve returns a call's result and whether PostToolCall may see it.
 func (l *loop) resolve(ctx context.Context, step int, active map[string]*compiledTool, length bool,
 	argsErr error, call *ToolCall) (Result, bool, error) {
-	if len(bytes.TrimSpace(call.Arguments)) == 0 {
-		call.Arguments = json.RawMessage(`{}`) // as the model package reads no arguments
+	if isEmpty(string(call.Arguments)) {
+		call.Arguments = json.RawMessage(noArguments) // as the model package reads no arguments
 	}
 	if length {
 		return ErrorResult("the reply was cut off at its length limit, so the call may be incomplete: it was not run"), false, nil
@@ -101,11 +108,12 @@ func (l *loop) resolve(ctx context.Context, step int, active map[string]*compile
 	if h := l.cfg.Hooks.PreToolCall; h != nil {
 		pre, err := h(ctx, step, *call)
 		if err != nil {
-			return Result{}, false, fmt.Errorf("%w: step %d: pre-tool-call %s: %w", ErrHook, step, call.ID, err)
+			return Result{}, false, &HookError{Hook: HookPreToolCall, Step: step, CallID: call.ID, Err: err}
 		}
 		if pre.Call.ID != "" || pre.Call.Name != "" {
 			if pre.Call.ID != call.ID {
-				return Result{}, false, fmt.Errorf("%w: step %d: pre-tool-call for %q replied for %q", ErrCallIDMismatch, step, call.ID, pre.Call.ID)
+				return Result{}, false, &HookError{Hook: HookPreToolCall, Step: step, CallID: call.ID,
+					Err: fmt.Errorf("%w: %q", ErrCallIDMismatch, pre.Call.ID)}
 			}
 			if !slices.Equal(pre.Call.Arguments, call.Arguments) {
 				argsErr = nil // checked again below
@@ -132,7 +140,7 @@ func (l *loop) resolve(ctx context.Context, step int, active map[string]*compile
 	if t.NeedsApproval {
 		ok, reason, err := l.cfg.Approve(ctx, step, *call)
 		if err != nil {
-			return Result{}, false, fmt.Errorf("%w: step %d: approval of %s: %w", ErrHook, step, call.ID, err)
+			return Result{}, false, &HookError{Hook: HookApproval, Step: step, CallID: call.ID, Err: err}
 		}
 		if !ok {
 			msg := "the call was denied"

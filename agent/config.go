@@ -2,7 +2,6 @@ package agent
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -49,30 +48,6 @@ type Config struct {
 	// Timeouts; 0: the Default of each.
 	ToolTimeout, StepTimeout, TurnTimeout time.Duration
 	Events                                Events
-}
-
-// Errors Run returns, for errors.Is.
-var (
-	// ErrInvalidConfig: the Config cannot run (the caller's fault). The
-	// error also holds a *FieldError naming the field.
-	ErrInvalidConfig = errors.New("agent: invalid config")
-	// ErrHook: a hook, or the approver, failed or answered something the
-	// loop cannot use.
-	ErrHook = errors.New("agent: hook failed")
-	// ErrCallIDMismatch: a PreToolCall hook replaced a call with one of
-	// another id. It also matches ErrHook.
-	ErrCallIDMismatch = fmt.Errorf("%w: a reply for another tool call id", ErrHook)
-	// ErrModel: the model request failed; the provider's error is wrapped too.
-	ErrModel = errors.New("agent: model request failed")
-	// ErrStepTimeout: a step's model call outlived Config.StepTimeout.
-	ErrStepTimeout = errors.New("agent: step timeout")
-	// ErrTurnTimeout: the turn outlived Config.TurnTimeout.
-	ErrTurnTimeout = errors.New("agent: turn timeout")
-)
-
-// invalid is the ErrInvalidConfig of field: a *FieldError naming it.
-func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %w", ErrInvalidConfig, &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 }
 
 // turn is a checked Config with its defaults filled in.

@@ -15,7 +15,10 @@
 //     text deltas to Events.TextDelta as they arrive. Then it runs the
 //     step's tool calls at once, at most Config.Parallelism at a time
 //     (default DefaultParallelism), and appends the assistant message and
-//     one tool message per call (model.ToolResult) in call order.
+//     one tool message per call (model.ToolResult) in call order. The
+//     assistant message holds each call as it ran: a call a PreToolCall
+//     hook replaced shows the replacement's name and arguments, next to
+//     the result they made (Step.ToolCalls keeps the model's own).
 //   - The turn ends when the model answers without a tool call
 //     (StopCompleted), or when Config.Stop matches after a step, its tools
 //     run (StopConditionMet; default MaxSteps(DefaultMaxSteps)).
@@ -35,7 +38,7 @@
 //     replace a call (same id, else ErrCallIDMismatch) or return its
 //     result; PostToolCall may replace a result and runs only for calls
 //     that reached their executor. A hook's error, or the approver's, fails
-//     the turn with ErrHook. Tools with NeedsApproval are put to
+//     the turn with a *HookError (ErrHook) naming the hook, step and call. Tools with NeedsApproval are put to
 //     Config.Approve after the checks, before they run.
 //   - Events are called from the loop's goroutines, several at once while
 //     a step's tools run.
@@ -49,10 +52,12 @@
 // call past it ends the turn with ErrStepTimeout (StopStepTimeout); tools
 // past it are error results and the loop goes on. The turn runs under
 // Config.TurnTimeout (DefaultTurnTimeout): past it Run returns
-// ErrTurnTimeout (StopTurnTimeout). Cancelling ctx (an abort) cancels the
-// model request and every running tool, and Run returns ctx.Err() itself
-// (StopCancelled). A failed model request is ErrModel wrapping the
-// provider's error (StopError); a Config that cannot run is
+// ErrTurnTimeout (StopTurnTimeout); either is a *TimeoutError. Cancelling
+// ctx (an abort) cancels the model request and every running tool, and Run
+// returns ctx.Err() itself (StopCancelled). A failed model request is a
+// *ModelError (ErrModel) wrapping the provider's error and naming the
+// model the request named, and whether a PrepareStep hook chose it
+// (StopError); a Config that cannot run is
 // ErrInvalidConfig, before anything is sent: besides its own checks, the
 // messages (roles, tool_call_id on tool messages, ids and names of
 // assistant tool calls) and the tool choice (auto, none, required with at
@@ -61,6 +66,9 @@
 // the field ("messages[2].role", "tool_choice"). What a PrepareStep hook
 // returns is checked the same way; a failure is ErrHook holding a
 // *FieldError ("active_tools", "tool_choice", "messages[0].role").
+//
+// Errors read as plain sentences, without a package prefix; the text of a
+// *ModelError or *HookError holds the error it wraps, which is for logs.
 //
 // Run always returns an Outcome: the steps finished, the last step's text,
 // the summed usage and the StopReason, with its error when it failed.

@@ -55,7 +55,7 @@ func TestPrepareStepInvalidFailsTurn(t *testing.T) {
 		{"an active tool twice", func(p *agent.PrepareStep) { p.ActiveTools = []string{"search", "search"} }, "active_tools"},
 		{"a tool choice naming an inactive tool", func(p *agent.PrepareStep) {
 			p.ActiveTools, p.ToolChoice = []string{"search"}, model.ChooseTool("buy")
-		}, "tool_choice"},
+		}, "tool_choice.tool"},
 		{"an unknown role", func(p *agent.PrepareStep) { p.Messages = append(p.Messages, model.Message{Role: "bot"}) }, "messages[1].role"},
 		{"no messages", func(p *agent.PrepareStep) { p.Messages = nil }, "messages"},
 	}
@@ -164,6 +164,50 @@ func TestPreToolCall(t *testing.T) {
 			t.Errorf("got %v, want the hook's error wrapped with ErrHook", err)
 		}
 	})
+}
+
+// After a PreToolCall replacement, the history the model sees next holds
+// the call as it ran, next to the result those arguments made (issue 15);
+// a call the hook left alone stays as the model wrote it.
+func TestPreToolCallReplacementInHistory(t *testing.T) {
+	t.Parallel()
+	srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{callID("c1", "search", `{"q": "lamps"}`), callID("c2", "search", `{"q":"chairs"}`)}},
+		scripted.Turn{Text: "done"})
+	cfg := config(t, srv, agent.Tool{Name: "search", Parameters: json.RawMessage(objectSchema), Exec: agent.ExecutorFunc(
+		func(_ context.Context, c agent.ToolCall) (agent.Result, error) {
+			return agent.Result{Content: c.Arguments}, nil // the result echoes the arguments it ran with
+		})})
+	cfg.Hooks.PreToolCall = func(_ context.Context, _ int, c agent.ToolCall) (agent.PreToolCall, error) {
+		if c.ID == "c1" {
+			c.Arguments = json.RawMessage(`{"q":"desks"}`)
+		}
+		return agent.PreToolCall{Call: c}, nil
+	}
+	run(t, cfg)
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("got %d requests, want 2", len(reqs))
+	}
+	var calls []scripted.ChatToolCall
+	for _, m := range reqs[1].Chat.Messages {
+		if m.Role == "assistant" {
+			calls = m.ToolCalls
+		}
+	}
+	want := map[string]string{"c1": `{"q":"desks"}`, "c2": `{"q":"chairs"}`}
+	if len(calls) != len(want) {
+		t.Fatalf("got %d tool calls in the assistant message, want %d", len(calls), len(want))
+	}
+	for _, c := range calls {
+		if c.Function.Arguments != want[c.ID] {
+			t.Errorf("call %s: got arguments %s in the history, want %s", c.ID, c.Function.Arguments, want[c.ID])
+		}
+	}
+	for _, m := range toolMessages(t, srv, 1) {
+		if m.Content != want[m.ToolCallID] {
+			t.Errorf("call %s: got result %s, want %s", m.ToolCallID, m.Content, want[m.ToolCallID])
+		}
+	}
 }
 
 func TestPostToolCallReplacesResult(t *testing.T) {

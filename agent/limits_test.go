@@ -225,7 +225,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"assistant call without name", msgs(model.Assistant("", model.ToolCall{ID: "c1"})), "messages[1].tool_calls[0].name"},
 		{"tool choice names no tool", func(c *agent.Config) {
 			c.Tools, c.ToolChoice = []agent.Tool{{Name: "a"}}, model.ChooseTool("b")
-		}, "tool_choice"},
+		}, "tool_choice.tool"},
 		{"tool choice required without tools", func(c *agent.Config) { c.ToolChoice = model.ToolChoice{Mode: model.ToolChoiceRequired} }, "tool_choice"},
 		{"tool choice of an unknown mode", func(c *agent.Config) { c.ToolChoice = model.ToolChoice{Mode: "sometimes"} }, "tool_choice"},
 	}

@@ -16,7 +16,8 @@ type Step struct {
 	// Text is the model's text in the step.
 	Text string
 	// ToolCalls are the calls as the model made them; Results holds their
-	// results, in the same order.
+	// results, in the same order. The history the next step sends holds
+	// each call as it ran: with a PreToolCall hook's replacement.
 	ToolCalls    []ToolCall
 	Results      []Result
 	FinishReason model.FinishReason
@@ -107,7 +108,7 @@ func (l *loop) fail(err error) (Outcome, error) {
 		return l.out, l.parent.Err()
 	case l.ctx.Err() != nil:
 		l.out.StopReason = StopTurnTimeout
-		return l.out, fmt.Errorf("%w: the turn outlived %s", ErrTurnTimeout, l.cfg.TurnTimeout)
+		return l.out, &TimeoutError{Turn: true, Step: len(l.out.Steps), Timeout: l.cfg.TurnTimeout}
 	case errors.Is(err, ErrStepTimeout):
 		l.out.StopReason = StopStepTimeout
 	default:
@@ -131,15 +132,15 @@ func (l *loop) step(i int) (Step, error) {
 		p.Messages, p.ActiveTools = slices.Clone(p.Messages), slices.Clone(p.ActiveTools)
 		var err error
 		if p, err = h(sctx, p); err != nil {
-			return Step{}, fmt.Errorf("%w: step %d: prepare-step: %w", ErrHook, i, err)
+			return Step{}, &HookError{Hook: HookPrepareStep, Step: i, Err: err}
 		}
 		if fe := checkPrepared(p); fe != nil {
-			return Step{}, fmt.Errorf("%w: step %d: prepare-step: %w", ErrHook, i, fe)
+			return Step{}, &HookError{Hook: HookPrepareStep, Step: i, Err: fe}
 		}
 	}
 	active, err := l.activeTools(p.ActiveTools)
 	if err != nil {
-		return Step{}, fmt.Errorf("%w: step %d: prepare-step: %w", ErrHook, i, err)
+		return Step{}, &HookError{Hook: HookPrepareStep, Step: i, Err: err}
 	}
 	req := model.Request{Messages: p.Messages, ToolChoice: p.ToolChoice, Model: p.Model}
 	if len(l.system) > 0 {
@@ -151,9 +152,9 @@ func (l *loop) step(i int) (Step, error) {
 	resp, err := l.callModel(sctx, i, req)
 	if err != nil {
 		if context.Cause(sctx) == ErrStepTimeout && l.ctx.Err() == nil {
-			return Step{}, fmt.Errorf("%w: step %d: the model call outlived %s", ErrStepTimeout, i, l.cfg.StepTimeout)
+			return Step{}, &TimeoutError{Step: i, Timeout: l.cfg.StepTimeout}
 		}
-		return Step{}, fmt.Errorf("%w: step %d: %w", ErrModel, i, err)
+		return Step{}, &ModelError{Step: i, Model: p.Model, ModelFromHook: p.Model != l.cfg.Model, Err: err}
 	}
 	step := Step{Index: i, Text: resp.Message.Content, FinishReason: resp.FinishReason, Usage: resp.Usage}
 	if len(resp.Message.ToolCalls) > 0 {
@@ -166,19 +167,45 @@ func (l *loop) step(i int) (Step, error) {
 			}
 			step.ToolCalls[j] = ToolCall{ID: c.ID, Name: c.Name, Arguments: []byte(c.Arguments)}
 		}
-		if step.Results, err = l.runCalls(sctx, i, active, resp.FinishReason == model.FinishLength,
+		var ran []ToolCall
+		if step.Results, ran, err = l.runCalls(sctx, i, active, resp.FinishReason == model.FinishLength,
 			resp.Message.ToolCalls, step.ToolCalls); err != nil {
 			return Step{}, err
 		}
 		if err := l.ctx.Err(); err != nil {
 			return Step{}, err
 		}
+		resp.Message.ToolCalls = asRan(resp.Message.ToolCalls, ran)
 	}
 	l.messages = append(l.messages, model.Assistant(resp.Message.Content, resp.Message.ToolCalls...))
 	for j, c := range step.ToolCalls {
 		l.messages = append(l.messages, model.ToolResult(c.ID, string(step.Results[j].Content)))
 	}
 	return step, nil
+}
+
+// asRan is the assistant message's tool calls as they ran: a call a
+// PreToolCall hook replaced shows the replacement's name and arguments, so
+// that the model reads each result next to the arguments that made it.
+// The others stay as the model wrote them (no arguments included, which
+// ran as {}).
+func asRan(calls []model.ToolCall, ran []ToolCall) []model.ToolCall {
+	var out []model.ToolCall
+	for j, r := range ran {
+		c := calls[j]
+		args := string(r.Arguments)
+		if r.Name == c.Name && (args == c.Arguments || args == noArguments && isEmpty(c.Arguments)) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(calls)
+		}
+		out[j] = model.ToolCall{ID: c.ID, Name: r.Name, Arguments: args}
+	}
+	if out == nil {
+		return calls
+	}
+	return out
 }
 
 // checkPrepared refuses what a PrepareStep hook returned that the model

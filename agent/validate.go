@@ -72,7 +72,7 @@ func checkToolChoice(c model.ToolChoice, tools []string) *FieldError {
 			if len(tools) > 0 {
 				list = "the tools are: " + strings.Join(tools, ", ")
 			}
-			return &FieldError{"tool_choice", fmt.Sprintf("%q is not auto, none, required or the name of a tool; %s", c.Name, list)}
+			return &FieldError{"tool_choice.tool", fmt.Sprintf("%q is not the name of a declared tool; %s", c.Name, list)}
 		}
 		return nil
 	default:

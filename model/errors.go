@@ -19,6 +19,9 @@ var (
 	ErrInvalidRequest = errors.New("invalid model request")
 	// ErrUnknownProvider: [Registry.Get] was asked for a name it does not hold.
 	ErrUnknownProvider = errors.New("unknown model provider")
+	// ErrUnreachable: no answer came: the connection could not be made, or
+	// broke before a status arrived (after any retries).
+	ErrUnreachable = errors.New("model server unreachable")
 	// ErrStreamCut: the reply ended before it was complete: the connection
 	// dropped, or the body ended with neither a finish reason nor the
 	// end-of-stream marker. What arrived before is not a reply.
@@ -125,6 +128,8 @@ func Describe(err error) string {
 		return "the model did not answer in time"
 	case errors.Is(err, context.Canceled):
 		return "the model request was cancelled"
+	case errors.Is(err, ErrUnreachable):
+		return "the model server could not be reached"
 	case errors.Is(err, ErrStreamCut):
 		return "the model's reply was cut off before it was complete"
 	case errors.Is(err, ErrMalformedChunk):

@@ -31,7 +31,9 @@ const (
 	ToolChoiceTool ToolChoiceMode = "tool"
 )
 
-// ToolChoice constrains the model's use of the request's tools.
+// ToolChoice constrains the model's use of the request's tools. A request
+// without tools sends no choice at all, whatever its mode (auto and none
+// then mean the same, and required or a named tool are refused).
 type ToolChoice struct {
 	Mode ToolChoiceMode `json:"mode,omitempty"`
 	// Name is the tool to call, with ToolChoiceTool only.

@@ -11,7 +11,6 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
@@ -105,22 +104,24 @@ func scopeOf(fullMethod string) string {
 	return strings.ToLower(svc)
 }
 
-// authFunc checks the bearer token: none or an unknown one is
-// Unauthenticated, one without the service's scope PermissionDenied.
+// authFunc checks the bearer token: none (TOKEN_MISSING) or an unknown one
+// (TOKEN_UNKNOWN) is Unauthenticated, one without the service's scope
+// PermissionDenied (SCOPE_MISSING).
 func (t Tokens) authFunc(ctx context.Context) (context.Context, error) {
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	if err != nil {
-		return nil, err
+		return nil, statusErr(codes.Unauthenticated, `the call carries no bearer token: send the metadata "authorization: Bearer <token>"`,
+			errorInfo(reasonTokenMissing))
 	}
 	c, ok := t.byHash[sha256.Sum256([]byte(token))]
 	if !ok {
-		return nil, status.Error(codes.Unauthenticated, "the bearer token is not known")
+		return nil, statusErr(codes.Unauthenticated, "the bearer token is not known", errorInfo(reasonTokenUnknown))
 	}
 	method, _ := grpc.Method(ctx)
 	scope := scopeOf(method)
 	_, admin := adminMethods[method]
 	if !c.scopes[scope] && (admin || !c.scopes["*"]) {
-		return nil, status.Errorf(codes.PermissionDenied, "caller %q has no %q scope", c.name, scope)
+		return nil, statusErr(codes.PermissionDenied, fmt.Sprintf("caller %q has no %q scope", c.name, scope), errorInfo(reasonScopeMissing, metaScope, scope))
 	}
 	return context.WithValue(ctx, callerKey{}, c.name), nil
 }

@@ -14,13 +14,12 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
 // errInternal is all a client learns of a panic: no stack, path or text.
-var errInternal = status.Error(codes.Internal, "internal error")
+var errInternal = internalError()
 
 // recovered logs and counts a panic and returns errInternal. The stack
 // goes to the server's log only.
@@ -65,13 +64,15 @@ func (s *Server) logger() logging.Logger {
 // ratelimit.Limiter, and both interceptors share the server's one.
 var _ ratelimit.Limiter = (*callerLimiter)(nil)
 
-// The chain, outermost first: recovery, logging, auth, rate limit, stream
-// limits. Recovery is outermost so that a panic anywhere in the chain is
-// contained.
+// The chain, outermost first: recovery, final errors, logging, auth, rate
+// limit, stream limits. Recovery is outermost so that a panic anywhere in
+// the chain is contained; the final errors (errors.go) give whatever the
+// rest returns an ErrorInfo, and logging logs that.
 func (s *Server) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	rec := recovery.WithRecoveryHandlerContext(s.recovered)
 	out := []grpc.UnaryServerInterceptor{
 		recovery.UnaryServerInterceptor(rec),
+		s.finalErrorsUnary(),
 		logging.UnaryServerInterceptor(s.logger(), logOpts...),
 	}
 	if s.opts.tokens != nil {
@@ -84,6 +85,7 @@ func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
 	rec := recovery.WithRecoveryHandlerContext(s.recovered)
 	out := []grpc.StreamServerInterceptor{
 		recovery.StreamServerInterceptor(rec),
+		s.finalErrorsStream(),
 		logging.StreamServerInterceptor(s.logger(), logOpts...),
 	}
 	if s.opts.tokens != nil {

@@ -10,10 +10,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/membudget"
@@ -63,23 +60,6 @@ const (
 // quotaFailure is the detail of a ResourceExhausted: which limit, and what.
 func quotaFailure(subject, desc string) *errdetails.QuotaFailure {
 	return &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: subject, Description: desc}}}
-}
-
-// exhausted is ResourceExhausted with a QuotaFailure detail.
-func exhausted(subject, desc string) error {
-	st := status.New(codes.ResourceExhausted, desc)
-	if d, err := st.WithDetails(quotaFailure(subject, desc)); err == nil {
-		st = d
-	}
-	return st.Err()
-}
-
-func anyOf(m *errdetails.QuotaFailure) []*anypb.Any {
-	a, err := anypb.New(m)
-	if err != nil {
-		return nil
-	}
-	return []*anypb.Any{a}
 }
 
 // streamLimits admits a stream only while its connection and the replica
@@ -158,11 +138,16 @@ func stateQuota(err error) (subject string, ok bool) {
 }
 
 // stateStatus is the status of a refused state: too large is
-// RESOURCE_EXHAUSTED with a QuotaFailure, anything else INVALID_ARGUMENT
-// on field.
+// RESOURCE_EXHAUSTED with a QuotaFailure (and a RetryInfo when the memory
+// budget is only busy), anything else INVALID_ARGUMENT on field.
 func stateStatus(field string, err error) error {
-	if subject, ok := stateQuota(err); ok {
-		return exhausted(subject, err.Error())
+	subject, ok := stateQuota(err)
+	if !ok {
+		return badRequest(field, err.Error())
 	}
-	return badRequest(field, err.Error())
+	var spent *membudget.ExhaustedError
+	if errors.As(err, &spent) && !spent.Unreachable {
+		return exhausted(subject, err.Error(), retryInfo(defaultRetryDelay))
+	}
+	return exhausted(subject, err.Error())
 }

@@ -59,9 +59,20 @@ func (l *callerLimiter) Limit(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	if !lim.AllowN(now, 1) {
-		return exhausted(quotaRate, fmt.Sprintf("over %v requests per second (burst %d) for this caller", float64(l.rate), l.burst))
+		return exhausted(quotaRate, fmt.Sprintf("over %v requests per second (burst %d) for this caller", float64(l.rate), l.burst),
+			retryInfo(l.untilToken(lim, now)))
 	}
 	return nil
+}
+
+// untilToken is how long until lim holds a token again, at least a
+// millisecond.
+func (l *callerLimiter) untilToken(lim *rate.Limiter, now time.Time) time.Duration {
+	if l.rate <= 0 {
+		return defaultRetryDelay
+	}
+	wait := time.Duration((1 - lim.TokensAt(now)) / float64(l.rate) * float64(time.Second))
+	return max(wait.Round(time.Millisecond), time.Millisecond)
 }
 
 // unary admits a unary RPC when its caller's bucket has a token.

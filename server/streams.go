@@ -23,13 +23,9 @@ import (
 func modelProvider(models *model.Registry, name, field string) (model.Provider, error) {
 	if models == nil || len(models.Names()) == 0 {
 		const desc = "this server has no model providers configured: prompts and agent turns need one"
-		st := status.New(codes.FailedPrecondition, desc)
-		if d, err := st.WithDetails(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{
+		return nil, statusErr(codes.FailedPrecondition, desc, errorInfo(reasonNoModels), &errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{
 			{Type: "MODEL_PROVIDERS", Subject: "models", Description: desc},
-		}}); err == nil {
-			st = d
-		}
-		return nil, st.Err()
+		}})
 	}
 	p, err := models.Get(name)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/exprd/exprd/utcp"
 )
@@ -36,13 +35,9 @@ func (t *toolRegistry) writable(_ context.Context, manual string, replacing bool
 	if !t.authOn && !t.writesWithoutAuth {
 		desc := "registry writes need auth: configure bearer tokens (--auth-tokens-file) and give the writer the " +
 			fmt.Sprintf("%q scope, or start exprd with %s on a machine no one else can reach", ScopeRegistryWrite, FlagRegistryWritesWithoutAuth)
-		st := status.New(codes.FailedPrecondition, "the tool registry is read-only: "+desc)
-		if d, err := st.WithDetails(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{
+		return statusErr(codes.FailedPrecondition, "the tool registry is read-only: "+desc, errorInfo(reasonRegistryReadOnly), &errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{
 			{Type: "AUTH", Subject: "exprd.v1.ToolRegistry", Description: desc},
-		}}); err == nil {
-			st = d
-		}
-		return st.Err()
+		}})
 	}
 	name := utcp.SanitizeManualName(manual)
 	if t.store.Operator(name) && replacing {

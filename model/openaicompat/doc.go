@@ -56,8 +56,12 @@
 //
 // Errors: a refused request is a [*model.HTTPError] (status, upstream type,
 // code and message, Retry-After, attempts made); the caller's deadline or
-// cancellation is the context's error; the rest wrap model's sentinels.
-// Every error names the provider.
+// cancellation is the context's error; no status at all (the connection
+// failed, after any retries) is [model.ErrUnreachable]; the rest wrap
+// model's sentinels. Every error names the provider.
+//
+// A request offering no tools carries neither "tools" nor "tool_choice":
+// some compatible servers refuse a tool choice without tools.
 //
 // A stream starts no goroutine: Recv reads in the caller's goroutine, and
 // Close aborts the request. [Provider.Close] releases idle connections.

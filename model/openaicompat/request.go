@@ -100,13 +100,15 @@ func (p *Provider) buildBody(req *model.Request) ([]byte, error) {
 		}
 		w.Tools = append(w.Tools, wireTool{Type: "function", Function: def})
 	}
-	switch c := req.ToolChoice; c.Mode {
-	case model.ToolChoiceAuto, model.ToolChoiceNone, model.ToolChoiceRequired:
-		w.ToolChoice = string(c.Mode)
-	case model.ToolChoiceTool:
-		named := wireNamedChoice{Type: "function"}
-		named.Function.Name = c.Name
-		w.ToolChoice = named
+	if len(req.Tools) > 0 { // without tools, a choice among them is noise some servers refuse
+		switch c := req.ToolChoice; c.Mode {
+		case model.ToolChoiceAuto, model.ToolChoiceNone, model.ToolChoiceRequired:
+			w.ToolChoice = string(c.Mode)
+		case model.ToolChoiceTool:
+			named := wireNamedChoice{Type: "function"}
+			named.Function.Name = c.Name
+			w.ToolChoice = named
+		}
 	}
 	pr := p.params.Merge(req.Params)
 	w.Temperature, w.TopP, w.Seed = pr.Temperature, pr.TopP, pr.Seed

@@ -110,6 +110,28 @@ func TestRequestToolChoice(t *testing.T) {
 	}
 }
 
+// A turn without tools sends neither tools nor tool_choice, whatever the
+// mode: some OpenAI-compatible servers refuse "tool_choice":"auto" with no
+// tools (issue 15).
+func TestRequestNoToolsNoToolChoice(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []model.ToolChoiceMode{"", model.ToolChoiceAuto, model.ToolChoiceNone} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			r := sent(t, nil, model.Request{Messages: ask.Messages, ToolChoice: model.ToolChoice{Mode: mode}})
+			var body map[string]json.RawMessage
+			if err := json.Unmarshal(r.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			for _, field := range []string{"tools", "tool_choice", "parallel_tool_calls"} {
+				if v, ok := body[field]; ok {
+					t.Errorf("got %s %s in a request without tools, want none: %s", field, v, r.Body)
+				}
+			}
+		})
+	}
+}
+
 func TestRequestParams(t *testing.T) {
 	t.Parallel()
 	tools := []model.Tool{{Name: "search"}}

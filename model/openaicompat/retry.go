@@ -80,7 +80,7 @@ func durationOf(v float64, unit time.Duration) time.Duration {
 // requestErr turns what the SDK returned for a request into this package's
 // errors: the context's error when the caller ended the turn, an
 // [*model.HTTPError] for a status, ErrMalformedChunk for a 200 whose body
-// would not decode.
+// would not decode, ErrUnreachable when no status came.
 func (p *Provider) requestErr(ctx context.Context, err error, t *tracker) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return p.wrap(ctxErr)
@@ -105,5 +105,5 @@ func (p *Provider) requestErr(ctx context.Context, err error, t *tracker) error 
 	case t.status != 0:
 		return p.wrap(fmt.Errorf("unexpected HTTP status %d: %w", t.status, err))
 	}
-	return p.wrap(fmt.Errorf("request failed after %d attempts: %w", t.attempts, err))
+	return p.wrap(fmt.Errorf("%w after %d attempts: %w", model.ErrUnreachable, t.attempts, err))
 }

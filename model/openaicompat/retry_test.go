@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -212,4 +213,34 @@ func TestContextReachesServer(t *testing.T) {
 			t.Errorf("got %d requests, want 1", n)
 		}
 	})
+}
+
+// TestUnreachable: a server that cannot be reached is model.ErrUnreachable
+// once the retries are spent, and model.Describe says so without the
+// address.
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens there any more: connections are refused
+	p, err := openaicompat.New("gone", openaicompat.ProviderConfig{BaseURL: "http://" + addr + "/v1", Model: "m", MaxRetries: ptr(1),
+		MaxRetryDelay: openaicompat.Duration(10 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, err = p.Stream(context.Background(), ask)
+	if !errors.Is(err, model.ErrUnreachable) {
+		t.Fatalf("got %v, want model.ErrUnreachable", err)
+	}
+	var he *model.HTTPError
+	if errors.As(err, &he) {
+		t.Errorf("got an HTTPError %v, want none: no status came", he)
+	}
+	if got, want := model.Describe(err), "the model server could not be reached"; got != want {
+		t.Errorf("Describe: got %q, want %q", got, want)
+	}
 }
