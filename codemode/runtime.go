@@ -13,6 +13,7 @@ import (
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
 
+	"github.com/exprd/exprd/internal/exprbound"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -220,7 +221,11 @@ func (r *run) failure(err error) *Error {
 		e := budgetError(BudgetMemory, "over the memory budget of %d", r.b.MemoryBudget)
 		return positioned(e, fe)
 	case errors.As(err, &fe):
-		return positioned(errorf(ExpressionRuntime, "%s", fe.Message), fe)
+		msg := fe.Message
+		if m, ok := exprbound.PanicMessage(err); ok {
+			msg = m // a Go panic's text is not for the model
+		}
+		return positioned(errorf(ExpressionRuntime, "%s", msg), fe)
 	}
 	return &Error{Reason: ExpressionRuntime, Message: err.Error(), cause: err}
 }

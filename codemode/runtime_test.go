@@ -2,6 +2,7 @@ package codemode_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/exprd/exprd/codemode"
@@ -36,6 +37,34 @@ codemode.CallTool("math.multiply", {"a": sum, "b": 3})`, `{"result":36}`},
 			}
 			if got := string(res.ValueJSON); got != tt.want {
 				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// A Go panic inside an operation reaches the program's caller worded for
+// the model, never as Go's text (issue: `reflect: call of
+// reflect.Value.Type on zero Value` reached the model).
+func TestRunGoPanicsAreWorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, code := range []string{
+		`int(codemode.Get({}, "missing"))`,
+		`map(codemode.Get({}, "missing"), #)`,
+		`upper(codemode.Get({}, "missing"))`,
+		`9223372036854775807 + len("a")`,
+	} {
+		t.Run(code, func(t *testing.T) {
+			t.Parallel()
+			_, err := e.rt.Run(context.Background(), code, codemode.RunOptions{Tools: allTools})
+			ce := codeError(t, err)
+			if ce.Reason != codemode.ExpressionRuntime {
+				t.Errorf("reason %s, want expression-runtime", ce.Reason)
+			}
+			for _, goText := range []string{"reflect:", "interface conversion", "runtime error"} {
+				if strings.Contains(ce.Message, goText) {
+					t.Errorf("message %q holds Go's %q", ce.Message, goText)
+				}
 			}
 		})
 	}

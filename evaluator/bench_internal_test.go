@@ -77,6 +77,41 @@ func BenchmarkOneStep(b *testing.B) {
 	})
 }
 
+// BenchmarkArithmetic: reads that are mostly arithmetic, cached, on the
+// products state: floats of the state (typed only at run time), integers of
+// a range, and a sum; the cost of checking integer overflow shows here.
+func BenchmarkArithmetic(b *testing.B) {
+	data := benchProducts(b)
+	for _, bc := range []struct{ name, src string }{
+		{"state_floats", `map(scopes.root.products.items, .price * 1.2 - .stock / 2 + 1)`},
+		{"range_ints", `reduce(1..1000, #acc + # * 2 - 1, 0)`},
+		{"sum", `sum(scopes.root.products.items, .price * .stock)`},
+		{"sortBy", `sortBy(scopes.root.products.items, .price)`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			e, _ := New()
+			budgets := DefaultBudgets()
+			budgets.Timeout = time.Minute
+			t, err := NewTool(Settings{Read: true}, budgets)
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := NewState()
+			if err := st.Replace(data); err != nil {
+				b.Fatal(err)
+			}
+			input, _ := json.Marshal(map[string]string{"read": bc.src})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if a := e.Run(ctx, t, st, input, nopHost{}); a.Err != nil {
+					b.Fatal(a.Err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkCompile: a compile-cache hit vs a compile of the same step.
 func BenchmarkCompile(b *testing.B) {
 	t, err := NewTool(Settings{}, DefaultBudgets())

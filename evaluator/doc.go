@@ -20,6 +20,15 @@
 //     run reads never changes.
 //   - Values written or read are normalised to JSON types; NaN, ±Inf and maps
 //     with non-string keys are expression-runtime errors.
+//   - Integer arithmetic is checked: an overflow, a division or a modulo by
+//     zero fails (expression-runtime) where it runs instead of wrapping or
+//     making ±Inf; sortBy and sort are stable (internal/exprbound). A set
+//     address may not name __proto__, constructor or prototype, which a
+//     JavaScript client mirroring writes along their paths would follow into
+//     a prototype.
+//   - No message holds the text of a Go runtime panic inside expr (a reflect
+//     call on null, a failed type assertion): it is worded for the model.
+//     expr's own messages may still name Go types (`float64 % int`).
 //   - Every failure the model should see is an [*Error] with a [Reason] from
 //     the closed set of DESIGN.md; the [Answer] carries it.
 //

@@ -207,6 +207,11 @@ func (e *Evaluator) failed(ctx context.Context, err error, step int) Answer {
 		out.Budget = BudgetMemory
 		out.Message = "over the memory budget: " + out.Message
 	case errors.As(err, &fe):
+		if msg, ok := exprbound.PanicMessage(err); ok {
+			c := *fe
+			c.Message = msg
+			fe = &c
+		}
 		out = fromFileError(ExpressionRuntime, fe)
 	default:
 		out = reasonOf(err)

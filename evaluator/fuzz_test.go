@@ -20,8 +20,8 @@ import (
 const fuzzCallTimeout = 10 * time.Second
 
 // FuzzCall runs fuzzed tool input on the products state with every
-// catalogue function. The property: no panic, no hang, and every error is
-// one of the reasons of DESIGN.md.
+// catalogue function. The property: no panic, no hang, every error is one
+// of the reasons of DESIGN.md, and no message holds Go's words.
 func FuzzCall(f *testing.F) {
 	for _, c := range loadCases(f) {
 		f.Add(c.InputJSON())
@@ -55,6 +55,11 @@ func FuzzCall(f *testing.F) {
 		if a.Err != nil {
 			if !slices.Contains(evaluator.Reasons, a.Err.Reason) {
 				t.Fatalf("input %q: got reason %q, want one of %v", input, a.Err.Reason, evaluator.Reasons)
+			}
+			for _, g := range goInternals {
+				if strings.Contains(a.Err.Message, g) {
+					t.Fatalf("input %q: got message %q, want none of Go's words (%q)", input, a.Err.Message, g)
+				}
 			}
 			if strings.HasSuffix(a.Err.Message, ": refused") {
 				t.Fatalf("input %q: got %q: the hand check refused what the input schema accepts", input, a.Err.Message)

@@ -24,6 +24,12 @@ const (
 	MaxPathSegments = 64
 )
 
+// refusedKeys are the keys a set address may not name: a JavaScript client
+// that mirrors each write by assigning along its path (o[k1][k2] = v) would
+// reach an object's prototype through them and change every object of its
+// program (prototype pollution).
+var refusedKeys = map[string]bool{"__proto__": true, "constructor": true, "prototype": true}
+
 // Path is a parsed set address under scopes.root, such as
 // scopes.root.items[3].name or scopes.root["odd key"].
 type Path struct {
@@ -69,6 +75,9 @@ func ParsePath(s string) (Path, error) {
 		}
 		if err != nil {
 			return Path{}, errorf(GuardrailViolation, "set address %q is malformed at %q: %v", s, start, err)
+		}
+		if !e.isIndex && refusedKeys[e.key] {
+			return Path{}, errorf(GuardrailViolation, "set address %q names the key %q, which is refused: a JavaScript client mirroring the write along its path would change an object prototype (prototype pollution); choose another key", s, e.key)
 		}
 		p.elems = append(p.elems, e)
 	}

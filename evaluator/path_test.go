@@ -91,6 +91,51 @@ func TestParsePath(t *testing.T) {
 	}
 }
 
+// TestParsePathRefusesPrototypeKeys: the keys through which a JavaScript
+// client mirroring writes along their path would reach a prototype are
+// refused in every position and spelling; keys that only look like them
+// parse.
+func TestParsePathRefusesPrototypeKeys(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		path    string
+		refused string // the key the error names; "" when the address parses
+	}{
+		{path: "scopes.root.__proto__", refused: "__proto__"},
+		{path: "scopes.root.__proto__.polluted", refused: "__proto__"},
+		{path: `scopes.root["__proto__"]`, refused: "__proto__"},
+		{path: `scopes.root["\u005f_proto__"]`, refused: "__proto__"},
+		{path: "scopes.root.a.constructor.prototype", refused: "constructor"},
+		{path: `scopes.root.a["constructor"]`, refused: "constructor"},
+		{path: "scopes.root.items[0].prototype", refused: "prototype"},
+		{path: "scopes.root.__proto"},
+		{path: "scopes.root.__proto___"},
+		{path: "scopes.root.Constructor"},
+		{path: "scopes.root.prototypes"},
+		{path: `scopes.root[" __proto__"]`},
+		{path: "scopes.root.proto"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			t.Parallel()
+			_, err := evaluator.ParsePath(tt.path)
+			if tt.refused == "" {
+				if err != nil {
+					t.Fatalf("ParsePath(%q): got error %v, want none", tt.path, err)
+				}
+				return
+			}
+			var e *evaluator.Error
+			if !errors.As(err, &e) || e.Reason != evaluator.GuardrailViolation {
+				t.Fatalf("ParsePath(%q): got error %v, want a guardrail-violation", tt.path, err)
+			}
+			if want := `the key "` + tt.refused + `", which is refused`; !strings.Contains(e.Message, want) || !strings.Contains(e.Message, "prototype pollution") {
+				t.Errorf("ParsePath(%q): got message %q, want it to contain %q and say why", tt.path, e.Message, want)
+			}
+		})
+	}
+}
+
 // quoteIfBare quotes s as the error messages do, unless it already is.
 func quoteIfBare(s string) string {
 	if strings.HasPrefix(s, `"`) {

@@ -18,7 +18,7 @@ type Stage int
 const (
 	StageSyntax  Stage = iota + 1 // parsing
 	StageType                     // type checking, or compiling the checked tree
-	StageRuntime                  // the optimiser folding constants: 7 % 0
+	StageRuntime                  // the optimiser folding constants
 )
 
 // StageError is a compile failure and its stage; Err is expr's error
@@ -36,9 +36,12 @@ func (e *StageError) Unwrap() error { return e.Err }
 // whitelist, which sees the tree as written: the optimiser would hide
 // calls inside fused builtins), then patches every predicate with the
 // iteration counter (TickName must be in env as func() bool), type-checks,
-// optimises, swaps in the bounded operations and compiles that same tree.
-// check's error is returned as it is; the others are *StageError.
+// folds integer constants with overflow checked and makes sums checked
+// (foldPass), optimises, swaps in the bounded and checked operations
+// (opsPass) and compiles that same tree. check's error is returned as it
+// is; the others are *StageError.
 func Compile(src string, env any, l Limits, check func(*parser.Tree) error) (*vm.Program, error) {
+	ops := newOperations(l)
 	cfg := conf.CreateNew()
 	opts := append([]expr.Option{expr.Env(env), expr.Patch(TickPatcher{}), expr.MaxNodes(0)}, Functions(l)...)
 	for _, o := range opts {
@@ -55,10 +58,11 @@ func Compile(src string, env any, l Limits, check func(*parser.Tree) error) (*vm
 	if _, err := new(checker.Checker).PatchAndCheck(tree, cfg); err != nil {
 		return nil, &StageError{StageType, err}
 	}
+	ast.Walk(&tree.Node, foldPass{ops})
 	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
 		return nil, &StageError{StageRuntime, err}
 	}
-	ast.Walk(&tree.Node, Ops{})
+	ast.Walk(&tree.Node, opsPass{ops})
 	p, err := compiler.Compile(tree, cfg)
 	if err != nil {
 		return nil, &StageError{StageType, err}

@@ -1,13 +1,17 @@
-// Package exprbound bounds the strings an expr program builds. expr charges
-// its memory budget for arrays and maps, but it builds strings uncharged
-// (a + b, replace, join) or charges them only after building them (repeat):
-// `reduce(1..40, #acc + #acc, "x")` would ask for a terabyte. After type
-// checking, Ops swaps each such operation for a version from Functions that
-// refuses, before allocating, a string over the limit, and measures a value
-// before toJSON or string renders it.
+// Package exprbound is the sandbox's version of expr's operations. expr
+// charges its memory budget for arrays and maps, but it builds strings
+// uncharged (a + b, replace, join) or charges them only after building them
+// (repeat): `reduce(1..40, #acc + #acc, "x")` would ask for a terabyte. Its
+// integer arithmetic wraps (9223372036854775807 + 1 is negative), and its
+// sortBy is not stable. [Compile] swaps each such operation, after type
+// checking, for one that refuses a string over the limit before allocating
+// it, measures a value before toJSON or string renders it, refuses an
+// integer overflow, a division or a modulo by zero ([ArithmeticError]), and
+// sorts stably. [PanicMessage] words the Go panics expr turns into errors.
 //
-// The operations are named with the prefix "__": a caller must keep
-// expressions from naming (or declaring) such names.
+// The operations called by name, and the variable the sort declares, are
+// named with the prefix "__": a caller must keep expressions from naming (or
+// declaring) such names.
 package exprbound
 
 import (
@@ -19,14 +23,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm/runtime"
 )
 
-// The names of the bounded operations; reserved, so expressions cannot reach
-// them.
+// The names of the bounded operations called by name; reserved, so
+// expressions cannot reach them.
 const (
-	addName     = "__add"
 	repeatName  = "__repeat"
 	joinName    = "__join"
 	replaceName = "__replace"
@@ -41,7 +43,10 @@ var boundedBuiltins = map[string]string{
 	"toJSON": toJSONName, "string": stringName,
 }
 
-var variadicFunc = reflect.TypeOf(func(...any) (any, error) { return nil, nil })
+var (
+	variadicFunc = reflect.TypeOf(func(...any) (any, error) { return nil, nil })
+	anyType      = reflect.TypeOf((*any)(nil)).Elem()
+)
 
 // Limits configure the bounded operations.
 type Limits struct {
@@ -54,45 +59,22 @@ type Limits struct {
 	Normalize func(v any) (any, error)
 }
 
-// Functions returns the expr options that define the bounded operations.
+// Functions returns the expr options that define the operations called by
+// name: the bounded builtins that build strings, and the stable sort.
 func Functions(l Limits) []expr.Option {
-	tooLong := func(what string) error {
-		return l.TooLong(fmt.Sprintf("%s would be over the limit of %d characters", what, l.MaxString))
-	}
-	// fits reports whether parts joined stay within MaxStringLength
-	// characters, counting characters only when the bytes are over.
-	fits := func(bytes int, parts ...string) bool {
-		if bytes <= l.MaxString {
-			return true
-		}
-		chars := 0
-		for _, p := range parts {
-			chars += utf8.RuneCountInString(p)
-		}
-		return chars <= l.MaxString
-	}
+	b := bounds{l}
 	return []expr.Option{
-		expr.Function(addName, func(p ...any) (any, error) {
-			if x, ok := p[0].(string); ok {
-				if y, ok := p[1].(string); ok {
-					if !fits(len(x)+len(y), x, y) {
-						return nil, tooLong("the sum of two strings")
-					}
-					return x + y, nil
-				}
-			}
-			return runtime.Add(p[0], p[1]), nil
-		}),
+		expr.Function(sortByName, sortBy),
 		expr.Function(repeatName, func(p ...any) (any, error) {
 			s, n := p[0].(string), runtime.ToInt(p[1])
 			if n < 0 {
 				return nil, fmt.Errorf("invalid argument for repeat (expected positive integer, got %d)", n)
 			}
-			if chars := utf8.RuneCountInString(s); chars > 0 && n > l.MaxString/chars {
+			if chars := utf8.RuneCountInString(s); chars > 0 && n > b.MaxString/chars {
 				if n <= math.MaxInt32 {
-					return nil, tooLong(fmt.Sprintf("repeat would make a string of %d characters, which", chars*n))
+					return nil, b.tooLong(fmt.Sprintf("repeat would make a string of %d characters, which", chars*n))
 				}
-				return nil, tooLong(fmt.Sprintf("repeat of %d characters %d times", chars, n))
+				return nil, b.tooLong(fmt.Sprintf("repeat of %d characters %d times", chars, n))
 			}
 			return strings.Repeat(s, n), nil
 		}),
@@ -121,13 +103,13 @@ func Functions(l Limits) []expr.Option {
 			for _, s := range parts {
 				n += len(s)
 			}
-			if n > l.MaxString {
+			if n > b.MaxString {
 				chars := utf8.RuneCountInString(glue) * max(len(parts)-1, 0)
 				for _, s := range parts {
 					chars += utf8.RuneCountInString(s)
 				}
-				if chars > l.MaxString {
-					return nil, tooLong(fmt.Sprintf("join of %d strings", len(parts)))
+				if chars > b.MaxString {
+					return nil, b.tooLong(fmt.Sprintf("join of %d strings", len(parts)))
 				}
 			}
 			return strings.Join(parts, glue), nil
@@ -142,17 +124,17 @@ func Functions(l Limits) []expr.Option {
 			if count >= 0 && count < hits {
 				hits = count
 			}
-			if n := len(s) + hits*(len(repl)-len(old)); n > 4*l.MaxString {
-				return nil, tooLong("the replaced string")
+			if n := len(s) + hits*(len(repl)-len(old)); n > 4*b.MaxString {
+				return nil, b.tooLong("the replaced string")
 			}
 			out := strings.Replace(s, old, repl, count)
-			if !fits(len(out), out) {
-				return nil, tooLong("the replaced string")
+			if !b.fits(len(out), out) {
+				return nil, b.tooLong("the replaced string")
 			}
 			return out, nil
 		}),
 		expr.Function(toJSONName, func(p ...any) (any, error) {
-			v, err := l.Normalize(p[0])
+			v, err := b.Normalize(p[0])
 			if err != nil {
 				return nil, err
 			}
@@ -160,8 +142,8 @@ func Functions(l Limits) []expr.Option {
 			if err != nil {
 				return nil, err
 			}
-			if !fits(len(out), string(out)) {
-				return nil, tooLong("toJSON")
+			if !b.fits(len(out), string(out)) {
+				return nil, b.tooLong("toJSON")
 			}
 			return string(out), nil
 		}),
@@ -171,46 +153,47 @@ func Functions(l Limits) []expr.Option {
 			}
 			// A value of shared parts may print exponentially larger than it
 			// is in memory: bound it first.
-			if _, err := l.Normalize(p[0]); err != nil {
+			if _, err := b.Normalize(p[0]); err != nil {
 				return nil, err
 			}
 			out := fmt.Sprintf("%v", p[0])
-			if !fits(len(out), out) {
-				return nil, tooLong("string")
+			if !b.fits(len(out), out) {
+				return nil, b.tooLong("string")
 			}
 			return out, nil
 		}),
 	}
 }
 
-// Ops is the pass that swaps the unbounded operations of a checked
-// tree for the bounded ones: + of strings or of values whose type is known
-// only at run time, and the builtins that build strings. Numeric + keeps
-// expr's opcode.
-type Ops struct{}
+// bounds are the string limits.
+type bounds struct{ Limits }
 
-// Visit swaps one node; use it with ast.Walk on a checked tree.
-func (Ops) Visit(node *ast.Node) {
-	switch n := (*node).(type) {
-	case *ast.BinaryNode:
-		if n.Operator != "+" {
-			return
-		}
-		if k := n.Type().Kind(); k != reflect.String && k != reflect.Interface {
-			return
-		}
-		replaceWithCall(node, addName, []ast.Node{n.Left, n.Right})
-	case *ast.BuiltinNode:
-		if name, ok := boundedBuiltins[n.Name]; ok {
-			replaceWithCall(node, name, n.Arguments)
-		}
-	}
+func (b bounds) tooLong(what string) error {
+	return b.TooLong(fmt.Sprintf("%s would be over the limit of %d characters", what, b.MaxString))
 }
 
-func replaceWithCall(node *ast.Node, name string, args []ast.Node) {
-	callee := &ast.IdentifierNode{Value: name}
-	callee.SetType(variadicFunc)
-	call := &ast.CallNode{Callee: callee, Arguments: args}
-	call.SetType((*node).Type())
-	ast.Patch(node, call)
+// fits reports whether parts joined stay within MaxString characters,
+// counting characters only when the bytes are over.
+func (b bounds) fits(bytes int, parts ...string) bool {
+	if bytes <= b.MaxString {
+		return true
+	}
+	chars := 0
+	for _, p := range parts {
+		chars += utf8.RuneCountInString(p)
+	}
+	return chars <= b.MaxString
+}
+
+// add is + of strings, bounded, and of numbers, checked.
+func (b bounds) add(x, y any) any {
+	if s, ok := x.(string); ok {
+		if t, ok := y.(string); ok {
+			if !b.fits(len(s)+len(t), s, t) {
+				panic(b.tooLong("the sum of two strings"))
+			}
+			return s + t
+		}
+	}
+	return add(x, y)
 }

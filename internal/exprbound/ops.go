@@ -1,0 +1,104 @@
+package exprbound
+
+import (
+	"reflect"
+
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
+)
+
+// operations are the bounded and checked operators and builtins, called
+// from the program as constants of the types func(any, any) any and
+// func(any) any, which the VM calls directly: a function declared with
+// expr.Function takes its arguments as a slice, which costs an allocation
+// per call inside a loop.
+type operations struct {
+	binary map[string]func(a, b any) any // by operator
+	unary  map[string]func(a any) any    // "-", and the builtins abs and int
+}
+
+func newOperations(l Limits) *operations {
+	return &operations{
+		binary: map[string]func(a, b any) any{
+			"+": bounds{l}.add, "-": sub, "*": mul, "%": mod, "/": div, "**": pow, "^": pow,
+		},
+		unary: map[string]func(a any) any{"-": neg, "abs": abs, "int": toInt},
+	}
+}
+
+// opsPass is the pass that swaps the unbounded and unchecked operations of a
+// checked, optimised tree:
+//
+//   - + of strings, and + - * % of integers or of values whose type is
+//     known only at run time (float + - * keep expr's opcodes);
+//   - every / and **, but / by a constant of magnitude 1 or more, which
+//     cannot make a finite number infinite;
+//   - unary - of an integer or of a value of unknown type;
+//   - the builtins that build strings, abs and int, sortBy and sort.
+type opsPass struct{ ops *operations }
+
+// Visit swaps one node; use it with ast.Walk on a checked tree.
+func (o opsPass) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.BinaryNode:
+		if swapBinary(n) {
+			replaceWithCall(node, o.ops.binary[n.Operator], n.Left, n.Right)
+		}
+	case *ast.UnaryNode:
+		if k := n.Type().Kind(); n.Operator == "-" && (k == reflect.Int || k == reflect.Interface) {
+			replaceWithCall(node, o.ops.unary["-"], n.Node)
+		}
+	case *ast.BuiltinNode:
+		if name, ok := boundedBuiltins[n.Name]; ok {
+			ast.Patch(node, newNamedCall(name, n.Type(), n.Location(), n.Arguments...))
+		} else if f, ok := o.ops.unary[n.Name]; ok && len(n.Arguments) == 1 {
+			replaceWithCall(node, f, n.Arguments[0])
+		} else if n.Name == "sortBy" || n.Name == "sort" {
+			stableSort(node, n)
+		}
+	}
+}
+
+// swapBinary reports whether n's operation is swapped for its bounded or
+// checked version.
+func swapBinary(n *ast.BinaryNode) bool {
+	k := n.Type().Kind()
+	intOrUnknown := k == reflect.Int || k == reflect.Interface
+	switch n.Operator {
+	case "+":
+		return intOrUnknown || k == reflect.String
+	case "-", "*", "%":
+		return intOrUnknown
+	case "/":
+		d, ok := constNumber(n.Right)
+		return !ok || (d > -1 && d < 1)
+	case "**", "^":
+		return true
+	}
+	return false
+}
+
+// replaceWithCall replaces node with a call of fn on args.
+func replaceWithCall(node *ast.Node, fn any, args ...ast.Node) {
+	ast.Patch(node, newCall(fn, (*node).Type(), (*node).Location(), args...))
+}
+
+// newCall is a call of the function value fn, of type t.
+func newCall(fn any, t reflect.Type, loc file.Location, args ...ast.Node) *ast.CallNode {
+	callee := typed(&ast.ConstantNode{Value: fn}, reflect.TypeOf(fn), loc)
+	return typed(&ast.CallNode{Callee: callee, Arguments: args}, t, loc)
+}
+
+// newNamedCall is a call of the operation name, declared with
+// expr.Function (Functions), of type t.
+func newNamedCall(name string, t reflect.Type, loc file.Location, args ...ast.Node) *ast.CallNode {
+	callee := typed(&ast.IdentifierNode{Value: name}, variadicFunc, loc)
+	return typed(&ast.CallNode{Callee: callee, Arguments: args}, t, loc)
+}
+
+// typed sets n's type and location.
+func typed[N ast.Node](n N, t reflect.Type, loc file.Location) N {
+	n.SetType(t)
+	n.SetLocation(loc)
+	return n
+}

@@ -1,0 +1,129 @@
+package exprbound
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/vm/runtime"
+)
+
+// expr sorts with sort.Sort, which is not stable: items with equal keys
+// come out in an order that depends on the input's, so the same selection
+// written two ways (sort, then filter; or filter, then sort) can order ties
+// differently. sortBy and sort are rewritten into a stable sort:
+//
+//	sortBy(a, p, o)  →  let __sorting = a; __sortBy(__sorting, map(__sorting, p), o)
+//	sort(a, o)       →  let __sorting = a; __sortBy(__sorting, map(__sorting, #), o)
+//
+// map computes the keys as sortBy did (the iterations of p counted, the
+// keys' array charged to the memory budget as sortBy's and sort's arrays
+// were), and __sortBy orders the items by them, stably.
+
+const (
+	sortByName = "__sortBy"
+	sortingVar = "__sorting"
+)
+
+var anysType = reflect.TypeOf([]any(nil))
+
+// stableSort rewrites a sortBy or sort node.
+func stableSort(node *ast.Node, n *ast.BuiltinNode) {
+	loc := n.Location()
+	arr := n.Arguments[0]
+	rest := n.Arguments[1:]
+	var key ast.Node
+	if n.Name == "sortBy" {
+		key, rest = rest[0], rest[1:]
+	} else {
+		key = typed(&ast.PredicateNode{Node: typed(&ast.PointerNode{}, anyType, loc)}, anyType, loc)
+	}
+	ref := func() ast.Node { return typed(&ast.IdentifierNode{Value: sortingVar}, arr.Type(), arr.Location()) }
+	keys := typed(&ast.BuiltinNode{Name: "map", Arguments: []ast.Node{ref(), key}}, anysType, loc)
+	sorted := newNamedCall(sortByName, n.Type(), loc, append([]ast.Node{ref(), keys}, rest...)...)
+	ast.Patch(node, typed(&ast.VariableDeclaratorNode{Name: sortingVar, Value: arr, Expr: sorted}, n.Type(), loc))
+}
+
+// sortBy orders p[0]'s items by the keys p[1] (one per item), ascending
+// or, when p[2] is "desc", descending; items of equal keys keep their order.
+func sortBy(p ...any) (any, error) {
+	items, keys := anySlice(p[0]), p[1].([]any)
+	desc := false
+	if len(p) == 3 {
+		switch p[2] {
+		case "asc":
+		case "desc":
+			desc = true
+		default:
+			return nil, fmt.Errorf("unknown order %v: want \"asc\" or \"desc\"", p[2])
+		}
+	}
+	type keyed struct{ item, key any }
+	ks := make([]keyed, len(items))
+	for i, item := range items {
+		ks[i] = keyed{item, keys[i]}
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int {
+		if desc {
+			a, b = b, a
+		}
+		return compareKeys(a.key, b.key)
+	})
+	out := make([]any, len(ks))
+	for i, k := range ks {
+		out[i] = k.item
+	}
+	return out, nil
+}
+
+// compareKeys orders a and b as expr's < does (and panics as it does on
+// keys it cannot compare), numbers first-class.
+func compareKeys(a, b any) int {
+	if x, ok := a.(float64); ok {
+		if y, ok := b.(float64); ok {
+			switch {
+			case x < y:
+				return -1
+			case y < x:
+				return 1
+			}
+			return 0
+		}
+	}
+	switch {
+	case runtime.Less(a, b):
+		return -1
+	case runtime.Less(b, a):
+		return 1
+	}
+	return 0
+}
+
+// anySlice returns the items of an array as []any.
+func anySlice(v any) []any {
+	switch a := v.(type) {
+	case []any:
+		return a
+	case []int:
+		return toAnys(a)
+	case []float64:
+		return toAnys(a)
+	case []string:
+		return toAnys(a)
+	}
+	rv := reflect.ValueOf(v)
+	out := make([]any, rv.Len())
+	for i := range out {
+		out[i] = rv.Index(i).Interface()
+	}
+	return out
+}
+
+func toAnys[T any](a []T) []any {
+	out := make([]any, len(a))
+	for i, x := range a {
+		out[i] = x
+	}
+	return out
+}
