@@ -150,7 +150,7 @@ func callError(parent, cctx context.Context, tool string, timeout time.Duration,
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || cctx.Err() != nil {
 		switch {
 		case parent.Err() == context.Canceled:
-			return fmt.Errorf("utcp: tool %q: %w", tool, context.Canceled)
+			return fmt.Errorf("tool %q: %w", tool, context.Canceled)
 		case parent.Err() == context.DeadlineExceeded:
 			return &TimeoutError{Tool: tool}
 		case cctx.Err() == context.DeadlineExceeded:

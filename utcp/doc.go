@@ -51,7 +51,16 @@
 // the URL-encoded argument (a missing one fails before any request); every
 // other argument goes to the query string, for every method, in key order,
 // arrays as k[]=v, objects as k[sub]=v, booleans as true/false, nulls
-// dropped. A status >= 400 is a *TransportError carrying the status and, of
+// dropped. An argument the template's `parameter_styles` (exprd's own
+// field; the reference clients ignore it) gives an OpenAPI style and
+// explode is written in that style instead, in the query, the path or a
+// header, percent-encoded as RFC 3986 and 6570 say: ConvertOpenAPI gives
+// every parameter its document's, so an OpenAPI-derived tool sends an array
+// as tags=a&tags=b by default (form, explode), where a native manual's
+// template sends tags[]=a&tags[]=b as the reference client does. A call
+// sends `Accept: application/json, text/plain, */*` (DefaultAccept, what
+// the reference client sends) unless the template or a header field sets
+// Accept. A status >= 400 is a *TransportError carrying the status and, of
 // the body, and only where the operator opted in (WithProviderMessages) the
 // provider's own short message (its JSON `error`, `message` or `detail`
 // field, or `error.message`, when that is one line of at most

@@ -51,7 +51,7 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("utcp: the registry holds at most %d %s; this registration would make %d", e.Limit, e.What, e.Would)
+	return fmt.Sprintf("the registry holds at most %d %s; this registration would make %d", e.Limit, e.What, e.Would)
 }
 
 // Is reports whether target is ErrLimit.
@@ -79,7 +79,7 @@ const MaxSimilarNames = 3
 
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "utcp: %s %q not found", e.Kind, e.Name)
+	fmt.Fprintf(&b, "%s %q not found", e.Kind, e.Name)
 	if len(e.Similar) > 0 {
 		b.WriteString("; did you mean ")
 		for i, s := range e.Similar {
@@ -106,9 +106,9 @@ type AlreadyExistsError struct {
 
 func (e *AlreadyExistsError) Error() string {
 	if e.Kind == "tool" {
-		return fmt.Sprintf("utcp: manual %q: tool %q is already registered by another manual", e.Manual, e.Name)
+		return fmt.Sprintf("manual %q: tool %q is already registered by another manual", e.Manual, e.Name)
 	}
-	return fmt.Sprintf("utcp: manual %q: already registered; deregister it first, or replace it", e.Name)
+	return fmt.Sprintf("manual %q: already registered; deregister it first, or replace it", e.Name)
 }
 
 // Is reports whether target is ErrAlreadyExists.
@@ -123,7 +123,7 @@ type InvalidArgumentsError struct {
 }
 
 func (e *InvalidArgumentsError) Error() string {
-	return fmt.Sprintf("utcp: tool %q: invalid arguments: %s", e.Tool, strings.Join(e.Problems, "; "))
+	return fmt.Sprintf("tool %q: invalid arguments: %s", e.Tool, strings.Join(e.Problems, "; "))
 }
 
 // Is reports whether target is ErrInvalidArguments.
@@ -209,9 +209,9 @@ func (e *TransportError) Error() string {
 		what += ": " + summarize(e.Body)
 	}
 	if e.Tool == "" {
-		return "utcp: " + what
+		return what
 	}
-	return fmt.Sprintf("utcp: tool %q: %s", e.Tool, what)
+	return fmt.Sprintf("tool %q: %s", e.Tool, what)
 }
 
 // WithCause keeps err behind Unwrap, for logs (transports of other
@@ -238,9 +238,9 @@ type TimeoutError struct {
 
 func (e *TimeoutError) Error() string {
 	if e.Timeout > 0 {
-		return fmt.Sprintf("utcp: tool %q: no answer within %s", e.Tool, e.Timeout)
+		return fmt.Sprintf("tool %q: no answer within %s", e.Tool, e.Timeout)
 	}
-	return fmt.Sprintf("utcp: tool %q: no answer before the deadline", e.Tool)
+	return fmt.Sprintf("tool %q: no answer before the deadline", e.Tool)
 }
 
 // Is reports whether target is ErrTimeout or context.DeadlineExceeded.
@@ -259,7 +259,6 @@ type ManualError struct {
 
 func (e *ManualError) Error() string {
 	var b strings.Builder
-	b.WriteString("utcp: ")
 	if e.Manual != "" {
 		fmt.Fprintf(&b, "manual %q: ", e.Manual)
 	}
@@ -286,7 +285,6 @@ type VariableNotFoundError struct {
 
 func (e *VariableNotFoundError) Error() string {
 	var b strings.Builder
-	b.WriteString("utcp: ")
 	if e.Path != "" {
 		b.WriteString(e.Path + ": ")
 	}

@@ -51,6 +51,6 @@ func Example() {
 	// [math.add]
 	// math.add
 	// map[result:5] <nil>
-	// true utcp: tool "math.add": invalid arguments: at /: missing property 'b'
-	// utcp: tool "add" not found; did you mean "math.add"?
+	// true tool "math.add": invalid arguments: at /: missing property 'b'
+	// tool "add" not found; did you mean "math.add"?
 }

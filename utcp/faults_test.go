@@ -52,7 +52,7 @@ func TestFaults(t *testing.T) {
 				transport(utcp.ReasonStatus, 500)(t, err)
 				// A plain-text body is the provider's raw text: only the
 				// status is shown (the body stays behind Unwrap, for logs).
-				if got, want := err.Error(), `utcp: tool "svc.op": provider answered 500`; got != want {
+				if got, want := err.Error(), `tool "svc.op": provider answered 500`; got != want {
 					t.Errorf("message: got %q, want %q", got, want)
 				}
 			},

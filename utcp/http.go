@@ -8,6 +8,10 @@ import (
 	"strings"
 )
 
+// DefaultAccept is the Accept header of an http tool call whose template
+// sets none: axios's default, which the reference client sends.
+const DefaultAccept = "application/json, text/plain, */*"
+
 // httpTransport is the `http` call template: one request per call.
 type httpTransport struct {
 	spec *httpSpec
@@ -39,6 +43,9 @@ func (h *httpTransport) Call(ctx context.Context, t *Tool, args map[string]any) 
 	if err != nil {
 		return nil, err
 	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", DefaultAccept)
+	}
 	return doJSON(ctx, h.env, req, t.Name)
 }
 
@@ -58,7 +65,9 @@ func (h *httpTransport) Discover(ctx context.Context) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
+	}
 	resp, err := h.env.HTTPClient.Do(req)
 	if err != nil {
 		return nil, classifyDoError(ctx, err, "")

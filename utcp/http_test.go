@@ -217,7 +217,7 @@ func TestHTTPStatusErrorCarriesStatusAndBody(t *testing.T) {
 	if !reflect.DeepEqual(te.Body, map[string]any{"error": "amount must be positive"}) {
 		t.Errorf("body: got %#v, want the decoded JSON", te.Body)
 	}
-	if got, want := err.Error(), `utcp: tool "pay.charge": provider answered 422: {"error":"amount must be positive"}`; got != want {
+	if got, want := err.Error(), `tool "pay.charge": provider answered 422: {"error":"amount must be positive"}`; got != want {
 		t.Errorf("message: got %q, want %q", got, want)
 	}
 }

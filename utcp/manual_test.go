@@ -178,7 +178,7 @@ func TestRegisterIsAllOrNothing(t *testing.T) {
 		{"name": "c", "tool_call_template": {"call_template_type": "http", "url": "https://x.example/c"}},
 		{"name": "d", "tool_call_template": {"call_template_type": "http", "http_method": "GET"}}]}`
 	_, err := r.Register(context.Background(), "shop", utcp.FromText(manual).AllowProtocols("http"))
-	if err == nil || err.Error() != `utcp: manual "shop": tools[3].tool_call_template.url: missing` {
+	if err == nil || err.Error() != `manual "shop": tools[3].tool_call_template.url: missing` {
 		t.Fatalf("got %v, want the path of the missing url", err)
 	}
 	if got := len(r.List()); got != 0 {
@@ -208,7 +208,7 @@ func TestRegisterRefusesBadTemplateFields(t *testing.T) {
 			r := newRegistry(t)
 			manual := `{"utcp_version": "1", "tools": [{"name": "x", "tool_call_template": ` + tc.tmpl + `}]}`
 			_, err := r.Register(context.Background(), "m", utcp.FromText(manual).AllowProtocols("http", "streamable_http", "mcp"))
-			if err == nil || !strings.HasPrefix(err.Error(), `utcp: manual "m": `+tc.want) {
+			if err == nil || !strings.HasPrefix(err.Error(), `manual "m": `+tc.want) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
 		})
@@ -224,7 +224,7 @@ func TestAllowedProtocols(t *testing.T) {
 		t.Parallel()
 		r := newRegistry(t)
 		_, err := r.Register(context.Background(), "inline", utcp.FromText(httpTools))
-		want := `utcp: manual "inline": all 2 tools were filtered out by allowed_communication_protocols [text]: they use [http, sse]; list those types to register them`
+		want := `manual "inline": all 2 tools were filtered out by allowed_communication_protocols [text]: they use [http, sse]; list those types to register them`
 		if err == nil || err.Error() != want {
 			t.Errorf("got %v, want %q", err, want)
 		}

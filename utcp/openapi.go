@@ -55,9 +55,13 @@ var openAPIMethods = []string{"get", "post", "put", "delete", "patch"}
 // operation with an operationId becomes a tool of that name, path and query
 // parameters become inputs, header parameters become header_fields, and the
 // request body becomes the `body` input sent as the body; the URL is
-// servers[0] plus the path. Schemas are JSON Schema 2020-12, with the
-// document's components under $defs. Operations without an operationId are
-// returned as skipped.
+// servers[0] plus the path. Unlike the reference clients' templates, each
+// carries the document's serialisation of its parameters in
+// parameter_styles (style and explode; a Swagger 2 collectionFormat as its
+// OpenAPI 3 equivalent), so that an array is sent as the document says
+// (`tags=a&tags=b` by default) rather than as `tags[]=a&tags[]=b`.
+// Schemas are JSON Schema 2020-12, with the document's components under
+// $defs. Operations without an operationId are returned as skipped.
 func ConvertOpenAPI(data []byte, opts OpenAPIOptions) (m *Manual, skipped []SkippedTool, err error) {
 	v, err := decodeDocument(data, "", "")
 	if err != nil {
@@ -81,11 +85,12 @@ func convertOpenAPIValue(v any, opts OpenAPIOptions) (m *Manual, skipped []Skipp
 	if !ok {
 		return nil, nil, &ManualError{Manual: opts.Manual, Msg: "an OpenAPI document must be an object"}
 	}
+	swagger2 := isSwagger2(root)
 	root, loadErr, err := loadOpenAPI(root)
 	if err != nil {
 		return nil, nil, &ManualError{Manual: opts.Manual, Msg: err.Error()}
 	}
-	c := &openAPIConverter{root: root, opts: opts}
+	c := &openAPIConverter{root: root, opts: opts, swagger2: swagger2}
 	manual, skipped, err := c.convert()
 	if err != nil && loadErr != nil {
 		return nil, nil, &ManualError{Manual: opts.Manual, Msg: loadErr.Error()}
@@ -162,9 +167,12 @@ func loadOpenAPI(root map[string]any) (out map[string]any, loadErr, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if sw, ok := root["swagger"].(string); ok && strings.HasPrefix(sw, "2") {
-		if bytes.Contains(raw, []byte(`"items":[`)) {
+	if isSwagger2(root) {
+		tuples := bytes.Contains(raw, []byte(`"items":[`))
+		if tuples {
 			tuplesAside(root, 0)
+		}
+		if marked := markCollectionFormats(root); tuples || marked {
 			if raw, err = json.Marshal(root); err != nil {
 				return nil, nil, err
 			}
@@ -197,14 +205,20 @@ func loadOpenAPI(root map[string]any) (out map[string]any, loadErr, err error) {
 	return root, loadErr, nil
 }
 
+func isSwagger2(root map[string]any) bool {
+	sw, ok := root["swagger"].(string)
+	return ok && strings.HasPrefix(sw, "2")
+}
+
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return truncate(s, 300)
 }
 
 type openAPIConverter struct {
-	root map[string]any
-	opts OpenAPIOptions
+	root     map[string]any
+	opts     OpenAPIOptions
+	swagger2 bool // converted from Swagger 2: parameters carry collectionFormatKey
 }
 
 func (c *openAPIConverter) convert() (map[string]any, []SkippedTool, error) {
@@ -360,11 +374,13 @@ func (c *openAPIConverter) tool(id, path, method string, item, op map[string]any
 			params[k] = pm
 		}
 	}
+	var styled []openAPIParam
 	for _, k := range order {
 		pm := params[k]
 		if k.in == "cookie" {
 			continue // not sent by the HTTP template; left out of the inputs
 		}
+		styled = append(styled, openAPIParam{name: k.name, in: k.in, def: pm})
 		if k.in == "header" && !containsAny(headerFields, k.name) {
 			headerFields = append(headerFields, k.name)
 		}
@@ -450,15 +466,21 @@ func (c *openAPIConverter) tool(id, path, method string, item, op map[string]any
 		}
 	}
 
+	callURL := strings.TrimRight(base, "/") + "/" + strings.TrimLeft(path, "/")
 	tmpl := map[string]any{
 		"name":               c.opts.Manual,
 		"call_template_type": TypeHTTP,
 		"http_method":        strings.ToUpper(method),
-		"url":                strings.TrimRight(base, "/") + "/" + strings.TrimLeft(path, "/"),
+		"url":                callURL,
 		"content_type":       contentType,
 	}
+	bodyField := ""
 	if hasBody {
-		tmpl["body_field"] = DefaultBodyField
+		bodyField = DefaultBodyField
+		tmpl["body_field"] = bodyField
+	}
+	if styles := c.parameterStyles(styled, headerFields, bodyField, callURL); styles != nil {
+		tmpl["parameter_styles"] = styles
 	}
 	if len(headerFields) > 0 {
 		tmpl["header_fields"] = headerFields

@@ -52,6 +52,11 @@ func TestConvertOpenAPI(t *testing.T) {
 	if !reflect.DeepEqual(list["header_fields"], []any{"X-Request-Id"}) {
 		t.Errorf("listPets header_fields: got %v, want [X-Request-Id]", list["header_fields"])
 	}
+	form := map[string]any{"style": "form", "explode": true}
+	wantStyles := map[string]any{"limit": form, "tags": form, "X-Request-Id": map[string]any{"style": "simple", "explode": false}}
+	if !reflect.DeepEqual(list["parameter_styles"], wantStyles) {
+		t.Errorf("listPets parameter_styles: got %v, want %v (every parameter but the cookie, with OpenAPI's defaults)", list["parameter_styles"], wantStyles)
+	}
 	if _, has := list["body_field"]; has {
 		t.Errorf("listPets: got a body_field, want none (no request body)")
 	}
@@ -201,7 +206,7 @@ func TestDiscoverFromURL(t *testing.T) {
 		}
 		reqs := p.requests()
 		last := reqs[len(reqs)-1]
-		if last.URI != "/api/v2/pets?limit=2&tags[]=dog&tags[]=cat" || last.Header.Get("X-Request-Id") != "r1" || last.Header.Get("X-Store-Key") != "s3cret" {
+		if last.URI != "/api/v2/pets?limit=2&tags=dog&tags=cat" || last.Header.Get("X-Request-Id") != "r1" || last.Header.Get("X-Store-Key") != "s3cret" {
 			t.Errorf("provider got %s X-Request-Id=%q X-Store-Key=%q", last.URI, last.Header.Get("X-Request-Id"), last.Header.Get("X-Store-Key"))
 		}
 	})

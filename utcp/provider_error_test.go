@@ -60,7 +60,7 @@ func TestProviderErrorShowsOnlyAShortMessage(t *testing.T) {
 			if !reflect.DeepEqual(te.Body, tc.want) {
 				t.Errorf("body: got %#v, want %#v", te.Body, tc.want)
 			}
-			if got, want := err.Error(), `utcp: tool "pay.charge": provider answered 422`+tc.msg; got != want {
+			if got, want := err.Error(), `tool "pay.charge": provider answered 422`+tc.msg; got != want {
 				t.Errorf("message: got %q, want %q", got, want)
 			}
 			// The body itself stays behind Unwrap, for logs.
@@ -86,9 +86,9 @@ func TestProviderErrorRedacts(t *testing.T) {
 		opts []utcp.Option
 		want string
 	}{
-		{"default", nil, `utcp: tool "svc.op": provider answered 502`},
+		{"default", nil, `tool "svc.op": provider answered 502`},
 		{"opted in", []utcp.Option{utcp.WithProviderMessages()},
-			`utcp: tool "svc.op": provider answered 502: {"error":"upstream [address] refused; [address] is down; [host] said [secret]"}`},
+			`tool "svc.op": provider answered 502: {"error":"upstream [address] refused; [address] is down; [host] said [secret]"}`},
 	} {
 		r := newRegistry(t, tc.opts...)
 		register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))

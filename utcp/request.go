@@ -37,6 +37,9 @@ type httpFields struct {
 	AuthTools    json.RawMessage `json:"auth_tools"`
 	ChunkSize    *int            `json:"chunk_size"`
 	EventType    *string         `json:"event_type"`
+	// ParameterStyles is exprd's own: how an argument is serialised
+	// (paramstyle.go). The reference clients drop it as an unknown key.
+	ParameterStyles map[string]json.RawMessage `json:"parameter_styles"`
 }
 
 // httpSpec is a decoded, checked HTTP-family template.
@@ -51,6 +54,7 @@ type httpSpec struct {
 	authTools    *Auth
 	chunkSize    int
 	eventType    string
+	styles       map[string]paramStyle // by argument; nil for a native manual's template
 
 	static    *url.URL        // the parsed URL when it has no {param}
 	staticErr *TransportError // why the policy refuses static, if it does
@@ -108,6 +112,9 @@ func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType st
 		if bf != nil {
 			s.bodyField = *bf
 		}
+	}
+	if err := s.decodeParamStyles(f.ParameterStyles); err != nil {
+		return nil, err
 	}
 	var err error
 	if s.auth, err = decodeAuth(f.Auth); err != nil {
@@ -179,7 +186,8 @@ func fieldDecodeError(err error) error {
 // buildRequest maps a call's arguments onto a request exactly as the
 // reference clients do (UTCP-NOTES.md), in this order: header_fields, then
 // body_field, then {param} path parameters, then everything left as query
-// parameters (for every method).
+// parameters (for every method). An argument the template gives a
+// parameter style is written in that style instead (paramstyle.go).
 func buildRequest(ctx context.Context, s *httpSpec, method string, args map[string]any, env Env, tool string) (*http.Request, error) {
 	// consumed holds the arguments taken by headers, the body and the path;
 	// the rest go to the query.
@@ -195,6 +203,12 @@ func buildRequest(ctx context.Context, s *httpSpec, method string, args map[stri
 		}
 		consumed = append(consumed, name)
 		str := jsString(v)
+		if st, styled := s.styles[name]; styled {
+			if v == nil {
+				continue // undefined: no header, as RFC 6570 expands nothing
+			}
+			str = styledHeader(v, st)
+		}
 		if hasCRLF(str) {
 			return nil, &InvalidArgumentsError{Tool: tool, Problems: []string{fmt.Sprintf("at /%s: a header value must not contain CR or LF", name)}}
 		}
@@ -222,7 +236,7 @@ func buildRequest(ctx context.Context, s *httpSpec, method string, args map[stri
 			return nil, &e
 		}
 	} else {
-		rawURL, err := expandPathParams(s.url, args, &consumed, tool)
+		rawURL, err := expandPathParams(s.url, args, s.styles, &consumed, tool)
 		if err != nil {
 			return nil, err
 		}
@@ -276,7 +290,11 @@ func buildRequest(ctx context.Context, s *httpSpec, method string, args map[stri
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		q.addValue(k, args[k])
+		if st, styled := s.styles[k]; styled {
+			q.addStyled(k, args[k], st)
+		} else {
+			q.addValue(k, args[k])
+		}
 	}
 	if qk != "" {
 		q.add(qk, qv)
@@ -337,9 +355,10 @@ func (e Env) CheckHostField(field, host string) error {
 // pathParam matches {name} in a URL template.
 var pathParam = regexp.MustCompile(`\{([^{}]+)\}`)
 
-// expandPathParams replaces each {name} with the URL-encoded argument and
-// removes it from args; a missing one is an error before anything is sent.
-func expandPathParams(tmpl string, args map[string]any, consumed *[]string, tool string) (string, error) {
+// expandPathParams replaces each {name} with the URL-encoded argument (in
+// its parameter style, when it has one) and marks it consumed; a missing
+// one is an error before anything is sent.
+func expandPathParams(tmpl string, args map[string]any, styles map[string]paramStyle, consumed *[]string, tool string) (string, error) {
 	if !strings.Contains(tmpl, "{") {
 		return tmpl, nil
 	}
@@ -356,6 +375,9 @@ func expandPathParams(tmpl string, args map[string]any, consumed *[]string, tool
 		}
 		if !slices.Contains(used, name) {
 			used = append(used, name)
+		}
+		if st, styled := styles[name]; styled {
+			return styledPath(name, v, st)
 		}
 		return encodeURIComponent(jsString(v))
 	})

@@ -74,10 +74,10 @@ func TestTransportSeam(t *testing.T) {
 	}
 	_, err = r.CallStream(context.Background(), "svc.echo", nil)
 	var te *utcp.TransportError
-	if !errors.As(err, &te) || te.Reason != utcp.ReasonFailed || err.Error() != `utcp: tool "svc.echo": provider call failed` {
+	if !errors.As(err, &te) || te.Reason != utcp.ReasonFailed || err.Error() != `tool "svc.echo": provider call failed` {
 		t.Errorf("foreign error: got %v, want it wrapped without its text", err)
 	}
-	if _, err := r.Register(context.Background(), "bad", utcp.FromTemplate([]byte(`{"call_template_type": "echo"}`))); err == nil || err.Error() != `utcp: manual "bad": target: missing` {
+	if _, err := r.Register(context.Background(), "bad", utcp.FromTemplate([]byte(`{"call_template_type": "echo"}`))); err == nil || err.Error() != `manual "bad": target: missing` {
 		t.Errorf("a refused field: got %v", err)
 	}
 	if err := utcp.RegisterTransport(utcp.TypeHTTP, newEcho); err == nil {

@@ -49,5 +49,5 @@ func Example_reflection() {
 	fmt.Println(err)
 	// Output:
 	// map[status:SERVING] <nil>
-	// utcp: tool "health.check": invalid arguments: unknown field "verbose": grpc.health.v1.HealthCheckRequest has service
+	// tool "health.check": invalid arguments: unknown field "verbose": grpc.health.v1.HealthCheckRequest has service
 }

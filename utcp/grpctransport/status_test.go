@@ -66,7 +66,7 @@ func TestPlaintextRefusalSaysWhatToDo(t *testing.T) {
 	r := newRegistry(t)
 	registerManual(t, r, "far", map[string]map[string]any{"add": {"call_template_type": "grpc", "host": "tools.example.com", "port": 443}})
 	_, err := r.Call(context.Background(), "far.add", nil)
-	want := `utcp: tool "far.add": without TLS only the hosts the operator lists may be reached: set use_ssl: true in the call template to reach this host over TLS`
+	want := `tool "far.add": without TLS only the hosts the operator lists may be reached: set use_ssl: true in the call template to reach this host over TLS`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
