@@ -134,9 +134,6 @@ func (a *agentLoop) Run(stream agentStream) error {
 		return perr // the client broke the protocol: its status, not the turn's
 	}
 	if err != nil {
-		if errors.Is(context.Cause(ctx), errAborted) {
-			return status.Error(codes.Canceled, errAborted.Error())
-		}
 		return a.status(ctx, err)
 	}
 	done := &exprdv1.AgentDone{Text: out.Text, Usage: usageProto(out.Usage), StopReason: string(out.StopReason)}
@@ -146,38 +143,15 @@ func (a *agentLoop) Run(stream agentStream) error {
 	return sendStatus(t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Done{Done: done}}))
 }
 
-// status maps a turn's failure to its gRPC status. What a client sees
-// never holds a model provider's own error text: that is logged.
+// status maps a turn's failure to its gRPC status (statusOf): the
+// client's abort, then the turn's own errors, with the config's fields
+// named under start. What a client sees never holds a model provider's own
+// error text: that is logged.
 func (a *agentLoop) status(ctx context.Context, err error) error {
-	var (
-		me *model.HTTPError
-		fe *agent.FieldError
-	)
-	switch {
-	case errors.Is(err, agent.ErrCallIDMismatch):
-		return badRequest("hook_reply.call_id", err.Error())
-	case errors.Is(err, agent.ErrInvalidConfig) && errors.As(err, &fe):
-		return badRequest("start."+wireField(fe.Field), fe.Reason)
-	case errors.Is(err, agent.ErrInvalidConfig):
-		return badRequest("start", strings.TrimPrefix(err.Error(), agent.ErrInvalidConfig.Error()+": "))
-	case ctx.Err() != nil:
-		return status.FromContextError(ctx.Err()).Err()
-	case errors.Is(err, agent.ErrHook) && errors.As(err, &fe):
-		return badRequest("hook_reply."+fe.Field, fe.Reason)
-	case errors.Is(err, agent.ErrTurnTimeout), errors.Is(err, agent.ErrStepTimeout):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, agent.ErrHook):
-		return status.Error(codes.Aborted, err.Error())
+	if errors.Is(context.Cause(ctx), errAborted) {
+		return abortedByClient()
 	}
-	a.s.opts.logger.WarnContext(ctx, "agent turn failed", "err", err)
-	switch {
-	case errors.As(err, &me):
-		return status.Error(codes.Unavailable, model.Describe(err))
-	case errors.Is(err, model.ErrInvalidRequest):
-		// Start is checked up front, so this is the server's own fault.
-		return status.Error(codes.Internal, "the turn made a model request the model package refused")
-	}
-	return status.Error(codes.Unavailable, "the model turn failed: "+model.Describe(err))
+	return statusOf(ctx, a.s.opts.logger, err, "start")
 }
 
 // wireField renames a field of agent.Config to its AgentStart name.
@@ -254,11 +228,11 @@ func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start 
 		tool.Exec = agent.ExecutorFunc(t.runOnClient)
 	case exprdv1.AgentTool_EXECUTOR_UTCP:
 		if a.s.opts.registry == nil {
-			return tool, status.Errorf(codes.FailedPrecondition, "%s: this server has no UTCP registry", field)
+			return tool, statusErr(codes.FailedPrecondition, field+": this server has no UTCP registry", errorInfo(reasonNoRegistry))
 		}
 		ut, err := a.s.opts.registry.Tool(tp.GetUtcpTool())
 		if err != nil {
-			return tool, badRequest(field+".utcp_tool", err.Error())
+			return tool, badRequest(field+".utcp_tool", clientText(err))
 		}
 		if len(tool.Parameters) == 0 {
 			tool.Parameters = ut.Inputs
@@ -287,7 +261,7 @@ func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start 
 		tool.Exec = agent.ExprExecutor(a.s.eval, et, t.state, &agentExprHost{t: t})
 	case exprdv1.AgentTool_EXECUTOR_CODEMODE:
 		if a.rt == nil {
-			return tool, status.Errorf(codes.FailedPrecondition, "%s: this server has no UTCP registry for codemode", field)
+			return tool, statusErr(codes.FailedPrecondition, field+": this server has no UTCP registry for codemode", errorInfo(reasonNoRegistry))
 		}
 		if len(tool.Parameters) == 0 {
 			tool.Parameters = codemodeParameters
@@ -340,7 +314,7 @@ func (t *turn) receive(cancel context.CancelCauseFunc) {
 			kind, callID = "tool_output", msg.ToolOutput.GetCallId()
 			bad = deliver(t, &t.outputs, callID, msg.ToolOutput, "tool output")
 		case *exprdv1.AgentLoopRunRequest_HookReply:
-			kind, callID = "hook_reply", msg.HookReply.GetCallId()
+			kind, callID = "hook_reply", msg.HookReply.GetHookId() // hook replies are matched by hook id
 			bad = deliver(t, &t.hooks, msg.HookReply.GetHookId(), msg.HookReply, "hook")
 		case *exprdv1.AgentLoopRunRequest_ApprovalReply:
 			kind, callID = "approval_reply", msg.ApprovalReply.GetCallId()

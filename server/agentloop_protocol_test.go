@@ -64,7 +64,7 @@ func drain(stream agentClient, on func(*exprdv1.AgentLoopRunResponse)) ([]*exprd
 }
 
 func userMsg(text string) []*exprdv1.AgentMessage {
-	return []*exprdv1.AgentMessage{{Role: "user", Content: text}}
+	return []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: text}}
 }
 
 // Half-close means "no more client messages": the turn goes on to done,
@@ -82,7 +82,7 @@ func TestAgentLoopHalfCloseRunsToDone(t *testing.T) {
 		name  string
 		call  scripted.ToolCall
 		tools []*exprdv1.AgentTool
-		hooks []string
+		hooks []exprdv1.Hook
 		// closeOn: "" closes right after Start; else at the first event
 		// it reports true for, so that the request is already waiting.
 		closeOn func(*exprdv1.AgentLoopRunResponse) bool
@@ -99,11 +99,15 @@ func TestAgentLoopHalfCloseRunsToDone(t *testing.T) {
 		{"an approval waiting is denied", add, []*exprdv1.AgentTool{utcpAdd(true)}, nil,
 			func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetApprovalRequest() != nil },
 			"the call was denied: the client closed its side of the stream before approving the call", true},
-		{"a pre_tool_call hook waiting: the call does not run", add, []*exprdv1.AgentTool{utcpAdd(false)}, []string{"pre_tool_call"},
-			func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetHookRequest().GetHook() == "pre_tool_call" },
+		{"a pre_tool_call hook waiting: the call does not run", add, []*exprdv1.AgentTool{utcpAdd(false)}, []exprdv1.Hook{exprdv1.Hook_HOOK_PRE_TOOL_CALL},
+			func(m *exprdv1.AgentLoopRunResponse) bool {
+				return m.GetHookRequest().GetHook() == exprdv1.Hook_HOOK_PRE_TOOL_CALL
+			},
 			"the call was not run: the client closed its side of the stream before its pre_tool_call hook could be asked", true},
-		{"prepare_step and post_tool_call hooks: as if nothing changed", add, []*exprdv1.AgentTool{utcpAdd(false)}, []string{"prepare_step", "post_tool_call"},
-			func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetHookRequest().GetHook() == "prepare_step" }, `"result":5`, false},
+		{"prepare_step and post_tool_call hooks: as if nothing changed", add, []*exprdv1.AgentTool{utcpAdd(false)}, []exprdv1.Hook{exprdv1.Hook_HOOK_PREPARE_STEP, exprdv1.Hook_HOOK_POST_TOOL_CALL},
+			func(m *exprdv1.AgentLoopRunResponse) bool {
+				return m.GetHookRequest().GetHook() == exprdv1.Hook_HOOK_PREPARE_STEP
+			}, `"result":5`, false},
 	}
 	var turns []scripted.Turn
 	for i, tc := range tests {
@@ -133,63 +137,165 @@ func TestAgentLoopHalfCloseRunsToDone(t *testing.T) {
 			if d := events[len(events)-1].GetDone(); d.GetText() != "ok" || d.GetStopReason() != "completed" {
 				t.Errorf("got done %v, want the model's answer after the tool result", d)
 			}
-			if len(results) != 1 || results[0].GetIsError() != tc.isError || !strings.Contains(string(results[0].GetOutputJson()), tc.want) {
+			if len(results) != 1 || results[0].GetIsError() != tc.isError || !strings.Contains(results[0].GetOutputJson(), tc.want) {
 				t.Errorf("got results %v, want one (error: %v) containing %q", results, tc.isError, tc.want)
 			}
 		})
 	}
 }
 
-// A message that breaks the protocol ends the stream with its own status,
-// every time (issue: the run's cancellation raced it, and the stream could
-// end with the turn's CANCELED instead).
-func TestAgentLoopProtocolErrorsAreDeterministic(t *testing.T) {
+// A client message the turn cannot use is answered with Rejected, and the
+// turn goes on to done, every time: a reply nobody waits for (an unknown
+// id, or late: after its call timed out) is NOT_FOUND, a hook reply naming
+// another call INVALID_ARGUMENT (the hook keeps waiting, and the right
+// reply completes it), a second Start FAILED_PRECONDITION (issue: each
+// ended the stream with INVALID_ARGUMENT, and a late tool output was
+// dropped without a word).
+func TestAgentLoopRejectsAndGoesOn(t *testing.T) {
 	t.Parallel()
-	const iterations = 50
-	send := func(m *exprdv1.AgentLoopRunRequest) func(agentClient) { return func(s agentClient) { _ = s.Send(m) } }
+	const iterations = 20
+	client := &exprdv1.AgentTool{Name: "t", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}
+	oneCall := []scripted.Turn{{ToolCalls: []scripted.ToolCall{{Name: "t"}}}, {Text: "ok"}}
+	// at sends bad at the first event when is true of it.
+	at := func(when func(*exprdv1.AgentLoopRunResponse) bool, bad *exprdv1.AgentLoopRunRequest) func(*exprdv1.AgentLoopRunResponse) *exprdv1.AgentLoopRunRequest {
+		return func(m *exprdv1.AgentLoopRunResponse) *exprdv1.AgentLoopRunRequest {
+			if when(m) {
+				return bad
+			}
+			return nil
+		}
+	}
+	runOnClient := func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetToolCallRequested().GetRunOnClient() }
+	output := func(id string) *exprdv1.AgentLoopRunRequest {
+		return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: id, OutputJson: `{"v":1}`}}}
+	}
 	tests := []struct {
 		name  string
 		tools []*exprdv1.AgentTool
-		hooks []string
-		// waiting is the request the bad message comes during.
-		waiting func(*exprdv1.AgentLoopRunResponse) bool
-		bad     func(agentClient)
-		code    codes.Code
-		field   string
+		hooks []exprdv1.Hook
+		turns []scripted.Turn // nil: one call of t, then "ok"
+		// bad returns the message to send at an event (once), before the
+		// turn's own replies to that event.
+		bad                 func(*exprdv1.AgentLoopRunResponse) *exprdv1.AgentLoopRunRequest
+		code                codes.Code
+		kind, callID, field string
 	}{
-		{"a tool output nothing waits for", []*exprdv1.AgentTool{{Name: "t", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}, nil,
-			func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetToolCallRequested().GetRunOnClient() },
-			send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "nobody"}}}),
-			codes.InvalidArgument, "tool_output.call_id"},
-		{"an approval reply nothing waits for", []*exprdv1.AgentTool{{Name: "t", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, NeedsApproval: true}}, nil,
-			func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetApprovalRequest() != nil },
-			send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ApprovalReply{ApprovalReply: &exprdv1.AgentApprovalReply{CallId: "nobody"}}}),
-			codes.InvalidArgument, "approval_reply.call_id"},
-		{"a hook reply nothing waits for", []*exprdv1.AgentTool{{Name: "t"}}, []string{"prepare_step"},
-			func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetHookRequest() != nil },
-			send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_HookReply{HookReply: &exprdv1.HookReply{HookId: "nobody"}}}),
-			codes.InvalidArgument, "hook_reply.hook_id"},
-		{"a second start", []*exprdv1.AgentTool{{Name: "t", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}, nil,
-			func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetToolCallRequested().GetRunOnClient() },
-			send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{}}}),
-			codes.InvalidArgument, "msg"},
-		{"a state that is not an object", []*exprdv1.AgentTool{{Name: "t", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}, nil,
-			func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetToolCallRequested().GetRunOnClient() },
-			send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_State{State: &exprdv1.State{StateJson: []byte(`[1]`)}}}),
-			codes.InvalidArgument, "state.state_json"},
+		{name: "a tool output for an unknown call", tools: []*exprdv1.AgentTool{client},
+			bad:  at(runOnClient, output("nobody")),
+			code: codes.NotFound, kind: "tool_output", callID: "nobody"},
+		{name: "a late tool output", tools: []*exprdv1.AgentTool{{Name: "late", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, TimeoutMs: 50}, client},
+			// Step 0's call of late times out; the output for it comes
+			// at step 1, which calls t.
+			turns: []scripted.Turn{{ToolCalls: []scripted.ToolCall{{ID: "late1", Name: "late"}}}, {ToolCalls: []scripted.ToolCall{{Name: "t"}}}, {Text: "ok"}},
+			bad: at(func(m *exprdv1.AgentLoopRunResponse) bool {
+				return m.GetStepStarted() != nil && m.GetStepStarted().GetStep() == 1
+			}, output("late1")),
+			code: codes.NotFound, kind: "tool_output", callID: "late1"},
+		{name: "a hook reply for an unknown hook", tools: []*exprdv1.AgentTool{client}, hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_PREPARE_STEP},
+			bad: at(func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetHookRequest() != nil },
+				&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_HookReply{HookReply: &exprdv1.HookReply{HookId: "nobody"}}}),
+			code: codes.NotFound, kind: "hook_reply", callID: "nobody"},
+		{name: "a hook reply naming another call", tools: []*exprdv1.AgentTool{client}, hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_PRE_TOOL_CALL},
+			bad: func(m *exprdv1.AgentLoopRunResponse) *exprdv1.AgentLoopRunRequest {
+				if h := m.GetHookRequest(); h != nil {
+					return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_HookReply{HookReply: &exprdv1.HookReply{
+						HookId: h.GetHookId(), CallId: "someone-else", ResultJson: `{"never":"used"}`}}}
+				}
+				return nil
+			},
+			// A hook reply's Rejected carries its hook id: the turn's first hook is "1".
+			code: codes.InvalidArgument, kind: "hook_reply", callID: "1", field: "hook_reply.call_id"},
+		{name: "an approval for an unknown call", tools: []*exprdv1.AgentTool{{Name: "t", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, NeedsApproval: true}},
+			bad: at(func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetApprovalRequest() != nil },
+				&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ApprovalReply{ApprovalReply: &exprdv1.AgentApprovalReply{CallId: "nobody", Approved: true}}}),
+			code: codes.NotFound, kind: "approval_reply", callID: "nobody"},
+		{name: "a second start", tools: []*exprdv1.AgentTool{client},
+			bad:  at(runOnClient, &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Messages: userMsg("again")}}}),
+			code: codes.FailedPrecondition, kind: "start"},
+		{name: "a state that is not an object", tools: []*exprdv1.AgentTool{client},
+			bad:  at(runOnClient, &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_State{State: &exprdv1.State{StateJson: `[1]`}}}),
+			code: codes.InvalidArgument, kind: "state", field: "state.state_json"},
+		{name: "a message with no field set", tools: []*exprdv1.AgentTool{client},
+			bad:  at(runOnClient, &exprdv1.AgentLoopRunRequest{}),
+			code: codes.InvalidArgument, field: "msg"},
 	}
-	c := agentServerWith(t, scripted.Script{Turns: []scripted.Turn{{ToolCalls: []scripted.ToolCall{{Name: "t"}}}}, Loop: true})
+	// reply is the client's own answer to m: t's output, the hook's reply
+	// naming the hooked call, an approval. The late tool is not answered.
+	reply := func(m *exprdv1.AgentLoopRunResponse) *exprdv1.AgentLoopRunRequest {
+		switch {
+		case runOnClient(m) && m.GetToolCallRequested().GetCall().GetName() == "t":
+			return output(m.GetToolCallRequested().GetCall().GetId())
+		case m.GetHookRequest() != nil:
+			h := m.GetHookRequest()
+			return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_HookReply{HookReply: &exprdv1.HookReply{HookId: h.GetHookId(), CallId: h.GetCallId()}}}
+		case m.GetApprovalRequest() != nil:
+			return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ApprovalReply{ApprovalReply: &exprdv1.AgentApprovalReply{
+				CallId: m.GetApprovalRequest().GetCall().GetId(), Approved: true}}}
+		}
+		return nil
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			turns := tc.turns
+			if turns == nil {
+				turns = oneCall
+			}
+			c := agentServerWith(t, scripted.Script{Turns: turns, Loop: true})
 			for range iterations {
 				stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("go"), Tools: tc.tools, Hooks: tc.hooks})
-				_, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
-					if tc.waiting(m) {
-						tc.bad(stream)
+				// The client's replies wait until the Rejected came: the
+				// turn cannot reach done before it.
+				var rejections []*exprdv1.Rejected
+				var results []*exprdv1.ToolResult
+				var held []*exprdv1.AgentLoopRunRequest
+				sent := false
+				events, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
+					if bad := tc.bad(m); bad != nil && !sent {
+						_ = stream.Send(bad)
+						sent = true
+					}
+					if r := reply(m); r != nil {
+						held = append(held, r)
+					}
+					if r := m.GetRejected(); r != nil {
+						rejections = append(rejections, r)
+					}
+					if r := m.GetToolResult(); r != nil {
+						results = append(results, r)
+					}
+					if len(rejections) > 0 {
+						for _, r := range held {
+							_ = stream.Send(r)
+						}
+						held = nil
 					}
 				})
-				if wantStatus(t, err, tc.code, tc.field); t.Failed() {
+				if err != nil {
+					t.Fatalf("got %v, want the turn to end with done", err)
+				}
+				if len(rejections) != 1 {
+					t.Fatalf("got rejections %v, want one", rejections)
+				}
+				r, st := rejections[0], rejectedStatus(rejections[0])
+				if r.GetKind() != tc.kind || r.GetCallId() != tc.callID || st.Code() != tc.code || badRequestField(st) != tc.field || st.Message() == "" {
+					t.Errorf("got Rejected{kind %q, call_id %q, %v %q, field %q}, want kind %q, call_id %q, %v, field %q",
+						r.GetKind(), r.GetCallId(), st.Code(), st.Message(), badRequestField(st), tc.kind, tc.callID, tc.code, tc.field)
+				}
+				if d := events[len(events)-1].GetDone(); d.GetText() != "ok" || d.GetStopReason() != "completed" {
+					t.Errorf("got done %v, want the model's answer", d)
+				}
+				for _, res := range results {
+					switch {
+					case res.GetName() == "late":
+						if !res.GetIsError() || !strings.Contains(res.GetOutputJson(), "timed out after 50ms") {
+							t.Errorf("got result %v, want the timeout's error", res)
+						}
+					case res.GetIsError() || res.GetOutputJson() != `{"v":1}`:
+						t.Errorf("got result %v, want the client's output", res)
+					}
+				}
+				if t.Failed() {
 					return
 				}
 			}
@@ -235,21 +341,31 @@ func TestAgentLoopFirstMessageMustBeStart(t *testing.T) {
 func TestAgentLoopBadStart(t *testing.T) {
 	t.Parallel()
 	c := agentServer(t, scripted.Turn{Error: &scripted.ErrorReply{Status: 400, Body: []byte(`"the provider's own words"`)}})
-	user := &exprdv1.AgentMessage{Role: "user", Content: "hi"}
+	user := &exprdv1.AgentMessage{Role: exprdv1.AgentMessage_ROLE_USER, Content: "hi"}
 	tests := []struct {
 		name  string
 		start *exprdv1.AgentStart
 		field string
 	}{
-		{"a tool choice naming no declared tool", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a"}}, ToolChoice: "b"}, "start.tool_choice"},
-		{"a tool choice required with no tools", &exprdv1.AgentStart{Messages: userMsg("hi"), ToolChoice: "required"}, "start.tool_choice"},
-		{"an unknown role", &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{user, {Role: "assistant", Content: "yes"}, {Role: "bot", Content: "hi"}}}, "start.messages[2].role"},
-		{"a tool message without its call id", &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{user, {Role: "tool", Content: "{}"}}}, "start.messages[1].tool_call_id"},
-		{"an assistant call without an id", &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{user, {Role: "assistant", ToolCalls: []*exprdv1.AgentToolCall{{Name: "a"}}}}}, "start.messages[1].tool_calls[0].id"},
-		{"a user message with tool calls", &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: "user", ToolCalls: []*exprdv1.AgentToolCall{{Id: "c", Name: "a"}}}}}, "start.messages[0].tool_calls"},
+		{"a tool choice naming no declared tool", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a"}}, ToolChoice: &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_MODE_TOOL, Tool: "b"}}, "start.tool_choice.tool"},
+		{"a tool choice required with no tools", &exprdv1.AgentStart{Messages: userMsg("hi"), ToolChoice: &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_MODE_REQUIRED}}, "start.tool_choice"},
+		{"an unknown role", &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{user, {Role: exprdv1.AgentMessage_ROLE_ASSISTANT, Content: "yes"}, {Role: exprdv1.AgentMessage_Role(9), Content: "hi"}}}, "start.messages[2].role"},
+		{"a tool message without its call id", &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{user, {Role: exprdv1.AgentMessage_ROLE_TOOL, Content: "{}"}}}, "start.messages[1].tool_call_id"},
+		{"an assistant call without an id", &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{user, {Role: exprdv1.AgentMessage_ROLE_ASSISTANT, ToolCalls: []*exprdv1.AgentToolCall{{Name: "a"}}}}}, "start.messages[1].tool_calls[0].id"},
+		{"a user message with tool calls", &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, ToolCalls: []*exprdv1.AgentToolCall{{Id: "c", Name: "a"}}}}}, "start.messages[0].tool_calls"},
 		{"no messages", &exprdv1.AgentStart{}, "start.messages"},
+		{"a message without a role", &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Content: "hi"}}}, "start.messages[0].role"},
+		{"MODE_TOOL without a tool", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a"}},
+			ToolChoice: &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_MODE_TOOL}}, "start.tool_choice.tool"},
+		{"a tool with MODE_AUTO", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a"}},
+			ToolChoice: &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_MODE_AUTO, Tool: "a"}}, "start.tool_choice.tool"},
+		{"a tool with no mode", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a"}},
+			ToolChoice: &exprdv1.ToolChoice{Tool: "a"}}, "start.tool_choice.tool"},
+		{"an unknown tool choice mode", &exprdv1.AgentStart{Messages: userMsg("hi"), ToolChoice: &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_Mode(9)}}, "start.tool_choice.mode"},
+		{"an unknown hook", &exprdv1.AgentStart{Messages: userMsg("hi"), Hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_PREPARE_STEP, exprdv1.Hook(9)}}, "start.hooks"},
+		{"HOOK_UNSPECIFIED", &exprdv1.AgentStart{Messages: userMsg("hi"), Hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_UNSPECIFIED}}, "start.hooks"},
 		{"a tool without a name", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{}}}, "start.tools[0].name"},
-		{"parameters that are not a schema", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a", ParametersJson: []byte(`[]`)}}}, "start.tools[0].parameters_json"},
+		{"parameters that are not a schema", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a", ParametersJson: `[]`}}}, "start.tools[0].parameters_json"},
 		{"an unknown UTCP tool", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.pow"}}}, "start.tools[0].utcp_tool"},
 		{"an expr setting naming no server function", &exprdv1.AgentStart{Messages: userMsg("hi"),
 			Tools:        []*exprdv1.AgentTool{{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR}},
@@ -281,15 +397,17 @@ func TestAgentLoopBadPrepareStepReply(t *testing.T) {
 		reply *exprdv1.HookReply
 		field string
 	}{
-		{"a tool choice naming no tool", &exprdv1.HookReply{ToolChoice: "b"}, "hook_reply.tool_choice"},
+		{"a tool choice naming no tool", &exprdv1.HookReply{ToolChoice: &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_MODE_TOOL, Tool: "b"}}, "hook_reply.tool_choice.tool"},
 		{"an unknown active tool", &exprdv1.HookReply{ActiveTools: []string{"b"}}, "hook_reply.active_tools"},
-		{"an unknown role", &exprdv1.HookReply{Messages: []*exprdv1.AgentMessage{{Role: "bot"}}}, "hook_reply.messages[0].role"},
-		{"another call", &exprdv1.HookReply{CallId: "c9"}, "hook_reply.call_id"},
+		{"an unknown role", &exprdv1.HookReply{Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_Role(9)}}}, "hook_reply.messages[0].role"},
+		{"a message without a role", &exprdv1.HookReply{Messages: []*exprdv1.AgentMessage{{Content: "hi"}}}, "hook_reply.messages[0].role"},
+		{"MODE_TOOL without a tool", &exprdv1.HookReply{ToolChoice: &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_MODE_TOOL}}, "hook_reply.tool_choice.tool"},
+		{"a tool with MODE_NONE", &exprdv1.HookReply{ToolChoice: &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_MODE_NONE, Tool: "a"}}, "hook_reply.tool_choice.tool"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a"}}, Hooks: []string{"prepare_step"}})
+			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{Name: "a"}}, Hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_PREPARE_STEP}})
 			_, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
 				if h := m.GetHookRequest(); h != nil {
 					tc.reply.HookId = h.GetHookId()
@@ -309,18 +427,20 @@ func TestAgentLoopModelFailureKeepsProviderText(t *testing.T) {
 	tests := []struct {
 		name string
 		turn scripted.Turn
+		code codes.Code
 		want string
 	}{
-		{"an HTTP error", scripted.Turn{Error: &scripted.ErrorReply{Status: 400, Body: []byte(`"the provider's own words"`)}}, "the model server answered 400 Bad Request"},
-		{"a stream cut", scripted.Turn{Text: "a b c", CutAfter: &one}, "the model turn failed: the model's reply was cut off before it was complete"},
-		{"a malformed chunk", scripted.Turn{Text: "a b c", Malformed: &scripted.Malformed{After: 1, Data: "{the provider's own words"}}, "the model turn failed: the model's reply was malformed"},
+		{"an HTTP error", scripted.Turn{Error: &scripted.ErrorReply{Status: 400, Body: []byte(`"the provider's own words"`)}}, codes.FailedPrecondition,
+			"the model server answered 400 Bad Request: it refused the request, and the same request cannot succeed"},
+		{"a stream cut", scripted.Turn{Text: "a b c", CutAfter: &one}, codes.Unavailable, "the model turn failed: the model's reply was cut off before it was complete"},
+		{"a malformed chunk", scripted.Turn{Text: "a b c", Malformed: &scripted.Malformed{After: 1, Data: "{the provider's own words"}}, codes.Unavailable, "the model turn failed: the model's reply was malformed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := agentServer(t, tc.turn)
 			_, err := drain(startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi")}), nil)
-			if st := wantStatus(t, err, codes.Unavailable, ""); st.Message() != tc.want {
+			if st := wantStatus(t, err, tc.code, ""); st.Message() != tc.want {
 				t.Errorf("got message %q, want %q", st.Message(), tc.want)
 			}
 		})
@@ -328,7 +448,8 @@ func TestAgentLoopModelFailureKeepsProviderText(t *testing.T) {
 }
 
 // A state over --max-state-bytes is RESOURCE_EXHAUSTED with a QuotaFailure,
-// as Session rejects it, at Start and after (issue: INVALID_ARGUMENT).
+// as Session rejects it (issue: INVALID_ARGUMENT): at Start it ends the
+// stream; after, it is Rejected and the turn goes on to done.
 func TestAgentLoopStateOverLimit(t *testing.T) {
 	t.Parallel()
 	const limit = 4096 // over the demo products the server starts from
@@ -340,27 +461,30 @@ func TestAgentLoopStateOverLimit(t *testing.T) {
 	}, Loop: true}, server.WithMaxStateBytes(limit))
 	client := []*exprdv1.AgentTool{{Name: "t", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}
 	state := func(js string) *exprdv1.AgentLoopRunRequest {
-		return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_State{State: &exprdv1.State{StateJson: []byte(js)}}}
+		return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_State{State: &exprdv1.State{StateJson: js}}}
 	}
 	patch := func(js string) *exprdv1.AgentLoopRunRequest {
-		return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: []byte(js)}}}
+		return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: js}}}
 	}
 	tests := []struct {
 		name      string
 		stateJSON string
 		later     *exprdv1.AgentLoopRunRequest // sent while the client tool waits
-		code      codes.Code
+		// code ends the stream (a Start's state); rejected is the code of
+		// the Rejected a later state gets, the turn going on (OK: none).
+		code, rejected codes.Code
 	}{
-		{"start state at the limit", at, nil, codes.OK},
-		{"start state one past", past, nil, codes.ResourceExhausted},
-		{"a state at the limit", "", state(at), codes.OK},
-		{"a state one past", "", state(past), codes.ResourceExhausted},
-		{"a patch past", "", patch(past), codes.ResourceExhausted},
+		{"start state at the limit", at, nil, codes.OK, codes.OK},
+		{"start state one past", past, nil, codes.ResourceExhausted, codes.OK},
+		{"a state at the limit", "", state(at), codes.OK, codes.OK},
+		{"a state one past", "", state(past), codes.OK, codes.ResourceExhausted},
+		{"a patch past", "", patch(past), codes.OK, codes.ResourceExhausted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: client, StateJson: []byte(tc.stateJSON)})
+			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: client, StateJson: tc.stateJSON})
+			var rejections []*exprdv1.Rejected
 			_, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
 				if r := m.GetToolCallRequested(); r.GetRunOnClient() {
 					if tc.later != nil {
@@ -368,10 +492,24 @@ func TestAgentLoopStateOverLimit(t *testing.T) {
 					}
 					_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: r.GetCall().GetId()}}})
 				}
+				if r := m.GetRejected(); r != nil {
+					rejections = append(rejections, r)
+				}
 			})
 			st := wantStatus(t, err, tc.code, "")
 			if tc.code == codes.ResourceExhausted && quotaSubject(st) != "max_state_bytes" {
 				t.Errorf("got details %v, want a QuotaFailure of max_state_bytes", st.Details())
+			}
+			switch {
+			case tc.rejected == codes.OK && len(rejections) != 0:
+				t.Errorf("got rejections %v, want none", rejections)
+			case tc.rejected == codes.OK:
+			case len(rejections) != 1:
+				t.Errorf("got rejections %v, want one", rejections)
+			default:
+				if st := rejectedStatus(rejections[0]); st.Code() != tc.rejected || quotaSubject(st) != "max_state_bytes" {
+					t.Errorf("got Rejected %v, want %v with a QuotaFailure of max_state_bytes", rejections[0], tc.rejected)
+				}
 			}
 		})
 	}
@@ -394,7 +532,7 @@ func TestAgentLoopClientCallCarriesStep(t *testing.T) {
 		if r := m.GetToolCallRequested(); r != nil {
 			got = append(got, fmt.Sprintf("%s step %d client %v", r.GetCall().GetId(), r.GetStep(), r.GetRunOnClient()))
 			if r.GetRunOnClient() {
-				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: r.GetCall().GetId(), OutputJson: []byte(`"blue"`)}}})
+				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: r.GetCall().GetId(), OutputJson: `"blue"`}}})
 			}
 		}
 	})
@@ -447,7 +585,7 @@ func TestAgentLoopCodemodeToolTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			var content struct{ Error string }
-			_ = json.Unmarshal(result.GetOutputJson(), &content)
+			_ = json.Unmarshal([]byte(result.GetOutputJson()), &content)
 			if !result.GetIsError() || !strings.Contains(content.Error, tc.want) {
 				t.Errorf("got result %s, want an error containing %q", result.GetOutputJson(), tc.want)
 			}
@@ -480,35 +618,5 @@ func TestAgentLoopNoModelProviders(t *testing.T) {
 				t.Errorf("got message %q, want it to say there are no model providers", st.Message())
 			}
 		})
-	}
-}
-
-// A tool output that comes after its call timed out is dropped: the turn
-// goes on, and the late reply is no protocol error.
-func TestAgentLoopLateToolOutputIsDropped(t *testing.T) {
-	t.Parallel()
-	c := agentServerWith(t, scripted.Script{Turns: []scripted.Turn{
-		{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{{Name: "ask_user"}}},
-		{Match: &scripted.Match{LastRole: "tool"}, Text: "ok"},
-	}})
-	stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("hi"),
-		Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, TimeoutMs: 50}}})
-	var callID string
-	var result *exprdv1.ToolResult
-	_, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
-		if r := m.GetToolCallRequested(); r.GetRunOnClient() {
-			callID = r.GetCall().GetId()
-		}
-		if r := m.GetToolResult(); r != nil {
-			result = r
-			time.Sleep(50 * time.Millisecond) // past the call's own end too
-			_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: callID, OutputJson: []byte(`"late"`)}}})
-		}
-	})
-	if err != nil {
-		t.Fatalf("got %v, want the turn to end with done", err)
-	}
-	if !result.GetIsError() || !strings.Contains(string(result.GetOutputJson()), "timed out after 50ms") {
-		t.Errorf("got result %v, want the timeout's error result", result)
 	}
 }

@@ -3,8 +3,10 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +37,15 @@ func agentServer(t *testing.T, turns ...scripted.Turn) exprdv1.AgentLoopClient {
 // ends) and the demo products as the initial state; opts come last.
 func agentServerWith(t *testing.T, script scripted.Script, opts ...server.Option) exprdv1.AgentLoopClient {
 	t.Helper()
-	models, _ := scriptedModels(t, script)
+	c, _ := agentServerModel(t, script, opts...)
+	return c
+}
+
+// agentServerModel is agentServerWith, and the scripted model server,
+// which records the requests the turns made.
+func agentServerModel(t *testing.T, script scripted.Script, opts ...server.Option) (exprdv1.AgentLoopClient, *scripted.Server) {
+	t.Helper()
+	models, ms := scriptedModels(t, script)
 	m, err := providers.StartMath()
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +64,7 @@ func agentServerWith(t *testing.T, script scripted.Script, opts ...server.Option
 	}
 	base := []server.Option{server.WithModels(models), server.WithRegistry(reg), server.WithInitialState(examples.Products)}
 	conn := serve(t, newServer(t, append(base, opts...)...))
-	return exprdv1.NewAgentLoopClient(conn)
+	return exprdv1.NewAgentLoopClient(conn), ms
 }
 
 // startSlow serves a UTCP manual with one tool, wait, that answers only
@@ -129,11 +139,11 @@ func TestAgentLoopFourExecutors(t *testing.T) {
 		scripted.Turn{Text: "Selected five products; 2+3=5, the user said blue, 6×7=42."},
 	)
 	stream := startAgent(t, c, &exprdv1.AgentStart{
-		Messages: []*exprdv1.AgentMessage{{Role: "user", Content: "Do four things."}},
+		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Do four things."}},
 		Tools: []*exprdv1.AgentTool{
 			{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR},
 			{Name: "add", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.add"},
-			{Name: "ask_user", Description: "Asks the user.", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, ParametersJson: []byte(`{"type":"object","properties":{"question":{"type":"string"}}}`)},
+			{Name: "ask_user", Description: "Asks the user.", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, ParametersJson: `{"type":"object","properties":{"question":{"type":"string"}}}`},
 			{Name: "codemode", Executor: exprdv1.AgentTool_EXECUTOR_CODEMODE, CodemodeTools: []string{"math.multiply"}},
 		},
 	})
@@ -148,12 +158,12 @@ func TestAgentLoopFourExecutors(t *testing.T) {
 		case *exprdv1.AgentLoopRunResponse_ToolCallRequested:
 			if ev.ToolCallRequested.GetRunOnClient() {
 				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{
-					CallId: ev.ToolCallRequested.GetCall().GetId(), OutputJson: []byte(`{"answer":"blue"}`)}}})
+					CallId: ev.ToolCallRequested.GetCall().GetId(), OutputJson: `{"answer":"blue"}`}}})
 			}
 		case *exprdv1.AgentLoopRunResponse_StateWrite:
 			writes = append(writes, ev.StateWrite.GetPath())
 		case *exprdv1.AgentLoopRunResponse_ToolResult:
-			results[ev.ToolResult.GetName()] = string(ev.ToolResult.GetOutputJson())
+			results[ev.ToolResult.GetName()] = ev.ToolResult.GetOutputJson()
 			if ev.ToolResult.GetIsError() {
 				t.Errorf("tool %s failed: %s", ev.ToolResult.GetName(), ev.ToolResult.GetOutputJson())
 			}
@@ -184,9 +194,9 @@ func TestAgentLoopStartState(t *testing.T) {
 		scripted.Turn{Match: &scripted.Match{LastRole: "tool"}, Text: "Counted."},
 	)
 	stream := startAgent(t, c, &exprdv1.AgentStart{
-		Messages:  []*exprdv1.AgentMessage{{Role: "user", Content: "Count the products."}},
+		Messages:  []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Count the products."}},
 		Tools:     []*exprdv1.AgentTool{{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR}},
-		StateJson: []byte(`{"products": {"items": [{"id": "a"}, {"id": "b"}]}}`),
+		StateJson: `{"products": {"items": [{"id": "a"}, {"id": "b"}]}}`,
 	})
 	var written string
 	for {
@@ -195,7 +205,7 @@ func TestAgentLoopStartState(t *testing.T) {
 			t.Fatalf("Recv: %v", err)
 		}
 		if w := m.GetStateWrite(); w != nil {
-			written = string(w.GetValueJson())
+			written = w.GetValueJson()
 		}
 		if m.GetDone() != nil {
 			break
@@ -211,7 +221,8 @@ func TestAgentLoopTurnErrors(t *testing.T) {
 	c := agentServer(t,
 		scripted.Turn{Match: &scripted.Match{LastUser: "hook"}, ToolCalls: []scripted.ToolCall{{ID: "h1", Name: "noop"}}},
 		scripted.Turn{Match: &scripted.Match{LastUser: "approve"}, ToolCalls: []scripted.ToolCall{{ID: "a1", Name: "add", Arguments: args(map[string]any{"a": 1, "b": 1})}}},
-		scripted.Turn{Match: &scripted.Match{LastRole: "tool"}, Text: "ok"},
+		scripted.Turn{Match: &scripted.Match{LastRole: "tool"}, Text: "ok"}, // the hook's turn
+		scripted.Turn{Match: &scripted.Match{LastRole: "tool"}, Text: "ok"}, // the approval's
 		scripted.Turn{Match: &scripted.Match{LastUser: "cancel"}, ToolCalls: []scripted.ToolCall{{ID: "x1", Name: "ask_user"}}},
 	)
 	t.Run("bad starts", func(t *testing.T) {
@@ -220,10 +231,10 @@ func TestAgentLoopTurnErrors(t *testing.T) {
 		}{
 			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Cancel{Cancel: &exprdv1.AgentCancel{}}}},
 			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Provider: "nope"}}}},
-			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Hooks: []string{"later"}}}}},
+			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Hooks: []exprdv1.Hook{exprdv1.Hook(99)}}}}},
 			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Tools: []*exprdv1.AgentTool{{Name: "x", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.pow"}}}}}},
-			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{StateJson: []byte(`{"products":`)}}}},
-			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{StateJson: []byte(`[1, 2]`)}}}},
+			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{StateJson: `{"products":`}}}},
+			{&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{StateJson: `[1, 2]`}}}},
 		} {
 			stream, _ := c.Run(context.Background())
 			_ = stream.Send(tt.first)
@@ -232,24 +243,39 @@ func TestAgentLoopTurnErrors(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a hook reply for another call fails the turn", func(t *testing.T) {
-		stream := startAgent(t, c, &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: "user", Content: "hook"}},
-			Tools: []*exprdv1.AgentTool{{Name: "noop"}}, Hooks: []string{"pre_tool_call"}})
+	t.Run("a hook reply for another call is rejected; the hook waits on", func(t *testing.T) {
+		stream := startAgent(t, c, &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "hook"}},
+			Tools: []*exprdv1.AgentTool{{Name: "noop"}}, Hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_PRE_TOOL_CALL}})
+		var rejected *exprdv1.Rejected
+		var result *exprdv1.ToolResult
 		for {
 			m, err := stream.Recv()
 			if err != nil {
-				if status.Code(err) != codes.InvalidArgument {
-					t.Errorf("got %v, want InvalidArgument", err)
-				}
-				return
+				t.Fatalf("got %v, want the turn to go on to done", err)
 			}
 			if h := m.GetHookRequest(); h != nil {
 				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_HookReply{HookReply: &exprdv1.HookReply{HookId: h.GetHookId(), CallId: "someone-else"}}})
+				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_HookReply{HookReply: &exprdv1.HookReply{HookId: h.GetHookId(), CallId: h.GetCallId(), ResultJson: `{"from":"hook"}`}}})
 			}
+			if r := m.GetRejected(); r != nil {
+				rejected = r
+			}
+			if r := m.GetToolResult(); r != nil {
+				result = r
+			}
+			if m.GetDone() != nil {
+				break
+			}
+		}
+		if st := rejectedStatus(rejected); rejected.GetKind() != "hook_reply" || st.Code() != codes.InvalidArgument {
+			t.Errorf("got Rejected %v, want hook_reply INVALID_ARGUMENT", rejected)
+		}
+		if result.GetOutputJson() != `{"from":"hook"}` {
+			t.Errorf("got result %v, want the second reply's", result)
 		}
 	})
 	t.Run("a denied approval is an error result with the reason", func(t *testing.T) {
-		stream := startAgent(t, c, &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: "user", Content: "approve"}},
+		stream := startAgent(t, c, &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "approve"}},
 			Tools: []*exprdv1.AgentTool{{Name: "add", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.add", NeedsApproval: true}}})
 		for {
 			m, err := stream.Recv()
@@ -261,7 +287,7 @@ func TestAgentLoopTurnErrors(t *testing.T) {
 					CallId: a.GetCall().GetId(), Approved: false, Reason: "not on a Sunday"}}})
 			}
 			if r := m.GetToolResult(); r != nil {
-				if !r.GetIsError() || !strings.Contains(string(r.GetOutputJson()), "not on a Sunday") {
+				if !r.GetIsError() || !strings.Contains(r.GetOutputJson(), "not on a Sunday") {
 					t.Errorf("got %v, want an error result with the reason", r)
 				}
 			}
@@ -271,7 +297,7 @@ func TestAgentLoopTurnErrors(t *testing.T) {
 		}
 	})
 	t.Run("cancel aborts the turn", func(t *testing.T) {
-		stream := startAgent(t, c, &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: "user", Content: "cancel"}},
+		stream := startAgent(t, c, &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "cancel"}},
 			Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}})
 		for {
 			m, err := stream.Recv()
@@ -286,4 +312,97 @@ func TestAgentLoopTurnErrors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A client-run tool's output reaches the model as JSON: as sent when it
+// is JSON, as a JSON string when it is text, and an empty one as {} (with
+// is_error, {"error":"the tool failed"}) (issue: an empty output reached
+// the model as "", which is no JSON).
+func TestAgentLoopClientOutputReachesModel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		output  string
+		isError bool
+		want    string // the tool message's content, and the ToolResult's output_json
+	}{
+		{"empty", "", false, `{}`},
+		{"empty, with is_error", "", true, `{"error":"the tool failed"}`},
+		{"JSON", `{"answer":"blue"}`, false, `{"answer":"blue"}`},
+		{"JSON, with is_error", `{"error":"no user"}`, true, `{"error":"no user"}`},
+		{"text that is not JSON", `blue`, false, `"blue"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, ms := agentServerModel(t, scripted.Script{Turns: []scripted.Turn{
+				{ToolCalls: []scripted.ToolCall{{ID: "q1", Name: "ask_user"}}},
+				{Text: "ok"},
+			}})
+			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("ask"), Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}})
+			var result *exprdv1.ToolResult
+			_, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
+				if r := m.GetToolCallRequested(); r.GetRunOnClient() {
+					_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{
+						CallId: r.GetCall().GetId(), OutputJson: tc.output, IsError: tc.isError}}})
+				}
+				if r := m.GetToolResult(); r != nil {
+					result = r
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if result.GetOutputJson() != tc.want || result.GetIsError() != tc.isError {
+				t.Errorf("got result %s (error %v), want %s (error %v)", result.GetOutputJson(), result.GetIsError(), tc.want, tc.isError)
+			}
+			var seen []string
+			for _, r := range ms.Requests() {
+				if msgs := r.Chat.Messages; len(msgs) > 0 && msgs[len(msgs)-1].Role == "tool" {
+					last := msgs[len(msgs)-1]
+					seen = append(seen, last.ToolCallID+" "+last.Content)
+				}
+			}
+			if want := "q1 " + tc.want; len(seen) != 1 || seen[0] != want {
+				t.Errorf("the model got tool messages %q, want [%q]", seen, want)
+			}
+		})
+	}
+}
+
+// The expr tool's writes say which agent step and which expr call made
+// them, and at which step of that call's program: two expr calls of one
+// step are told apart (issue: a write carried only the program's step).
+func TestAgentLoopStateWritesNameTheirCall(t *testing.T) {
+	t.Parallel()
+	program := func(steps ...map[string]any) json.RawMessage { return args(map[string]any{"steps": steps}) }
+	set := func(path, expr string) map[string]any { return map[string]any{"set": path, "expr": expr} }
+	c := agentServer(t,
+		scripted.Turn{ToolCalls: []scripted.ToolCall{
+			{ID: "e1", Name: "expr", Arguments: program(set("scopes.root.a", "1"), set("scopes.root.b", "2"))},
+			{ID: "e2", Name: "expr", Arguments: program(map[string]any{"expr": "0"}, set("scopes.root.c", "3"))},
+		}},
+		scripted.Turn{ToolCalls: []scripted.ToolCall{{ID: "e3", Name: "expr", Arguments: program(set("scopes.root.d", "4"))}}},
+		scripted.Turn{Text: "ok"},
+	)
+	stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("write"), Tools: []*exprdv1.AgentTool{{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR}}})
+	var writes []string
+	_, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
+		if w := m.GetStateWrite(); w != nil {
+			writes = append(writes, fmt.Sprintf("%s step %d expr_step %d %s=%s", w.GetCallId(), w.GetStep(), w.GetExprStep(), w.GetPath(), w.GetValueJson()))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(writes) // the calls of one step run at once
+	want := []string{
+		"e1 step 0 expr_step 0 scopes.root.a=1",
+		"e1 step 0 expr_step 1 scopes.root.b=2",
+		"e2 step 0 expr_step 1 scopes.root.c=3",
+		"e3 step 1 expr_step 0 scopes.root.d=4",
+	}
+	if !slices.Equal(writes, want) {
+		t.Errorf("got writes\n%s\nwant\n%s", strings.Join(writes, "\n"), strings.Join(want, "\n"))
+	}
 }

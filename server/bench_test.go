@@ -39,13 +39,13 @@ func BenchmarkSessionRoundTrip(b *testing.B) {
 		for b.Loop() {
 			s.call("c", benchInput)
 			if a := s.answer("c"); a.GetReason() != "" {
-				b.Fatal(string(a.GetAnswerJson()))
+				b.Fatal(a.GetAnswerJson())
 			}
 		}
 	})
 	b.Run("bare_grpc_echo", func(b *testing.B) {
 		stream := startEcho(b)
-		req := &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: []byte(benchInput)}}}
+		req := &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: benchInput}}}
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := stream.SendMsg(req); err != nil {
@@ -78,7 +78,7 @@ func BenchmarkSessionThroughput(b *testing.B) {
 				sessions[i] = openSession(b, c, &exprdv1.Open{})
 				sessions[i].state(string(products))
 			}
-			call := &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: []byte(benchInput)}}}
+			call := &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: benchInput}}}
 			var left atomic.Int64
 			left.Store(int64(b.N))
 			b.ReportAllocs()

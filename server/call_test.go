@@ -35,17 +35,17 @@ func TestUnaryCall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			resp, err := c.Call(context.Background(), &exprdv1.CallRequest{
-				Settings: settings, StateJson: []byte(tt.state), InputJson: []byte(tt.input),
+				Settings: settings, StateJson: tt.state, InputJson: tt.input,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := string(resp.GetAnswerJson()); got != tt.wantAnswer && resp.GetReason() != tt.wantAnswer {
+			if got := resp.GetAnswerJson(); got != tt.wantAnswer && resp.GetReason() != tt.wantAnswer {
 				t.Errorf("got answer %s, want %s", got, tt.wantAnswer)
 			}
 			var writes []string
 			for _, w := range resp.GetWrites() {
-				writes = append(writes, strings.Join([]string{string(rune('0' + w.GetStep())), w.GetPath(), string(w.GetValueJson())}, " "))
+				writes = append(writes, strings.Join([]string{string(rune('0' + w.GetStep())), w.GetPath(), w.GetValueJson()}, " "))
 			}
 			if strings.Join(writes, "|") != strings.Join(tt.wantWrites, "|") {
 				t.Errorf("got writes %q, want %q", writes, tt.wantWrites)
@@ -61,8 +61,8 @@ func TestUnaryCallBadRequests(t *testing.T) {
 		name string
 		req  *exprdv1.CallRequest
 	}{
-		{"state not JSON", &exprdv1.CallRequest{StateJson: []byte(`{`), InputJson: []byte(`{"steps": []}`)}},
-		{"state not an object", &exprdv1.CallRequest{StateJson: []byte(`3`), InputJson: []byte(`{"steps": []}`)}},
+		{"state not JSON", &exprdv1.CallRequest{StateJson: `{`, InputJson: `{"steps": []}`}},
+		{"state not an object", &exprdv1.CallRequest{StateJson: `3`, InputJson: `{"steps": []}`}},
 		{"budget above the maximum", &exprdv1.CallRequest{Budgets: &exprdv1.Budgets{MaxIterations: 1 << 40}}},
 		{"unknown server function", &exprdv1.CallRequest{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{{Name: "x", Runner: exprdv1.Function_RUNNER_SERVER}}}}},
 	}

@@ -54,7 +54,7 @@ func wireSettings(c evaltest.Case) *exprdv1.Settings {
 			return &exprdv1.Function{Name: name, Runner: exprdv1.Function_RUNNER_SERVER}
 		}
 		return &exprdv1.Function{Name: name, Runner: exprdv1.Function_RUNNER_CLIENT, Description: f.Description,
-			InputSchemaJson: f.InputSchema, OutputSchemaJson: f.OutputSchema}
+			InputSchemaJson: string(f.InputSchema), OutputSchemaJson: string(f.OutputSchema)}
 	}
 	s := &exprdv1.Settings{Read: c.Config.Read, Note: c.Config.Note}
 	for _, name := range c.Config.Functions {
@@ -118,7 +118,7 @@ func runOverSession(t *testing.T, c exprdv1.ExprToolClient, tc evaltest.Case) (e
 		switch {
 		case m.GetStepWrite() != nil:
 			w := m.GetStepWrite()
-			writes = append(writes, evaluator.Write{Step: int(w.GetStep()), Path: w.GetPath(), ValueJSON: w.GetValueJson()})
+			writes = append(writes, evaluator.Write{Step: int(w.GetStep()), Path: w.GetPath(), ValueJSON: []byte(w.GetValueJson())})
 		case m.GetConfirmRequest() != nil:
 			ok := confirms >= len(tc.Confirm) || tc.Confirm[confirms]
 			confirms++
@@ -128,7 +128,7 @@ func runOverSession(t *testing.T, c exprdv1.ExprToolClient, tc evaltest.Case) (e
 		case m.GetFunctionCall() != nil:
 			fc := m.GetFunctionCall()
 			var args map[string]any
-			if err := json.Unmarshal(fc.GetArgsJson(), &args); err != nil {
+			if err := json.Unmarshal([]byte(fc.GetArgsJson()), &args); err != nil {
 				t.Fatalf("function call args %s: %v", fc.GetArgsJson(), err)
 			}
 			calls = append(calls, evaltest.ClientCall{Name: fc.GetName(), Args: args})
@@ -139,12 +139,16 @@ func runOverSession(t *testing.T, c exprdv1.ExprToolClient, tc evaltest.Case) (e
 			r := &exprdv1.FunctionResult{CallId: "case", FunctionCallId: fc.GetFunctionCallId()}
 			if err != nil {
 				r.Error = err.Error()
-			} else if r.ResultJson, err = json.Marshal(res); err != nil {
-				t.Fatal(err)
+			} else {
+				b, err := json.Marshal(res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.ResultJson = string(b)
 			}
 			s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: r}})
 		case m.GetAnswer() != nil:
-			a, err := evaltest.ParseAnswer(m.GetAnswer().GetAnswerJson())
+			a, err := evaltest.ParseAnswer([]byte(m.GetAnswer().GetAnswerJson()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,18 +176,18 @@ func TestCasesOverUnaryCall(t *testing.T) {
 			var err error
 			for range 3 {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				resp, cerr := c.Call(ctx, &exprdv1.CallRequest{Settings: wireSettings(tc), Budgets: wireBudgets(tc), StateJson: tc.StateJSON(), InputJson: tc.InputJSON()})
+				resp, cerr := c.Call(ctx, &exprdv1.CallRequest{Settings: wireSettings(tc), Budgets: wireBudgets(tc), StateJson: string(tc.StateJSON()), InputJson: string(tc.InputJSON())})
 				cancel()
 				if cerr != nil {
 					t.Fatal(cerr)
 				}
-				a, perr := evaltest.ParseAnswer(resp.GetAnswerJson())
+				a, perr := evaltest.ParseAnswer([]byte(resp.GetAnswerJson()))
 				if perr != nil {
 					t.Fatal(perr)
 				}
 				var writes []evaluator.Write
 				for _, w := range resp.GetWrites() {
-					writes = append(writes, evaluator.Write{Step: int(w.GetStep()), Path: w.GetPath(), ValueJSON: w.GetValueJson()})
+					writes = append(writes, evaluator.Write{Step: int(w.GetStep()), Path: w.GetPath(), ValueJSON: []byte(w.GetValueJson())})
 				}
 				if err = evaltest.Check(tc, a, writes, nil, nil); err == nil || !evaltest.OverTime(tc, a) {
 					break

@@ -142,7 +142,7 @@ func (c *codeMode) Run(stream runStream) error {
 		return status.FromContextError(serr).Err() // nobody is left to answer
 	}
 	if errors.Is(err, codemode.ErrInvalidOptions) {
-		return badRequest("start", err.Error())
+		return statusOf(ctx, c.s.opts.logger, err, "start")
 	}
 	return sendStatus(r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Result{Result: &exprdv1.RunResult{
 		ValueJson: jsonText(res.ValueJSON), Error: codeError(err), Cancelled: res.Cancelled, NotHandled: notHandled, Trace: traceProto(res.Trace),
@@ -195,23 +195,24 @@ func (r *runSession) receive(cancel context.CancelCauseFunc) {
 			delete(r.approvals, msg.ApprovalReply.GetApprovalId())
 			r.mu.Unlock()
 			if ch == nil {
-				r.reject("approval_reply", status.Errorf(codes.NotFound, "no approval %q is waiting", msg.ApprovalReply.GetApprovalId()))
+				r.reject("approval_reply", msg.ApprovalReply.GetApprovalId(), status.Errorf(codes.NotFound, "no approval %q is waiting", msg.ApprovalReply.GetApprovalId()))
 				continue
 			}
 			ch <- msg.ApprovalReply.GetApproved()
 		case *exprdv1.RunRequest_Cancel:
 			cancel(errRunCancelled)
 		case *exprdv1.RunRequest_Start:
-			r.reject("start", status.Error(codes.FailedPrecondition, "the run has started; Start comes once"))
+			r.reject("start", "", status.Error(codes.FailedPrecondition, "the run has started; Start comes once"))
 		default:
-			r.reject("", badRequest("msg", "after Start only ApprovalReply and RunCancel may come"))
+			r.reject("", "", badRequest("msg", "after Start only ApprovalReply and RunCancel may come"))
 		}
 	}
 }
 
 // reject answers a client message the run could not use; the run goes on.
-func (r *runSession) reject(kind string, st error) {
-	_ = r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Rejected{Rejected: rejected(kind, "", st)}})
+// id is the id the message carried (an approval's).
+func (r *runSession) reject(kind, id string, st error) {
+	_ = r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Rejected{Rejected: rejected(kind, id, st)}})
 }
 
 // approve asks the client and waits for its reply. After the client's
@@ -271,26 +272,23 @@ func (r *runSession) event(e codemode.Event) {
 	_ = r.send(m)
 }
 
-// runStatus is the gRPC error for a run that could not start, or for a
-// caller that went away; a program's own failure is data (codeError).
+// runStatus is the gRPC error for a run that could not start (its
+// options, its provider), or for a caller that went away (statusOf); a
+// program's own failure, and a model's failure to plan, are data
+// (codeError).
 func runStatus(ctx context.Context, err error) error {
+	var unknown *model.UnknownProviderError
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, codemode.ErrInvalidOptions):
-		return badRequest("options", err.Error())
+		return statusOf(ctx, nil, err, "options")
 	case ctx.Err() != nil:
-		return status.FromContextError(ctx.Err()).Err()
+		return contextStatus(ctx.Err())
+	case errors.As(err, &unknown):
+		return statusOf(ctx, nil, err, "provider")
 	}
-	var ce *codemode.Error
-	if errors.As(err, &ce) {
-		return nil
-	}
-	var unknown *model.UnknownProviderError
-	if errors.As(err, &unknown) {
-		return badRequest("provider", err.Error())
-	}
-	return nil // a model's failure to plan is reported in the answer
+	return nil
 }
 
 // logModelFailure logs a prompt's failed model request whole: the client

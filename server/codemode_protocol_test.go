@@ -87,11 +87,11 @@ func TestCodeModeRunHalfClose(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got %v, want a result", err)
 			}
-			if r.GetCancelled() || string(r.GetValueJson()) != tc.wantValue || !strings.HasPrefix(r.GetError().GetMessage(), tc.wantError) {
+			if r.GetCancelled() || r.GetValueJson() != tc.wantValue || !strings.HasPrefix(r.GetError().GetMessage(), tc.wantError) {
 				t.Errorf("got result %v, want value %s and error %q, not cancelled", r, tc.wantValue, tc.wantError)
 			}
 			if tc.wantError != "" {
-				if tr := r.GetTrace(); len(tr) != 2 || tr[1].GetOutcome() != "rejected" || r.GetError().GetReason() != "host-function" {
+				if tr := r.GetTrace(); len(tr) != 2 || tr[1].GetOutcome() != exprdv1.ToolCallTrace_OUTCOME_REJECTED || r.GetError().GetReason() != "host-function" {
 					t.Errorf("got %v, want host-function with math.multiply rejected in the trace", r)
 				}
 			}
@@ -99,36 +99,89 @@ func TestCodeModeRunHalfClose(t *testing.T) {
 	}
 }
 
-// A message that breaks the protocol ends the stream with its own status,
-// every time (issue: an unknown approval id gave result{cancelled} in one
-// run, INVALID_ARGUMENT in another).
-func TestCodeModeRunProtocolErrorsAreDeterministic(t *testing.T) {
+// A client message the run cannot use is answered with Rejected, and the
+// run goes on to its result, every time: an approval reply nobody waits
+// for (an unknown id, or one repeated) is NOT_FOUND, a second Start
+// FAILED_PRECONDITION, a message with no field set INVALID_ARGUMENT
+// (issue: each ended the stream with INVALID_ARGUMENT).
+func TestCodeModeRunRejectsAndGoesOn(t *testing.T) {
 	t.Parallel()
-	const iterations = 50
+	const iterations = 20
 	c := codeModeServer(t)
+	approval := func(id string) *exprdv1.RunRequest {
+		return &exprdv1.RunRequest{Msg: &exprdv1.RunRequest_ApprovalReply{ApprovalReply: &exprdv1.ApprovalReply{ApprovalId: id, Approved: true}}}
+	}
 	tests := []struct {
-		name  string
-		bad   *exprdv1.RunRequest
-		field string
+		name string
+		// bad is what is sent at the first approval request, before the
+		// client's own reply to it; answers says it holds that reply.
+		bad         func(*exprdv1.ApprovalRequest) []*exprdv1.RunRequest
+		answers     bool
+		code        codes.Code
+		kind, field string
 	}{
-		{"an approval reply nothing waits for", &exprdv1.RunRequest{Msg: &exprdv1.RunRequest_ApprovalReply{ApprovalReply: &exprdv1.ApprovalReply{ApprovalId: "nobody", Approved: true}}}, "approval_reply.approval_id"},
-		{"a second start", &exprdv1.RunRequest{Msg: &exprdv1.RunRequest_Start{Start: &exprdv1.RunStart{}}}, "msg"},
-		{"a message with no field set", &exprdv1.RunRequest{}, "msg"},
+		{"an approval reply for an unknown id", func(*exprdv1.ApprovalRequest) []*exprdv1.RunRequest {
+			return []*exprdv1.RunRequest{approval("nobody")}
+		}, false, codes.NotFound, "approval_reply", ""},
+		{"an approval reply repeated", func(a *exprdv1.ApprovalRequest) []*exprdv1.RunRequest {
+			return []*exprdv1.RunRequest{approval(a.GetApprovalId()), approval(a.GetApprovalId())}
+		}, true, codes.NotFound, "approval_reply", ""},
+		{"a second start", func(*exprdv1.ApprovalRequest) []*exprdv1.RunRequest {
+			return []*exprdv1.RunRequest{{Msg: &exprdv1.RunRequest_Start{Start: &exprdv1.RunStart{Source: &exprdv1.RunStart_Code{Code: "1"}}}}}
+		}, false, codes.FailedPrecondition, "start", ""},
+		{"a message with no field set", func(*exprdv1.ApprovalRequest) []*exprdv1.RunRequest {
+			return []*exprdv1.RunRequest{{}}
+		}, false, codes.InvalidArgument, "", "msg"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			for range iterations {
-				stream := startRun(t, c, &exprdv1.RunStart{Source: &exprdv1.RunStart_Code{Code: chain}, Tools: []string{"math.add", "math.multiply"}, NeedsApproval: []string{"math.add"}})
+				// Both calls need approval: the client's replies wait until
+				// the Rejected came, so the run cannot end before it.
+				stream := startRun(t, c, &exprdv1.RunStart{Source: &exprdv1.RunStart_Code{Code: chain}, Tools: []string{"math.add", "math.multiply"},
+					NeedsApproval: []string{"math.add", "math.multiply"}})
+				var rejections []*exprdv1.Rejected
+				var held []*exprdv1.RunRequest
+				sent := false
 				r, err := drainRun(stream, func(m *exprdv1.RunResponse) {
-					if m.GetApprovalRequest() != nil {
-						_ = stream.Send(tc.bad)
+					if a := m.GetApprovalRequest(); a != nil {
+						answered := false
+						if !sent {
+							for _, b := range tc.bad(a) {
+								_ = stream.Send(b)
+							}
+							sent, answered = true, tc.answers
+						}
+						if !answered {
+							held = append(held, approval(a.GetApprovalId()))
+						}
+					}
+					if rj := m.GetRejected(); rj != nil {
+						rejections = append(rejections, rj)
+					}
+					if len(rejections) > 0 {
+						for _, h := range held {
+							_ = stream.Send(h)
+						}
+						held = nil
 					}
 				})
-				if r != nil {
-					t.Fatalf("got result %v, want InvalidArgument", r)
+				if err != nil {
+					t.Fatalf("got %v, want the run's result", err)
 				}
-				if wantStatus(t, err, codes.InvalidArgument, tc.field); t.Failed() {
+				if r.GetValueJson() != `{"result":36}` || r.GetError() != nil || r.GetCancelled() {
+					t.Errorf("got result %v, want the chain's value", r)
+				}
+				if len(rejections) != 1 {
+					t.Fatalf("got rejections %v, want one", rejections)
+				}
+				rj, st := rejections[0], rejectedStatus(rejections[0])
+				if rj.GetKind() != tc.kind || st.Code() != tc.code || badRequestField(st) != tc.field || st.Message() == "" {
+					t.Errorf("got Rejected{kind %q, %v %q, field %q}, want kind %q, %v, field %q",
+						rj.GetKind(), st.Code(), st.Message(), badRequestField(st), tc.kind, tc.code, tc.field)
+				}
+				if t.Failed() {
 					return
 				}
 			}

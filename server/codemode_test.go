@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
@@ -109,7 +110,7 @@ func TestCodeModeExecute(t *testing.T) {
 			if got := resp.GetError().GetReason(); got != tt.wantErr {
 				t.Errorf("got error %v, want reason %q", resp.GetError(), tt.wantErr)
 			}
-			if got := string(resp.GetValueJson()); got != tt.wantValue {
+			if got := resp.GetValueJson(); got != tt.wantValue {
 				t.Errorf("got value %s, want %s", got, tt.wantValue)
 			}
 			if len(resp.GetTrace()) != tt.trace {
@@ -159,7 +160,7 @@ func TestCodeModeRun(t *testing.T) {
 	t.Run("events and an approval accepted", func(t *testing.T) {
 		t.Parallel()
 		events, r := runCode(t, c, &exprdv1.RunStart{Source: &exprdv1.RunStart_Code{Code: chain}, Tools: tools, NeedsApproval: []string{"math.multiply"}}, reply(true))
-		if string(r.GetValueJson()) != `{"result":36}` {
+		if r.GetValueJson() != `{"result":36}` {
 			t.Fatalf("got %v", r)
 		}
 		var kinds []string
@@ -168,13 +169,13 @@ func TestCodeModeRun(t *testing.T) {
 			case e.GetToolCallStarted() != nil:
 				kinds = append(kinds, "start "+e.GetToolCallStarted().GetTool())
 			case e.GetToolCallFinished() != nil:
-				kinds = append(kinds, "end "+e.GetToolCallFinished().GetOutcome())
+				kinds = append(kinds, "end "+e.GetToolCallFinished().GetOutcome().String())
 			case e.GetApprovalRequest() != nil:
 				kinds = append(kinds, "approve "+e.GetApprovalRequest().GetTool())
 			}
 		}
-		want := "start math.add|end ok|start math.multiply|approve math.multiply|end ok"
-		if got := strings.Join(kinds, "|"); got != want && got != "start math.add|end ok|approve math.multiply|start math.multiply|end ok" {
+		want := "start math.add|end OUTCOME_OK|start math.multiply|approve math.multiply|end OUTCOME_OK"
+		if got := strings.Join(kinds, "|"); got != want && got != "start math.add|end OUTCOME_OK|approve math.multiply|start math.multiply|end OUTCOME_OK" {
 			t.Errorf("got events %s, want %s", got, want)
 		}
 	})
@@ -204,7 +205,7 @@ func TestCodeModeRun(t *testing.T) {
 				chunks++
 			}
 		}
-		if string(r.GetValueJson()) != "3" || chunks != 3 {
+		if r.GetValueJson() != "3" || chunks != 3 {
 			t.Errorf("got value %s with %d chunk events, want 3 and 3", r.GetValueJson(), chunks)
 		}
 	})
@@ -231,16 +232,17 @@ func TestCodeModeRun(t *testing.T) {
 func TestCodeModeCallToolAndSearch(t *testing.T) {
 	t.Parallel()
 	plan := `{"tools": ["math.add"], "code": "codemode.Get(codemode.CallTool(\"math.add\", {\"a\": 2, \"b\": 3}), \"result\")", "stream": false}`
-	c := codeModeServer(t,
-		scripted.Turn{Match: &scripted.Match{LastUser: "plus"}, Text: plan},
-		scripted.Turn{Match: &scripted.Match{LastUser: "hello"}, Text: `{"handled": false}`})
+	conn := codeModeConnWith(t, []scripted.Turn{
+		{Match: &scripted.Match{LastUser: "plus"}, Text: plan},
+		{Match: &scripted.Match{LastUser: "hello"}, Text: `{"handled": false}`}})
+	c := exprdv1.NewCodeModeClient(conn)
 	// "plus" shares no word with math.add's manual: the search's synonyms
 	// must still offer it as a candidate.
 	resp, err := c.CallTool(context.Background(), &exprdv1.CallToolRequest{Prompt: "What is 2 plus 3?"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !resp.GetHandled() || string(resp.GetValueJson()) != "5" || resp.GetPlan().GetTools()[0] != "math.add" {
+	if !resp.GetHandled() || resp.GetValueJson() != "5" || resp.GetPlan().GetTools()[0] != "math.add" {
 		t.Errorf("got %v (error %v), want handled with value 5 by math.add", resp, resp.GetError())
 	}
 	resp, err = c.CallTool(context.Background(), &exprdv1.CallToolRequest{Prompt: "Say hello."})
@@ -250,8 +252,55 @@ func TestCodeModeCallToolAndSearch(t *testing.T) {
 	if _, err := c.CallTool(context.Background(), &exprdv1.CallToolRequest{Prompt: "x", Provider: "nope"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("an unknown provider: got %v, want InvalidArgument", err)
 	}
-	found, err := c.SearchTools(context.Background(), &exprdv1.CodeModeSearchToolsRequest{Query: "find a product by name", Limit: 3})
+	// The search of the tools a program may call is ToolRegistry's.
+	found, err := exprdv1.NewToolRegistryClient(conn).SearchTools(context.Background(), &exprdv1.SearchToolsRequest{Query: "find a product by name", PageSize: 3})
 	if err != nil || len(found.GetTools()) == 0 || found.GetTools()[0].GetTool().GetName() != "catalog.search" {
 		t.Errorf("SearchTools: got %v %v, want catalog.search first", found.GetTools(), err)
+	}
+}
+
+// A provider's JSON whose strings hold bytes that are not UTF-8 reaches the
+// client as valid UTF-8, each such byte a U+FFFD (issue: a proto string must
+// be UTF-8, and the answer failed to marshal: the client saw a transport
+// error instead of the value).
+func TestCodeModeInvalidUTF8FromAProvider(t *testing.T) {
+	t.Parallel()
+	url := oneToolProvider(t, "name", "A name in Latin-1.", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{\"name\": \"caf\xe9\", \"raw\": \"\xff\xfe\"}"))
+	})
+	reg, err := utcp.New(loopbackEgress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	if _, err := reg.Register(context.Background(), "latin", utcp.FromURL(url+"/utcp")); err != nil {
+		t.Fatal(err)
+	}
+	c := exprdv1.NewCodeModeClient(serve(t, newServer(t, server.WithRegistry(reg))))
+	tools := []string{"latin.name"}
+	tests := []struct {
+		name string
+		code string
+		want string // a string the value holds
+	}{
+		{"the whole answer", `codemode.CallTool("latin.name", {})`, "caf\uFFFD"},
+		{"one field", `codemode.Get(codemode.CallTool("latin.name", {}), "raw")`, "\uFFFD"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp, err := c.Execute(context.Background(), &exprdv1.ExecuteRequest{Code: tc.code, Tools: tools})
+			if err != nil {
+				t.Fatalf("Execute: got %v, want an answer", err)
+			}
+			if v := resp.GetValueJson(); resp.GetError() != nil || !utf8.ValidString(v) || !json.Valid([]byte(v)) || !strings.Contains(v, tc.want) {
+				t.Errorf("Execute: got %q (error %v), want valid UTF-8 JSON holding %q", v, resp.GetError(), tc.want)
+			}
+			_, r := runCode(t, c, &exprdv1.RunStart{Source: &exprdv1.RunStart_Code{Code: tc.code}, Tools: tools}, nil)
+			if v := r.GetValueJson(); r.GetError() != nil || !utf8.ValidString(v) || !strings.Contains(v, tc.want) {
+				t.Errorf("Run: got %q (error %v), want valid UTF-8 holding %q", v, r.GetError(), tc.want)
+			}
+		})
 	}
 }

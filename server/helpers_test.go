@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -68,15 +69,15 @@ func (s *rawSession) recv() *exprdv1.SessionResponse {
 }
 
 func (s *rawSession) state(js string) {
-	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: []byte(js)}}})
+	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: js}}})
 }
 
 func (s *rawSession) patch(js string) {
-	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: []byte(js)}}})
+	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: js}}})
 }
 
 func (s *rawSession) call(id, input string) {
-	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: []byte(input)}}})
+	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: input}}})
 }
 
 // answer receives until the answer of call id, failing on anything but
@@ -102,6 +103,9 @@ func (s *rawSession) read(expr string) string {
 	s.call("read", string(in))
 	return string(s.answer("read").GetAnswerJson())
 }
+
+// rejectedStatus is the status a Rejected carries (OK when r is nil).
+func rejectedStatus(r *exprdv1.Rejected) *status.Status { return status.FromProto(r.GetStatus()) }
 
 func protoMarshal(m proto.Message) ([]byte, error) { return proto.Marshal(m) }
 

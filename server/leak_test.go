@@ -86,7 +86,7 @@ func TestUpstreamTextReachesNoOne(t *testing.T) {
 			et := exprdv1.NewExprToolClient(conn)
 			keep(et.Call(ctx, &exprdv1.CallRequest{
 				Settings:  &exprdv1.Settings{Read: true, Functions: []*exprdv1.Function{utcpFn("fail", "leaky.fail")}},
-				InputJson: []byte(`{"read": "fail({})"}`),
+				InputJson: `{"read": "fail({})"}`,
 			}))
 			cm := exprdv1.NewCodeModeClient(conn)
 			keep(cm.Execute(ctx, &exprdv1.ExecuteRequest{Code: `codemode.CallTool("leaky.fail", {})`, Tools: []string{"leaky.fail"}}))
@@ -100,7 +100,7 @@ func TestUpstreamTextReachesNoOne(t *testing.T) {
 				}
 			}
 			turn := startAgent(t, exprdv1.NewAgentLoopClient(conn), &exprdv1.AgentStart{
-				Messages: []*exprdv1.AgentMessage{{Role: "user", Content: "agent: call fail"}},
+				Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "agent: call fail"}},
 				Tools:    []*exprdv1.AgentTool{{Name: "fail", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "leaky.fail"}},
 			})
 			for {

@@ -60,7 +60,7 @@ func TestBudgetAboveMaximumMessage(t *testing.T) {
 			default:
 				t.Fatalf("Budgets.%s is %v: the test knows uint32 and uint64", fd.Name(), fd.Kind())
 			}
-			_, err := c.Call(context.Background(), &exprdv1.CallRequest{Budgets: b, StateJson: []byte(`{}`), InputJson: []byte(`{"steps": []}`)})
+			_, err := c.Call(context.Background(), &exprdv1.CallRequest{Budgets: b, StateJson: `{}`, InputJson: `{"steps": []}`})
 			checkBudgetError(t, "Call", err, tt.msg)
 
 			ctx, cancel := context.WithCancel(context.Background())
@@ -123,12 +123,12 @@ func TestMaxRecvMsgSizeHasNoDetail(t *testing.T) {
 	c := startServer(t, server.WithMaxRecvMsgSize(limit))
 	call := func(t *testing.T, size int) *exprdv1.CallRequest {
 		return sized(t, size, func(n int) *exprdv1.CallRequest {
-			return &exprdv1.CallRequest{InputJson: []byte(`{"steps": []}`), StateJson: []byte(`{"p": "` + strings.Repeat("x", max(n, 0)) + `"}`)}
+			return &exprdv1.CallRequest{InputJson: `{"steps": []}`, StateJson: `{"p": "` + strings.Repeat("x", max(n, 0)) + `"}`}
 		})
 	}
 	state := func(t *testing.T, size int) *exprdv1.SessionRequest {
 		return sized(t, size, func(n int) *exprdv1.SessionRequest {
-			return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: []byte(`{"p": "` + strings.Repeat("x", max(n, 0)) + `"}`)}}}
+			return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: `{"p": "` + strings.Repeat("x", max(n, 0)) + `"}`}}}
 		})
 	}
 	for _, tt := range []struct {

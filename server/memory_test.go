@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -33,29 +32,23 @@ func TestMemoryBudgetRefusesStates(t *testing.T) {
 	s.state(big)
 	m := s.recv()
 	r := m.GetRejected()
-	if r == nil || codes.Code(r.GetCode()) != codes.ResourceExhausted || !strings.Contains(r.GetMessage(), "memory budget") {
+	st := rejectedStatus(r)
+	if r == nil || st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "memory budget") {
 		t.Fatalf("got %v, want Rejected RESOURCE_EXHAUSTED naming the memory budget", m)
 	}
-	var subject string
-	for _, d := range r.GetDetails() {
-		var qf errdetails.QuotaFailure
-		if d.UnmarshalTo(&qf) == nil && len(qf.GetViolations()) > 0 {
-			subject = qf.GetViolations()[0].GetSubject()
-		}
-	}
-	if subject != "memory_budget" {
+	if subject := quotaSubject(st); subject != "memory_budget" {
 		t.Errorf("QuotaFailure subject: got %q, want memory_budget", subject)
 	}
 	if got := s.read("scopes.root.n"); got != `{"value":7}` {
 		t.Errorf("after the refusal: got %s, want the state as it was", got)
 	}
 
-	_, err := c.Call(context.Background(), &exprdv1.CallRequest{Settings: &exprdv1.Settings{Read: true}, StateJson: []byte(big), InputJson: []byte(`{"read": "1"}`)})
+	_, err := c.Call(context.Background(), &exprdv1.CallRequest{Settings: &exprdv1.Settings{Read: true}, StateJson: big, InputJson: `{"read": "1"}`})
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || quotaSubject(st) != "memory_budget" {
 		t.Fatalf("Call with a state over the budget: got %v, want RESOURCE_EXHAUSTED memory_budget", err)
 	}
-	resp, err := c.Call(context.Background(), &exprdv1.CallRequest{Settings: &exprdv1.Settings{Read: true}, StateJson: []byte(small), InputJson: []byte(`{"read": "scopes.root.n"}`)})
-	if err != nil || string(resp.GetAnswerJson()) != `{"value":7}` {
+	resp, err := c.Call(context.Background(), &exprdv1.CallRequest{Settings: &exprdv1.Settings{Read: true}, StateJson: small, InputJson: `{"read": "scopes.root.n"}`})
+	if err != nil || resp.GetAnswerJson() != `{"value":7}` {
 		t.Fatalf("Call within the budget: got %v, %v", resp, err)
 	}
 

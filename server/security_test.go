@@ -95,7 +95,7 @@ func TestHostileManuals(t *testing.T) {
 	for _, tc := range hostiletest.Load(t, strings.TrimPrefix(rec.URL, "http://")) {
 		t.Run(tc.Name, func(t *testing.T) {
 			before := len(rec.requests())
-			resp, err := tr.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: tc.ManualName, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: tc.Manual}})
+			resp, err := tr.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: tc.ManualName, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: string(tc.Manual)}})
 			if st, ok := status.FromError(err); ok && err != nil {
 				answers = append(answers, st.Proto())
 			} else {
@@ -245,7 +245,7 @@ func TestEgressJudgesResolvedAddresses(t *testing.T) {
 		t.Helper()
 		raw, _ := json.Marshal(map[string]any{"utcp_version": "1.0.1", "tools": []any{map[string]any{
 			"name": "t", "description": "t", "inputs": map[string]any{"type": "object"}, "tool_call_template": tmpl}}})
-		if _, err := tr.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: manual, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: raw}}); err != nil {
+		if _, err := tr.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: manual, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: string(raw)}}); err != nil {
 			t.Fatalf("RegisterManual: %v", err)
 		}
 		out, err := cm.Execute(ctx, &exprdv1.ExecuteRequest{Code: `codemode.CallTool("` + manual + `.t", {})`, Tools: []string{manual + ".t"}})

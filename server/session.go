@@ -181,7 +181,7 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 func (ss *session) startCall(m *exprdv1.Call) error {
 	id := m.GetCallId()
 	if id == "" {
-		return ss.reject("call", id, status.Error(codes.InvalidArgument, "call_id is empty"))
+		return ss.reject("call", id, badRequest("call.call_id", "call_id is empty"))
 	}
 	ss.mu.Lock()
 	if _, busy := ss.calls[id]; busy {

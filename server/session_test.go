@@ -42,7 +42,7 @@ func TestSessionBadOpen(t *testing.T) {
 		{"unknown server function", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{{Name: "nope", Runner: exprdv1.Function_RUNNER_SERVER}}}}), "settings.functions[0].server_name"},
 		{"function without runner", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{{Name: "f"}}}}), "settings"},
 		{"function named like a builtin", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{clientFn("len")}}}), "settings"},
-		{"bad input schema", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{{Name: "f", Runner: exprdv1.Function_RUNNER_CLIENT, InputSchemaJson: []byte(`{"type": 5}`)}}}}), "settings"},
+		{"bad input schema", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{{Name: "f", Runner: exprdv1.Function_RUNNER_CLIENT, InputSchemaJson: `{"type": 5}`}}}}), "settings"},
 		{"budget above the maximum", openMsg(&exprdv1.Open{Budgets: &exprdv1.Budgets{TimeoutMs: 100_000}}), "budgets"},
 		{"tool function that is not a session function", openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{ToolFunctions: &exprdv1.FunctionSet{Functions: []*exprdv1.Function{{Name: "ghost"}}}}}), "settings"},
 	}
@@ -92,9 +92,9 @@ func TestSessionRejectsAndKeepsState(t *testing.T) {
 		{"state not JSON", stateMsg(`{"a": `), "state", codes.InvalidArgument},
 		{"state not an object", stateMsg(`[1, 2]`), "state", codes.InvalidArgument},
 		{"state empty", stateMsg(``), "state", codes.InvalidArgument},
-		{"patch not JSON", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: []byte(`{`)}}}, "state_patch", codes.InvalidArgument},
-		{"patch not an object", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: []byte(`"x"`)}}}, "state_patch", codes.InvalidArgument},
-		{"call without id", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{InputJson: []byte(`{"steps": []}`)}}}, "call", codes.InvalidArgument},
+		{"patch not JSON", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: `{`}}}, "state_patch", codes.InvalidArgument},
+		{"patch not an object", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: `"x"`}}}, "state_patch", codes.InvalidArgument},
+		{"call without id", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{InputJson: `{"steps": []}`}}}, "call", codes.InvalidArgument},
 		{"confirm reply nobody waits for", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_ConfirmReply{ConfirmReply: &exprdv1.ConfirmReply{CallId: "x", Step: 0, Accepted: true}}}, "confirm_reply", codes.NotFound},
 		{"function result nobody waits for", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: &exprdv1.FunctionResult{CallId: "x", FunctionCallId: "x/1"}}}, "function_result", codes.NotFound},
 		{"cancel of no call", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Cancel{Cancel: &exprdv1.Cancel{CallId: "x"}}}, "cancel", codes.NotFound},
@@ -102,7 +102,7 @@ func TestSessionRejectsAndKeepsState(t *testing.T) {
 		// A state's objects and arrays cost memory its bytes do not show.
 		{"state of too many objects", stateMsg(`{"a":[` + strings.Repeat(`{},`, evaluator.MaxStateContainers) + `{}]}`), "state", codes.ResourceExhausted},
 		{"state nested too deep", stateMsg(`{"a":` + strings.Repeat("[", evaluator.MaxStateDepth) + strings.Repeat("]", evaluator.MaxStateDepth) + `}`), "state", codes.ResourceExhausted},
-		{"patch of too many objects", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: []byte(`{"a":[` + strings.Repeat(`{},`, evaluator.MaxStateContainers) + `{}]}`)}}}, "state_patch", codes.ResourceExhausted},
+		{"patch of too many objects", &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: `{"a":[` + strings.Repeat(`{},`, evaluator.MaxStateContainers) + `{}]}`}}}, "state_patch", codes.ResourceExhausted},
 		{"empty message", &exprdv1.SessionRequest{}, "", codes.InvalidArgument},
 	}
 	for _, tt := range tests {
@@ -116,8 +116,8 @@ func TestSessionRejectsAndKeepsState(t *testing.T) {
 			if r == nil {
 				t.Fatalf("got %v, want Rejected", m)
 			}
-			if r.GetKind() != tt.kind || codes.Code(r.GetCode()) != tt.code || r.GetMessage() == "" {
-				t.Errorf("got Rejected{%q, %v, %q}, want kind %q code %v", r.GetKind(), codes.Code(r.GetCode()), r.GetMessage(), tt.kind, tt.code)
+			if st := rejectedStatus(r); r.GetKind() != tt.kind || st.Code() != tt.code || st.Message() == "" {
+				t.Errorf("got Rejected{%q, %v, %q}, want kind %q code %v", r.GetKind(), st.Code(), st.Message(), tt.kind, tt.code)
 			}
 			if got, want := s.read("scopes.root"), `{"value":{"items":[1,2],"n":1}}`; got != want {
 				t.Errorf("state after the rejection: got %s, want %s", got, want)
@@ -127,7 +127,7 @@ func TestSessionRejectsAndKeepsState(t *testing.T) {
 }
 
 func stateMsg(js string) *exprdv1.SessionRequest {
-	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: []byte(js)}}}
+	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: js}}}
 }
 
 func TestSessionStateAndPatch(t *testing.T) {
@@ -140,7 +140,7 @@ func TestSessionStateAndPatch(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 	s.call("w", `{"steps": [{"set": "scopes.root.a.c", "expr": "scopes.root.a.c * 10"}]}`)
-	if a := s.answer("w"); string(a.GetAnswerJson()) != `{}` {
+	if a := s.answer("w"); a.GetAnswerJson() != `{}` {
 		t.Fatalf("got %s, want {}", a.GetAnswerJson())
 	}
 	if got, want := s.read("scopes.root.a"), `{"value":{"c":20,"e":3}}`; got != want {
@@ -158,7 +158,7 @@ func TestSessionDuplicateCallID(t *testing.T) {
 	}
 	s.call("c1", `{"steps": []}`)
 	m := s.recv()
-	if r := m.GetRejected(); r == nil || codes.Code(r.GetCode()) != codes.AlreadyExists || r.GetCallId() != "c1" {
+	if r := m.GetRejected(); r == nil || rejectedStatus(r).Code() != codes.AlreadyExists || r.GetCallId() != "c1" {
 		t.Fatalf("got %v, want Rejected AlreadyExists for c1", m)
 	}
 }
@@ -175,7 +175,7 @@ func TestSessionCallsInFlightLimit(t *testing.T) {
 	}
 	s.call("c", `{"steps": []}`)
 	m := s.recv()
-	if r := m.GetRejected(); r == nil || codes.Code(r.GetCode()) != codes.ResourceExhausted {
+	if r := m.GetRejected(); r == nil || rejectedStatus(r).Code() != codes.ResourceExhausted {
 		t.Fatalf("got %v, want Rejected ResourceExhausted", m)
 	}
 }
@@ -189,21 +189,21 @@ func TestSessionConcurrentCalls(t *testing.T) {
 	s.state(`{"n": 0}`)
 	s.call("slow", `{"steps": [{"set": "scopes.root.got", "expr": "ask({q: 1})"}]}`)
 	fc := s.recv().GetFunctionCall()
-	if fc == nil || fc.GetName() != "ask" || string(fc.GetArgsJson()) != `{"q":1}` {
+	if fc == nil || fc.GetName() != "ask" || fc.GetArgsJson() != `{"q":1}` {
 		t.Fatalf("got %v, want FunctionCall ask({q: 1})", fc)
 	}
 	s.call("fast", `{"steps": [{"set": "scopes.root.n", "expr": "scopes.root.n + 1"}]}`)
-	if a := s.answer("fast"); string(a.GetAnswerJson()) != `{}` {
+	if a := s.answer("fast"); a.GetAnswerJson() != `{}` {
 		t.Fatalf("fast: got %s", a.GetAnswerJson())
 	}
 	s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: &exprdv1.FunctionResult{
-		CallId: "slow", FunctionCallId: fc.GetFunctionCallId(), ResultJson: []byte(`{"answer": 42}`),
+		CallId: "slow", FunctionCallId: fc.GetFunctionCallId(), ResultJson: `{"answer": 42}`,
 	}}})
 	w := s.recv().GetStepWrite()
-	if w == nil || w.GetPath() != "scopes.root.got" || string(w.GetValueJson()) != `{"answer":42}` {
+	if w == nil || w.GetPath() != "scopes.root.got" || w.GetValueJson() != `{"answer":42}` {
 		t.Fatalf("got %v, want the write of slow", w)
 	}
-	if a := s.answer("slow"); string(a.GetAnswerJson()) != `{}` {
+	if a := s.answer("slow"); a.GetAnswerJson() != `{}` {
 		t.Fatalf("slow: got %s", a.GetAnswerJson())
 	}
 	if got, want := s.read("scopes.root"), `{"value":{"got":{"answer":42},"n":1}}`; got != want {
@@ -243,7 +243,7 @@ func TestSessionClientFunctionTimeout(t *testing.T) {
 		t.Fatalf("got %v, want FunctionCall", m)
 	}
 	a := s.answer("c")
-	if a.GetReason() != string(evaluator.HostFunction) || !strings.Contains(string(a.GetAnswerJson()), "timed out") {
+	if a.GetReason() != string(evaluator.HostFunction) || !strings.Contains(a.GetAnswerJson(), "timed out") {
 		t.Fatalf("got %s, want host-function timed out", a.GetAnswerJson())
 	}
 }
@@ -256,10 +256,10 @@ func TestSessionClientFunctionResults(t *testing.T) {
 		result *exprdv1.FunctionResult
 		want   string
 	}{
-		{"value", &exprdv1.FunctionResult{ResultJson: []byte(`[1, 2]`)}, `{"value":[1,2]}`},
+		{"value", &exprdv1.FunctionResult{ResultJson: `[1, 2]`}, `{"value":[1,2]}`},
 		{"empty result is null", &exprdv1.FunctionResult{}, `{"value":null}`},
 		{"error", &exprdv1.FunctionResult{Error: "disk full"}, `{"error":{"message":"step 0: ask failed: disk full (line 1, column 1)","reason":"host-function"}}`},
-		{"malformed JSON", &exprdv1.FunctionResult{ResultJson: []byte(`{nope`)}, "host-function"},
+		{"malformed JSON", &exprdv1.FunctionResult{ResultJson: `{nope`}, "host-function"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,7 +270,7 @@ func TestSessionClientFunctionResults(t *testing.T) {
 			tt.result.CallId, tt.result.FunctionCallId = "c", fc.GetFunctionCallId()
 			s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_FunctionResult{FunctionResult: tt.result}})
 			a := s.answer("c")
-			if got := string(a.GetAnswerJson()); got != tt.want && a.GetReason() != tt.want {
+			if got := a.GetAnswerJson(); got != tt.want && a.GetReason() != tt.want {
 				t.Errorf("got %s, want %s", got, tt.want)
 			}
 		})
@@ -289,7 +289,7 @@ func TestSessionHalfCloseDeclines(t *testing.T) {
 	if err := s.stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	if a := s.answer("c"); string(a.GetAnswerJson()) != `{"declined":true}` {
+	if a := s.answer("c"); a.GetAnswerJson() != `{"declined":true}` {
 		t.Fatalf("got %s, want declined", a.GetAnswerJson())
 	}
 	if _, err := s.stream.Recv(); err == nil {
@@ -308,7 +308,7 @@ func TestSessionClientGoneCancelsCalls(t *testing.T) {
 	}
 	_ = stream.Send(openMsg(readOpen()))
 	_, _ = stream.Recv()
-	_ = stream.Send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: []byte(`{"steps": [{"expr": "ask({})"}]}`)}}})
+	_ = stream.Send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: `{"steps": [{"expr": "ask({})"}]}`}}})
 	if m, _ := stream.Recv(); m.GetFunctionCall() == nil {
 		t.Fatalf("got %v, want FunctionCall", m)
 	}
@@ -341,7 +341,7 @@ func TestDescribe(t *testing.T) {
 			Schema     string         `json:"$schema"`
 			Properties map[string]any `json:"properties"`
 		}
-		if err := json.Unmarshal(d.GetInputSchemaJson(), &schema); err != nil {
+		if err := json.Unmarshal([]byte(d.GetInputSchemaJson()), &schema); err != nil {
 			t.Fatal(err)
 		}
 		if _, has := schema.Properties["read"]; has != read || schema.Schema != "https://json-schema.org/draft/2020-12/schema" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/utcp"
@@ -25,7 +26,29 @@ const (
 	MaxSearchPageSize     = 100
 	// MaxSearchDepth is how deep SearchTools ranks: pages end there.
 	MaxSearchDepth = 100
+	// MaxPageBytes bounds a page's encoded tools, so that a page with
+	// schemas stays under a client's default 4 MiB receive limit: a page
+	// ends early (with a next_page_token) rather than grow past it. A
+	// page always holds at least one tool.
+	MaxPageBytes = 2 << 20
 )
+
+// page collects a page's tools up to its size and MaxPageBytes.
+type page struct {
+	size, bytes int
+	n           int
+}
+
+// fits reports whether a tool of b encoded bytes may join the page, and
+// counts it if so.
+func (p *page) fits(b int) bool {
+	if p.n >= p.size || (p.n > 0 && p.bytes+b > MaxPageBytes) {
+		return false
+	}
+	p.n++
+	p.bytes += b
+	return true
+}
 
 func pageSize(n uint32, def, max int) int {
 	switch {
@@ -74,9 +97,14 @@ func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsReques
 		i = sort.Search(len(tools), func(i int) bool { return tools[i].Name > after })
 	}
 	out := &exprdv1.ListToolsResponse{}
-	for ; i < len(tools) && len(out.Tools) < size; i++ {
+	pg := page{size: size}
+	for ; i < len(tools); i++ {
 		if manual == "" || tools[i].ManualName() == manual {
-			out.Tools = append(out.Tools, toolInfo(tools[i], req.GetView()))
+			info := toolInfo(tools[i], req.GetView())
+			if !pg.fits(proto.Size(info)) {
+				break
+			}
+			out.Tools = append(out.Tools, info)
 		}
 	}
 	for ; i < len(tools); i++ { // is there one more?
@@ -114,13 +142,19 @@ func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchTools
 	var qe *utcp.QueryError
 	switch {
 	case errors.As(err, &qe):
-		return nil, badRequest("query", strings.TrimPrefix(err.Error(), "utcp: "))
+		return nil, badRequest("query", clientText(err))
 	case err != nil:
 		return nil, status.FromContextError(err).Err()
 	}
 	out := &exprdv1.SearchToolsResponse{}
+	pg := page{size: size}
 	for i := offset; i < end && i < len(found); i++ {
-		out.Tools = append(out.Tools, &exprdv1.ScoredTool{Tool: toolInfo(found[i].Tool, req.GetView()), Score: found[i].Score})
+		st := &exprdv1.ScoredTool{Tool: toolInfo(found[i].Tool, req.GetView()), Score: found[i].Score}
+		if !pg.fits(proto.Size(st)) {
+			end = i
+			break
+		}
+		out.Tools = append(out.Tools, st)
 	}
 	if len(found) > end {
 		out.NextPageToken = pageToken(fp, string(binary.BigEndian.AppendUint32(nil, uint32(end))))

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -90,8 +89,8 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 	if overTLS && errors.As(err, &te) && te.Reason == utcp.ReasonUnreachable {
 		// A plaintext provider, or a certificate the server does not
 		// trust, looks the same from here: say which checks were made.
-		return nil, status.Error(codes.Unavailable, "utcp: provider unreachable over TLS: check that the target serves TLS "+
-			"with a certificate the server trusts for that host")
+		return nil, statusErr(codes.Unavailable, "the provider is unreachable over TLS: check that the target serves TLS "+
+			"with a certificate the server trusts for that host", errorInfo(reasonProviderUnavail), retryInfo(time.Second))
 	}
 	if err != nil {
 		return nil, t.registryStatus(err, field)

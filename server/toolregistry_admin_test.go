@@ -127,7 +127,7 @@ func TestOperatorManualsAreReadOnly(t *testing.T) {
 			return err
 		}, codes.PermissionDenied},
 		{"replace under another spelling", func() error {
-			_, err := c.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: "math", Replace: true, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: []byte(`{"utcp_version": "1.0.1", "tools": []}`)}})
+			_, err := c.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: "math", Replace: true, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: `{"utcp_version": "1.0.1", "tools": []}`}})
 			return err
 		}, codes.PermissionDenied},
 		{"register over it", func() error {

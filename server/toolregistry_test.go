@@ -78,7 +78,7 @@ func weatherManual(p *httptest.Server, tools ...string) []byte {
 }
 
 func inline(name string, manual []byte, replace bool) *exprdv1.RegisterManualRequest {
-	return &exprdv1.RegisterManualRequest{Name: name, Replace: replace, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: manual}}
+	return &exprdv1.RegisterManualRequest{Name: name, Replace: replace, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: string(manual)}}
 }
 
 func fromURL(name, url string, replace bool) *exprdv1.RegisterManualRequest {
@@ -146,7 +146,7 @@ func TestRegisterManualReplaceRefusedKeepsOld(t *testing.T) {
 			if _, err := c.RegisterManual(ctx, inline("weather", weatherManual(p, "forecast", "current"), false)); err != nil {
 				t.Fatal(err)
 			}
-			before, err := c.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: "weather"})
+			before, err := c.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: "weather", View: exprdv1.ToolView_TOOL_VIEW_FULL})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,12 +154,12 @@ func TestRegisterManualReplaceRefusedKeepsOld(t *testing.T) {
 			if status.Code(err) != tc.code {
 				t.Fatalf("replace: got %v, want %v", err, tc.code)
 			}
-			after, err := c.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: "weather"})
+			after, err := c.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: "weather", View: exprdv1.ToolView_TOOL_VIEW_FULL})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(after.GetTools()) != 2 || !slices.EqualFunc(before.GetTools(), after.GetTools(), func(a, b *exprdv1.ToolInfo) bool {
-				return a.GetName() == b.GetName() && a.GetDescription() == b.GetDescription() && string(a.GetInputSchemaJson()) == string(b.GetInputSchemaJson())
+				return a.GetName() == b.GetName() && a.GetDescription() == b.GetDescription() && a.GetInputSchemaJson() == b.GetInputSchemaJson() && a.GetInputSchemaJson() != ""
 			}) {
 				t.Errorf("tools after a refused replace: got %v, want %v", after.GetTools(), before.GetTools())
 			}
@@ -342,7 +342,7 @@ func TestToolRegistryErrorDetails(t *testing.T) {
 		{name: "a grpc target with port 0", call: register(fromTarget("x", "127.0.0.1:0", 0)), code: codes.InvalidArgument, field: "grpc_target"},
 		{name: "plaintext to a remote grpc target", call: register(fromTarget("x", "tools.example.com:443", exprdv1.RegisterManualRequest_GRPC_SECURITY_PLAINTEXT)), code: codes.InvalidArgument, field: "grpc_security"},
 		{name: "an unknown grpc security", call: register(fromTarget("x", "127.0.0.1:9", 7)), code: codes.InvalidArgument, field: "grpc_security"},
-		{name: "grpc security with a url", call: register(&exprdv1.RegisterManualRequest{Name: "x", GrpcSecurity: exprdv1.RegisterManualRequest_GRPC_SECURITY_TLS, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: httpTools}}), code: codes.InvalidArgument, field: "grpc_security"},
+		{name: "grpc security with a url", call: register(&exprdv1.RegisterManualRequest{Name: "x", GrpcSecurity: exprdv1.RegisterManualRequest_GRPC_SECURITY_TLS, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: string(httpTools)}}), code: codes.InvalidArgument, field: "grpc_security"},
 		{name: "a taken name", call: register(inline("weather", httpTools, false)), code: codes.AlreadyExists, kind: "manual", resource: "weather"},
 		{name: "deregister an unknown manual", call: func() error {
 			_, err := c.DeregisterManual(ctx, &exprdv1.DeregisterManualRequest{Name: "wether"})
@@ -561,6 +561,81 @@ func TestRegisterPublishedDocuments(t *testing.T) {
 			}
 			if !slices.Equal(dropped, tt.dropped) || unbound != tt.unbound {
 				t.Errorf("got %v dropped and %d operations needing the admin key, want %v and %d", dropped, unbound, tt.dropped, tt.unbound)
+			}
+		})
+	}
+}
+
+// allowed_communication_protocols, with a url only, says which transports
+// the discovered tools may use: http alone by default, sse when asked; a
+// protocol a url's tools cannot use is INVALID_ARGUMENT naming it.
+func TestRegisterManualAllowedProtocols(t *testing.T) {
+	t.Parallel()
+	var url string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /utcp", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"utcp_version": "1.0.1", "manual_version": "1.0.0", "tools": []any{
+			map[string]any{"name": "get", "description": "Gets.", "tool_call_template": map[string]any{"call_template_type": "http", "url": url + "/get"}},
+			map[string]any{"name": "events", "description": "Streams events.", "tool_call_template": map[string]any{"call_template_type": "sse", "url": url + "/events"}},
+		}})
+	})
+	p := httptest.NewServer(mux)
+	t.Cleanup(p.Close)
+	url = p.URL
+	byURL := func(name string, protocols ...string) *exprdv1.RegisterManualRequest {
+		req := fromURL(name, url+"/utcp", false)
+		req.AllowedCommunicationProtocols = protocols
+		return req
+	}
+	tests := []struct {
+		name    string
+		req     *exprdv1.RegisterManualRequest
+		tools   []string // the registered tools, with their transports
+		skipped []string
+		field   string // of the INVALID_ARGUMENT, when refused
+	}{
+		{name: "none: http alone", req: byURL("a"), tools: []string{"a.get http"}, skipped: []string{"events"}},
+		{name: "http and sse", req: byURL("b", "http", "sse"), tools: []string{"b.events sse", "b.get http"}},
+		{name: "sse alone", req: byURL("c", "sse"), tools: []string{"c.events sse"}, skipped: []string{"get"}},
+		{name: "http and streamable_http", req: byURL("d", "http", "streamable_http"), tools: []string{"d.get http"}, skipped: []string{"events"}},
+		{name: "grpc", req: byURL("e", "grpc"), field: "allowed_communication_protocols[0]"},
+		{name: "ftp after http", req: byURL("f", "http", "ftp"), field: "allowed_communication_protocols[1]"},
+		{name: "an empty name", req: byURL("g", ""), field: "allowed_communication_protocols[0]"},
+		{name: "with manual_json", req: &exprdv1.RegisterManualRequest{Name: "h", AllowedCommunicationProtocols: []string{"http"},
+			Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: string(weatherManual(p, "get"))}}, field: "allowed_communication_protocols"},
+		{name: "with grpc_target", req: &exprdv1.RegisterManualRequest{Name: "i", AllowedCommunicationProtocols: []string{"http"},
+			Source: &exprdv1.RegisterManualRequest_GrpcTarget{GrpcTarget: closedPort(t)}}, field: "allowed_communication_protocols"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := registryClient(t)
+			resp, err := c.RegisterManual(context.Background(), tc.req)
+			if tc.field != "" {
+				if st := status.Convert(err); st.Code() != codes.InvalidArgument || badRequestField(st) != tc.field {
+					t.Errorf("got %v (field %q), want InvalidArgument naming %s", err, badRequestField(st), tc.field)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			list, err := c.ListTools(context.Background(), &exprdv1.ListToolsRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tools, skipped []string
+			for _, tool := range list.GetTools() {
+				tools = append(tools, tool.GetName()+" "+tool.GetCallTemplateType())
+			}
+			for _, s := range resp.GetSkipped() {
+				if !s.GetRegistered() {
+					skipped = append(skipped, s.GetName())
+				}
+			}
+			if !slices.Equal(tools, tc.tools) || !slices.Equal(skipped, tc.skipped) {
+				t.Errorf("got tools %v, skipped %v; want %v, skipped %v", tools, skipped, tc.tools, tc.skipped)
 			}
 		})
 	}

@@ -70,7 +70,7 @@ func TestUTCPHostFunctions(t *testing.T) {
 		id := string(rune('a' + i))
 		s.call(id, `{"read": "`+strings.ReplaceAll(tt.read, `"`, `\"`)+`"}`)
 		a := s.answer(id)
-		if got := string(a.GetAnswerJson()); got != tt.want && a.GetReason() != tt.want {
+		if got := a.GetAnswerJson(); got != tt.want && a.GetReason() != tt.want {
 			t.Errorf("%s: got %s, want %s", tt.name, got, tt.want)
 		}
 	}
@@ -97,7 +97,7 @@ func TestUTCPProviderDown(t *testing.T) {
 	m.Close()
 	s.call("x", `{"read": "add({a: 1, b: 2})"}`)
 	a := s.answer("x")
-	if a.GetReason() != "host-function" || strings.Contains(string(a.GetAnswerJson()), "127.0.0.1") {
+	if a.GetReason() != "host-function" || strings.Contains(a.GetAnswerJson(), "127.0.0.1") {
 		t.Errorf("got %s, want host-function without the provider's address", a.GetAnswerJson())
 	}
 }
@@ -154,7 +154,7 @@ func TestTraceContextReachesProvider(t *testing.T) {
 		utcpFn("ping", "probe.ping"), utcpFn("rping", "rpc.ping"),
 	}}})
 	s.call("p", `{"read": "[ping({}).pong, rping({}).pong]"}`)
-	if a := s.answer("p"); string(a.GetAnswerJson()) != `{"value":[true,true]}` {
+	if a := s.answer("p"); a.GetAnswerJson() != `{"value":[true,true]}` {
 		t.Fatalf("got %s", a.GetAnswerJson())
 	}
 	mu.Lock()
@@ -189,7 +189,7 @@ func TestToolRegistryService(t *testing.T) {
 	if err != nil || len(list.GetTools()) != 5 {
 		t.Fatalf("ListTools: got %d tools, %v; want 5", len(list.GetTools()), err)
 	}
-	found, err := tr.SearchTools(ctx, &exprdv1.SearchToolsRequest{Query: "square root of a number", Limit: 3})
+	found, err := tr.SearchTools(ctx, &exprdv1.SearchToolsRequest{Query: "square root of a number", PageSize: 3})
 	if err != nil || len(found.GetTools()) == 0 || found.GetTools()[0].GetTool().GetName() != "math.sqrt" {
 		t.Fatalf("SearchTools: got %v, %v; want math.sqrt first", found.GetTools(), err)
 	}
@@ -207,7 +207,7 @@ func TestToolRegistryService(t *testing.T) {
 	}{
 		{"no name", &exprdv1.RegisterManualRequest{Source: &exprdv1.RegisterManualRequest_Url{Url: m.URL() + "/utcp"}}, codes.InvalidArgument},
 		{"no source", &exprdv1.RegisterManualRequest{Name: "x"}, codes.InvalidArgument},
-		{"a bad manual", &exprdv1.RegisterManualRequest{Name: "x", Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: []byte(`{"utcp_version": "1.0.1", "tools": [{"name": 5}]}`)}}, codes.InvalidArgument},
+		{"a bad manual", &exprdv1.RegisterManualRequest{Name: "x", Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: `{"utcp_version": "1.0.1", "tools": [{"name": 5}]}`}}, codes.InvalidArgument},
 		{"not a manual", &exprdv1.RegisterManualRequest{Name: "x", Source: &exprdv1.RegisterManualRequest_Url{Url: m.URL() + "/math/add?a=1&b=2"}}, codes.InvalidArgument},
 		{"a bad grpc target", &exprdv1.RegisterManualRequest{Name: "x", Source: &exprdv1.RegisterManualRequest_GrpcTarget{GrpcTarget: "nowhere"}}, codes.InvalidArgument},
 	}

@@ -1588,7 +1588,9 @@ type Rejected struct {
 	// kind is the rejected message's field name: "state", "call",
 	// "function_result", "approval_reply", "tool_output", ...
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	// call_id is the id the rejected message carried, if any.
+	// call_id is the id the rejected message carried, if any: its call_id,
+	// or, for the messages matched by another id, an approval reply's
+	// approval_id (CodeMode) or a hook reply's hook_id (AgentLoop).
 	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// status is why, as a gRPC status would say it: the code that fits
 	// (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, ...), a message, and

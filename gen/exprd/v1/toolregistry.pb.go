@@ -682,7 +682,9 @@ func (x *ListToolsRequest) GetView() ToolView {
 
 type ListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// tools are ordered by name.
+	// tools are ordered by name. A page holds at most page_size tools and
+	// ends early, with a next_page_token, before its tools pass 2 MiB (a
+	// client's default receive limit is 4 MiB); it holds at least one.
 	Tools []*ToolInfo `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
 	// next_page_token asks for the next page; empty on the last one. A page
 	// continues after the previous page's last name, so tools registered or
@@ -812,7 +814,8 @@ func (x *SearchToolsRequest) GetView() ToolView {
 
 type SearchToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// tools are ranked best first, each with its score.
+	// tools are ranked best first, each with its score; a page ends early
+	// before its tools pass 2 MiB, as ListTools' do.
 	Tools []*ScoredTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
 	// next_page_token asks for the next results; empty on the last page.
 	// Results are ranked at most 100 deep.
