@@ -5,20 +5,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/client"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/utcp"
 )
 
 func TestMain(m *testing.M) {
@@ -59,7 +65,7 @@ func clientFn(name string) *exprdv1.Function {
 func answerOf(t *testing.T, res *client.Result) map[string]any {
 	t.Helper()
 	var a map[string]any
-	if err := json.Unmarshal(res.Answer.GetAnswerJson(), &a); err != nil {
+	if err := json.Unmarshal([]byte(res.Answer.GetAnswerJson()), &a); err != nil {
 		t.Fatalf("answer %q: %v", res.Answer.GetAnswerJson(), err)
 	}
 	return a
@@ -130,7 +136,7 @@ func TestConcurrentCalls(t *testing.T) {
 				errs <- fmt.Errorf("call %d: %v", i, err)
 				return
 			}
-			if got, want := string(res.Answer.GetAnswerJson()), fmt.Sprintf(`{"value":%d}`, 2*i); got != want {
+			if got, want := res.Answer.GetAnswerJson(), fmt.Sprintf(`{"value":%d}`, 2*i); got != want {
 				errs <- fmt.Errorf("call %d: got answer %s, want %s", i, got, want)
 			}
 			if len(res.Writes) != 1 {
@@ -211,7 +217,7 @@ func TestConfirm(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Call: %v", err)
 			}
-			if got := string(res.Answer.GetAnswerJson()); got != tc.wantAnswer {
+			if got := res.Answer.GetAnswerJson(); got != tc.wantAnswer {
 				t.Errorf("got answer %s, want %s", got, tc.wantAnswer)
 			}
 			var paths []string
@@ -250,6 +256,13 @@ func TestClientFunctionFailure(t *testing.T) {
 			name:        "result not JSON",
 			fn:          func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{rows`), nil },
 			wantMessage: "not valid JSON",
+		},
+		{
+			name: "result not UTF-8",
+			fn: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage("\"\xff\""), nil
+			},
+			wantMessage: "not valid UTF-8",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,7 +350,7 @@ func TestStateRejected(t *testing.T) {
 	s := openSession(t, newClient(t), &exprdv1.Settings{Read: true}, client.Handlers{
 		OnRejected: func(r *exprdv1.Rejected) {
 			mu.Lock()
-			rejected = append(rejected, fmt.Sprintf("%s %s", r.GetKind(), codes.Code(r.GetCode())))
+			rejected = append(rejected, fmt.Sprintf("%s %s", r.GetKind(), codes.Code(r.GetStatus().GetCode())))
 			mu.Unlock()
 		},
 	})
@@ -357,7 +370,7 @@ func TestStateRejected(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Call: %v", err)
 	}
-	if got, want := string(res.Answer.GetAnswerJson()), `{"value":{"m":2,"n":1}}`; got != want {
+	if got, want := res.Answer.GetAnswerJson(), `{"value":{"m":2,"n":1}}`; got != want {
 		t.Errorf("got answer %s, want %s", got, want)
 	}
 	mu.Lock()
@@ -367,7 +380,8 @@ func TestStateRejected(t *testing.T) {
 	}
 }
 
-// A Rejected naming a call in flight fails that call with its code.
+// A Rejected naming a call in flight fails that call with its status: the
+// code, and the details naming the limit, also through a wrapping error.
 func TestCallRejected(t *testing.T) {
 	t.Parallel()
 	asked := make(chan struct{})
@@ -383,7 +397,7 @@ func TestCallRejected(t *testing.T) {
 	first := make(chan error, 1)
 	go func() {
 		res, err := s.Call(context.Background(), []byte(`{"steps": [{"expr": "1", "confirm": "Go?"}]}`))
-		if err == nil && string(res.Answer.GetAnswerJson()) != "{}" {
+		if err == nil && res.Answer.GetAnswerJson() != "{}" {
 			err = fmt.Errorf("got answer %s, want {}", res.Answer.GetAnswerJson())
 		}
 		first <- err
@@ -394,12 +408,84 @@ func TestCallRejected(t *testing.T) {
 	if !errors.As(err, &rej) || rej.Rejected.GetKind() != "call" {
 		t.Errorf("got error %v, want a *client.RejectedError of kind call", err)
 	}
-	if got := status.Code(err); got != codes.ResourceExhausted {
+	wrapped := fmt.Errorf("checkout: %w", err)
+	if got := status.Code(wrapped); got != codes.ResourceExhausted {
 		t.Errorf("got code %v, want ResourceExhausted", got)
+	}
+	var subjects []string
+	for _, d := range status.Convert(wrapped).Details() {
+		if qf, ok := d.(*errdetails.QuotaFailure); ok {
+			for _, v := range qf.GetViolations() {
+				subjects = append(subjects, v.GetSubject())
+			}
+		}
+	}
+	if fmt.Sprint(subjects) != "[max_calls_in_flight]" {
+		t.Errorf("got QuotaFailure subjects %v, want [max_calls_in_flight]", subjects)
 	}
 	close(release)
 	if err := <-first; err != nil {
 		t.Errorf("first call: %v", err)
+	}
+}
+
+// RejectedError is an error of the Rejected's status, which it carries whole;
+// a Rejected without a status is still an error.
+func TestRejectedErrorStatus(t *testing.T) {
+	t.Parallel()
+	withDetail, err := status.New(codes.InvalidArgument, "call_id is empty").WithDetails(&errdetails.BadRequest{
+		FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "call.call_id", Description: "empty"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		status      *spb.Status
+		wantCode    codes.Code
+		wantError   string
+		wantDetails int
+	}{
+		{"with details", withDetail.Proto(), codes.InvalidArgument, `exprd: call "c1" rejected: InvalidArgument: call_id is empty`, 1},
+		{"no status", nil, codes.Unknown, `exprd: call "c1" rejected: Unknown: the server rejected the message without saying why`, 0},
+		{"code OK", &spb.Status{Message: "fine?"}, codes.Unknown, `exprd: call "c1" rejected: Unknown: fine?`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := error(&client.RejectedError{Rejected: &exprdv1.Rejected{Kind: "call", CallId: "c1", Status: tc.status}})
+			if got := err.Error(); got != tc.wantError {
+				t.Errorf("got %q, want %q", got, tc.wantError)
+			}
+			st, ok := status.FromError(err)
+			if !ok || st.Code() != tc.wantCode {
+				t.Errorf("got status %v (%v), want code %v", st, ok, tc.wantCode)
+			}
+			if got := len(st.Details()); got != tc.wantDetails {
+				t.Errorf("got %d details, want %d", got, tc.wantDetails)
+			}
+		})
+	}
+}
+
+// JSON that is not UTF-8 cannot travel in a proto string: it is refused
+// before sending, and the session goes on.
+func TestNotUTF8(t *testing.T) {
+	t.Parallel()
+	s := openSession(t, newClient(t), &exprdv1.Settings{Read: true}, client.Handlers{})
+	ctx := context.Background()
+	bad := []byte("{\"n\": \"\xff\"}")
+	for name, send := range map[string]func() error{
+		"SetState":   func() error { return s.SetState(ctx, bad) },
+		"PatchState": func() error { return s.PatchState(ctx, bad) },
+		"Call":       func() error { _, err := s.Call(ctx, bad); return err },
+	} {
+		if err := send(); !errors.Is(err, client.ErrNotUTF8) {
+			t.Errorf("%s: got %v, want ErrNotUTF8", name, err)
+		}
+	}
+	res, err := s.Call(ctx, []byte(`{"read": "1 + 1"}`))
+	if err != nil || res.Answer.GetAnswerJson() != `{"value":2}` {
+		t.Errorf("a call after: got %v, %v; want the answer {\"value\":2}", res, err)
 	}
 }
 
@@ -469,7 +555,7 @@ func TestClose(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 	o := <-inFlight
-	if o.err != nil || string(o.res.Answer.GetAnswerJson()) != `{"declined":true}` {
+	if o.err != nil || o.res.Answer.GetAnswerJson() != `{"declined":true}` {
 		t.Errorf("call in flight: got %v, %v; want the declined answer", o.res, o.err)
 	}
 	if _, err := s.Call(context.Background(), []byte(`{"steps": []}`)); !errors.Is(err, client.ErrClosed) {
@@ -535,12 +621,12 @@ func TestUnaryCall(t *testing.T) {
 	}{
 		{
 			name:       "confirm declined",
-			req:        &exprdv1.CallRequest{InputJson: []byte(`{"steps": [{"set": "scopes.root.a", "expr": "1", "confirm": "Go?"}]}`)},
+			req:        &exprdv1.CallRequest{InputJson: `{"steps": [{"set": "scopes.root.a", "expr": "1", "confirm": "Go?"}]}`},
 			wantAnswer: `{"declined":true}`,
 		},
 		{
 			name:     "state not an object",
-			req:      &exprdv1.CallRequest{StateJson: []byte(`[]`), InputJson: []byte(`{"steps": []}`)},
+			req:      &exprdv1.CallRequest{StateJson: `[]`, InputJson: `{"steps": []}`},
 			wantCode: codes.InvalidArgument,
 		},
 	} {
@@ -550,8 +636,95 @@ func TestUnaryCall(t *testing.T) {
 			if got := status.Code(err); got != tc.wantCode {
 				t.Fatalf("got code %v (%v), want %v", got, err, tc.wantCode)
 			}
-			if got := string(resp.GetAnswerJson()); got != tc.wantAnswer {
+			if got := resp.GetAnswerJson(); got != tc.wantAnswer {
 				t.Errorf("got answer %s, want %s", got, tc.wantAnswer)
+			}
+		})
+	}
+}
+
+// Tools asks for one page at a time, as the loop reaches it, and stops
+// asking when the loop stops; req is left as it was.
+func TestTools(t *testing.T) {
+	t.Parallel()
+	reg, err := utcp.New(utcp.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	addr, stop, err := startServer(server.WithRegistry(reg), server.WithRegistryWritesWithoutAuth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	var pages atomic.Int32
+	c, err := client.Dial(addr, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if strings.HasSuffix(method, "/ListTools") {
+			pages.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	for _, name := range []string{"shop", "store"} {
+		if _, err := c.ToolRegistry().RegisterManual(ctx, &exprdv1.RegisterManualRequest{
+			Name: name, Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: shopManual},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		req       *exprdv1.ListToolsRequest
+		stopAfter int // 0: range over all
+		wantTools string
+		wantPages int32
+		wantCode  codes.Code
+	}{
+		{name: "every page", req: &exprdv1.ListToolsRequest{PageSize: 2},
+			wantTools: "[shop.find shop.get shop.restock store.find store.get store.restock]", wantPages: 3},
+		{name: "one manual", req: &exprdv1.ListToolsRequest{Manual: "store", PageSize: 2},
+			wantTools: "[store.find store.get store.restock]", wantPages: 2},
+		{name: "the default page size", req: nil,
+			wantTools: "[shop.find shop.get shop.restock store.find store.get store.restock]", wantPages: 1},
+		{name: "the loop stops", req: &exprdv1.ListToolsRequest{PageSize: 2}, stopAfter: 3,
+			wantTools: "[shop.find shop.get shop.restock]", wantPages: 2},
+		{name: "a bad page token", req: &exprdv1.ListToolsRequest{PageToken: "nope"},
+			wantTools: "[]", wantPages: 1, wantCode: codes.InvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Not parallel: pages counts this case's requests.
+			pages.Store(0)
+			var before *exprdv1.ListToolsRequest
+			if tc.req != nil {
+				before = proto.Clone(tc.req).(*exprdv1.ListToolsRequest)
+			}
+			var names []string
+			var gotErr error
+			for tool, err := range c.Tools(ctx, tc.req) {
+				if err != nil {
+					gotErr = err
+					break
+				}
+				names = append(names, tool.GetName())
+				if len(names) == tc.stopAfter {
+					break
+				}
+			}
+			if got := fmt.Sprint(names); got != tc.wantTools {
+				t.Errorf("got tools %s, want %s", got, tc.wantTools)
+			}
+			if got := status.Code(gotErr); got != tc.wantCode {
+				t.Errorf("got code %v (%v), want %v", got, gotErr, tc.wantCode)
+			}
+			if got := pages.Load(); got != tc.wantPages {
+				t.Errorf("got %d ListTools requests, want %d", got, tc.wantPages)
+			}
+			if tc.req != nil && !proto.Equal(tc.req, before) {
+				t.Errorf("req changed: got %v, want %v", tc.req, before)
 			}
 		})
 	}

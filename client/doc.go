@@ -14,8 +14,10 @@
 //     function is answered with an error result (the model sees
 //     host-function);
 //   - Answer ends the Call waiting for it;
-//   - Rejected of kind "call" fails that Call with a *RejectedError; every
-//     other Rejected goes to Handlers.OnRejected.
+//   - Rejected of kind "call" fails that Call with a *RejectedError, which
+//     carries the Rejected's whole google.rpc.Status (status.Code and
+//     status.Convert read its code and details, as of any gRPC error);
+//     every other Rejected goes to Handlers.OnRejected.
 //
 // Session.Call may be called from many goroutines: each call gets its own
 // call_id and several run on the stream at once. When the Call's context
@@ -23,6 +25,14 @@
 // cancelled answer. SetState and PatchState only send: the server applies
 // messages in order, so a Call sent after them sees the new state, and a
 // state it refuses comes back as a Rejected through OnRejected.
+//
+// JSON goes in as []byte and json.RawMessage, as encoding/json makes it;
+// the generated messages carry it in string fields named *_json, so it
+// must be UTF-8 (else ErrNotUTF8, before anything is sent).
+//
+// The other services are the generated clients on the same connection
+// (AgentLoop, CodeMode, ToolRegistry). Tools ranges over every page of
+// ToolRegistry.ListTools.
 //
 // Session.Close half-closes the stream: the server lets the calls in flight
 // finish (declining confirms and failing client-run functions, since nobody

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"sort"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/exprd/exprd/examples"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/utcp"
 )
 
 // startServer serves exprd on a loopback port until stop is called.
@@ -33,7 +35,7 @@ func startServer(opts ...server.Option) (addr string, stop func(), err error) {
 var downloadCsv = &exprdv1.Function{
 	Name:            "downloadCsv",
 	Description:     "Downloads rows as a CSV file for the user.",
-	InputSchemaJson: []byte(`{"type":"object","required":["rows"],"properties":{"rows":{"type":"array","items":{"type":"object"}}}}`),
+	InputSchemaJson: `{"type":"object","required":["rows"],"properties":{"rows":{"type":"array","items":{"type":"object"}}}}`,
 	Runner:          exprdv1.Function_RUNNER_CLIENT,
 }
 
@@ -116,9 +118,9 @@ func ExampleClient_Call() {
 
 	resp, err := c.Call(context.Background(), &exprdv1.CallRequest{
 		Settings:  &exprdv1.Settings{Read: true},
-		StateJson: []byte(`{"cart": [{"sku": "a", "price": 3, "qty": 2}, {"sku": "b", "price": 5, "qty": 1}]}`),
-		InputJson: []byte(`{"steps": [{"set": "scopes.root.total", "expr": "sum(map(scopes.root.cart, .price * .qty))"}],
-			"read": "scopes.root.total"}`),
+		StateJson: `{"cart": [{"sku": "a", "price": 3, "qty": 2}, {"sku": "b", "price": 5, "qty": 1}]}`,
+		InputJson: `{"steps": [{"set": "scopes.root.total", "expr": "sum(map(scopes.root.cart, .price * .qty))"}],
+			"read": "scopes.root.total"}`,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -154,7 +156,7 @@ func ExampleClient_Describe() {
 		var schema struct {
 			Properties map[string]json.RawMessage `json:"properties"`
 		}
-		if err := json.Unmarshal(d.GetInputSchemaJson(), &schema); err != nil {
+		if err := json.Unmarshal([]byte(d.GetInputSchemaJson()), &schema); err != nil {
 			log.Fatal(err)
 		}
 		props := make([]string, 0, len(schema.Properties))
@@ -167,4 +169,54 @@ func ExampleClient_Describe() {
 	// Output:
 	// expr read=false input properties [steps]
 	// expr read=true input properties [read steps]
+}
+
+// shopManual is a UTCP manual of three tools, registered inline.
+const shopManual = `{"utcp_version": "1.0.1", "tools": [
+	{"name": "find", "description": "Finds products by name.",
+	 "inputs": {"type": "object", "properties": {"query": {"type": "string"}}},
+	 "tool_call_template": {"call_template_type": "http", "http_method": "GET", "url": "https://shop.example/find"}},
+	{"name": "get", "description": "One product by id.",
+	 "inputs": {"type": "object", "properties": {"id": {"type": "string"}}},
+	 "tool_call_template": {"call_template_type": "http", "http_method": "GET", "url": "https://shop.example/get"}},
+	{"name": "restock", "description": "Restocks a product.",
+	 "inputs": {"type": "object", "properties": {"id": {"type": "string"}, "n": {"type": "integer"}}},
+	 "tool_call_template": {"call_template_type": "http", "http_method": "POST", "url": "https://shop.example/restock"}}]}`
+
+// Tools lists the registry's tools across pages, here two a page; the full
+// view carries each tool's input schema.
+func ExampleClient_Tools() {
+	reg, err := utcp.New(utcp.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer reg.Close()
+	addr, stop, err := startServer(server.WithRegistry(reg), server.WithRegistryWritesWithoutAuth())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	c, err := client.Dial(addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	if _, err := c.ToolRegistry().RegisterManual(ctx, &exprdv1.RegisterManualRequest{
+		Name: "shop", Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: shopManual},
+	}); err != nil {
+		log.Fatal(err)
+	}
+	req := &exprdv1.ListToolsRequest{Manual: "shop", PageSize: 2, View: exprdv1.ToolView_TOOL_VIEW_FULL}
+	for t, err := range c.Tools(ctx, req) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s %s\n", t.GetName(), t.GetInputSchemaJson())
+	}
+	// Output:
+	// shop.find {"properties":{"query":{"type":"string"}},"type":"object"}
+	// shop.get {"properties":{"id":{"type":"string"}},"type":"object"}
+	// shop.restock {"properties":{"id":{"type":"string"},"n":{"type":"integer"}},"type":"object"}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 
@@ -21,8 +22,8 @@ import (
 const CancelWait = 2 * time.Second
 
 // Function runs a client-run host function: args is the call's one object
-// argument as JSON; the result must be JSON (nil: null). An error is shown to
-// the model as host-function.
+// argument as JSON; the result must be JSON in UTF-8 (nil: null). An error
+// is shown to the model as host-function.
 type Function = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
 
 // Handlers answer what the server asks of a Session. Every field is
@@ -39,7 +40,9 @@ type Handlers struct {
 	// ends or the session closes.
 	Functions map[string]Function
 	// OnRejected is told of the server's Rejected messages that fail no
-	// Call: a refused State or StatePatch, a reply that came too late.
+	// Call: a refused State or StatePatch, a reply that came too late. Its
+	// status says why: status.FromProto(r.GetStatus()) reads the code,
+	// message and details.
 	OnRejected func(r *exprdv1.Rejected)
 }
 
@@ -147,13 +150,30 @@ func (s *Session) Opened() *exprdv1.Opened { return s.opened }
 // SetState replaces the session's state with a JSON object. It only sends:
 // a state the server refuses comes back through Handlers.OnRejected.
 func (s *Session) SetState(_ context.Context, stateJSON []byte) error {
-	return s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: string(stateJSON)}}})
+	state, err := jsonText(stateJSON, "the state")
+	if err != nil {
+		return err
+	}
+	return s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: state}}})
 }
 
 // PatchState applies an RFC 7386 JSON merge patch to the session's state.
 // Like SetState it only sends; a refusal comes through Handlers.OnRejected.
 func (s *Session) PatchState(_ context.Context, patchJSON []byte) error {
-	return s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: string(patchJSON)}}})
+	patch, err := jsonText(patchJSON, "the patch")
+	if err != nil {
+		return err
+	}
+	return s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_StatePatch{StatePatch: &exprdv1.StatePatch{PatchJson: patch}}})
+}
+
+// jsonText is JSON for a *_json field: a proto string, which must be UTF-8.
+// Whether it is JSON is the server's to say.
+func jsonText(b []byte, what string) (string, error) {
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("%w: %s", ErrNotUTF8, what)
+	}
+	return string(b), nil
 }
 
 // Call sends one tool call (the model's input JSON) and waits for its
@@ -165,6 +185,10 @@ func (s *Session) PatchState(_ context.Context, patchJSON []byte) error {
 // call finished anyway, its Result is returned with a nil error.
 func (s *Session) Call(ctx context.Context, inputJSON []byte) (*Result, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	input, err := jsonText(inputJSON, "the call's input")
+	if err != nil {
 		return nil, err
 	}
 	id := "c" + strconv.FormatUint(s.seq.Add(1), 10)
@@ -179,7 +203,7 @@ func (s *Session) Call(ctx context.Context, inputJSON []byte) (*Result, error) {
 	s.calls[id] = p
 	s.mu.Unlock()
 
-	if err := s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: string(inputJSON)}}}); err != nil {
+	if err := s.send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: input}}}); err != nil {
 		s.forget(id)
 		return nil, err
 	}
@@ -395,6 +419,10 @@ func (s *Session) function(fc *exprdv1.FunctionCall) {
 		if res.Error == "" {
 			res.Error = "failed"
 		}
+	} else if !utf8.Valid(out) {
+		// Unsendable as a proto string: the model is told, as it is of a
+		// result that is not JSON.
+		res.Error = "the client's result is not valid UTF-8"
 	} else {
 		res.ResultJson = string(out)
 	}

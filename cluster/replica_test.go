@@ -84,17 +84,22 @@ func startReplica(t testing.TB, name, endpoint string, extra ...string) *replica
 	return &replica{name: name, proc: proc, log: log, reg: exprdv1.NewToolRegistryClient(conn), code: exprdv1.NewCodeModeClient(conn)}
 }
 
-// tools lists the replica's tools of one manual.
+// tools lists the replica's tools of one manual, every page.
 func (r *replica) tools(ctx context.Context, manual string) ([]string, error) {
-	resp, err := r.reg.ListTools(ctx, &exprdv1.ListToolsRequest{Manual: manual})
-	if err != nil {
-		return nil, err
-	}
 	var out []string
-	for _, t := range resp.GetTools() {
-		out = append(out, t.GetName())
+	req := &exprdv1.ListToolsRequest{Manual: manual}
+	for {
+		resp, err := r.reg.ListTools(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range resp.GetTools() {
+			out = append(out, t.GetName())
+		}
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+			return out, nil
+		}
 	}
-	return out, nil
 }
 
 // waitTools polls until the replica lists exactly want for manual (nil:
@@ -131,7 +136,7 @@ func (r *replica) add(ctx context.Context, tool string, a, b int) (float64, erro
 		return 0, fmt.Errorf("%s: %s", e.GetReason(), e.GetMessage())
 	}
 	var v float64
-	err = json.Unmarshal(resp.GetValueJson(), &v)
+	err = json.Unmarshal([]byte(resp.GetValueJson()), &v)
 	return v, err
 }
 
@@ -210,7 +215,7 @@ func mathManual(t testing.TB, m *providers.Math, rename map[string]string) []byt
 
 func register(ctx context.Context, r *replica, name string, manual []byte, replace bool) (*exprdv1.RegisterManualResponse, error) {
 	return r.reg.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: name, Replace: replace,
-		Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: manual}})
+		Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: string(manual)}})
 }
 
 // TestReplicasShareTheRegistry runs three replicas on one etcd and checks,
@@ -466,7 +471,7 @@ func TestReplicasShareTheRegistry(t *testing.T) {
 		man["tools"].([]any)[0].(map[string]any)["description"] = base64.StdEncoding.EncodeToString(noise)[:toolstore.MaxRecordBytes*3/2]
 		big, _ := json.Marshal(man)
 		_, err := a.reg.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: "big",
-			Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: big}}, grpc.MaxCallSendMsgSize(8<<20))
+			Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: string(big)}}, grpc.MaxCallSendMsgSize(8<<20))
 		if got := status.Code(err); got != codes.ResourceExhausted {
 			t.Fatalf("got %v, want ResourceExhausted", err)
 		}

@@ -107,13 +107,13 @@ func TestExprdServesManifest(t *testing.T) {
 					t.Errorf("ToolRegistry.ListTools without a token: got %v (%v), want Unauthenticated: auth is on", got, err)
 				}
 			}
-			tools, err := registry.ListTools(ctx, &exprdv1.ListToolsRequest{})
+			tools, err := listTools(ctx, registry)
 			if err != nil {
 				t.Fatalf("ToolRegistry.ListTools: %v", err)
 			}
 			got := map[string]bool{}
-			for _, tool := range tools.Tools {
-				got[tool.Manual] = true
+			for _, tool := range tools {
+				got[tool.GetManual()] = true
 			}
 			if g := slices.Sorted(maps.Keys(got)); !slices.Equal(g, want) {
 				t.Errorf("manuals registered: got %v, want %v, the files of --manuals-dir (and no demo)", g, want)
@@ -132,7 +132,7 @@ func TestExprdServesManifest(t *testing.T) {
 				}
 				_, err := registry.RegisterManual(cctx, &exprdv1.RegisterManualRequest{
 					Name:   "probe",
-					Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: []byte(`{"utcp_version": "1.1.0", "tools": []}`)},
+					Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: `{"utcp_version": "1.1.0", "tools": []}`},
 				})
 				if got := status.Code(err); got != wantWrite {
 					t.Errorf("ToolRegistry.RegisterManual as %s: got %v (%v), want %v: the registry is read-only", tk.name, got, err, wantWrite)
@@ -144,8 +144,8 @@ func TestExprdServesManifest(t *testing.T) {
 					}
 				}
 			}
-			if after, err := registry.ListTools(ctx, &exprdv1.ListToolsRequest{}); err != nil || len(after.Tools) != len(tools.Tools) {
-				t.Errorf("ToolRegistry.ListTools after the refused writes: got %d tools (%v), want %d", len(after.GetTools()), err, len(tools.Tools))
+			if after, err := listTools(ctx, registry); err != nil || len(after) != len(tools) {
+				t.Errorf("ToolRegistry.ListTools after the refused writes: got %d tools (%v), want %d", len(after), err, len(tools))
 			}
 
 			resp, err := http.Get("http://" + proc.Metrics + "/metrics")
@@ -341,6 +341,22 @@ func (m *manifest) exampleTokens() ([]token, error) {
 		return nil, err
 	}
 	return parseTokens(src.content)
+}
+
+// listTools lists every registered tool, a page at a time.
+func listTools(ctx context.Context, registry exprdv1.ToolRegistryClient) ([]*exprdv1.ToolInfo, error) {
+	var out []*exprdv1.ToolInfo
+	req := &exprdv1.ListToolsRequest{PageSize: 500}
+	for {
+		resp, err := registry.ListTools(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.GetTools()...)
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+			return out, nil
+		}
+	}
 }
 
 // withToken makes calls carry a bearer token.

@@ -580,10 +580,10 @@ func exerciseExprd(ctx context.Context, conn *grpc.ClientConn) error {
 		req        *exprdv1.CallRequest
 		wantReason string
 	}{
-		{"a UTCP tool as a function", &exprdv1.CallRequest{Settings: withTool, StateJson: []byte(`{}`),
-			InputJson: []byte(`{"steps": [{"set": "scopes.root.n", "expr": "add({a: 2, b: 3}).result"}]}`)}, ""},
-		{"over the iterations budget", &exprdv1.CallRequest{Budgets: &exprdv1.Budgets{MaxIterations: 1}, StateJson: []byte(`{}`),
-			InputJson: []byte(`{"steps": [{"expr": "map(1..100, # * 2)"}]}`)}, "budget-exceeded"},
+		{"a UTCP tool as a function", &exprdv1.CallRequest{Settings: withTool, StateJson: `{}`,
+			InputJson: `{"steps": [{"set": "scopes.root.n", "expr": "add({a: 2, b: 3}).result"}]}`}, ""},
+		{"over the iterations budget", &exprdv1.CallRequest{Budgets: &exprdv1.Budgets{MaxIterations: 1}, StateJson: `{}`,
+			InputJson: `{"steps": [{"expr": "map(1..100, # * 2)"}]}`}, "budget-exceeded"},
 	} {
 		resp, err := tool.Call(ctx, c.req)
 		if err != nil || resp.GetReason() != c.wantReason {
@@ -612,7 +612,7 @@ func exerciseExprd(ctx context.Context, conn *grpc.ClientConn) error {
 	}
 	registry := exprdv1.NewToolRegistryClient(conn)
 	if _, err := registry.RegisterManual(ctx, &exprdv1.RegisterManualRequest{
-		Name: "probe", Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: []byte(`{"utcp_version": "1.1.0", "tools": []}`)},
+		Name: "probe", Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: `{"utcp_version": "1.1.0", "tools": []}`},
 	}); err != nil {
 		return fmt.Errorf("ToolRegistry.RegisterManual: %w", err)
 	}

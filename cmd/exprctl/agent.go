@@ -2,8 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"strings"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -17,11 +18,12 @@ func agentCmd(e *env, args []string) error {
 	system := fs.String("system", "", "the system prompt")
 	withExpr := fs.Bool("expr", false, "declare the built-in expr tool on the session's state")
 	read := fs.Bool("read", false, "the expr tool allows read")
-	stateFile := fs.String("state", "", "a JSON file sent as the expr tool's state")
+	statePath := fs.String("state", "", "a file holding the expr tool's state as a JSON object")
 	var utcpTools, codemodeTools listFlag
 	fs.Var(&utcpTools, "utcp", "declare UTCP tools as NAME=TOOL (add=math.add), or TOOL to use its own name with dots as _")
 	fs.Var(&codemodeTools, "codemode", "declare the built-in codemode tool over these UTCP tools")
 	maxSteps := fs.Uint("max-steps", 0, "stop after this many steps (0: the server's default, 10)")
+	toolChoice := fs.String("tool-choice", "", "whether the model must call a tool: auto (the default), none, required, or a declared tool's name")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -29,6 +31,10 @@ func agentCmd(e *env, args []string) error {
 		return usagef("--prompt is required")
 	}
 	steps, err := uint32Flag("max-steps", *maxSteps)
+	if err != nil {
+		return err
+	}
+	state, err := stateFile(*statePath)
 	if err != nil {
 		return err
 	}
@@ -52,6 +58,9 @@ func agentCmd(e *env, args []string) error {
 	if steps > 0 {
 		start.Stop = &exprdv1.StopCondition{Cond: &exprdv1.StopCondition_MaxSteps{MaxSteps: steps}}
 	}
+	if start.ToolChoice, err = parseToolChoice(*toolChoice, start.Tools); err != nil {
+		return err
+	}
 	c, err := e.dial()
 	if err != nil {
 		return err
@@ -65,15 +74,13 @@ func agentCmd(e *env, args []string) error {
 	if err := send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
 		return err
 	}
-	if *stateFile != "" {
-		data, err := os.ReadFile(*stateFile)
-		if err != nil {
-			return usagef("--state: %v", err)
-		}
-		if err := send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_State{State: &exprdv1.State{StateJson: string(data)}}}); err != nil {
+	if state != nil {
+		if err := send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_State{State: &exprdv1.State{StateJson: string(state)}}}); err != nil {
 			return err
 		}
 	}
+	// A refused state is told after the turn, which ran on the old one.
+	var rejected []string
 	out := e.stdout
 	inText := false
 	endText := func() {
@@ -120,9 +127,44 @@ func agentCmd(e *env, args []string) error {
 			d := ev.Done
 			fmt.Fprintf(out, "done: %s after %d steps, %d tokens\n%s\n", d.GetStopReason(), len(d.GetSteps()), d.GetUsage().GetTotalTokens(), d.GetText())
 			_ = stream.CloseSend()
+			if len(rejected) > 0 {
+				return errors.New(strings.Join(rejected, "; "))
+			}
 			return nil
+		case *exprdv1.AgentLoopRunResponse_Rejected:
+			rejected = append(rejected, rejectedText(ev.Rejected))
 		}
 	}
+}
+
+// toolChoices are --tool-choice's words; any other value names a tool.
+var toolChoices = map[string]exprdv1.ToolChoice_Mode{
+	"auto":     exprdv1.ToolChoice_MODE_AUTO,
+	"none":     exprdv1.ToolChoice_MODE_NONE,
+	"required": exprdv1.ToolChoice_MODE_REQUIRED,
+}
+
+// parseToolChoice reads --tool-choice: nil (auto) when not given; a
+// required or named tool needs it declared.
+func parseToolChoice(v string, tools []*exprdv1.AgentTool) (*exprdv1.ToolChoice, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil, nil
+	}
+	var names []string
+	for _, t := range tools {
+		names = append(names, t.GetName())
+	}
+	if mode, ok := toolChoices[v]; ok {
+		if mode == exprdv1.ToolChoice_MODE_REQUIRED && len(names) == 0 {
+			return nil, usagef("--tool-choice required: declare a tool (--expr, --utcp, --codemode)")
+		}
+		return &exprdv1.ToolChoice{Mode: mode}, nil
+	}
+	if !slices.Contains(names, v) {
+		return nil, usagef("--tool-choice %q: want auto, none, required or a declared tool's name (declared: %s)", v, strings.Join(names, ", "))
+	}
+	return &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_MODE_TOOL, Tool: v}, nil
 }
 
 func compactJSON(b string) string {

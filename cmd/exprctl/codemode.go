@@ -195,6 +195,9 @@ func (e *env) codemodeRun(c *client.Client, start *exprdv1.RunStart, out *output
 				out.object(approvalReplyEvent{"approval_reply", a.GetApprovalId(), ok})
 				send(&exprdv1.RunRequest{Msg: &exprdv1.RunRequest_ApprovalReply{ApprovalReply: &exprdv1.ApprovalReply{ApprovalId: a.GetApprovalId(), Approved: ok}}})
 			}()
+		case *exprdv1.RunResponse_Rejected:
+			// A reply that came too late changed nothing: the run goes on.
+			printRejected(out, ev.Rejected)
 		case *exprdv1.RunResponse_Result:
 			stopAsking()
 			return printResult(out, ev.Result)
@@ -203,7 +206,7 @@ func (e *env) codemodeRun(c *client.Client, start *exprdv1.RunStart, out *output
 }
 
 // The events of codemode run --json, one a line, named as the proto's
-// RunResponse fields; JSON bytes are inlined as JSON.
+// RunResponse fields; JSON fields are inlined as JSON.
 type (
 	planEvent struct {
 		Event  string   `json:"event"`
@@ -241,6 +244,13 @@ type (
 		Outcome    string          `json:"outcome"`
 		Error      string          `json:"error,omitempty"`
 	}
+	rejectedEvent struct {
+		Event   string `json:"event"`
+		Kind    string `json:"kind"`
+		CallID  string `json:"call_id,omitempty"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
 	resultEvent struct {
 		Event      string          `json:"event"`
 		Value      json.RawMessage `json:"value,omitempty"`
@@ -273,6 +283,12 @@ func printFinished(out *output, f *exprdv1.ToolCallTrace) {
 		return
 	}
 	out.textf("end %s %s in %s\n", f.GetTool(), outcome, roundDuration(d))
+}
+
+func printRejected(out *output, r *exprdv1.Rejected) {
+	st := (&client.RejectedError{Rejected: r}).GRPCStatus()
+	out.object(rejectedEvent{"rejected", r.GetKind(), r.GetCallId(), st.Code().String(), st.Message()})
+	out.textf("%s\n", rejectedText(r))
 }
 
 // outcomeName is a trace's outcome as exprctl prints it: ok, error, ...

@@ -12,6 +12,10 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model/scripted"
 )
 
@@ -124,7 +128,7 @@ func TestCodemodeRun(t *testing.T) {
 			args:       []string{"--code", `codemode.CallTool("math.divide", {"a": 1, "b": 0})`, "--tools", "math.divide"},
 			wantCode:   exitError,
 			wantStdout: "start math.divide {\"a\":1,\"b\":0}\nend math.divide error in D: ",
-			wantStderr: `exprctl codemode run: host-function at line 1, column 10: tool "math.divide" failed: utcp: tool "math.divide": provider answered 422: {"error":"division by zero"}` + "\n",
+			wantStderr: `exprctl codemode run: host-function at line 1, column 10: tool "math.divide" failed: tool "math.divide": provider answered 422: {"error":"division by zero"}` + "\n",
 		},
 		{
 			name:       "a program error: a tool off the whitelist",
@@ -563,6 +567,31 @@ func TestCodemodeRunPrompt(t *testing.T) {
 			t.Parallel()
 			got := runNormalized("", append([]string{"--addr", addr, "codemode", "run"}, tc.args...)...)
 			check(t, got, tc.wantCode, tc.wantStdout, tc.wantStderr)
+		})
+	}
+}
+
+// A Rejected event is told with its status's code and message, and
+// --json names its fields.
+func TestPrintRejected(t *testing.T) {
+	t.Parallel()
+	r := &exprdv1.Rejected{Kind: "approval_reply", CallId: "a1",
+		Status: status.New(codes.NotFound, `no approval is waiting for "a1"`).Proto()}
+	for _, tc := range []struct {
+		name string
+		json bool
+		want string
+	}{
+		{"text", false, `the server rejected the approval_reply: NotFound: no approval is waiting for "a1"` + "\n"},
+		{"json", true, `{"event":"rejected","kind":"approval_reply","call_id":"a1","code":"NotFound","message":"no approval is waiting for \"a1\""}` + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var b strings.Builder
+			printRejected(&output{w: &b, json: tc.json}, r)
+			if b.String() != tc.want {
+				t.Errorf("got %q, want %q", b.String(), tc.want)
+			}
 		})
 	}
 }

@@ -82,7 +82,7 @@ func exprCmd(e *env, args []string) error {
 		Functions: map[string]client.Function{"downloadCsv": downloadCsv(out, *csvOut, e.stderr)},
 		OnRejected: func(r *exprdv1.Rejected) {
 			mu.Lock()
-			rejected = append(rejected, fmt.Sprintf("the server rejected the %s: %s", r.GetKind(), r.GetStatus().GetMessage()))
+			rejected = append(rejected, rejectedText(r))
 			mu.Unlock()
 		},
 	}

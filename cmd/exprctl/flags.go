@@ -9,12 +9,17 @@ import (
 	"math"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
 // errFlagParse is a flag error the flag package has already printed.
 var errFlagParse = errors.New("bad flags")
+
+// errNotUTF8 is a request's JSON or manual that is not UTF-8 text, which
+// the proto's string fields must hold.
+var errNotUTF8 = errors.New("not UTF-8 text")
 
 // listFlag collects names given as A,B or by repeating the flag.
 type listFlag []string
@@ -170,8 +175,12 @@ func stateFile(name string) ([]byte, error) {
 	return b, nil
 }
 
-// checkJSON is json.Valid with the decoder's message for what is wrong.
+// checkJSON is json.Valid with the decoder's message for what is wrong,
+// and UTF-8: JSON travels in proto strings.
 func checkJSON(b []byte) error {
+	if !utf8.Valid(b) {
+		return errNotUTF8
+	}
 	if json.Valid(b) {
 		return nil
 	}

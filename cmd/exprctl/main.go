@@ -4,10 +4,10 @@
 //	exprctl [CONN] describe [--read] [--server-fn A,B] [--client-fn C] [--note TEXT] [--part PART]
 //	exprctl [CONN] expr --call JSON [--state FILE] [--read] [--server-fn A,B] [--client-fn downloadCsv] [--yes|--no] [--timeout-ms N] [--csv-out FILE]
 //	exprctl [CONN] call --call JSON [--state FILE] [--read] [--server-fn A,B] [--timeout-ms N]
-//	exprctl [CONN] agent --prompt TEXT [--provider P] [--expr] [--utcp NAME=TOOL] [--codemode A,B] ...
+//	exprctl [CONN] agent --prompt TEXT [--provider P] [--expr] [--utcp NAME=TOOL] [--codemode A,B] [--tool-choice auto|none|required|TOOL] ...
 //	exprctl [CONN] codemode run (FILE | - | --code CODE | --prompt TEXT [--provider P]) [--tools A,B] [--needs-approval A,B] [--yes|--no] [--timeout-ms N] [--json]
-//	exprctl [CONN] tools list [--manual M] [--json]
-//	exprctl [CONN] tools search QUERY [--limit N] [--json]
+//	exprctl [CONN] tools list [--manual M] [--full] [--json]
+//	exprctl [CONN] tools search QUERY [--limit N] [--full] [--json]
 //	exprctl [CONN] tools register NAME (--file PATH | --url URL | --grpc-target HOST:PORT [--grpc-security tls|plaintext]) [--replace] [--json]
 //	exprctl [CONN] tools deregister NAME [--json]
 //
@@ -38,15 +38,20 @@
 // --yes / --no answers every one. Ctrl-C cancels the run (RunCancel) and
 // waits briefly for the server to say what it had done.
 //
-// tools manages and queries the UTCP tool registry. register sends --file
+// tools manages and queries the UTCP tool registry. list prints every
+// tool, a page of ListTools at a time; search prints the --limit best
+// (at most 100). --full asks for each tool's JSON Schemas too, which --json
+// does by default (--full=false leaves them out). register sends --file
 // as manual_json: a UTCP manual, or an OpenAPI document the server
 // converts; it prints the tools registered and those left out, or
 // registered without their output schema, with why.
 //
 // codemode and tools print for people by default, and with --json one
 // JSON object per line: per event for codemode run ({"event": "chunk",
-// ...}, named as the proto's RunResponse fields, JSON bytes inlined), per
-// tool for list and search, one for the answer of register and deregister.
+// ...}, named as the proto's RunResponse fields, JSON fields inlined as
+// JSON), per tool for list and search, one for the answer of register and
+// deregister. A message the server rejected is told with its status's code
+// and message: "the server rejected the state: InvalidArgument: ...".
 // Errors go to stderr in both modes.
 //
 // The exit code is 0 when the request was answered, even with an error

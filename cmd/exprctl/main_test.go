@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,6 +163,47 @@ func TestExpr(t *testing.T) {
 			t.Parallel()
 			got := runCmd(tc.stdin, append([]string{"--addr", addr, "expr"}, tc.args...)...)
 			check(t, got, tc.wantCode, tc.wantStdout, tc.wantStderr)
+		})
+	}
+}
+
+// A state the session refuses is told after the answer, which the call
+// gave on the state before it, with the status's code and message.
+func TestExprStateRejected(t *testing.T) {
+	t.Parallel()
+	srv, err := server.New(server.WithLogger(slog.New(slog.DiscardHandler)), server.WithMaxStateBytes(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, srv)
+	state := filepath.Join(t.TempDir(), "products.json")
+	if err := os.WriteFile(state, examples.Products, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := runCmd("", "--addr", addr, "expr", "--state", state, "--read", "--call", `{"read": "len(scopes.root)"}`)
+	check(t, got, exitError, "answer {\"value\":0}\n", "exprctl expr: the server rejected the state: ResourceExhausted: ")
+}
+
+// JSON that is not UTF-8 cannot go in a proto string: a usage error.
+func TestNotUTF8(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte("{\"a\": \"\xff\"}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, wantStderr string
+		args             []string
+	}{
+		{"--call", "exprctl call: --call is not valid JSON: not UTF-8 text", []string{"call", "--call", "@" + bad}},
+		{"--state", "exprctl expr: --state " + bad + " is not valid JSON: not UTF-8 text", []string{"expr", "--state", bad, "--call", "{}"}},
+		{"a manual", "exprctl tools register: --file " + bad + ": not UTF-8 text", []string{"tools", "register", "x", "--file", bad}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// No server: a usage error is found before dialling.
+			check(t, runCmd("", append([]string{"--addr", closedAddr(t)}, tc.args...)...), exitUsage, "", tc.wantStderr)
 		})
 	}
 }
@@ -360,43 +400,105 @@ func TestAddrFromEnv(t *testing.T) {
 	check(t, got, exitOK, fiveLowestWrite+"answer {}\n", "")
 }
 
-// exprctl agent prints a turn as it streams: the demo model calls the expr
-// tool, whose write shows, then answers.
-func TestAgentCommand(t *testing.T) {
+// startAgent serves exprd with the demo model (whose requests the returned
+// server records) and no initial state; more options come last.
+func startAgent(t *testing.T, more ...server.Option) (addr string, demo *scripted.Server) {
+	t.Helper()
 	demo, err := scripted.Demo()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer demo.Close()
+	t.Cleanup(demo.Close)
 	p, err := openaicompat.New("demo", openaicompat.ProviderConfig{BaseURL: demo.BaseURL(), Model: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { _ = p.Close() })
 	models := model.NewRegistry()
 	if err := models.Register("demo", p); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.WithInitialState(examples.Products), server.WithModels(models), server.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := server.New(append([]server.Option{server.WithModels(models), server.WithLogger(slog.New(slog.DiscardHandler))}, more...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-	var stdout, stderr strings.Builder
-	code := run([]string{"--addr", lis.Addr().String(), "agent", "--expr", "--prompt", "Select the five cheapest products."}, strings.NewReader(""), &stdout, &stderr)
-	out := stdout.String()
-	if code != 0 {
-		t.Fatalf("exit %d: %s%s", code, out, stderr.String())
+	return serve(t, srv), demo
+}
+
+// exprctl agent prints a turn as it streams: the demo model calls the expr
+// tool, whose write shows, then answers.
+func TestAgentCommand(t *testing.T) {
+	t.Parallel()
+	addr, _ := startAgent(t, server.WithInitialState(examples.Products))
+	got := runCmd("", "--addr", addr, "agent", "--expr", "--prompt", "Select the five cheapest products.")
+	if got.code != 0 {
+		t.Fatalf("exit %d: %s%s", got.code, got.stdout, got.stderr)
 	}
 	for _, want := range []string{"step 0\n", "call expr ", "write path=scopes.root.selected value={", "result expr {}", "done: completed after 2 steps"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the output lacks %q:\n%s", want, out)
+		if !strings.Contains(got.stdout, want) {
+			t.Errorf("the output lacks %q:\n%s", want, got.stdout)
 		}
+	}
+}
+
+// --tool-choice's words and tool names reach the model request as the
+// tool_choice OpenAI defines; what cannot be sent is a usage error.
+func TestAgentToolChoice(t *testing.T) {
+	t.Parallel()
+	addr, demo := startAgent(t, server.WithInitialState(examples.Products))
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantChoice string // the first model request's tool_choice
+		wantStderr string
+	}{
+		{name: "not given", args: []string{"--expr"}, wantChoice: `"auto"`},
+		{name: "auto", args: []string{"--expr", "--tool-choice", "auto"}, wantChoice: `"auto"`},
+		{name: "none", args: []string{"--expr", "--tool-choice", "none"}, wantChoice: `"none"`},
+		{name: "required", args: []string{"--expr", "--tool-choice", "required"}, wantChoice: `"required"`},
+		{name: "a tool", args: []string{"--expr", "--tool-choice", "expr"}, wantChoice: `{"type":"function","function":{"name":"expr"}}`},
+		{name: "an undeclared tool", args: []string{"--expr", "--tool-choice", "add"}, wantCode: exitUsage,
+			wantStderr: `--tool-choice "add": want auto, none, required or a declared tool's name (declared: expr)`},
+		{name: "required without a tool", args: []string{"--tool-choice", "required"}, wantCode: exitUsage,
+			wantStderr: "--tool-choice required: declare a tool"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Not parallel: the model's first request is this case's.
+			before := len(demo.Requests())
+			prompt := "Select the five cheapest products (" + tc.name + ")."
+			got := runCmd("", append([]string{"--addr", addr, "agent", "--prompt", prompt}, tc.args...)...)
+			check(t, result{got.code, "", got.stderr}, tc.wantCode, "", tc.wantStderr)
+			reqs := demo.Requests()[before:]
+			if tc.wantCode != exitOK {
+				if len(reqs) != 0 {
+					t.Errorf("got %d model requests, want none", len(reqs))
+				}
+				return
+			}
+			if len(reqs) == 0 {
+				t.Fatalf("the model got no request (stdout %q)", got.stdout)
+			}
+			if choice := string(reqs[0].Chat.ToolChoice); choice != tc.wantChoice {
+				t.Errorf("got tool_choice %s, want %s", choice, tc.wantChoice)
+			}
+		})
+	}
+}
+
+// A state the server refuses is told after the turn, which ran on the
+// state before it, with its status's code and message.
+func TestAgentStateRejected(t *testing.T) {
+	t.Parallel()
+	addr, _ := startAgent(t, server.WithMaxStateBytes(64))
+	state := filepath.Join(t.TempDir(), "products.json")
+	if err := os.WriteFile(state, examples.Products, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := runCmd("", "--addr", addr, "agent", "--expr", "--state", state, "--prompt", "Select the five cheapest products.")
+	check(t, result{got.code, "", got.stderr}, exitError, "", "exprctl agent: the server rejected the state: ResourceExhausted: ")
+	if !strings.Contains(got.stdout, "done: ") {
+		t.Errorf("got stdout %q, want the turn done", got.stdout)
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"io"
 	"strings"
 	"sync"
+
+	"github.com/exprd/exprd/client"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
 // output is where a codemode or tools command prints: text for people, or
@@ -49,7 +52,7 @@ func (o *output) object(v any) {
 	_, _ = o.w.Write(append(b, '\n'))
 }
 
-// rawJSON is JSON bytes from the server as they are inside a JSON line:
+// rawJSON is JSON text from the server as it is inside a JSON line:
 // nil (left out) when empty, a string when they are not JSON.
 func rawJSON(b string) json.RawMessage {
 	if strings.TrimSpace(b) == "" {
@@ -61,4 +64,16 @@ func rawJSON(b string) json.RawMessage {
 		return s
 	}
 	return c.Bytes()
+}
+
+// rejectedText tells a Rejected as exprctl prints it: what was rejected,
+// then its status's code and message, as errorText puts a gRPC error ("the
+// server rejected the state: InvalidArgument: state_json: ...").
+func rejectedText(r *exprdv1.Rejected) string {
+	st := (&client.RejectedError{Rejected: r}).GRPCStatus()
+	what := r.GetKind()
+	if what == "" {
+		what = "message"
+	}
+	return fmt.Sprintf("the server rejected the %s: %s: %s", what, st.Code(), st.Message())
 }

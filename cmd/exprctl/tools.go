@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
@@ -14,31 +16,34 @@ import (
 // toolsListCmd lists the registered tools, all or one manual's.
 func toolsListCmd(e *env, args []string) error {
 	fs := e.newFlagSet("tools list")
-	withUsage(fs, "[--manual M] [flags]")
+	withUsage(fs, "[--manual M] [--full] [flags]")
 	manual := fs.String("manual", "", "list only this manual's tools")
+	full := registerFull(fs)
 	out := &output{w: e.stdout}
 	out.registerJSON(fs)
 	if _, err := parseArgs(fs, args, 0, 0); err != nil {
 		return err
 	}
+	view := full.view(out.json)
 	c, err := e.dial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	// Every page: a list is short next to what it describes.
-	resp := &exprdv1.ListToolsResponse{}
-	for req := (&exprdv1.ListToolsRequest{Manual: *manual, PageSize: 500}); ; {
-		page, err := c.ToolRegistry().ListTools(e.ctx, req)
+	// Every page: a list is short next to what it describes. Pages with
+	// schemas are smaller, to stay well under a message's size limit.
+	req := &exprdv1.ListToolsRequest{Manual: *manual, View: view, PageSize: 500}
+	if view == exprdv1.ToolView_TOOL_VIEW_FULL {
+		req.PageSize = 100
+	}
+	var tools []*exprdv1.ToolInfo
+	for t, err := range c.Tools(e.ctx, req) {
 		if err != nil {
 			return err
 		}
-		resp.Tools = append(resp.Tools, page.GetTools()...)
-		if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
-			break
-		}
+		tools = append(tools, t)
 	}
-	if len(resp.GetTools()) == 0 {
+	if len(tools) == 0 {
 		if *manual != "" {
 			out.textf("no tools in a manual %q\n", *manual)
 		} else {
@@ -47,19 +52,22 @@ func toolsListCmd(e *env, args []string) error {
 		return nil
 	}
 	rows := [][]string{{"NAME", "TRANSPORT", "DESCRIPTION"}}
-	for _, t := range resp.GetTools() {
+	for _, t := range tools {
 		out.object(newToolJSON(t, nil))
 		rows = append(rows, []string{t.GetName(), t.GetCallTemplateType(), firstLine(t.GetDescription())})
 	}
 	printTable(out, rows)
+	printSchemas(out, view, tools)
 	return nil
 }
 
-// toolsSearchCmd ranks the registry's tools for a query.
+// toolsSearchCmd ranks the registry's tools for a query and prints the
+// first page of them.
 func toolsSearchCmd(e *env, args []string) error {
 	fs := e.newFlagSet("tools search")
-	withUsage(fs, "QUERY... [--limit N] [flags]")
-	limit := fs.Uint("limit", 0, "the most tools to print (0: the server's default, 10)")
+	withUsage(fs, "QUERY... [--limit N] [--full] [flags]")
+	limit := fs.Uint("limit", 0, fmt.Sprintf("the most tools to print, at most %d (0: the server's default, 10)", maxSearchLimit))
+	full := registerFull(fs)
 	out := &output{w: e.stdout}
 	out.registerJSON(fs)
 	words, err := parseArgs(fs, args, 1, -1)
@@ -70,16 +78,16 @@ func toolsSearchCmd(e *env, args []string) error {
 	if query == "" {
 		return usagef("the query is empty")
 	}
-	n, err := uint32Flag("limit", *limit)
-	if err != nil {
-		return err
+	if *limit > maxSearchLimit {
+		return usagef("--limit %d: at most %d, as deep as the server ranks", *limit, maxSearchLimit)
 	}
+	view := full.view(out.json)
 	c, err := e.dial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	resp, err := c.ToolRegistry().SearchTools(e.ctx, &exprdv1.SearchToolsRequest{Query: query, PageSize: n})
+	resp, err := c.ToolRegistry().SearchTools(e.ctx, &exprdv1.SearchToolsRequest{Query: query, PageSize: uint32(*limit), View: view})
 	if err != nil {
 		return err
 	}
@@ -88,14 +96,62 @@ func toolsSearchCmd(e *env, args []string) error {
 		return nil
 	}
 	rows := [][]string{{"SCORE", "NAME", "TRANSPORT", "DESCRIPTION"}}
+	tools := make([]*exprdv1.ToolInfo, 0, len(resp.GetTools()))
 	for _, st := range resp.GetTools() {
 		score := st.GetScore()
 		t := st.GetTool()
 		out.object(newToolJSON(t, &score))
 		rows = append(rows, []string{fmt.Sprintf("%.3f", score), t.GetName(), t.GetCallTemplateType(), firstLine(t.GetDescription())})
+		tools = append(tools, t)
 	}
 	printTable(out, rows)
+	printSchemas(out, view, tools)
 	return nil
+}
+
+// maxSearchLimit is the most results tools search prints: SearchTools'
+// largest page, and how deep it ranks.
+const maxSearchLimit = 100
+
+// fullFlag is --full of tools list and search: whether to ask for the
+// tools' JSON Schemas (TOOL_VIEW_FULL). --json asks for them unless
+// --full=false: its lines have always carried them.
+type fullFlag struct {
+	fs   *flag.FlagSet
+	full bool
+}
+
+func registerFull(fs *flag.FlagSet) *fullFlag {
+	f := &fullFlag{fs: fs}
+	fs.BoolVar(&f.full, "full", false, "also get each tool's input and output JSON Schemas, printed under the table (with --json the default; --full=false leaves them out)")
+	return f
+}
+
+// view is the ToolView to ask for.
+func (f *fullFlag) view(asJSON bool) exprdv1.ToolView {
+	given := false
+	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "full" })
+	if f.full || (asJSON && !given) {
+		return exprdv1.ToolView_TOOL_VIEW_FULL
+	}
+	return exprdv1.ToolView_TOOL_VIEW_BASIC
+}
+
+// printSchemas prints, for people, the schemas the full view brought: each
+// tool's name, then its schemas a line each.
+func printSchemas(out *output, view exprdv1.ToolView, tools []*exprdv1.ToolInfo) {
+	if view != exprdv1.ToolView_TOOL_VIEW_FULL {
+		return
+	}
+	for _, t := range tools {
+		out.textf("\n%s\n", t.GetName())
+		if s := t.GetInputSchemaJson(); s != "" {
+			out.textf("  input:  %s\n", rawJSON(s))
+		}
+		if s := t.GetOutputSchemaJson(); s != "" {
+			out.textf("  output: %s\n", rawJSON(s))
+		}
+	}
 }
 
 // grpcSecurity are --grpc-security's values.
@@ -146,6 +202,9 @@ func toolsRegisterCmd(e *env, args []string) error {
 		b, err := e.readFile(*file)
 		if err != nil {
 			return err
+		}
+		if !utf8.Valid(b) {
+			return usagef("--file %s: %v", *file, errNotUTF8)
 		}
 		req.Source = &exprdv1.RegisterManualRequest_ManualJson{ManualJson: string(b)}
 	case *url != "":
@@ -233,8 +292,8 @@ func (e *env) readFile(name string) ([]byte, error) {
 
 // The lines of the tools commands' --json.
 type (
-	// toolJSON is a ToolInfo, its schemas inlined, with its score in a
-	// search.
+	// toolJSON is a ToolInfo, its schemas inlined when they were asked
+	// for (--full, the default with --json), with its score in a search.
 	toolJSON struct {
 		Name             string          `json:"name"`
 		Manual           string          `json:"manual"`

@@ -25,9 +25,28 @@ math.sqrt        http       The square root of a.
 math.subtract    http       Subtracts b from a: a - b.
 `
 
+// The math tools' schemas, as tools list --full prints them.
+const (
+	mathBinarySchemas = `  input:  {"additionalProperties":false,"properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"],"type":"object"}
+  output: {"properties":{"result":{"type":"number"}},"type":"object"}
+`
+	mathSqrtSchemas = `  input:  {"additionalProperties":false,"properties":{"a":{"type":"number"}},"required":["a"],"type":"object"}
+  output: {"properties":{"result":{"type":"number"}},"type":"object"}
+`
+	mathToolsFull = `NAME           TRANSPORT  DESCRIPTION
+math.add       http       Adds two numbers: a + b.
+math.divide    http       Divides a by b.
+math.multiply  http       Multiplies two numbers: a × b.
+math.sqrt      http       The square root of a.
+math.subtract  http       Subtracts b from a: a - b.
+` + "\nmath.add\n" + mathBinarySchemas + "\nmath.divide\n" + mathBinarySchemas + "\nmath.multiply\n" + mathBinarySchemas +
+		"\nmath.sqrt\n" + mathSqrtSchemas + "\nmath.subtract\n" + mathBinarySchemas
+)
+
 // toolLines parses tools list/search --json back: the names, and the
-// scores when there are.
-func toolLines(t *testing.T, stdout string) (names []string, scores []float64) {
+// scores when there are. Each line must have an input schema when
+// wantSchemas, and none when not.
+func toolLines(t *testing.T, stdout string, wantSchemas bool) (names []string, scores []float64) {
 	t.Helper()
 	for line := range strings.Lines(stdout) {
 		var tool struct {
@@ -45,8 +64,11 @@ func toolLines(t *testing.T, stdout string) (names []string, scores []float64) {
 		if err := dec.Decode(&tool); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		if tool.Manual == "" || !strings.HasPrefix(tool.Name, tool.Manual+".") || tool.CallTemplateType == "" || len(tool.InputSchema) == 0 || tool.Tags == nil {
-			t.Errorf("line %q: want a name under its manual, a transport, tags and an input schema", line)
+		if tool.Manual == "" || !strings.HasPrefix(tool.Name, tool.Manual+".") || tool.CallTemplateType == "" || tool.Tags == nil {
+			t.Errorf("line %q: want a name under its manual, a transport and tags", line)
+		}
+		if got := len(tool.InputSchema) > 0; got != wantSchemas {
+			t.Errorf("line %q: got an input schema %t, want %t", line, got, wantSchemas)
 		}
 		names = append(names, tool.Name)
 		if tool.Score != nil {
@@ -65,10 +87,11 @@ func TestToolsListAndSearch(t *testing.T) {
 		wantCode   int
 		wantStdout string
 		wantStderr string
-		// With --json: the tools' names in order, and whether they are
-		// scored (best first).
-		wantNames  []string
-		wantScored bool
+		// With --json: the tools' names in order, whether they are
+		// scored (best first), and whether they carry their schemas.
+		wantNames   []string
+		wantScored  bool
+		wantSchemas bool
 	}{
 		{name: "list", args: []string{"list"}, wantStdout: demoTools},
 		{
@@ -78,9 +101,26 @@ func TestToolsListAndSearch(t *testing.T) {
 		},
 		{name: "list an unknown manual", args: []string{"list", "--manual", "nope"}, wantStdout: "no tools in a manual \"nope\"\n"},
 		{
-			name:      "list as JSON",
-			args:      []string{"list", "--json"},
-			wantNames: []string{"catalog.get", "catalog.restock", "catalog.search", "math.add", "math.divide", "math.multiply", "math.sqrt", "math.subtract"},
+			name:        "list as JSON, with the schemas",
+			args:        []string{"list", "--json"},
+			wantNames:   []string{"catalog.get", "catalog.restock", "catalog.search", "math.add", "math.divide", "math.multiply", "math.sqrt", "math.subtract"},
+			wantSchemas: true,
+		},
+		{
+			name:        "list as JSON, --full too",
+			args:        []string{"list", "--json", "--full", "--manual", "math"},
+			wantNames:   []string{"math.add", "math.divide", "math.multiply", "math.sqrt", "math.subtract"},
+			wantSchemas: true,
+		},
+		{
+			name:      "list as JSON without the schemas",
+			args:      []string{"list", "--json", "--full=false", "--manual", "math"},
+			wantNames: []string{"math.add", "math.divide", "math.multiply", "math.sqrt", "math.subtract"},
+		},
+		{
+			name:       "list with the schemas",
+			args:       []string{"list", "--manual", "math", "--full"},
+			wantStdout: mathToolsFull,
 		},
 		{name: "list an unknown manual as JSON", args: []string{"list", "--manual", "nope", "--json"}, wantNames: nil},
 		{
@@ -95,14 +135,33 @@ func TestToolsListAndSearch(t *testing.T) {
 		},
 		{name: "search with no match", args: []string{"search", "xyzzy"}, wantStdout: "no tool matches \"xyzzy\"\n"},
 		{
-			name:       "search as JSON",
-			args:       []string{"search", "--json", "--limit", "2", "find a product by name"},
+			name:        "search as JSON",
+			args:        []string{"search", "--json", "--limit", "2", "find a product by name"},
+			wantNames:   []string{"catalog.search", "catalog.get"},
+			wantScored:  true,
+			wantSchemas: true,
+		},
+		{
+			name:       "search as JSON without the schemas",
+			args:       []string{"search", "--json", "--full=false", "--limit", "2", "find a product by name"},
 			wantNames:  []string{"catalog.search", "catalog.get"},
 			wantScored: true,
 		},
+		{
+			name: "search with the schemas",
+			args: []string{"search", "square root", "--full"},
+			wantStdout: "SCORE  NAME       TRANSPORT  DESCRIPTION\n2.013  math.sqrt  http       The square root of a.\n" +
+				"\nmath.sqrt\n" + mathSqrtSchemas,
+		},
+		{
+			name:       "search at the largest --limit",
+			args:       []string{"search", "square root", "--limit", "100"},
+			wantStdout: "SCORE  NAME       TRANSPORT  DESCRIPTION\n2.013  math.sqrt  http       The square root of a.\n",
+		},
 		{name: "search with no query", args: []string{"search"}, wantCode: exitUsage, wantStderr: "exprctl tools search: too few arguments"},
 		{name: "search with a blank query", args: []string{"search", " "}, wantCode: exitUsage, wantStderr: "the query is empty"},
-		{name: "search --limit too large", args: []string{"search", "x", "--limit", "4294967296"}, wantCode: exitUsage, wantStderr: "--limit 4294967296 is too large"},
+		{name: "search --limit past the ranking's depth", args: []string{"search", "x", "--limit", "101"}, wantCode: exitUsage, wantStderr: "--limit 101: at most 100"},
+		{name: "search --limit past uint32", args: []string{"search", "x", "--limit", "4294967296"}, wantCode: exitUsage, wantStderr: "--limit 4294967296: at most 100"},
 		{name: "list with an argument", args: []string{"list", "math"}, wantCode: exitUsage, wantStderr: `exprctl tools list: unexpected argument "math"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,7 +172,7 @@ func TestToolsListAndSearch(t *testing.T) {
 				return
 			}
 			check(t, result{got.code, "", got.stderr}, tc.wantCode, "", tc.wantStderr)
-			names, scores := toolLines(t, got.stdout)
+			names, scores := toolLines(t, got.stdout, tc.wantSchemas)
 			if !slices.Equal(names, tc.wantNames) {
 				t.Errorf("got tools %q, want %q", names, tc.wantNames)
 			}
@@ -205,7 +264,7 @@ func TestToolsRegister(t *testing.T) {
 			name:       "again, without --replace",
 			args:       []string{"tools", "register", "--file", manual, "greeter"},
 			wantCode:   exitError,
-			wantStderr: `exprctl tools register: AlreadyExists: utcp: manual "greeter": already registered`,
+			wantStderr: `exprctl tools register: AlreadyExists: manual "greeter": already registered`,
 		},
 		{
 			name:       "again, with --replace, as JSON",
@@ -221,7 +280,7 @@ func TestToolsRegister(t *testing.T) {
 			name:       "deregistered again",
 			args:       []string{"tools", "deregister", "greeter"},
 			wantCode:   exitError,
-			wantStderr: `exprctl tools deregister: NotFound: utcp: manual "greeter" not found`,
+			wantStderr: `exprctl tools deregister: NotFound: manual "greeter" not found`,
 		},
 		{
 			name:       "a name normalised",
@@ -273,13 +332,13 @@ func TestToolsRegister(t *testing.T) {
 			name:       "a URL the server cannot reach",
 			args:       []string{"tools", "register", "far", "--url", "http://" + closedAddr(t) + "/utcp"},
 			wantCode:   exitError,
-			wantStderr: "exprctl tools register: Unavailable: utcp: provider unreachable\n",
+			wantStderr: "exprctl tools register: Unavailable: provider unreachable\n",
 		},
 		{
 			name:       "a gRPC target the server cannot reach",
 			args:       []string{"tools", "register", "far", "--grpc-target", closedAddr(t), "--grpc-security", "plaintext"},
 			wantCode:   exitError,
-			wantStderr: "exprctl tools register: Unavailable: utcp: provider unreachable\n",
+			wantStderr: "exprctl tools register: Unavailable: provider unreachable\n",
 		},
 		{
 			name:       "nothing registered stayed",
@@ -290,7 +349,7 @@ func TestToolsRegister(t *testing.T) {
 		got := runNormalized(step.stdin, append([]string{"--addr", addr}, step.args...)...)
 		t.Run(step.name, func(t *testing.T) { check(t, got, step.wantCode, step.wantStdout, step.wantStderr) })
 	}
-	names, _ := toolLines(t, runCmd("", "--addr", addr, "tools", "list", "--json").stdout)
+	names, _ := toolLines(t, runCmd("", "--addr", addr, "tools", "list", "--json").stdout, true)
 	if len(names) != 8 {
 		t.Errorf("got tools %q at the end, want the demo's 8 only", names)
 	}

@@ -24,12 +24,12 @@ type env struct {
 	addr string
 	cfg  *config
 
-	hostileState, legalState []byte
+	hostileState, legalState string
 	legalItems               int
 	deepAddress              string
-	deepCall                 []byte
+	deepCall                 string
 	searchQuery              string
-	silentCall               []byte
+	silentCall               string
 }
 
 // A load is one hostile case's clients: run sends until ctx ends (each

@@ -19,29 +19,29 @@ func buildEnv(addr string, cfg *config) *env {
 	e.hostileState = hostileState(cfg.hostileStateBytes)
 	e.legalState, e.legalItems = legalState(cfg.legalStateBytes)
 	e.deepAddress = "scopes.root" + strings.Repeat(".a", cfg.deepSegments)
-	e.deepCall = []byte(`{"steps": [{"set": "` + e.deepAddress + `", "expr": "1"}]}`)
+	e.deepCall = `{"steps": [{"set": "` + e.deepAddress + `", "expr": "1"}]}`
 	e.searchQuery = searchQuery(cfg.searchBytes)
 	step := `{"set": "scopes.root.w", "expr": "repeat(\"x\", ` + strconv.Itoa(silentValue) + `)"}`
-	e.silentCall = []byte(`{"steps": [` + strings.Repeat(step+", ", silentSteps-1) + step + `]}`)
+	e.silentCall = `{"steps": [` + strings.Repeat(step+", ", silentSteps-1) + step + `]}`
 	return e
 }
 
 // hostileState is {"a":[{},{},…]} of about size bytes: one container per
 // three bytes, far past the 262,144 exprd allows, and under its 16 MiB of
 // state bytes, so that the containers bound is the one that answers.
-func hostileState(size int) []byte {
+func hostileState(size int) string {
 	n := max((size-8)/3, 1)
 	var b strings.Builder
 	b.Grow(size)
 	b.WriteString(`{"a":[`)
 	b.WriteString(strings.Repeat("{},", n-1))
 	b.WriteString(`{}]}`)
-	return []byte(b.String())
+	return b.String()
 }
 
 // legalState is {"items": [...]} of about size bytes of product-like
 // objects: one container per ~150 bytes, well within every bound.
-func legalState(size int) ([]byte, int) {
+func legalState(size int) (string, int) {
 	var b strings.Builder
 	b.Grow(size + 256)
 	b.WriteString(`{"items":[`)
@@ -54,7 +54,7 @@ func legalState(size int) ([]byte, int) {
 			n, n, [...]string{"home", "tech", "garden"}[n%3], 1+n%97, n%100, n%50, n%7 == 0)
 	}
 	b.WriteString(`]}`)
-	return []byte(b.String()), n
+	return b.String(), n
 }
 
 // searchQuery is size bytes of distinct words: past 4,096 bytes and 32

@@ -68,7 +68,7 @@ func stateStream(ctx context.Context, e *env, conn *grpc.ClientConn, t *tally) {
 			s.record(t, "legal state (send)", err, time.Since(t0))
 			return
 		}
-		if err := s.send(callMsg(id, []byte(`{"read": "len(scopes.root.items)"}`))); err != nil {
+		if err := s.send(callMsg(id, `{"read": "len(scopes.root.items)"}`)); err != nil {
 			s.record(t, "legal state's call (send)", err, time.Since(t0))
 			return
 		}
@@ -82,7 +82,7 @@ func stateStream(ctx context.Context, e *env, conn *grpc.ClientConn, t *tally) {
 			// not acknowledged: right, and nothing acknowledged is lost.
 			t.answer("legal state: "+kindOf(early), messageOf(early), isQuota(early, "memory_budget"), time.Since(t0))
 		default:
-			t.answer("legal state: read back "+answerKind(a), string(a.GetAnswerJson()), string(a.GetAnswerJson()) == wantRead, time.Since(t0))
+			t.answer("legal state: read back "+answerKind(a), a.GetAnswerJson(), a.GetAnswerJson() == wantRead, time.Since(t0))
 		}
 	}
 }
@@ -119,7 +119,7 @@ func deepAddresses(ctx context.Context, e *env, t *tally) (string, error) {
 				case early != nil:
 					t.answer(kindOf(early), messageOf(early), false, time.Since(t0))
 				default:
-					t.answer(answerKind(a), string(a.GetAnswerJson()), a.GetReason() == "guardrail-violation", time.Since(t0))
+					t.answer(answerKind(a), a.GetAnswerJson(), a.GetReason() == "guardrail-violation", time.Since(t0))
 				}
 			}
 		})
@@ -218,12 +218,12 @@ func (s *session) awaitAnswer(id string) (a *exprdv1.Answer, early *exprdv1.Sess
 	}
 }
 
-func stateMsg(b []byte) *exprdv1.SessionRequest {
-	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: string(b)}}}
+func stateMsg(state string) *exprdv1.SessionRequest {
+	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: state}}}
 }
 
-func callMsg(id string, input []byte) *exprdv1.SessionRequest {
-	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: string(input)}}}
+func callMsg(id, input string) *exprdv1.SessionRequest {
+	return &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: id, InputJson: input}}}
 }
 
 // kindOf names a server message for the tally: its type, and for a
@@ -252,7 +252,7 @@ func messageOf(m *exprdv1.SessionResponse) string {
 	if r := m.GetRejected(); r != nil {
 		return r.GetStatus().GetMessage()
 	}
-	return string(m.GetAnswer().GetAnswerJson())
+	return m.GetAnswer().GetAnswerJson()
 }
 
 func answerKind(a *exprdv1.Answer) string {

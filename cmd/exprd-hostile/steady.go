@@ -52,10 +52,10 @@ func steady(ctx context.Context, conn *grpc.ClientConn, deadline time.Duration, 
 			t.rpcError(err, func(codes.Code) bool { return false }, false, d)
 			continue
 		}
-		ok := string(resp.GetAnswerJson()) == steadyAnswer
+		ok := resp.GetAnswerJson() == steadyAnswer
 		kind := "answer {\"value\":5}"
 		if !ok {
-			kind = "answer " + string(resp.GetAnswerJson())
+			kind = "answer " + resp.GetAnswerJson()
 		}
 		t.answer(kind, "", ok, d)
 	}

@@ -176,7 +176,7 @@ func loop(ctx context.Context, c exprdv1.ExprToolClient, calls *atomic.Int64) ([
 				return lat, err
 			}
 			if a := m.GetAnswer(); a != nil {
-				if string(a.GetAnswerJson()) != `{"value":5}` {
+				if a.GetAnswerJson() != `{"value":5}` {
 					return lat, fmt.Errorf("call %s: got %s", id, a.GetAnswerJson())
 				}
 				break

@@ -79,19 +79,19 @@ func TestDemoAndDrainOnSIGTERM(t *testing.T) {
 	if m, err := stream.Recv(); err != nil || m.GetOpened() == nil {
 		t.Fatalf("got %v %v, want Opened", m, err)
 	}
-	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "a", InputJson: []byte(
-		`{"read": "convertPrice({amount: sortBy(scopes.root.products.items, .price)[0].price, to: \"USD\"})"}`)}}})
-	if m, err := stream.Recv(); err != nil || string(m.GetAnswer().GetAnswerJson()) != `{"value":9.55}` {
+	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "a",
+		InputJson: `{"read": "convertPrice({amount: sortBy(scopes.root.products.items, .price)[0].price, to: \"USD\"})"}`}}})
+	if m, err := stream.Recv(); err != nil || m.GetAnswer().GetAnswerJson() != `{"value":9.55}` {
 		t.Fatalf("got %v %v, want the cheapest price in USD", m, err)
 	}
 	// The demo's UTCP providers: math over HTTP, the catalogue over gRPC.
-	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "t", InputJson: []byte(
-		`{"read": "{sum: add({a: 2, b: 3}).result, name: product({id: \"p03\"}).name}"}`)}}})
-	if m, err := stream.Recv(); err != nil || string(m.GetAnswer().GetAnswerJson()) != `{"value":{"name":"Pen set","sum":5}}` {
+	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "t",
+		InputJson: `{"read": "{sum: add({a: 2, b: 3}).result, name: product({id: \"p03\"}).name}"}`}}})
+	if m, err := stream.Recv(); err != nil || m.GetAnswer().GetAnswerJson() != `{"value":{"name":"Pen set","sum":5}}` {
 		t.Fatalf("got %v %v, want the demo tools' answers", m, err)
 	}
-	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "b", InputJson: []byte(
-		`{"steps": [{"confirm": "go?", "set": "scopes.root.x", "expr": "1"}]}`)}}})
+	send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "b",
+		InputJson: `{"steps": [{"confirm": "go?", "set": "scopes.root.x", "expr": "1"}]}`}}})
 	if m, err := stream.Recv(); err != nil || m.GetConfirmRequest() == nil {
 		t.Fatalf("got %v %v, want ConfirmRequest", m, err)
 	}

@@ -395,7 +395,7 @@ func checkRequests(s *scripted.Server, from, want int, result string) (n, aborte
 		}
 		msgs := r.Chat.Messages
 		if last := msgs[len(msgs)-1]; last.Role == "tool" {
-			if !jsonEqual([]byte(last.Content), result) {
+			if !jsonEqual(last.Content, result) {
 				return 0, 0, fmt.Errorf("request %d: the tool message is %q, want %s", r.N, last.Content, result)
 			}
 			tools++

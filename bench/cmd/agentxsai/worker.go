@@ -71,7 +71,7 @@ func workerMain(args []string) error {
 	// The tool as exprd's own UTCP executor runs it: the server calls the
 	// math provider; its description and schema come from the manual.
 	start := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
-		Messages: []*exprdv1.AgentMessage{{Role: "user", Content: sc.Prompt}},
+		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: sc.Prompt}},
 		Tools: []*exprdv1.AgentTool{{Name: "add", Executor: exprdv1.AgentTool_EXECUTOR_UTCP,
 			UtcpTool: "math.add"}},
 		Stop: &exprdv1.StopCondition{Cond: &exprdv1.StopCondition_MaxSteps{MaxSteps: 10}},
@@ -184,7 +184,7 @@ func (s *scenario) verify(ev *turnEvents) error {
 		return fmt.Errorf("want one server-run call of add, got %v", ev.calls)
 	}
 	var args struct{ A, B float64 }
-	if err := json.Unmarshal(ev.calls[0].GetCall().GetArgumentsJson(), &args); err != nil || args.A != s.A || args.B != s.B {
+	if err := json.Unmarshal([]byte(ev.calls[0].GetCall().GetArgumentsJson()), &args); err != nil || args.A != s.A || args.B != s.B {
 		return fmt.Errorf("add called with %s", ev.calls[0].GetCall().GetArgumentsJson())
 	}
 	if len(ev.results) != 1 || ev.results[0].GetIsError() || !jsonEqual(ev.results[0].GetOutputJson(), s.wantResult()) {
@@ -196,9 +196,9 @@ func (s *scenario) verify(ev *turnEvents) error {
 	return nil
 }
 
-func jsonEqual(got []byte, want string) bool {
+func jsonEqual(got, want string) bool {
 	var a, b bytes.Buffer
-	return json.Compact(&a, got) == nil && json.Compact(&b, []byte(want)) == nil && a.String() == b.String()
+	return json.Compact(&a, []byte(got)) == nil && json.Compact(&b, []byte(want)) == nil && a.String() == b.String()
 }
 
 // quantiles are the median, p10 and p90 by nearest rank, as turn.mjs

@@ -125,10 +125,10 @@ func open(ctx context.Context, conn *grpc.ClientConn, active bool) (exprdv1.Expr
 	if !active {
 		return stream, nil
 	}
-	if err := send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: examples.Products}}}); err != nil {
+	if err := send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: string(examples.Products)}}}); err != nil {
 		return nil, err
 	}
-	if err := send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: []byte(call)}}}); err != nil {
+	if err := send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: call}}}); err != nil {
 		return nil, err
 	}
 	for {
