@@ -33,7 +33,7 @@ NESTED_MODULES := bench deploy cluster
 EXPRD_BUILD := CGO_ENABLED=0 go build -trimpath
 
 .PHONY: test
-test: $(BIN)/grpcurl ## Run every test: exprd's with the race detector (the README's tour among them, with grpcurl), then the bench, deploy and cluster modules'
+test: $(BIN)/grpcurl $(BIN)/jq ## Run every test: exprd's with the race detector (the README's tour among them, with grpcurl), then the bench, deploy and cluster modules'
 	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
 	EXPRD_BIN=$(BIN)/exprd go test -race -count=1 ./...
 	for m in $(NESTED_MODULES); do (cd $$m && EXPRD_BIN=$(BIN)/exprd go test -count=1 ./...); done
@@ -112,7 +112,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## Run buf lint, gofmt, go vet and staticche
 	for m in $(NESTED_MODULES); do (cd $$m && go vet ./... && staticcheck ./...); done
 
 .PHONY: tools
-tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck $(BIN)/grpcurl ## Install the pinned tools into ./bin
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck $(BIN)/grpcurl $(BIN)/jq ## Install the pinned tools into ./bin
 
 $(BIN)/buf:
 	@mkdir -p $(BIN)/npm
@@ -130,3 +130,15 @@ $(BIN)/staticcheck:
 
 $(BIN)/grpcurl:
 	go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+# jq, for the README's tour and the docs' examples: the machine's when it
+# has one, else Debian's (jq, libjq1, libonig5) unpacked into ./bin without
+# root. (gojq, which go install could bring, sorts the keys of what it
+# prints and cannot flush line by line, which the examples show and need.)
+$(BIN)/jq:
+	@mkdir -p $(BIN)
+	if command -v jq >/dev/null; then ln -sf "$$(command -v jq)" $@; else \
+		rm -rf $(BIN)/jq-deb && mkdir -p $(BIN)/jq-deb && \
+		(cd $(BIN)/jq-deb && apt-get download jq libjq1 libonig5 && for d in *.deb; do dpkg-deb -x $$d root; done) && \
+		printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$$@"\n' $(BIN)/jq-deb/root/usr/lib/x86_64-linux-gnu $(BIN)/jq-deb/root/usr/bin/jq > $@ && \
+		chmod +x $@; fi

@@ -22,7 +22,10 @@ const RUN_TIMEOUT_MS = 60_000;
 
 // keepCase: fields as the protos spell them (state_json, call_id). oneofs:
 // each message says which member of its oneof is set (m.msg, m.event).
-// google/protobuf/any.proto comes from protobufjs's bundled well-known types.
+// enums: String: enum fields are read, and may be written, by their names
+// (ROLE_USER, HOOK_PREPARE_STEP). google/rpc/status.proto (Rejected's
+// status) is vendored under proto/; google/protobuf/any.proto comes from
+// protobufjs's bundled well-known types.
 const pkg = grpc.loadPackageDefinition(
   protoLoader.loadSync(['exprd/v1/exprtool.proto', 'exprd/v1/agentloop.proto'], {
     includeDirs: [protoDir],
@@ -39,8 +42,9 @@ const { ExprTool, AgentLoop } = pkg.exprd.v1;
 const SELECT_FIVE = 'fromPairs(map(sortBy(scopes.root.products.items, .price)[:5], [.id, true]))';
 const SELECTED_ROWS = 'filter(scopes.root.products.items, scopes.root.selected[.id] ?? false)';
 
-const json = (v) => Buffer.from(JSON.stringify(v));
-const parse = (b) => JSON.parse(Buffer.from(b).toString('utf8'));
+// Every *_json field is a string holding JSON text.
+const json = (v) => JSON.stringify(v);
+const parse = (s) => JSON.parse(s);
 const log = (line) => console.log(line);
 
 // stage names the part of the run a failure is in.
@@ -174,7 +178,7 @@ async function session(s) {
   log(`← opened session=${opened.session_id} timeout_ms=${opened.budgets.timeout_ms} max_steps=${opened.budgets.max_steps}`);
 
   // The snapshot, then a merge patch on top of it.
-  s.send({ state: { state_json: readFileSync(productsFile) } });
+  s.send({ state: { state_json: readFileSync(productsFile, 'utf8') } });
   log(`→ state examples/products.json (${products.products.items.length} products)`);
   const title = 'Products (patched from Node)';
   s.send({ state_patch: { patch_json: json({ products: { title }, currency: 'EUR' }) } });
@@ -188,7 +192,7 @@ async function session(s) {
   s.send({ call: { call_id: 'select', input_json: json(select) } });
   log(`→ call select ${JSON.stringify(select)}`);
   const w = await s.expect('step_write');
-  log(`← write call=${w.call_id} step=${w.step} path=${w.path} value=${Buffer.from(w.value_json)}`);
+  log(`← write call=${w.call_id} step=${w.step} path=${w.path} value=${w.value_json}`);
   assert.deepEqual({ call: w.call_id, step: w.step, path: w.path }, { call: 'select', step: 0, path: 'scopes.root.selected' });
   assert.deepEqual(parse(w.value_json), cheapestSet, 'the write is not the five cheapest products of products.json');
   let a = await answer(s, 'select');
@@ -200,11 +204,9 @@ async function session(s) {
   // naming an unknown function is an error for the model to fix.
   s.send({ state_patch: { patch_json: json(['not', 'an', 'object']) } });
   log('→ state_patch ["not","an","object"]');
-  const rej = await s.expect('rejected');
-  log(`← rejected kind=${rej.kind} code=${rej.code} (${grpc.status[rej.code]}) message=${JSON.stringify(rej.message)}`);
-  assert.equal(rej.kind, 'state_patch');
-  assert.equal(rej.code, grpc.status.INVALID_ARGUMENT);
-  assert.equal(rej.message, 'a patch of the state must be a JSON object, got an array');
+  const rej = rejection(await s.expect('rejected'));
+  assert.deepEqual({ kind: rej.kind, code: rej.status.code }, { kind: 'state_patch', code: grpc.status.INVALID_ARGUMENT });
+  assert.match(rej.status.message, /a patch of the state must be a JSON object, got an array/);
 
   const bad = { steps: [{ set: 'scopes.root.selected', expr: 'deleteEverything()' }] };
   s.send({ call: { call_id: 'bad', input_json: json(bad) } });
@@ -240,7 +242,7 @@ async function session(s) {
     log(`→ confirm_reply accepted=${accepted}`);
     if (accepted) {
       const nw = await s.expect('step_write');
-      log(`← write call=${nw.call_id} step=${nw.step} path=${nw.path} value=${Buffer.from(nw.value_json)}`);
+      log(`← write call=${nw.call_id} step=${nw.step} path=${nw.path} value=${nw.value_json}`);
       assert.deepEqual({ call: nw.call_id, path: nw.path, value: parse(nw.value_json) }, { call: id, path: 'scopes.root.notified', value: { shown: true } });
       assert.deepEqual(await answer(s, id), {});
     } else {
@@ -268,17 +270,29 @@ async function session(s) {
   s.send({ function_result: { call_id: fc.call_id, function_call_id: fc.function_call_id, result_json: json(result) } });
   log(`→ function_result rows=${result.rows} csv:\n${csv.trimEnd().replace(/^/gm, '    ')}`);
   const ew = await s.expect('step_write');
-  log(`← write call=${ew.call_id} step=${ew.step} path=${ew.path} (${ew.value_json.length} bytes)`);
+  log(`← write call=${ew.call_id} step=${ew.step} path=${ew.path} (${ew.value_json.length} characters)`);
   assert.deepEqual({ call: ew.call_id, path: ew.path, value: parse(ew.value_json) }, { call: 'download', path: 'scopes.root.export', value: result });
   a = await answer(s, 'download');
   assert.deepEqual(a, { value: result }, 'the answer does not carry the CSV');
   log('✓ the answer carries the CSV built here');
 }
 
+// rejection prints a Rejected and returns it. Its status is a
+// google.rpc.Status: the code a unary call would have ended with, the
+// message, and details (google.protobuf.Any, here named by type only),
+// among them always a google.rpc.ErrorInfo.
+function rejection(rej) {
+  const { code, message, details } = rej.status;
+  const types = details.map((d) => d.type_url.replace(/.*\//, ''));
+  log(`← rejected kind=${rej.kind}${rej.call_id ? ` call=${rej.call_id}` : ''} code=${code} (${grpc.status[code]}) message=${JSON.stringify(message)} details=${types.join(',')}`);
+  assert.ok(types.includes('google.rpc.ErrorInfo'), `the rejection's details are [${types}], want a google.rpc.ErrorInfo among them`);
+  return rej;
+}
+
 // answer waits for call id's Answer, prints it and returns its JSON.
 async function answer(s, id, reason = '') {
   const a = await s.expect('answer');
-  log(`← answer call=${a.call_id} ${Buffer.from(a.answer_json)}${a.reason ? ` reason=${a.reason}` : ''}`);
+  log(`← answer call=${a.call_id} ${a.answer_json}${a.reason ? ` reason=${a.reason}` : ''}`);
   assert.equal(a.call_id, id);
   assert.equal(a.reason, reason, `answer reason: got ${JSON.stringify(a.reason)}, want ${JSON.stringify(reason)}`);
   assert.equal(a.cancelled, false);
@@ -306,16 +320,18 @@ async function turn(s) {
   s.send({
     start: {
       provider: 'demo',
-      messages: [{ role: 'user', content: prompt }],
+      messages: [{ role: 'ROLE_USER', content: prompt }],
       tools: [{ name: 'expr', executor: 'EXECUTOR_EXPR' }],
       expr_settings: { read: false },
+      // Asked before each step's model call; the step waits for the reply.
+      hooks: ['HOOK_PREPARE_STEP'],
       // The turn's state, in place before the model is first called.
-      state_json: readFileSync(productsFile),
+      state_json: readFileSync(productsFile, 'utf8'),
     },
   });
-  log(`→ start provider=demo tools=expr(EXECUTOR_EXPR) user=${JSON.stringify(prompt)} state=examples/products.json`);
+  log(`→ start provider=demo tools=expr(EXECUTOR_EXPR) hooks=HOOK_PREPARE_STEP user=${JSON.stringify(prompt)} state=examples/products.json`);
 
-  const seen = { steps: [], calls: [], writes: [], results: [], finished: [] };
+  const seen = { steps: [], hooks: [], rejected: [], calls: [], writes: [], results: [], finished: [] };
   const text = new Map(); // step → streamed text
   let pending = ''; // text not printed yet: printed whole when the next event comes
   for (;;) {
@@ -334,18 +350,23 @@ async function turn(s) {
         text.set(ev.step, (text.get(ev.step) ?? '') + ev.text);
         pending += ev.text;
         break;
+      case 'hook_request':
+        seen.hooks.push(ev);
+        log(`← hook ${ev.hook} id=${ev.hook_id} step=${ev.step}`);
+        await prepareStep(s, ev, seen);
+        break;
       case 'tool_call_requested':
         seen.calls.push(ev);
-        log(`← call ${ev.call.name} id=${ev.call.id} ${Buffer.from(ev.call.arguments_json)}`);
+        log(`← call ${ev.call.name} id=${ev.call.id} ${ev.call.arguments_json}`);
         assert.equal(ev.run_on_client, false, 'the expr tool should run in the server');
         break;
       case 'state_write':
         seen.writes.push(ev);
-        log(`← write path=${ev.path} value=${Buffer.from(ev.value_json)}`);
+        log(`← write call=${ev.call_id} step=${ev.step} expr_step=${ev.expr_step} path=${ev.path} value=${ev.value_json}`);
         break;
       case 'tool_result':
         seen.results.push(ev);
-        log(`← result ${ev.name} id=${ev.call_id} ${Buffer.from(ev.output_json)}${ev.is_error ? ' (error)' : ''}`);
+        log(`← result ${ev.name} id=${ev.call_id} ${ev.output_json}${ev.is_error ? ' (error)' : ''}`);
         break;
       case 'step_finished':
         seen.finished.push(ev);
@@ -361,15 +382,41 @@ async function turn(s) {
   }
 }
 
+// prepareStep answers a prepare_step hook. In step 0 it first sends a tool
+// output nobody waits for: the turn answers it with Rejected (NOT_FOUND)
+// and goes on. The step waits for the hook's reply, so the Rejected comes
+// before anything else. The reply makes step 0's tool choice required.
+async function prepareStep(s, ev, seen) {
+  assert.equal(ev.hook, 'HOOK_PREPARE_STEP');
+  if (ev.step === 0) {
+    s.send({ tool_output: { call_id: 'nobody', output_json: '{}' } });
+    log('→ tool_output call=nobody {}');
+    const rej = rejection(await s.expect('rejected'));
+    seen.rejected.push(rej);
+    assert.deepEqual({ kind: rej.kind, call: rej.call_id, code: rej.status.code },
+      { kind: 'tool_output', call: 'nobody', code: grpc.status.NOT_FOUND });
+  }
+  const reply = { hook_id: ev.hook_id };
+  if (ev.step === 0) {
+    reply.tool_choice = { mode: 'MODE_REQUIRED' };
+  }
+  s.send({ hook_reply: reply });
+  log(`→ hook_reply id=${ev.hook_id}${reply.tool_choice ? ` tool_choice=${reply.tool_choice.mode}` : ''}`);
+}
+
 function checkTurn(seen, text, done) {
   assert.deepEqual(seen.steps, [0, 1], 'want two steps: the tool call, then the answer');
+  assert.deepEqual(seen.hooks.map((h) => h.step), [0, 1], 'want a prepare_step hook before each step');
+  assert.equal(seen.rejected.length, 1, 'want the stray tool output rejected once');
   assert.equal(seen.calls.length, 1, 'want one tool call');
   const call = seen.calls[0];
   assert.equal(call.call.name, 'expr');
   assert.deepEqual(parse(call.call.arguments_json), { steps: [{ set: 'scopes.root.selected', expr: SELECT_FIVE }] });
   assert.equal(seen.writes.length, 1, 'want one state write');
-  assert.equal(seen.writes[0].path, 'scopes.root.selected');
-  assert.deepEqual(parse(seen.writes[0].value_json), cheapestSet, 'the write is not the five cheapest products');
+  const w = seen.writes[0];
+  assert.deepEqual({ call: w.call_id, step: w.step, expr_step: w.expr_step, path: w.path },
+    { call: call.call.id, step: 0, expr_step: 0, path: 'scopes.root.selected' });
+  assert.deepEqual(parse(w.value_json), cheapestSet, 'the write is not the five cheapest products');
   assert.equal(seen.results.length, 1, 'want one tool result');
   const r = seen.results[0];
   assert.deepEqual({ name: r.name, call_id: r.call_id, is_error: r.is_error, output: parse(r.output_json) },

@@ -50,16 +50,13 @@ def log(line):
 
 
 def dumps(v):
-    """Compact JSON, as JSON.stringify writes it."""
+    """Compact JSON text, as JSON.stringify writes it: what a *_json field
+    (a string) carries."""
     return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
 
 
-def to_json(v):
-    return dumps(v).encode()
-
-
-def parse(b):
-    return json.loads(bytes(b).decode())
+def parse(s):
+    return json.loads(s)
 
 
 def same(a, b):
@@ -218,7 +215,7 @@ def session(s):
                         et.Function(
                             name="downloadCsv",
                             description="Downloads rows as a CSV file for the user. The columns are the sorted union of the rows' keys.",
-                            input_schema_json=to_json(
+                            input_schema_json=dumps(
                                 {
                                     "type": "object",
                                     "required": ["rows"],
@@ -226,7 +223,7 @@ def session(s):
                                     "properties": {"rows": {"type": "array", "items": {"type": "object"}}},
                                 }
                             ),
-                            output_schema_json=to_json(
+                            output_schema_json=dumps(
                                 {
                                     "type": "object",
                                     "required": ["rows", "csv"],
@@ -246,10 +243,10 @@ def session(s):
     log(f"← opened session={opened.session_id} timeout_ms={opened.budgets.timeout_ms} max_steps={opened.budgets.max_steps}")
 
     # The snapshot, then a merge patch on top of it.
-    s.send(et.SessionRequest(state=et.State(state_json=PRODUCTS_FILE.read_bytes())))
+    s.send(et.SessionRequest(state=et.State(state_json=PRODUCTS_FILE.read_text(encoding="utf-8"))))
     log(f"→ state examples/products.json ({len(products['products']['items'])} products)")
     patch = {"products": {"title": TITLE}, "currency": "EUR"}
-    s.send(et.SessionRequest(state_patch=et.StatePatch(patch_json=to_json(patch))))
+    s.send(et.SessionRequest(state_patch=et.StatePatch(patch_json=dumps(patch))))
     log(f"→ state_patch {dumps(patch)}")
 
     section("ExprTool: select the five cheapest")
@@ -257,10 +254,10 @@ def session(s):
         "steps": [{"set": "scopes.root.selected", "expr": SELECT_FIVE}],
         "read": "{selected: sort(keys(scopes.root.selected)), title: scopes.root.products.title, currency: scopes.root.currency}",
     }
-    s.send(et.SessionRequest(call=et.Call(call_id="select", input_json=to_json(select))))
+    s.send(et.SessionRequest(call=et.Call(call_id="select", input_json=dumps(select))))
     log(f"→ call select {dumps(select)}")
     w = s.expect("step_write")
-    log(f"← write call={w.call_id} step={w.step} path={w.path} value={w.value_json.decode()}")
+    log(f"← write call={w.call_id} step={w.step} path={w.path} value={w.value_json}")
     check({"call": w.call_id, "step": w.step, "path": w.path}, {"call": "select", "step": 0, "path": "scopes.root.selected"}, "the write")
     check(parse(w.value_json), cheapest_set, "the write is not the five cheapest products of products.json")
     a = answer(s, "select")
@@ -270,29 +267,28 @@ def session(s):
     section("ExprTool: bad messages")
     # A patch that is no object is Rejected and changes nothing; a call
     # naming an unknown function is an error for the model to fix.
-    s.send(et.SessionRequest(state_patch=et.StatePatch(patch_json=to_json(["not", "an", "object"]))))
+    s.send(et.SessionRequest(state_patch=et.StatePatch(patch_json=dumps(["not", "an", "object"]))))
     log('→ state_patch ["not","an","object"]')
-    rej = s.expect("rejected")
-    log(f"← rejected kind={rej.kind} code={rej.code} ({status_name(rej.code)}) message={dumps(rej.message)}")
+    rej = rejection(s.expect("rejected"))
     check(
-        {"kind": rej.kind, "code": rej.code, "message": rej.message},
-        {
-            "kind": "state_patch",
-            "code": grpc.StatusCode.INVALID_ARGUMENT.value[0],
-            "message": "a patch of the state must be a JSON object, got an array",
-        },
+        {"kind": rej.kind, "code": rej.status.code},
+        {"kind": "state_patch", "code": grpc.StatusCode.INVALID_ARGUMENT.value[0]},
         "the rejection",
+    )
+    ok(
+        "a patch of the state must be a JSON object, got an array" in rej.status.message,
+        f"the rejection's message does not say why: {dumps(rej.status.message)}",
     )
 
     bad = {"steps": [{"set": "scopes.root.selected", "expr": "deleteEverything()"}]}
-    s.send(et.SessionRequest(call=et.Call(call_id="bad", input_json=to_json(bad))))
+    s.send(et.SessionRequest(call=et.Call(call_id="bad", input_json=dumps(bad))))
     log(f"→ call bad {dumps(bad)}")
     a = answer(s, "bad", "unknown-reference")
     check(a.get("error", {}).get("reason"), "unknown-reference", "the error's reason")
     ok("deleteEverything" in a["error"].get("message", ""), f"the error does not name the unknown function: {dumps(a)}")
 
     probe = {"read": "{selected: len(scopes.root.selected), title: scopes.root.products.title}"}
-    s.send(et.SessionRequest(call=et.Call(call_id="check", input_json=to_json(probe))))
+    s.send(et.SessionRequest(call=et.Call(call_id="check", input_json=dumps(probe))))
     log(f"→ call check {dumps(probe)}")
     check(answer(s, "check"), {"value": {"selected": 5, "title": TITLE}}, "the session after the bad messages")
     log("✓ still usable: the rejected patch and the failed call changed nothing")
@@ -310,7 +306,7 @@ def session(s):
                 }
             ]
         }
-        s.send(et.SessionRequest(call=et.Call(call_id=call_id, input_json=to_json(confirm))))
+        s.send(et.SessionRequest(call=et.Call(call_id=call_id, input_json=dumps(confirm))))
         log(f"→ call {call_id} {dumps(confirm)}")
         cr = s.expect("confirm_request")
         log(f"← confirm call={cr.call_id} step={cr.step} text={dumps(cr.text)}")
@@ -323,7 +319,7 @@ def session(s):
         log(f"→ confirm_reply accepted={str(accepted).lower()}")
         if accepted:
             nw = s.expect("step_write")
-            log(f"← write call={nw.call_id} step={nw.step} path={nw.path} value={nw.value_json.decode()}")
+            log(f"← write call={nw.call_id} step={nw.step} path={nw.path} value={nw.value_json}")
             check(
                 {"call": nw.call_id, "path": nw.path, "value": parse(nw.value_json)},
                 {"call": call_id, "path": "scopes.root.notified", "value": {"shown": True}},
@@ -340,7 +336,7 @@ def session(s):
         "steps": [{"set": "scopes.root.export", "expr": f"downloadCsv({{rows: {SELECTED_ROWS}}})"}],
         "read": "scopes.root.export",
     }
-    s.send(et.SessionRequest(call=et.Call(call_id="download", input_json=to_json(download))))
+    s.send(et.SessionRequest(call=et.Call(call_id="download", input_json=dumps(download))))
     log(f"→ call download {dumps(download)}")
     fc = s.expect("function_call")
     args = parse(fc.args_json)
@@ -356,13 +352,13 @@ def session(s):
     result = {"rows": len(rows), "csv": csv}
     s.send(
         et.SessionRequest(
-            function_result=et.FunctionResult(call_id=fc.call_id, function_call_id=fc.function_call_id, result_json=to_json(result))
+            function_result=et.FunctionResult(call_id=fc.call_id, function_call_id=fc.function_call_id, result_json=dumps(result))
         )
     )
     indented = "\n".join("    " + line for line in csv.rstrip("\n").split("\n"))
     log(f"→ function_result rows={result['rows']} csv:\n{indented}")
     ew = s.expect("step_write")
-    log(f"← write call={ew.call_id} step={ew.step} path={ew.path} ({len(ew.value_json)} bytes)")
+    log(f"← write call={ew.call_id} step={ew.step} path={ew.path} ({len(ew.value_json)} characters)")
     check(
         {"call": ew.call_id, "path": ew.path, "value": parse(ew.value_json)},
         {"call": "download", "path": "scopes.root.export", "value": result},
@@ -372,10 +368,26 @@ def session(s):
     log("✓ the answer carries the CSV built here")
 
 
+def rejection(rej):
+    """Prints a Rejected and returns it. Its status is a google.rpc.Status:
+    the code a unary call would have ended with, the message, and details
+    (google.protobuf.Any, named here by type only), among them always a
+    google.rpc.ErrorInfo."""
+    st = rej.status
+    types = [d.type_url.rsplit("/", 1)[-1] for d in st.details]
+    log(
+        f"← rejected kind={rej.kind}"
+        + (f" call={rej.call_id}" if rej.call_id else "")
+        + f" code={st.code} ({status_name(st.code)}) message={dumps(st.message)} details={','.join(types)}"
+    )
+    ok("google.rpc.ErrorInfo" in types, f"the rejection's details are {types}, want a google.rpc.ErrorInfo among them")
+    return rej
+
+
 def answer(s, call_id, reason=""):
     """Waits for call_id's Answer, prints it and returns its JSON."""
     a = s.expect("answer")
-    log(f"← answer call={a.call_id} {a.answer_json.decode()}" + (f" reason={a.reason}" if a.reason else ""))
+    log(f"← answer call={a.call_id} {a.answer_json}" + (f" reason={a.reason}" if a.reason else ""))
     check(
         {"call": a.call_id, "reason": a.reason, "cancelled": a.cancelled},
         {"call": call_id, "reason": reason, "cancelled": False},
@@ -398,7 +410,7 @@ class ClientState:
 
     def run(self, arguments_json):
         resp = self.tool.Call(
-            et.CallRequest(settings=self.settings, state_json=to_json(self.state), input_json=arguments_json),
+            et.CallRequest(settings=self.settings, state_json=dumps(self.state), input_json=arguments_json),
             timeout=RECV_TIMEOUT_S,
         )
         for w in resp.writes:
@@ -422,7 +434,7 @@ def agent_loop(channel):
     d = tool.Describe(et.DescribeRequest(settings=settings), timeout=RECV_TIMEOUT_S)
     check(d.name, "expr", "ExprTool.Describe's tool name")
     ok(d.description and d.input_schema_json, "ExprTool.Describe gave no description or input schema")
-    log(f"← describe name={d.name} description={len(d.description)} chars input_schema={len(d.input_schema_json)} bytes")
+    log(f"← describe name={d.name} description={len(d.description)} chars input_schema={len(d.input_schema_json)} chars")
     state = ClientState(tool, settings, copy.deepcopy(products))
 
     s = Stream(agentloop_grpc.AgentLoopStub(channel).Run, "event")
@@ -443,7 +455,7 @@ def turn(s, d, state):
         al.AgentLoopRunRequest(
             start=al.AgentStart(
                 provider="demo",
-                messages=[al.AgentMessage(role="user", content=prompt)],
+                messages=[al.AgentMessage(role=al.AgentMessage.ROLE_USER, content=prompt)],
                 tools=[
                     al.AgentTool(
                         name="expr",
@@ -475,17 +487,17 @@ def turn(s, d, state):
             pending += ev.text
         elif kind == "tool_call_requested" and not ev.run_on_client:
             seen["calls"].append(ev)
-            log(f"← call {ev.call.name} id={ev.call.id} {ev.call.arguments_json.decode()}")
+            log(f"← call {ev.call.name} id={ev.call.id} {ev.call.arguments_json}")
         elif kind == "tool_call_requested":
             seen["runs"].append(ev)
             log(f"← run_on_client {ev.call.name} id={ev.call.id} step={ev.step}")
             run_tool(s, ev, state)
         elif kind == "state_write":
             seen["writes"].append(ev)
-            log(f"← write path={ev.path} value={ev.value_json.decode()}")
+            log(f"← write path={ev.path} value={ev.value_json}")
         elif kind == "tool_result":
             seen["results"].append(ev)
-            log(f"← result {ev.name} id={ev.call_id} {ev.output_json.decode()}" + (" (error)" if ev.is_error else ""))
+            log(f"← result {ev.name} id={ev.call_id} {ev.output_json}" + (" (error)" if ev.is_error else ""))
         elif kind == "step_finished":
             seen["finished"].append(ev)
             log(f"← step {ev.step} finished: {ev.finish_reason}, {ev.usage.total_tokens} tokens")
@@ -503,11 +515,23 @@ def run_tool(s, ev, state):
     check(parse(ev.call.arguments_json), {"steps": [{"set": "scopes.root.selected", "expr": SELECT_FIVE}]}, "the expr call's arguments")
     resp = state.run(ev.call.arguments_json)
     writes = [{"path": w.path, "value": parse(w.value_json)} for w in resp.writes]
-    log(f"  ExprTool.Call on the client's state: answer={resp.answer_json.decode()} writes={dumps(writes)}")
+    log(f"  ExprTool.Call on the client's state: answer={resp.answer_json} writes={dumps(writes)}")
     check(writes, [{"path": "scopes.root.selected", "value": cheapest_set}], "ExprTool.Call's writes (the five cheapest)")
     check({"answer": parse(resp.answer_json), "reason": resp.reason}, {"answer": {}, "reason": ""}, "ExprTool.Call's answer")
+    # An output for a call nobody waits for is Rejected (NOT_FOUND) and the
+    # turn goes on. The turn waits for this call's output, so the Rejected
+    # is the next event.
+    stray = f"{ev.call.id}-unknown"
+    s.send(al.AgentLoopRunRequest(tool_output=al.ToolOutput(call_id=stray, output_json=resp.answer_json)))
+    log(f"→ tool_output id={stray} {resp.answer_json}")
+    rej = rejection(s.expect("rejected"))
+    check(
+        {"kind": rej.kind, "call_id": rej.call_id, "code": rej.status.code},
+        {"kind": "tool_output", "call_id": stray, "code": grpc.StatusCode.NOT_FOUND.value[0]},
+        "the stray tool output's rejection",
+    )
     s.send(al.AgentLoopRunRequest(tool_output=al.ToolOutput(call_id=ev.call.id, output_json=resp.answer_json, is_error=bool(resp.reason))))
-    log(f"→ tool_output id={ev.call.id} {resp.answer_json.decode()}")
+    log(f"→ tool_output id={ev.call.id} {resp.answer_json}")
 
 
 def check_turn(seen, text, done, state):

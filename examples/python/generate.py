@@ -5,8 +5,10 @@
 OUT defaults to gen/ next to this file (git ignores it). The stubs are
 never committed: they are generated again before each run, so they always
 match the protos. It uses the protoc bundled in grpc_tools (Debian's
-python3-grpc-tools), and the well-known types (google/protobuf/*.proto)
-shipped with it, which is all proto/exprd/v1 imports besides itself.
+python3-grpc-tools). proto/exprd/v1 imports the well-known types
+(google/protobuf/*.proto, shipped with grpc_tools) and google/rpc/status.proto
+(vendored under proto/): the latter is compiled here too, into
+OUT/google/rpc, because neither grpcio nor protobuf ships its module.
 """
 
 import shutil
@@ -26,11 +28,13 @@ def main() -> int:
         return 2
     out = (Path(sys.argv[1]) if len(sys.argv) == 2 else HERE / "gen").resolve()
     protos = sorted(PROTO_DIR.glob("exprd/v1/*.proto"))
-    if not protos:
-        print(f"generate.py: no protos in {PROTO_DIR / 'exprd/v1'}", file=sys.stderr)
+    vendored = sorted(PROTO_DIR.glob("google/rpc/*.proto"))
+    if not protos or not vendored:
+        print(f"generate.py: no protos in {PROTO_DIR / 'exprd/v1'} or {PROTO_DIR / 'google/rpc'}", file=sys.stderr)
         return 1
     # Stubs of a proto that no longer exists must not linger.
     shutil.rmtree(out / "exprd", ignore_errors=True)
+    shutil.rmtree(out / "google", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     args = [
         "protoc",
@@ -38,12 +42,12 @@ def main() -> int:
         f"-I{WELL_KNOWN}",
         f"--python_out={out}",
         f"--grpc_python_out={out}",
-        *map(str, protos),
+        *map(str, protos + vendored),
     ]
     if protoc.main(args) != 0:
         print("generate.py: protoc failed", file=sys.stderr)
         return 1
-    print(f"generated {len(protos)} protos into {out}")
+    print(f"generated {len(protos) + len(vendored)} protos into {out}")
     return 0
 
 

@@ -84,6 +84,7 @@ func TestPythonClient(t *testing.T) {
 		"← describe name=expr",
 		"← call expr id=",
 		"← run_on_client expr id=",
+		"-unknown code=5 (NOT_FOUND)",
 		"→ tool_output id=",
 		"← result expr id=",
 		"← done: completed after 2 steps",

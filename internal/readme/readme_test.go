@@ -209,10 +209,13 @@ func TestReadmeTour(t *testing.T) {
 	}
 }
 
-// TestDocsCommandsRun runs every command block of docs/*.md against a
-// real exprd --demo (registry writes open, as the registry's examples
-// need): each must succeed. What they print is not compared: the docs
-// show payloads decoded, where grpcurl prints base64.
+// TestDocsCommandsRun runs every grpcurl command block of docs/*.md
+// against a real exprd --demo (registry writes open, as the registry's
+// examples need), each block in one shell: each must succeed, and print
+// what the plain fenced block right after it shows, compared as the
+// README's are ("..." for what is trimmed or differs between runs). An
+// output the docs show without running it (an error, a decoded form)
+// stands apart from the commands, after some text.
 func TestDocsCommandsRun(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
@@ -248,10 +251,16 @@ func TestDocsCommandsRun(t *testing.T) {
 			t.Run(fmt.Sprintf("%s line %d", filepath.Base(f), b.line), func(t *testing.T) {
 				cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
-				cmd := exec.CommandContext(cctx, "bash", "-c", rewrite.Replace(strings.Join(b.commands, "\n")))
+				script := strings.Join(b.commands, "\n")
+				cmd := exec.CommandContext(cctx, "bash", "-c", rewrite.Replace(script))
 				cmd.Dir = root
-				if out, err := cmd.CombinedOutput(); err != nil {
-					t.Errorf("%s: %v\n%s", strings.Join(b.commands, "\n"), err, out)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", script, err, out)
+				}
+				got := normalize(strings.Split(strings.TrimRight(string(out), "\n"), "\n"))
+				if want := normalize(b.whole); b.whole != nil && !matches(want, got) {
+					t.Errorf("%s\nprinted:\n%s\nthe docs show:\n%s", script, strings.Join(got, "\n"), strings.Join(want, "\n"))
 				}
 			})
 		}
