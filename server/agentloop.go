@@ -136,7 +136,7 @@ func (a *agentLoop) Run(stream agentStream) error {
 	if err != nil {
 		return a.status(ctx, err)
 	}
-	done := &exprdv1.AgentDone{Text: out.Text, Usage: usageProto(out.Usage), StopReason: string(out.StopReason)}
+	done := &exprdv1.AgentDone{Text: out.Text, Usage: usageProto(out.Usage), StopReason: stopReasons[out.StopReason]}
 	for _, s := range out.Steps {
 		done.Steps = append(done.Steps, stepProto(s))
 	}
@@ -631,6 +631,12 @@ func stopFromProto(c *exprdv1.StopCondition) (agent.StopCondition, error) {
 		return agent.Not(s), nil
 	}
 	return nil, errors.New("the condition is empty")
+}
+
+// stopReasons are the reasons a turn that reaches Done ends for.
+var stopReasons = map[agent.StopReason]exprdv1.AgentDone_StopReason{
+	agent.StopCompleted:    exprdv1.AgentDone_STOP_REASON_COMPLETED,
+	agent.StopConditionMet: exprdv1.AgentDone_STOP_REASON_STOP_CONDITION,
 }
 
 var roles = map[exprdv1.AgentMessage_Role]model.Role{

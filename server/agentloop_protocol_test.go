@@ -134,7 +134,7 @@ func TestAgentLoopHalfCloseRunsToDone(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got %v, want the turn to end with done", err)
 			}
-			if d := events[len(events)-1].GetDone(); d.GetText() != "ok" || d.GetStopReason() != "completed" {
+			if d := events[len(events)-1].GetDone(); d.GetText() != "ok" || d.GetStopReason() != exprdv1.AgentDone_STOP_REASON_COMPLETED {
 				t.Errorf("got done %v, want the model's answer after the tool result", d)
 			}
 			if len(results) != 1 || results[0].GetIsError() != tc.isError || !strings.Contains(results[0].GetOutputJson(), tc.want) {
@@ -282,7 +282,7 @@ func TestAgentLoopRejectsAndGoesOn(t *testing.T) {
 					t.Errorf("got Rejected{kind %q, call_id %q, %v %q, field %q}, want kind %q, call_id %q, %v, field %q",
 						r.GetKind(), r.GetCallId(), st.Code(), st.Message(), badRequestField(st), tc.kind, tc.callID, tc.code, tc.field)
 				}
-				if d := events[len(events)-1].GetDone(); d.GetText() != "ok" || d.GetStopReason() != "completed" {
+				if d := events[len(events)-1].GetDone(); d.GetText() != "ok" || d.GetStopReason() != exprdv1.AgentDone_STOP_REASON_COMPLETED {
 					t.Errorf("got done %v, want the model's answer", d)
 				}
 				for _, res := range results {

@@ -125,7 +125,7 @@ func agentCmd(e *env, args []string) error {
 		case *exprdv1.AgentLoopRunResponse_Done:
 			endText()
 			d := ev.Done
-			fmt.Fprintf(out, "done: %s after %d steps, %d tokens\n%s\n", d.GetStopReason(), len(d.GetSteps()), d.GetUsage().GetTotalTokens(), d.GetText())
+			fmt.Fprintf(out, "done: %s after %d steps, %d tokens\n%s\n", stopReasonName(d.GetStopReason()), len(d.GetSteps()), d.GetUsage().GetTotalTokens(), d.GetText())
 			_ = stream.CloseSend()
 			if len(rejected) > 0 {
 				return errors.New(strings.Join(rejected, "; "))
@@ -174,4 +174,10 @@ func compactJSON(b string) string {
 	}
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+// stopReasonName is a turn's stop reason as exprctl prints it: completed,
+// stop_condition.
+func stopReasonName(r exprdv1.AgentDone_StopReason) string {
+	return strings.ToLower(strings.TrimPrefix(r.String(), "STOP_REASON_"))
 }

@@ -426,7 +426,7 @@ function checkTurn(seen, text, done) {
   const final = 'Done: the five cheapest products are now selected in the list.';
   assert.equal(text.get(1), final);
   assert.equal(done.text, final);
-  assert.equal(done.stop_reason, 'completed');
+  assert.equal(done.stop_reason, 'STOP_REASON_COMPLETED');
   assert.equal(done.steps.length, 2);
   log(`✓ the turn ran expr once, selected ${cheapest.join(', ')}, and answered`);
 }

@@ -88,7 +88,7 @@ func TestNodeClient(t *testing.T) {
 		"← call expr id=",
 		" step=0 expr_step=0 path=scopes.root.selected value=",
 		"← result expr id=",
-		"← done: completed after 2 steps",
+		"← done: STOP_REASON_COMPLETED after 2 steps",
 		"✓ the turn ran expr once, selected " + strings.Join(cheapest, ", "),
 		"PASS: ExprTool session and AgentLoop turn as expected",
 	} {

@@ -502,7 +502,7 @@ def turn(s, d, state):
             seen["finished"].append(ev)
             log(f"← step {ev.step} finished: {ev.finish_reason}, {ev.usage.total_tokens} tokens")
         elif kind == "done":
-            log(f"← done: {ev.stop_reason} after {len(ev.steps)} steps, {ev.usage.total_tokens} tokens: {dumps(ev.text)}")
+            log(f"← done: {al.AgentDone.StopReason.Name(ev.stop_reason)} after {len(ev.steps)} steps, {ev.usage.total_tokens} tokens: {dumps(ev.text)}")
             check_turn(seen, text, ev, state)
             return
         else:
@@ -559,7 +559,7 @@ def check_turn(seen, text, done, state):
     check(text.get(1), final, "step 1's text")
     check(
         {"text": done.text, "stop_reason": done.stop_reason, "steps": len(done.steps)},
-        {"text": final, "stop_reason": "completed", "steps": 2},
+        {"text": final, "stop_reason": al.AgentDone.STOP_REASON_COMPLETED, "steps": 2},
         "the done event",
     )
     log(f"✓ the turn ran expr on the client once, selected {', '.join(cheapest)}, and answered")

@@ -87,7 +87,7 @@ func TestPythonClient(t *testing.T) {
 		"-unknown code=5 (NOT_FOUND)",
 		"→ tool_output id=",
 		"← result expr id=",
-		"← done: completed after 2 steps",
+		"← done: STOP_REASON_COMPLETED after 2 steps",
 		"✓ the turn ran expr on the client once, selected " + cheapest,
 		"PASS: ExprTool session and AgentLoop turn as expected",
 	} {

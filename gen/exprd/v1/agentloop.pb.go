@@ -259,6 +259,59 @@ func (ToolChoice_Mode) EnumDescriptor() ([]byte, []int) {
 	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6, 0}
 }
 
+// StopReason is why a turn ended well (a turn that fails ends the stream
+// with a status instead).
+type AgentDone_StopReason int32
+
+const (
+	AgentDone_STOP_REASON_UNSPECIFIED AgentDone_StopReason = 0
+	// The model answered without a tool call.
+	AgentDone_STOP_REASON_COMPLETED AgentDone_StopReason = 1
+	// The turn's stop condition matched after a step.
+	AgentDone_STOP_REASON_STOP_CONDITION AgentDone_StopReason = 2
+)
+
+// Enum value maps for AgentDone_StopReason.
+var (
+	AgentDone_StopReason_name = map[int32]string{
+		0: "STOP_REASON_UNSPECIFIED",
+		1: "STOP_REASON_COMPLETED",
+		2: "STOP_REASON_STOP_CONDITION",
+	}
+	AgentDone_StopReason_value = map[string]int32{
+		"STOP_REASON_UNSPECIFIED":    0,
+		"STOP_REASON_COMPLETED":      1,
+		"STOP_REASON_STOP_CONDITION": 2,
+	}
+)
+
+func (x AgentDone_StopReason) Enum() *AgentDone_StopReason {
+	p := new(AgentDone_StopReason)
+	*p = x
+	return p
+}
+
+func (x AgentDone_StopReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AgentDone_StopReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_agentloop_proto_enumTypes[4].Descriptor()
+}
+
+func (AgentDone_StopReason) Type() protoreflect.EnumType {
+	return &file_exprd_v1_agentloop_proto_enumTypes[4]
+}
+
+func (x AgentDone_StopReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AgentDone_StopReason.Descriptor instead.
+func (AgentDone_StopReason) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22, 0}
+}
+
 type AgentLoopRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -2123,12 +2176,11 @@ func (x *StepFinished) GetText() string {
 }
 
 type AgentDone struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Text  string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
-	Steps []*StepFinished        `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
-	Usage *Usage                 `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
-	// stop_reason: why the turn ended.
-	StopReason    string `protobuf:"bytes,4,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	Steps         []*StepFinished        `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	Usage         *Usage                 `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	StopReason    AgentDone_StopReason   `protobuf:"varint,4,opt,name=stop_reason,json=stopReason,proto3,enum=exprd.v1.AgentDone_StopReason" json:"stop_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2184,11 +2236,11 @@ func (x *AgentDone) GetUsage() *Usage {
 	return nil
 }
 
-func (x *AgentDone) GetStopReason() string {
+func (x *AgentDone) GetStopReason() AgentDone_StopReason {
 	if x != nil {
 		return x.StopReason
 	}
-	return ""
+	return AgentDone_STOP_REASON_UNSPECIFIED
 }
 
 var File_exprd_v1_agentloop_proto protoreflect.FileDescriptor
@@ -2364,13 +2416,18 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12#\n" +
 	"\rfinish_reason\x18\x02 \x01(\tR\ffinishReason\x12%\n" +
 	"\x05usage\x18\x03 \x01(\v2\x0f.exprd.v1.UsageR\x05usage\x12\x12\n" +
-	"\x04text\x18\x04 \x01(\tR\x04text\"\x95\x01\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\"\x9b\x02\n" +
 	"\tAgentDone\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12,\n" +
 	"\x05steps\x18\x02 \x03(\v2\x16.exprd.v1.StepFinishedR\x05steps\x12%\n" +
-	"\x05usage\x18\x03 \x01(\v2\x0f.exprd.v1.UsageR\x05usage\x12\x1f\n" +
-	"\vstop_reason\x18\x04 \x01(\tR\n" +
-	"stopReason*d\n" +
+	"\x05usage\x18\x03 \x01(\v2\x0f.exprd.v1.UsageR\x05usage\x12?\n" +
+	"\vstop_reason\x18\x04 \x01(\x0e2\x1e.exprd.v1.AgentDone.StopReasonR\n" +
+	"stopReason\"d\n" +
+	"\n" +
+	"StopReason\x12\x1b\n" +
+	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15STOP_REASON_COMPLETED\x10\x01\x12\x1e\n" +
+	"\x1aSTOP_REASON_STOP_CONDITION\x10\x02*d\n" +
 	"\x04Hook\x12\x14\n" +
 	"\x10HOOK_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOOK_PREPARE_STEP\x10\x01\x12\x16\n" +
@@ -2391,89 +2448,91 @@ func file_exprd_v1_agentloop_proto_rawDescGZIP() []byte {
 	return file_exprd_v1_agentloop_proto_rawDescData
 }
 
-var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_exprd_v1_agentloop_proto_goTypes = []any{
 	(Hook)(0),                    // 0: exprd.v1.Hook
 	(AgentMessage_Role)(0),       // 1: exprd.v1.AgentMessage.Role
 	(AgentTool_Executor)(0),      // 2: exprd.v1.AgentTool.Executor
 	(ToolChoice_Mode)(0),         // 3: exprd.v1.ToolChoice.Mode
-	(*AgentLoopRunRequest)(nil),  // 4: exprd.v1.AgentLoopRunRequest
-	(*AgentMessage)(nil),         // 5: exprd.v1.AgentMessage
-	(*AgentToolCall)(nil),        // 6: exprd.v1.AgentToolCall
-	(*AgentTool)(nil),            // 7: exprd.v1.AgentTool
-	(*StopCondition)(nil),        // 8: exprd.v1.StopCondition
-	(*StopConditions)(nil),       // 9: exprd.v1.StopConditions
-	(*ToolChoice)(nil),           // 10: exprd.v1.ToolChoice
-	(*AgentStart)(nil),           // 11: exprd.v1.AgentStart
-	(*ToolOutput)(nil),           // 12: exprd.v1.ToolOutput
-	(*HookReply)(nil),            // 13: exprd.v1.HookReply
-	(*AgentApprovalReply)(nil),   // 14: exprd.v1.AgentApprovalReply
-	(*AgentCancel)(nil),          // 15: exprd.v1.AgentCancel
-	(*AgentLoopRunResponse)(nil), // 16: exprd.v1.AgentLoopRunResponse
-	(*AgentStateWrite)(nil),      // 17: exprd.v1.AgentStateWrite
-	(*StepStarted)(nil),          // 18: exprd.v1.StepStarted
-	(*TextDelta)(nil),            // 19: exprd.v1.TextDelta
-	(*ToolCallRequested)(nil),    // 20: exprd.v1.ToolCallRequested
-	(*HookRequest)(nil),          // 21: exprd.v1.HookRequest
-	(*AgentApprovalRequest)(nil), // 22: exprd.v1.AgentApprovalRequest
-	(*ToolResult)(nil),           // 23: exprd.v1.ToolResult
-	(*Usage)(nil),                // 24: exprd.v1.Usage
-	(*StepFinished)(nil),         // 25: exprd.v1.StepFinished
-	(*AgentDone)(nil),            // 26: exprd.v1.AgentDone
-	(*State)(nil),                // 27: exprd.v1.State
-	(*StatePatch)(nil),           // 28: exprd.v1.StatePatch
-	(*Settings)(nil),             // 29: exprd.v1.Settings
-	(*Rejected)(nil),             // 30: exprd.v1.Rejected
+	(AgentDone_StopReason)(0),    // 4: exprd.v1.AgentDone.StopReason
+	(*AgentLoopRunRequest)(nil),  // 5: exprd.v1.AgentLoopRunRequest
+	(*AgentMessage)(nil),         // 6: exprd.v1.AgentMessage
+	(*AgentToolCall)(nil),        // 7: exprd.v1.AgentToolCall
+	(*AgentTool)(nil),            // 8: exprd.v1.AgentTool
+	(*StopCondition)(nil),        // 9: exprd.v1.StopCondition
+	(*StopConditions)(nil),       // 10: exprd.v1.StopConditions
+	(*ToolChoice)(nil),           // 11: exprd.v1.ToolChoice
+	(*AgentStart)(nil),           // 12: exprd.v1.AgentStart
+	(*ToolOutput)(nil),           // 13: exprd.v1.ToolOutput
+	(*HookReply)(nil),            // 14: exprd.v1.HookReply
+	(*AgentApprovalReply)(nil),   // 15: exprd.v1.AgentApprovalReply
+	(*AgentCancel)(nil),          // 16: exprd.v1.AgentCancel
+	(*AgentLoopRunResponse)(nil), // 17: exprd.v1.AgentLoopRunResponse
+	(*AgentStateWrite)(nil),      // 18: exprd.v1.AgentStateWrite
+	(*StepStarted)(nil),          // 19: exprd.v1.StepStarted
+	(*TextDelta)(nil),            // 20: exprd.v1.TextDelta
+	(*ToolCallRequested)(nil),    // 21: exprd.v1.ToolCallRequested
+	(*HookRequest)(nil),          // 22: exprd.v1.HookRequest
+	(*AgentApprovalRequest)(nil), // 23: exprd.v1.AgentApprovalRequest
+	(*ToolResult)(nil),           // 24: exprd.v1.ToolResult
+	(*Usage)(nil),                // 25: exprd.v1.Usage
+	(*StepFinished)(nil),         // 26: exprd.v1.StepFinished
+	(*AgentDone)(nil),            // 27: exprd.v1.AgentDone
+	(*State)(nil),                // 28: exprd.v1.State
+	(*StatePatch)(nil),           // 29: exprd.v1.StatePatch
+	(*Settings)(nil),             // 30: exprd.v1.Settings
+	(*Rejected)(nil),             // 31: exprd.v1.Rejected
 }
 var file_exprd_v1_agentloop_proto_depIdxs = []int32{
-	11, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
-	12, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
-	13, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
-	14, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
-	27, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
-	28, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
-	15, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
+	12, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
+	13, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
+	14, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
+	15, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
+	28, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
+	29, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
+	16, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
 	1,  // 7: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
-	6,  // 8: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
+	7,  // 8: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
 	2,  // 9: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
-	9,  // 10: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
-	9,  // 11: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
-	8,  // 12: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
-	8,  // 13: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
+	10, // 10: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
+	10, // 11: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
+	9,  // 12: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
+	9,  // 13: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
 	3,  // 14: exprd.v1.ToolChoice.mode:type_name -> exprd.v1.ToolChoice.Mode
-	5,  // 15: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
-	7,  // 16: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
-	8,  // 17: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
+	6,  // 15: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
+	8,  // 16: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
+	9,  // 17: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
 	0,  // 18: exprd.v1.AgentStart.hooks:type_name -> exprd.v1.Hook
-	29, // 19: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
-	10, // 20: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
-	10, // 21: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
-	5,  // 22: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
-	18, // 23: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
-	19, // 24: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
-	20, // 25: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
-	21, // 26: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
-	22, // 27: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
-	17, // 28: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
-	23, // 29: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
-	25, // 30: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
-	26, // 31: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
-	30, // 32: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
-	6,  // 33: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
+	30, // 19: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
+	11, // 20: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
+	11, // 21: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
+	6,  // 22: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
+	19, // 23: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
+	20, // 24: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
+	21, // 25: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
+	22, // 26: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
+	23, // 27: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
+	18, // 28: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
+	24, // 29: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
+	26, // 30: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
+	27, // 31: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
+	31, // 32: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
+	7,  // 33: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
 	0,  // 34: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
-	6,  // 35: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
-	6,  // 36: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
-	24, // 37: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
-	25, // 38: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
-	24, // 39: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
-	4,  // 40: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
-	16, // 41: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
-	41, // [41:42] is the sub-list for method output_type
-	40, // [40:41] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	7,  // 35: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
+	7,  // 36: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
+	25, // 37: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
+	26, // 38: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
+	25, // 39: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
+	4,  // 40: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
+	5,  // 41: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
+	17, // 42: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
+	42, // [42:43] is the sub-list for method output_type
+	41, // [41:42] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_agentloop_proto_init() }
@@ -2515,7 +2574,7 @@ func file_exprd_v1_agentloop_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_agentloop_proto_rawDesc), len(file_exprd_v1_agentloop_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
