@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/exprd/exprd/model"
 )
@@ -38,40 +40,27 @@ func (l *loop) runCalls(ctx context.Context, step int, active map[string]*compil
 		results[0] = r
 		return results, ran, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, l.cfg.Parallelism)
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	one := func(j int) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		case <-ctx.Done():
-			results[j] = ErrorResult(fmt.Sprintf("tool %q was cancelled before it ran", calls[j].Name))
-			return
-		}
-		r, err := l.runCall(ctx, step, active, length, raw[j].ArgumentsErr, &ran[j])
-		results[j] = r
-		if err != nil {
-			once.Do(func() { first = err })
-			cancel() // a hook's error ends the turn: stop the others
-		}
+	// A hook's error ends the turn: the first cancels the others. A panic
+	// (a hook's, an event's) is the turn's error, not the process's end.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(l.cfg.Parallelism)
+	for j := range calls {
+		g.Go(func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("the call of tool %q panicked: %v\n%s", calls[j].Name, p, debug.Stack())
+				}
+			}()
+			if gctx.Err() != nil {
+				results[j] = ErrorResult(fmt.Sprintf("tool %q was cancelled before it ran", calls[j].Name))
+				return nil
+			}
+			results[j], err = l.runCall(gctx, step, active, length, raw[j].ArgumentsErr, &ran[j])
+			return err
+		})
 	}
-	last := len(calls) - 1
-	for j := range last {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			one(j)
-		}()
-	}
-	one(last) // in this goroutine, which would only wait
-	wg.Wait()
-	return results, ran, first
+	err := g.Wait()
+	return results, ran, err
 }
 
 // runCall takes one call through hooks, checks, approval and its executor;
@@ -177,7 +166,8 @@ func CallID(ctx context.Context) string {
 }
 
 // execute runs the executor under the tool's timeout. A call past its
-// timeout is answered at once; the executor is left to see its context end.
+// timeout is answered at once; its executor, its context cancelled, is
+// left to return on its own, and Run waits for it (executors).
 func (l *loop) execute(ctx context.Context, step int, t *compiledTool, call ToolCall) Result {
 	cctx, cancel := context.WithTimeoutCause(context.WithValue(ctx, callKey{}, running{step: step, id: call.ID}), t.timeout, errToolTimeout)
 	defer cancel()
@@ -186,7 +176,7 @@ func (l *loop) execute(ctx context.Context, step int, t *compiledTool, call Tool
 		err error
 	}
 	done := make(chan outcome, 1)
-	go func() {
+	l.executors.Go(func() {
 		defer func() {
 			if p := recover(); p != nil {
 				done <- outcome{err: fmt.Errorf("the tool panicked: %v", p)}
@@ -194,7 +184,7 @@ func (l *loop) execute(ctx context.Context, step int, t *compiledTool, call Tool
 		}()
 		r, err := t.Exec.Execute(cctx, call)
 		done <- outcome{r, err}
-	}()
+	})
 	var o outcome
 	select {
 	case o = <-done:

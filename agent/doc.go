@@ -47,7 +47,9 @@
 //
 // Each call runs under Tool.Timeout (0: Config.ToolTimeout, default
 // DefaultToolTimeout); a call past it is answered at once with an error
-// result even if its executor ignores its context. Each step (model call
+// result even if its executor ignores its context. Run returns only once
+// every Executor it started has returned: one that ignores its context
+// delays the end of the turn, not the answer to its call. Each step (model call
 // and tools) runs under Config.StepTimeout (DefaultStepTimeout): a model
 // call past it ends the turn with ErrStepTimeout (StopStepTimeout); tools
 // past it are error results and the loop goes on. The turn runs under

@@ -15,6 +15,7 @@ import (
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // mathRegistry registers the demo's math provider until the test ends.
@@ -25,7 +26,7 @@ func mathRegistry(t testing.TB) *utcp.Registry {
 		t.Fatalf("StartMath: %v", err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")), utcp.WithProviderMessages())
+	reg, err := utcpall.New(utcp.WithEgress(egress.MustParse("loopback")), utcp.WithProviderMessages())
 	if err != nil {
 		t.Fatalf("utcp.New: %v", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,43 +27,40 @@ func blocking(ended chan<- error) agent.Executor {
 }
 
 // A tool's own timeout overrides Config.ToolTimeout; each is tested at the
-// limit and past it.
+// limit and past it. A tool that runs within its timeout answers at once;
+// one past it waits for its context to end.
 func TestToolTimeouts(t *testing.T) {
 	t.Parallel()
-	sleeper := func(d time.Duration) agent.Executor {
-		return agent.ExecutorFunc(func(ctx context.Context, _ agent.ToolCall) (agent.Result, error) {
-			select {
-			case <-time.After(d):
-				return agent.Result{Content: json.RawMessage(`"slept"`)}, nil
-			case <-ctx.Done():
-				return agent.Result{}, ctx.Err()
-			}
-		})
-	}
+	// within reports the timeout its context was given; past never
+	// answers before its context ends.
+	within := agent.ExecutorFunc(func(ctx context.Context, _ agent.ToolCall) (agent.Result, error) {
+		d, _ := ctx.Deadline()
+		return agent.Result{Content: json.RawMessage(fmt.Sprintf(`{"seconds": %.0f}`, time.Until(d).Seconds()))}, nil
+	})
+	past := blocking(nil)
 	tests := []struct {
 		name        string
 		toolTimeout time.Duration // Tool.Timeout
 		cfgTimeout  time.Duration // Config.ToolTimeout
-		sleep       time.Duration
-		wantErr     bool
+		exec        agent.Executor
+		want        string // the result, or the error's text
 	}{
-		{"within config timeout", 0, time.Second, 10 * time.Millisecond, false},
-		{"past config timeout", 0, 30 * time.Millisecond, time.Second, true},
-		{"tool timeout overrides config", time.Second, 30 * time.Millisecond, 100 * time.Millisecond, false},
-		{"past tool timeout", 30 * time.Millisecond, time.Second, time.Second, true},
+		{"within config timeout", 0, 10 * time.Second, within, `{"seconds": 10}`},
+		{"past config timeout", 0, 30 * time.Millisecond, past, "timed out after 30ms"},
+		{"tool timeout overrides config", 10 * time.Second, 30 * time.Millisecond, within, `{"seconds": 10}`},
+		{"past tool timeout", 30 * time.Millisecond, 10 * time.Second, past, "timed out after 30ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{call("sleep", `{}`)}}, scripted.Turn{Text: "done"})
-			cfg := config(t, srv, agent.Tool{Name: "sleep", Exec: sleeper(tc.sleep), Timeout: tc.toolTimeout})
+			cfg := config(t, srv, agent.Tool{Name: "sleep", Exec: tc.exec, Timeout: tc.toolTimeout})
 			cfg.ToolTimeout = tc.cfgTimeout
 			out := run(t, cfg)
-			r := out.Steps[0].Results[0]
-			if tc.wantErr {
-				wantError(t, r, "timed out")
-			} else if r.IsError {
-				t.Errorf("got %s, want the tool's result", r.Content)
+			if r := out.Steps[0].Results[0]; r.IsError {
+				wantError(t, r, tc.want)
+			} else if string(r.Content) != tc.want {
+				t.Errorf("got %s, want %s", r.Content, tc.want)
 			}
 			if out.Text != "done" {
 				t.Errorf("got text %q, want the loop to go on", out.Text)
@@ -70,19 +69,46 @@ func TestToolTimeouts(t *testing.T) {
 	}
 }
 
-// A tool that ignores its context is answered at its timeout all the same.
-func TestToolIgnoringTimeoutIsAnswered(t *testing.T) {
+// A tool past its timeout is answered at once, even when its executor
+// does not return when its context ends; the turn ends only once the
+// executor has returned. Each executor here is held until the turn's last
+// step has finished: by then its call has long been answered.
+func TestToolPastTimeoutIsAnsweredAndJoined(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{call("stuck", `{}`)}}, scripted.Turn{Text: "done"})
-	cfg := config(t, srv, agent.Tool{Name: "stuck", Timeout: 30 * time.Millisecond,
-		Exec: agent.ExecutorFunc(func(context.Context, agent.ToolCall) (agent.Result, error) {
-			<-release
-			return agent.Result{}, nil
-		})})
-	out := run(t, cfg)
-	wantError(t, out.Steps[0].Results[0], "timed out")
+	tests := []struct {
+		name string
+		// wait is what the executor waits for before it waits to be
+		// released.
+		wait func(ctx context.Context)
+	}{
+		{"it ignores its context", func(context.Context) {}},
+		{"it returns after its context ends", func(ctx context.Context) { <-ctx.Done() }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			release := make(chan struct{})
+			var returned atomic.Bool
+			srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{call("stuck", `{}`)}}, scripted.Turn{Text: "done"})
+			cfg := config(t, srv, agent.Tool{Name: "stuck", Timeout: 30 * time.Millisecond,
+				Exec: agent.ExecutorFunc(func(ctx context.Context, _ agent.ToolCall) (agent.Result, error) {
+					tc.wait(ctx)
+					<-release
+					returned.Store(true)
+					return agent.Result{}, nil
+				})})
+			cfg.Events.StepFinished = func(s agent.Step) {
+				if s.Index == 1 {
+					close(release)
+				}
+			}
+			out := run(t, cfg)
+			wantError(t, out.Steps[0].Results[0], "timed out")
+			if !returned.Load() {
+				t.Error("Run returned before the executor it started")
+			}
+		})
+	}
 }
 
 func TestStepTimeout(t *testing.T) {
@@ -159,14 +185,16 @@ func TestAbort(t *testing.T) {
 		t.Parallel()
 		srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{call("hang", `{}`), call("hang", `{}`)}}, scripted.Turn{Text: "never"})
 		ended := make(chan error, 2)
-		cfg := config(t, srv, agent.Tool{Name: "hang", Exec: blocking(ended)})
 		ctx, cancel := context.WithCancel(context.Background())
-		var n int
-		cfg.Events.ToolCallRequested = func(int, agent.ToolCall) {
-			if n++; n == 2 {
-				go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+		// The abort comes once both tools run.
+		var started atomic.Int32
+		hang := agent.ExecutorFunc(func(ctx context.Context, c agent.ToolCall) (agent.Result, error) {
+			if started.Add(1) == 2 {
+				cancel()
 			}
-		}
+			return blocking(ended).Execute(ctx, c)
+		})
+		cfg := config(t, srv, agent.Tool{Name: "hang", Exec: hang})
 		out, err := agent.Run(ctx, cfg)
 		if err != context.Canceled || out.StopReason != agent.StopCancelled || len(out.Steps) != 0 {
 			t.Errorf("got %v, %s, %d steps; want context.Canceled itself, cancelled, none", err, out.StopReason, len(out.Steps))

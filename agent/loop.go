@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/exprd/exprd/model"
 )
@@ -57,14 +58,21 @@ type Outcome struct {
 // Run runs a turn: each step calls the model, runs the tool calls it asked
 // for and sends their results back, until the model answers without a tool
 // call or cfg.Stop matches. See the package doc for the contract.
+//
+// Run returns only once every Executor it started has returned. A call
+// past its timeout is answered at once and its Executor's context is
+// cancelled, but an Executor that does not return when its context ends
+// delays the end of the turn by as long as it keeps running.
 func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	t, err := newTurn(cfg)
 	if err != nil {
 		return Outcome{StopReason: StopError}, err
 	}
-	tctx, cancel := context.WithTimeoutCause(ctx, t.cfg.TurnTimeout, ErrTurnTimeout)
+	l := &loop{turn: t, parent: ctx, messages: slices.Clone(cfg.Messages)}
+	defer l.executors.Wait()
+	var cancel context.CancelFunc
+	l.ctx, cancel = context.WithTimeoutCause(ctx, t.cfg.TurnTimeout, ErrTurnTimeout)
 	defer cancel()
-	l := &loop{turn: t, parent: ctx, ctx: tctx, messages: slices.Clone(cfg.Messages)}
 	return l.run()
 }
 
@@ -74,6 +82,8 @@ type loop struct {
 	ctx      context.Context // the turn's: parent + TurnTimeout
 	messages []model.Message
 	out      Outcome
+	// executors are the goroutines running Executors (execute).
+	executors sync.WaitGroup
 }
 
 func (l *loop) run() (Outcome, error) {

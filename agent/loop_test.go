@@ -63,22 +63,21 @@ func TestToolCallsRunConcurrentlyResultsInOrder(t *testing.T) {
 	srv := serve(t,
 		scripted.Turn{ToolCalls: []scripted.ToolCall{callID("a", "slow", `{}`), callID("b", "fast", `{}`)}},
 		scripted.Turn{Text: "done"})
-	started := make(chan struct{})
-	var once sync.Once
+	fastDone := make(chan struct{})
 	slow := agent.ExecutorFunc(func(ctx context.Context, _ agent.ToolCall) (agent.Result, error) {
-		select { // finishes only once fast has started: both run at once
-		case <-started:
+		select { // finishes only once fast has: both run at once, slow ends last
+		case <-fastDone:
 		case <-ctx.Done():
 			return agent.Result{}, ctx.Err()
 		}
-		time.Sleep(10 * time.Millisecond)
 		return agent.Result{Content: json.RawMessage(`"slow"`)}, nil
 	})
-	fast := agent.ExecutorFunc(func(context.Context, agent.ToolCall) (agent.Result, error) {
-		once.Do(func() { close(started) })
-		return agent.Result{Content: json.RawMessage(`"fast"`)}, nil
-	})
-	cfg := config(t, srv, agent.Tool{Name: "slow", Exec: slow}, agent.Tool{Name: "fast", Exec: fast})
+	cfg := config(t, srv, agent.Tool{Name: "slow", Exec: slow}, agent.Tool{Name: "fast", Exec: fixed(`"fast"`)})
+	cfg.Events.ToolResult = func(_ int, c agent.ToolCall, _ agent.Result) {
+		if c.Name == "fast" {
+			close(fastDone)
+		}
+	}
 	cfg.ToolTimeout = 5 * time.Second
 	out := run(t, cfg)
 	if got := out.Steps[0].Results; len(got) != 2 || string(got[0].Content) != `"slow"` || string(got[1].Content) != `"fast"` {
@@ -100,17 +99,29 @@ func TestParallelismBoundsRunningCalls(t *testing.T) {
 		calls[i] = call("work", `{}`)
 	}
 	srv := serve(t, scripted.Turn{ToolCalls: calls}, scripted.Turn{Text: "done"})
+	// The first call waits until a second runs beside it: two run at once
+	// whatever the scheduling, and no more may.
 	var running, peak atomic.Int32
-	work := agent.ExecutorFunc(func(context.Context, agent.ToolCall) (agent.Result, error) {
+	two := make(chan struct{})
+	var once sync.Once
+	work := agent.ExecutorFunc(func(ctx context.Context, _ agent.ToolCall) (agent.Result, error) {
+		defer running.Add(-1)
 		n := running.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		time.Sleep(5 * time.Millisecond)
-		running.Add(-1)
+		if n == 2 {
+			once.Do(func() { close(two) })
+		}
+		select {
+		case <-two:
+		case <-ctx.Done():
+			return agent.Result{}, ctx.Err()
+		}
 		return agent.Result{Content: json.RawMessage(`1`)}, nil
 	})
 	cfg := config(t, srv, agent.Tool{Name: "work", Exec: work})
 	cfg.Parallelism = 2
+	cfg.ToolTimeout = 10 * time.Second
 	run(t, cfg)
 	if got := peak.Load(); got != 2 {
 		t.Errorf("got %d calls running at once, want 2", got)

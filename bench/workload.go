@@ -17,7 +17,7 @@ type workload struct {
 	js    string // JavaScript over scopes.root
 }
 
-// small is the seed scenario's step: the ids of the five cheapest of 20
+// small is the demo's one-step selection: the ids of the five cheapest of 20
 // products (examples/products.json's shape).
 func small() workload {
 	return workload{

@@ -25,6 +25,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 func TestMain(m *testing.M) {
@@ -647,7 +648,7 @@ func TestUnaryCall(t *testing.T) {
 // asking when the loop stops; req is left as it was.
 func TestTools(t *testing.T) {
 	t.Parallel()
-	reg, err := utcp.New(utcp.WithLogger(slog.New(slog.DiscardHandler)))
+	reg, err := utcpall.New(utcp.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

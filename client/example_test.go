@@ -14,6 +14,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // startServer serves exprd on a loopback port until stop is called.
@@ -186,7 +187,7 @@ const shopManual = `{"utcp_version": "1.0.1", "tools": [
 // Tools lists the registry's tools across pages, here two a page; the full
 // view carries each tool's input schema.
 func ExampleClient_Tools() {
-	reg, err := utcp.New(utcp.WithLogger(slog.New(slog.DiscardHandler)))
+	reg, err := utcpall.New(utcp.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/exprd/exprd/examples/providers"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // BenchmarkChain compares a three-call chain run by codemode against the
@@ -22,7 +23,7 @@ func BenchmarkChain(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
+	reg, err := utcpall.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		b.Fatal(err)
 	}

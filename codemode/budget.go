@@ -12,8 +12,8 @@ import (
 const (
 	// DefaultTimeout bounds a direct run (Execute, Run).
 	DefaultTimeout = 30 * time.Second
-	// ToolHandlerTimeout bounds a run made through the tool handler (the
-	// seed's CallTool, the AgentLoop's codemode tool).
+	// ToolHandlerTimeout bounds a run made through the tool handler
+	// (CodeMode.CallTool, the AgentLoop's codemode tool).
 	ToolHandlerTimeout = 3 * time.Second
 	// DefaultMaxIterations bounds predicate bodies (map, filter, ...) per run.
 	DefaultMaxIterations = evaluator.DefaultMaxIterations

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/exprd/exprd/internal/exprbound"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -81,7 +82,7 @@ func (r *run) tick() bool {
 	if r.iterations > r.b.MaxIterations {
 		panic(budgetError(BudgetIterations, "over the limit of %d iterations: map, filter and the other predicates ran too often", r.b.MaxIterations))
 	}
-	if r.iterations%tickCheckEvery == 0 && r.ctx.Err() != nil {
+	if r.iterations%exprbound.TickCheckEvery == 0 && r.ctx.Err() != nil {
 		panic(r.ctx.Err())
 	}
 	return true
@@ -108,7 +109,7 @@ func (r *run) call(stream bool, p []any) (any, error) {
 	}
 	name, ok := p[0].(string)
 	if !ok {
-		return nil, errorf(InvalidArguments, "%s: the tool name is %s, not a string", fn, kind(p[0]))
+		return nil, errorf(InvalidArguments, "%s: the tool name is %s, not a string", fn, exprbound.Kind(p[0]))
 	}
 	if !r.allowed.has(name) {
 		e := errorf(UnknownReference, "tool %q is not allowed here: the run may call %s", name, listNames(r.allowed))
@@ -134,7 +135,7 @@ func (r *run) call(stream bool, p []any) (any, error) {
 	}
 	args, ok := a.(map[string]any)
 	if !ok {
-		e := errorf(InvalidArguments, "%s(%q, args): args must be an object, got %s", fn, name, kind(a))
+		e := errorf(InvalidArguments, "%s(%q, args): args must be an object, got %s", fn, name, exprbound.Kind(a))
 		e.Tool = name
 		return nil, e
 	}
@@ -247,7 +248,7 @@ func (r *run) stream(c Call) (any, int, error) {
 		return nil, 0, err
 	}
 	defer st.Close()
-	w := walker{limit: r.b.MaxResultBytes}
+	n := exprbound.Normalizer{Limits: exprbound.ValueLimits{MaxBytes: r.b.MaxResultBytes}}
 	chunks := []any{}
 	for {
 		chunk, err := st.Next()
@@ -257,7 +258,7 @@ func (r *run) stream(c Call) (any, int, error) {
 		if err != nil {
 			return nil, len(chunks), err
 		}
-		if chunk, err = w.value(chunk, 0); err != nil {
+		if chunk, err = normalize(&n, chunk); err != nil {
 			return nil, len(chunks), err
 		}
 		chunks = append(chunks, chunk)

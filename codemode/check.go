@@ -7,6 +7,8 @@ import (
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/parser"
+
+	"github.com/exprd/exprd/internal/exprbound"
 )
 
 // The names of the codemode namespace's functions.
@@ -17,12 +19,8 @@ const (
 	fnGet          = "Get"
 )
 
-// reservedPrefix starts the names the runtime adds to programs (the
-// iteration counter, the bounded operations).
-const reservedPrefix = "__"
-
 // letPrefix is put before every let name once the check has passed.
-const letPrefix = reservedPrefix + "v_"
+const letPrefix = exprbound.ReservedPrefix + "v_"
 
 // ToolRef is a tool name the source writes as a string literal.
 type ToolRef struct {
@@ -55,25 +53,6 @@ func (a *Analysis) UsedTools() []string {
 	return slices.Compact(out)
 }
 
-type collector struct {
-	nodes  int
-	idents []*ast.IdentifierNode
-	calls  []*ast.CallNode
-	lets   []*ast.VariableDeclaratorNode
-}
-
-func (c *collector) Visit(node *ast.Node) {
-	c.nodes++
-	switch n := (*node).(type) {
-	case *ast.IdentifierNode:
-		c.idents = append(c.idents, n)
-	case *ast.CallNode:
-		c.calls = append(c.calls, n)
-	case *ast.VariableDeclaratorNode:
-		c.lets = append(c.lets, n)
-	}
-}
-
 // checkSource bounds the source's length before it is parsed. Size limits
 // are guardrail-violation, as in the evaluator (DESIGN.md's reasons).
 func checkSource(src string, b *Budgets) *Error {
@@ -85,86 +64,81 @@ func checkSource(src string, b *Budgets) *Error {
 	return nil
 }
 
-// checkTree is the whitelist: it walks the parsed tree and refuses every
-// name and call but codemode.CallTool, codemode.CallToolStream,
-// codemode.Get and the program's own let names. The builtins of the Expr
-// language (len, map, filter, ...) are not calls in the tree and stay.
-func checkTree(tree *parser.Tree, src string, b *Budgets) (*Analysis, *Error) {
-	c := &collector{}
-	ast.Walk(&tree.Node, c)
-	a := &Analysis{Nodes: c.nodes}
-	if c.nodes > b.MaxNodes {
-		return nil, errorf(GuardrailViolation, "the code has %d nodes, over the limit of %d", c.nodes, b.MaxNodes)
-	}
-	declared := map[string]bool{}
-	for _, l := range c.lets {
-		if strings.HasPrefix(l.Name, reservedPrefix) || l.Name == nsName || l.Name == "$env" {
-			return nil, at(errorf(GuardrailViolation, "let name %q is reserved", l.Name), l, src)
-		}
-		declared[l.Name] = true
-	}
-	namespace := map[*ast.IdentifierNode]bool{}
-	for _, call := range c.calls {
-		m, ok := call.Callee.(*ast.MemberNode)
-		var id *ast.IdentifierNode
-		if ok {
-			id, _ = m.Node.(*ast.IdentifierNode)
-		}
-		if id == nil || id.Value != nsName {
-			if cid, ok := call.Callee.(*ast.IdentifierNode); ok && cid.Value == "$env" {
-				return nil, at(errorf(UnknownReference, "$env is not available"), cid, src)
+// policy is the whitelist: the only calls are codemode.CallTool,
+// codemode.CallToolStream and codemode.Get, and the only names the
+// program's own let names, which live under letPrefix so that they may
+// shadow a builtin (`let sum = ...`, as in DESIGN.md's example). The
+// builtins of the Expr language (len, map, filter, ...) are not calls in
+// the tree and stay. What the check finds goes into a.
+func policy(src string, b *Budgets, a *Analysis) *exprbound.Policy {
+	return &exprbound.Policy{
+		Size: func(nodes int) error {
+			a.Nodes = nodes
+			if nodes > b.MaxNodes {
+				return errorf(GuardrailViolation, "the code has %d nodes, over the limit of %d", nodes, b.MaxNodes)
 			}
-			return nil, at(errorf(UnknownReference, "only codemode.CallTool, codemode.CallToolStream and codemode.Get can be called"), call, src)
-		}
-		prop, ok := m.Property.(*ast.StringNode)
-		if !ok || (prop.Value != fnCallTool && prop.Value != fnCallToolStrm && prop.Value != fnGet) {
-			return nil, at(errorf(UnknownReference, "codemode has only CallTool, CallToolStream and Get"), m, src)
-		}
-		namespace[id] = true
-		if len(call.Arguments) != 2 {
-			args := "(name, args)"
-			if prop.Value == fnGet {
-				args = "(value, key)"
+			return nil
+		},
+		Let: func(l *ast.VariableDeclaratorNode) error {
+			if strings.HasPrefix(l.Name, exprbound.ReservedPrefix) || l.Name == nsName || l.Name == "$env" {
+				return at(errorf(GuardrailViolation, "let name %q is reserved", l.Name), l, src)
 			}
-			return nil, at(errorf(ExpressionType, "codemode.%s takes %s, got %d arguments", prop.Value, args, len(call.Arguments)), call, src)
+			return nil
+		},
+		Call: func(call *ast.CallNode) error { return checkCall(call, src, a) },
+		Name: func(id *ast.IdentifierNode, declared bool, _ *ast.MemberNode) error {
+			switch {
+			case id.Value == "$env":
+				return at(errorf(UnknownReference, "$env is not available"), id, src)
+			case declared:
+				return nil
+			case id.Value == nsName:
+				return at(errorf(UnknownReference, "codemode is used only to call codemode.CallTool, codemode.CallToolStream or codemode.Get"), id, src)
+			}
+			return at(errorf(UnknownReference, "unknown name %q: the environment has only codemode and the program's let names", id.Value), id, src)
+		},
+		LetPrefix: letPrefix,
+	}
+}
+
+// checkCall allows a call of one of the namespace's functions with two
+// arguments, noting the tool names written as literals.
+func checkCall(call *ast.CallNode, src string, a *Analysis) error {
+	m, ok := call.Callee.(*ast.MemberNode)
+	var id *ast.IdentifierNode
+	if ok {
+		id, _ = m.Node.(*ast.IdentifierNode)
+	}
+	if id == nil || id.Value != nsName {
+		if cid, ok := call.Callee.(*ast.IdentifierNode); ok && cid.Value == "$env" {
+			return at(errorf(UnknownReference, "$env is not available"), cid, src)
 		}
+		return at(errorf(UnknownReference, "only codemode.CallTool, codemode.CallToolStream and codemode.Get can be called"), call, src)
+	}
+	prop, ok := m.Property.(*ast.StringNode)
+	if !ok || (prop.Value != fnCallTool && prop.Value != fnCallToolStrm && prop.Value != fnGet) {
+		return at(errorf(UnknownReference, "codemode has only CallTool, CallToolStream and Get"), m, src)
+	}
+	if len(call.Arguments) != 2 {
+		args := "(name, args)"
 		if prop.Value == fnGet {
-			continue
+			args = "(value, key)"
 		}
-		stream := prop.Value == fnCallToolStrm
-		a.Streams = a.Streams || stream
-		lit, ok := call.Arguments[0].(*ast.StringNode)
-		if !ok {
-			a.Dynamic = true
-			continue
-		}
-		ref := at(&Error{}, lit, src)
-		a.Tools = append(a.Tools, ToolRef{Name: lit.Value, Stream: stream, Line: ref.Line, Column: ref.Column})
+		return at(errorf(ExpressionType, "codemode.%s takes %s, got %d arguments", prop.Value, args, len(call.Arguments)), call, src)
 	}
-	// Let names live under a prefix of their own, so that they may shadow
-	// a builtin (`let sum = ...`, as in DESIGN.md's example): the checker
-	// refuses to redeclare one.
-	for _, l := range c.lets {
-		l.Name = letPrefix + l.Name
+	if prop.Value == fnGet {
+		return nil
 	}
-	for _, id := range c.idents {
-		if declared[id.Value] {
-			id.Value = letPrefix + id.Value
-		}
+	stream := prop.Value == fnCallToolStrm
+	a.Streams = a.Streams || stream
+	lit, ok := call.Arguments[0].(*ast.StringNode)
+	if !ok {
+		a.Dynamic = true
+		return nil
 	}
-	for _, id := range c.idents {
-		switch {
-		case namespace[id]:
-		case id.Value == "$env":
-			return nil, at(errorf(UnknownReference, "$env is not available"), id, src)
-		case strings.HasPrefix(id.Value, letPrefix) && declared[id.Value[len(letPrefix):]]:
-		case id.Value == nsName:
-			return nil, at(errorf(UnknownReference, "codemode is used only to call codemode.CallTool, codemode.CallToolStream or codemode.Get"), id, src)
-		default:
-			return nil, at(errorf(UnknownReference, "unknown name %q: the environment has only codemode and the program's let names", id.Value), id, src)
-		}
-	}
-	return a, nil
+	ref := at(&Error{}, lit, src)
+	a.Tools = append(a.Tools, ToolRef{Name: lit.Value, Stream: stream, Line: ref.Line, Column: ref.Column})
+	return nil
 }
 
 // checkTools refuses literal tool names outside the whitelist, at their
@@ -180,11 +154,15 @@ func checkTools(a *Analysis, allowed toolSet) *Error {
 	return nil
 }
 
-// analyze parses src and runs the whitelist walk, without compiling.
+// analyze parses src and checks it, without compiling.
 func analyze(src string, b *Budgets) (*Analysis, *Error) {
 	tree, err := parser.Parse(src)
 	if err != nil {
 		return nil, fromExpr(ExpressionSyntax, err)
 	}
-	return checkTree(tree, src, b)
+	a := &Analysis{}
+	if err := exprbound.Check(tree, policy(src, b, a)); err != nil {
+		return nil, compileError(err)
+	}
+	return a, nil
 }

@@ -57,7 +57,11 @@
 //     context.DeadlineExceeded.
 //
 // Compiled programs are cached (WithCacheSize, default DefaultCacheSize)
-// and VMs pooled; a Runtime is safe for concurrent use.
+// and VMs pooled; a Runtime is safe for concurrent use. The sandbox (the
+// whitelist walk, the cache, the pool, the normaliser that turns values into
+// JSON types) is internal/exprbound's, which the evaluator shares: this
+// package is its environment (the codemode namespace) and its policy
+// (check.go).
 //
 // # Plans and the orchestrator
 //
@@ -74,6 +78,6 @@
 // output schemas, and reads back the JSON plan. A plan that fails its
 // checks or its compile goes back to the model once with the error; a
 // second failure is invalid-plan. {"handled": false} or an empty plan is
-// Handled false, no error. ToolHandler is the seed's CallTool(ctx, prompt)
-// (handled, value, err).
+// Handled false, no error. ToolHandler is a CallTool(ctx, prompt)
+// (handled, value, err) in go-utcp CodeMode's shape.
 package codemode

@@ -8,6 +8,7 @@ import (
 	"github.com/exprd/exprd/examples/providers"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // A program that chains two tools of the demo's math provider.
@@ -17,7 +18,7 @@ func ExampleRuntime_Run() {
 		panic(err)
 	}
 	defer m.Close()
-	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
+	reg, err := utcpall.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		panic(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // FuzzCheck: plan and code checking never panic, and every error is a
@@ -19,7 +20,7 @@ func FuzzCheck(f *testing.F) {
 	}
 	f.Add(chain.Code, "math.add math.multiply", false)
 	f.Add(`codemode.CallToolStream("local.ticks", {})`, "local.ticks", true)
-	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
+	reg, err := utcpall.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		f.Fatal(err)
 	}

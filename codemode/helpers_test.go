@@ -16,7 +16,7 @@ import (
 	"github.com/exprd/exprd/examples/providers"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
-	_ "github.com/exprd/exprd/utcp/grpctransport" // the grpc call template
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // local is an httptest provider of tools the demo providers lack: one that
@@ -93,7 +93,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(c.Close)
 	l := startLocal(t)
-	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
+	reg, err := utcpall.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		t.Fatal(err)
 	}

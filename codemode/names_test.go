@@ -8,6 +8,7 @@ import (
 	"github.com/exprd/exprd/examples/providers"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // A manual registered as "my-math" holds my_math.* tools. The whitelist,
@@ -19,7 +20,7 @@ func TestToolNamesEitherSpelling(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
+	reg, err := utcpall.New(utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/exprd/exprd/model"
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/search"
 )
 
 // The orchestrator's defaults.
@@ -97,7 +97,7 @@ func (rt *Runtime) Orchestrate(ctx context.Context, prompt string, provider mode
 	}
 	// The ranking reads the prompt's first terms (utcp's search limits);
 	// the model reads all of it.
-	ranked, err := rt.reg.SearchContext(ctx, utcp.TrimQuery(prompt), nCat)
+	ranked, err := rt.reg.SearchContext(ctx, search.TrimQuery(prompt), nCat)
 	if err != nil {
 		return Orchestration{}, err
 	}
@@ -174,7 +174,7 @@ func parseReply(text string) (reply, *Error) {
 	return r, nil
 }
 
-// ToolHandler returns the seed's CallTool(ctx, prompt) (handled, value,
+// ToolHandler returns a CallTool(ctx, prompt) (handled, value,
 // err): Orchestrate with the tool handler's timeout (ToolHandlerTimeout)
 // unless opts set one.
 func (rt *Runtime) ToolHandler(provider model.Provider, opts OrchestrateOptions) func(ctx context.Context, prompt string) (bool, any, error) {

@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/expr-lang/expr/file"
-	"github.com/expr-lang/expr/vm"
 
 	"github.com/exprd/exprd/internal/exprbound"
 	"github.com/exprd/exprd/utcp"
 )
 
 // Registry is what the runtime and the orchestrator need of a tool
-// registry; *utcp.Registry is one.
+// registry; *utcp.Registry is one. Call and CallStream must not change
+// args: it may share the program's values.
 type Registry interface {
 	Call(ctx context.Context, name string, args map[string]any) (any, error)
 	CallStream(ctx context.Context, name string, args map[string]any) (utcp.Stream, error)
@@ -39,9 +38,9 @@ var ErrInvalidOptions = errors.New("codemode: invalid options")
 // Runtime runs programs against one registry. It caches compiled programs
 // and pools VMs; it is safe for concurrent use.
 type Runtime struct {
-	reg   Registry
-	cache *cache
-	vms   sync.Pool
+	reg      Registry
+	programs *exprbound.Cache[programKey, *program]
+	vms      exprbound.VMs
 }
 
 // Option configures a Runtime.
@@ -54,8 +53,9 @@ func WithCacheSize(n int) Option {
 		if n <= 0 {
 			return fmt.Errorf("%w: cache size %d, want a positive value", ErrInvalidOptions, n)
 		}
-		rt.cache = newCache(n)
-		return nil
+		var err error
+		rt.programs, err = exprbound.NewCache[programKey, *program](n)
+		return err
 	}
 }
 
@@ -64,9 +64,8 @@ func New(reg Registry, opts ...Option) (*Runtime, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: no registry", ErrInvalidOptions)
 	}
-	rt := &Runtime{reg: reg, cache: newCache(DefaultCacheSize)}
-	rt.vms.New = func() any { return &vm.VM{} }
-	for _, o := range opts {
+	rt := &Runtime{reg: reg}
+	for _, o := range append([]Option{WithCacheSize(DefaultCacheSize)}, opts...) {
 		if err := o(rt); err != nil {
 			return nil, err
 		}
@@ -130,15 +129,15 @@ func (rt *Runtime) compile(code string, b *Budgets) (*program, *Error) {
 	if err := checkSource(code, b); err != nil {
 		return nil, err
 	}
-	key := cacheKey{src: code, maxNodes: b.MaxNodes, maxStringLength: b.MaxStringLength}
-	if p, ok := rt.cache.get(key); ok {
+	key := programKey{src: code, maxNodes: b.MaxNodes, maxStringLength: b.MaxStringLength}
+	if p, ok := rt.programs.Get(key); ok {
 		return p, nil
 	}
 	p, err := compile(code, b)
 	if err != nil {
 		return nil, err
 	}
-	rt.cache.put(key, p)
+	rt.programs.Add(key, p)
 	return p, nil
 }
 
@@ -165,13 +164,10 @@ func (rt *Runtime) Run(ctx context.Context, code string, opts RunOptions) (Resul
 	defer cancel()
 	r := &run{ctx: rctx, parent: ctx, reg: rt.reg, opts: &opts, b: &b, allowed: allowed, approval: set(opts.NeedsApproval)}
 	env := map[string]any{
-		nsName:   namespace{CallTool: r.callTool, CallToolStream: r.callToolStream, Get: get},
-		tickName: r.tick,
+		nsName:             namespace{CallTool: r.callTool, CallToolStream: r.callToolStream, Get: get},
+		exprbound.TickName: r.tick,
 	}
-	v := rt.vms.Get().(*vm.VM)
-	v.MemoryBudget = uint(b.MemoryBudget)
-	out, err := v.Run(p.prog, env)
-	rt.vms.Put(v)
+	out, err := rt.vms.Run(p.prog, env, uint(b.MemoryBudget))
 	res := Result{Trace: r.trace}
 	if err == nil {
 		err = rctx.Err()

@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,6 +221,53 @@ func TestFunctionTimeoutAppliesToEveryRunner(t *testing.T) {
 			})
 		}
 	}
+}
+
+// clockHost is a host whose client-run functions move the clock on by
+// an hour, and answer.
+type clockHost struct {
+	*evaltest.Host
+	advance func()
+}
+
+func (h clockHost) CallClient(context.Context, string, map[string]any) (any, error) {
+	h.advance()
+	return "done", nil
+}
+
+// TestTimeBudgetCountsEvaluationOnly: the time budget reads the tool's
+// clock while the expression evaluates, and not while a host function
+// runs, whoever runs it. The clock moves only when the test moves it.
+func TestTimeBudgetCountsEvaluationOnly(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
+	for name, runner := range map[string]evaluator.Runner{"an hour in a client-run function": evaluator.RunClient, "an hour in a server-run function": evaluator.RunServer} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var hours atomic.Int64
+			advance := func() { hours.Add(1) }
+			later := evaluator.Function{Name: "later", Runner: runner}
+			if runner == evaluator.RunServer {
+				later.Impl = func(context.Context, map[string]any) (any, error) { advance(); return "done", nil }
+			}
+			tool := newTool(t, evaluator.Settings{Read: true, Functions: []evaluator.Function{later}},
+				evaluator.WithClock(func() time.Time { return start.Add(time.Duration(hours.Load()) * time.Hour) }))
+			h := clockHost{evaltest.NewHost(nil), advance}
+			if a := newEvaluator(t).Run(context.Background(), tool, evaluator.NewState(), readInput(`later({})`), h); string(a.JSON()) != `{"value":"done"}` {
+				t.Errorf("got %s, want {\"value\":\"done\"}", a.JSON())
+			}
+		})
+	}
+	t.Run("an hour of evaluation", func(t *testing.T) {
+		t.Parallel()
+		var reads atomic.Int64
+		tool := newTool(t, evaluator.Settings{Read: true},
+			evaluator.WithClock(func() time.Time { return start.Add(time.Duration(reads.Add(1)) * time.Hour) }))
+		a := newEvaluator(t).Run(context.Background(), tool, evaluator.NewState(), readInput(`1`), evaltest.NewHost(nil))
+		if a.Err == nil || a.Err.Budget != evaluator.BudgetTime {
+			t.Errorf("got %s, want budget-exceeded (time)", a.JSON())
+		}
+	})
 }
 
 // TestMemoryBudgetBoundsAllocation checks that the memory budget bounds

@@ -2,6 +2,7 @@ package evaluator_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,26 +70,33 @@ func TestCasesUnary(t *testing.T) {
 	}
 }
 
-// overTimeRetries is how often a case that ran out of the (wall-clock) time
-// budget it did not expect runs again: a loaded machine, not the evaluator.
-const overTimeRetries = 2
+// clockStep is how far the clock of a case moves at each read. The
+// meter reads it when evaluation starts and stops and every 1,024
+// iterations, so a case's time is a count of its work, the same on a loaded
+// machine as on an idle one: 20 µs a read puts the million iterations of
+// the default budget at 20 ms, within the default time budget of 100 ms,
+// and the 810,900 of the case that must run out of 5 ms at 16 ms.
+const clockStep = 20 * time.Microsecond
 
-// runCase runs c, again when it ran out of time it should not have needed.
+// stepClock returns a clock that moves clockStep on at every read, and only
+// then.
+func stepClock() func() time.Time {
+	var reads atomic.Int64
+	start := time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
+	return func() time.Time { return start.Add(time.Duration(reads.Add(1)) * clockStep) }
+}
+
+// runCase runs c on a tool with its own step clock.
 func runCase(t *testing.T, e *evaluator.Evaluator, c evaltest.Case, opts ...evaluator.ToolOption) evaltest.Result {
 	t.Helper()
-	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
-		r, err := evaltest.Run(ctx, e, c, opts...)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Answer.Cancelled {
-			t.Fatalf("the call ran past %v", caseTimeout)
-		}
-		if try == overTimeRetries || !evaltest.OverTime(c, r.Answer) {
-			return r
-		}
-		t.Logf("try %d ran out of time (%s): running it again", try, r.Answer.Err.Message)
+	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+	defer cancel()
+	r, err := evaltest.Run(ctx, e, c, append(opts, evaluator.WithClock(stepClock()))...)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if r.Answer.Cancelled {
+		t.Fatalf("the call ran past %v", caseTimeout)
+	}
+	return r
 }

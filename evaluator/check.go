@@ -7,108 +7,86 @@ import (
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
-	"github.com/expr-lang/expr/parser"
+
+	"github.com/exprd/exprd/internal/exprbound"
 )
 
-// reservedPrefix starts the names the evaluator adds to programs (the
-// iteration counter); an expression may neither read nor declare them.
-const reservedPrefix = "__"
+// reservedPrefix starts the names the sandbox adds to programs (the
+// iteration counter, the bounded operations); an expression may neither
+// read nor declare them, nor a function be named so.
+const reservedPrefix = exprbound.ReservedPrefix
 
-// collector gathers, in one walk of the parsed tree, what the whitelist
-// check needs. ast.Walk visits children before their parent.
-type collector struct {
-	nodes     int
-	declared  map[string]bool
-	idents    []*ast.IdentifierNode
-	callees   map[*ast.IdentifierNode]bool
-	calls     []*ast.CallNode
-	scopeRefs []*ast.MemberNode
-	lets      []*ast.VariableDeclaratorNode
-}
-
-func (c *collector) Visit(node *ast.Node) {
-	c.nodes++
-	switch n := (*node).(type) {
-	case *ast.IdentifierNode:
-		c.idents = append(c.idents, n)
-	case *ast.CallNode:
-		c.calls = append(c.calls, n)
-		if id, ok := n.Callee.(*ast.IdentifierNode); ok {
-			c.callees[id] = true
-		}
-	case *ast.VariableDeclaratorNode:
-		c.declared[n.Name] = true
-		c.lets = append(c.lets, n)
-	case *ast.MemberNode:
-		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "scopes" {
-			c.scopeRefs = append(c.scopeRefs, n)
-		}
-	}
-}
-
-// checkTree is the whitelist: it walks the parsed tree (not the optimised
-// program, whose fused builtins hide calls) and refuses every name and call
-// outside scopes, the expression's own let names and the tool's functions.
-func checkTree(tree *parser.Tree, t *Tool) *Error {
-	c := &collector{declared: map[string]bool{}, callees: map[*ast.IdentifierNode]bool{}}
-	ast.Walk(&tree.Node, c)
-	at := func(e *Error, n ast.Node) *Error {
-		fe := (&file.Error{Location: n.Location(), Message: e.Message}).Bind(tree.Source)
+// policy is the whitelist of one tool's expressions: names are scopes (read
+// only as scopes.root), the expression's own let names and the tool's
+// functions, which are all it may call, by name.
+func (t *Tool) policy(src string) *exprbound.Policy {
+	at := func(e *Error, n ast.Node) error {
+		fe := (&file.Error{Location: n.Location(), Message: e.Message}).Bind(file.NewSource(src))
 		return fromFileError(e.Reason, fe)
 	}
-	if c.nodes > t.budgets.MaxNodes {
-		return errorf(GuardrailViolation, "the expression has %d nodes, over the limit of %d: split it into steps", c.nodes, t.budgets.MaxNodes)
-	}
-	for _, l := range c.lets {
-		if strings.HasPrefix(l.Name, reservedPrefix) {
-			return at(errorf(GuardrailViolation, "let name %q is reserved: names starting with %q are the evaluator's", l.Name, reservedPrefix), l)
-		}
-	}
-	for _, call := range c.calls {
-		id, ok := call.Callee.(*ast.IdentifierNode)
-		if !ok {
-			return at(errorf(UnknownReference, "only the session's functions can be called, by name; this calls a computed value"), call)
-		}
-		if id.Value == "$env" {
-			return at(errorf(UnknownReference, "$env is not available"), id)
-		}
-		if _, ok := t.funcs[id.Value]; !ok {
-			return at(t.unknownFunction(id.Value), id)
-		}
-	}
-	for _, id := range c.idents {
-		switch {
-		case c.callees[id]:
-		case id.Value == "$env":
-			return at(errorf(UnknownReference, "$env is not available: read the state through scopes.root"), id)
-		case id.Value == "scopes", c.declared[id.Value] && !strings.HasPrefix(id.Value, reservedPrefix):
-		default:
-			if _, ok := t.funcs[id.Value]; ok {
-				break
+	// A misuse of scopes is reported after every unknown name: first what
+	// does not exist, then how to read what does. Of the misuses, a
+	// property other than root comes before scopes read whole.
+	var badProperty, whole error
+	return &exprbound.Policy{
+		Size: func(nodes int) error {
+			if nodes > t.budgets.MaxNodes {
+				return errorf(GuardrailViolation, "the expression has %d nodes, over the limit of %d: split it into steps", nodes, t.budgets.MaxNodes)
 			}
-			return at(errorf(UnknownReference, "unknown name %q: the state is scopes.root, and the functions are %s", id.Value, t.functionList()), id)
-		}
+			return nil
+		},
+		Let: func(l *ast.VariableDeclaratorNode) error {
+			if strings.HasPrefix(l.Name, reservedPrefix) {
+				return at(errorf(GuardrailViolation, "let name %q is reserved: names starting with %q are the evaluator's", l.Name, reservedPrefix), l)
+			}
+			return nil
+		},
+		Call: func(call *ast.CallNode) error {
+			id, ok := call.Callee.(*ast.IdentifierNode)
+			switch {
+			case !ok:
+				return at(errorf(UnknownReference, "only the session's functions can be called, by name; this calls a computed value"), call)
+			case id.Value == "$env":
+				return at(errorf(UnknownReference, "$env is not available"), id)
+			case t.funcs[id.Value] == nil:
+				return at(t.unknownFunction(id.Value), id)
+			}
+			return nil
+		},
+		Name: func(id *ast.IdentifierNode, declared bool, m *ast.MemberNode) error {
+			switch {
+			case id.Value == "$env":
+				return at(errorf(UnknownReference, "$env is not available: read the state through scopes.root"), id)
+			case declared, t.funcs[id.Value] != nil:
+				return nil
+			case id.Value != "scopes":
+				return at(errorf(UnknownReference, "unknown name %q: the state is scopes.root, and the functions are %s", id.Value, t.functionList()), id)
+			}
+			// scopes is read only as scopes.root: the scopes object itself
+			// never becomes a value, which lets a call reuse it from step
+			// to step.
+			if m == nil {
+				if whole == nil {
+					whole = at(errorf(UnknownReference, "scopes is read only as scopes.root"), id)
+				}
+				return nil
+			}
+			switch s, ok := m.Property.(*ast.StringNode); {
+			case badProperty != nil:
+			case !ok:
+				badProperty = at(errorf(UnknownReference, "scopes is read only as scopes.root"), m)
+			case s.Value != "root":
+				badProperty = at(errorf(UnknownReference, "scopes.%s does not exist: only scopes.root is reachable", s.Value), m)
+			}
+			return nil
+		},
+		Done: func() error {
+			if badProperty != nil {
+				return badProperty
+			}
+			return whole
+		},
 	}
-	// scopes is read only as scopes.root: the scopes object itself never
-	// becomes a value, which lets a call reuse it from step to step.
-	rooted := map[*ast.IdentifierNode]bool{}
-	for _, m := range c.scopeRefs {
-		s, ok := m.Property.(*ast.StringNode)
-		switch {
-		case c.declared["scopes"]:
-		case !ok:
-			return at(errorf(UnknownReference, "scopes is read only as scopes.root"), m)
-		case s.Value != "root":
-			return at(errorf(UnknownReference, "scopes.%s does not exist: only scopes.root is reachable", s.Value), m)
-		}
-		rooted[m.Node.(*ast.IdentifierNode)] = true
-	}
-	for _, id := range c.idents {
-		if id.Value == "scopes" && !rooted[id] && !c.declared["scopes"] {
-			return at(errorf(UnknownReference, "scopes is read only as scopes.root"), id)
-		}
-	}
-	return nil
 }
 
 func (t *Tool) unknownFunction(name string) *Error {

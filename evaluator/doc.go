@@ -34,7 +34,12 @@
 //
 // Budgets are named defaults ([DefaultBudgets]) that a session may lower and
 // never raise. Iterations are bounded by patching every predicate body with a
-// counter that also checks the time budget and the context every
-// [tickCheckEvery] ticks, since expr's VM cannot be interrupted; the VM runs
-// in the calling goroutine.
+// counter that also checks the time budget and the context every 1,024
+// ticks, since expr's VM cannot be interrupted; the VM runs in the calling
+// goroutine. The time budget reads the tool's clock ([WithClock]).
+//
+// The sandbox (the whitelist walk, the compile cache, the VM pool, the
+// normaliser) is internal/exprbound's, which CodeMode shares: this package
+// is the tool's environment (scopes.root and its functions) and its policy
+// (check.go).
 package evaluator

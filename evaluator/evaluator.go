@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr/file"
-	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
 	"go.opentelemetry.io/otel"
@@ -38,10 +37,20 @@ var noSpan = trace.SpanFromContext(context.Background())
 
 // Evaluator compiles and runs calls. It is safe for concurrent use.
 type Evaluator struct {
-	cache *Cache
-	vms   sync.Pool // *vm.VM: not safe to share, cheap to reuse
-	envs  sync.Pool // *callEnv
+	programs *exprbound.Cache[programKey, *vm.Program]
+	vms      exprbound.VMs
+	envs     sync.Pool // *callEnv
 }
+
+// programKey is the source and what, besides it, changes how it compiles
+// (the tool's key): two strings rather than one joined, to spare an
+// allocation on every lookup.
+type programKey struct {
+	tool, src string
+}
+
+// CacheStats counts the compile cache's lookups.
+type CacheStats = exprbound.CacheStats
 
 // Option configures an Evaluator.
 type Option func(*Evaluator) error
@@ -49,19 +58,16 @@ type Option func(*Evaluator) error
 // WithCacheSize bounds the compile cache (default DefaultCompileCacheSize).
 func WithCacheSize(n int) Option {
 	return func(e *Evaluator) error {
-		if n < 1 {
-			return fmt.Errorf("compile cache size %d: want at least 1", n)
-		}
-		e.cache = NewCache(n)
-		return nil
+		var err error
+		e.programs, err = exprbound.NewCache[programKey, *vm.Program](n)
+		return err
 	}
 }
 
 // New returns an Evaluator.
 func New(opts ...Option) (*Evaluator, error) {
-	e := &Evaluator{cache: NewCache(DefaultCompileCacheSize)}
-	e.vms.New = func() any { return &vm.VM{} }
-	for _, o := range opts {
+	e := &Evaluator{}
+	for _, o := range append([]Option{WithCacheSize(DefaultCompileCacheSize)}, opts...) {
 		if err := o(e); err != nil {
 			return nil, err
 		}
@@ -70,7 +76,7 @@ func New(opts ...Option) (*Evaluator, error) {
 }
 
 // CacheStats returns the compile cache's counters.
-func (e *Evaluator) CacheStats() CacheStats { return e.cache.Stats() }
+func (e *Evaluator) CacheStats() CacheStats { return e.programs.Stats() }
 
 // Host is what a call needs from whoever made it.
 type Host interface {
@@ -174,12 +180,9 @@ func (e *Evaluator) exec(p *vm.Program, env map[string]any, st *State, m *meter,
 		return nil, err
 	}
 	env["scopes"].(map[string]any)["root"] = st.Snapshot()
-	v := e.vms.Get().(*vm.VM)
-	v.MemoryBudget = uint(b.MemoryBudget)
 	m.resume()
-	out, err := v.Run(p, env)
+	out, err := e.vms.Run(p, env, uint(b.MemoryBudget))
 	m.pause()
-	e.vms.Put(v)
 	if err == nil {
 		err = m.check()
 	}
@@ -271,7 +274,7 @@ func decodeCall(t *Tool, input []byte) (callInput, *Error) {
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return callInput{}, errorf(InvalidEntry, "the input must be a JSON object with \"steps\", got %s", jsonKind(v))
+		return callInput{}, errorf(InvalidEntry, "the input must be a JSON object with \"steps\", got %s", exprbound.Kind(v))
 	}
 	if _, has := obj["read"]; has && !t.settings.Read {
 		return callInput{}, errorf(InvalidEntry, "read is off for this session: send only \"steps\"")
@@ -298,8 +301,8 @@ func (e *Evaluator) compile(ctx context.Context, src string, t *Tool) (*vm.Progr
 	if n := utf8.RuneCountInString(src); n > t.budgets.MaxSourceLength {
 		return nil, errorf(GuardrailViolation, "the expression is %d characters, over the limit of %d: split it into steps", n, t.budgets.MaxSourceLength)
 	}
-	key := cacheKey{tool: t.key, src: src}
-	if p, ok := e.cache.get(key); ok {
+	key := programKey{tool: t.key, src: src}
+	if p, ok := e.programs.Get(key); ok {
 		return p, nil
 	}
 	_, span := startSpan(ctx, "exprd.evaluator.compile")
@@ -308,24 +311,19 @@ func (e *Evaluator) compile(ctx context.Context, src string, t *Tool) (*vm.Progr
 	if err != nil {
 		return nil, err
 	}
-	e.cache.put(key, p)
+	e.programs.Add(key, p)
 	return p, nil
 }
 
-// compileChecked compiles src with the sandbox (exprbound.Compile), the
-// tool's whitelist walking the parsed tree between parse and patch.
+// compileChecked compiles src with the sandbox (exprbound.Compile) under
+// the tool's policy.
 func compileChecked(src string, t *Tool) (*vm.Program, *Error) {
 	b := &t.budgets
 	p, err := exprbound.Compile(src, envSample(t), exprbound.Limits{
 		MaxString: b.MaxStringLength,
 		TooLong:   func(msg string) error { return budgetError(BudgetString, "%s", msg) },
 		Normalize: func(v any) (any, error) { return normalize(v, b) },
-	}, func(tree *parser.Tree) error {
-		if cerr := checkTree(tree, t); cerr != nil {
-			return cerr
-		}
-		return nil
-	})
+	}, t.policy(src))
 	if err != nil {
 		return nil, compileError(err)
 	}
@@ -393,7 +391,7 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 		ce = &callEnv{env: map[string]any{}, scopes: map[string]any{}}
 		ce.tick = ce.m.tick
 	}
-	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout}
+	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout, now: t.now}
 	ce.env[tickName] = ce.tick
 	ce.env["scopes"] = ce.scopes
 	for name, f := range t.funcs {
@@ -422,7 +420,7 @@ func bind(ctx context.Context, f *function, t *Tool, m *meter, h Host) hostFunc 
 		}
 		args, ok := a.(map[string]any)
 		if !ok {
-			return nil, errorf(InvalidArguments, "%s takes one object argument, got %s", f.Name, jsonKind(a))
+			return nil, errorf(InvalidArguments, "%s takes one object argument, got %s", f.Name, exprbound.Kind(a))
 		}
 		if err := f.input.Validate(args); err != nil {
 			return nil, errorf(InvalidArguments, "%s: %s", f.Name, schemaMessage(err))

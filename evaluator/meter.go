@@ -11,21 +11,18 @@ import (
 // body.
 const tickName = exprbound.TickName
 
-// tickCheckEvery is how many ticks pass between checks of the clock and the
-// context: often enough to stop within microseconds, rare enough to cost
-// nothing measurable.
-const tickCheckEvery = 1024
-
 // meter enforces a call's iteration and time budgets. The time budget
 // counts evaluation only: waits on the user and on host functions (client-
-// or server-run) are paused.
+// or server-run) are paused. It reads the tool's clock (WithClock).
 type meter struct {
 	ctx        context.Context
+	now        func() time.Time
 	iterations uint64
 	max        uint64
 	timeout    time.Duration
 	used       time.Duration
-	since      time.Time // when the running period started; zero when paused
+	since      time.Time // when the running period started
+	running    bool
 }
 
 // tick counts one iteration. It panics with an *Error, which the VM
@@ -35,7 +32,7 @@ func (m *meter) tick() bool {
 	if m.iterations > m.max {
 		panic(budgetError(BudgetIterations, "over the limit of %d iterations: filter, map and the other predicates ran too often", m.max))
 	}
-	if m.iterations%tickCheckEvery == 0 {
+	if m.iterations%exprbound.TickCheckEvery == 0 {
 		if err := m.check(); err != nil {
 			panic(err)
 		}
@@ -55,17 +52,17 @@ func (m *meter) check() error {
 }
 
 func (m *meter) elapsed() time.Duration {
-	if m.since.IsZero() {
+	if !m.running {
 		return m.used
 	}
-	return m.used + time.Since(m.since)
+	return m.used + m.now().Sub(m.since)
 }
 
-func (m *meter) resume() { m.since = time.Now() }
+func (m *meter) resume() { m.since, m.running = m.now(), true }
 
 func (m *meter) pause() {
-	if !m.since.IsZero() {
-		m.used += time.Since(m.since)
-		m.since = time.Time{}
+	if m.running {
+		m.used += m.now().Sub(m.since)
+		m.running = false
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+
+	"github.com/exprd/exprd/internal/exprbound"
 )
 
 // rootPrefix starts every set address: only scopes.root is reachable.
@@ -153,7 +155,7 @@ func (p Path) setIn(node any, i int, v any) (any, error) {
 	if e.isIndex {
 		arr, ok := node.([]any)
 		if !ok {
-			return nil, errorf(ExpressionRuntime, "cannot set [%d] of %s: it is %s, not an array", e.index, p.at(i), jsonKind(node))
+			return nil, errorf(ExpressionRuntime, "cannot set [%d] of %s: it is %s, not an array", e.index, p.at(i), exprbound.Kind(node))
 		}
 		if e.index > len(arr) {
 			return nil, errorf(ExpressionRuntime, "cannot set %s[%d]: the array has %d items", p.at(i), e.index, len(arr))
@@ -180,7 +182,7 @@ func (p Path) setIn(node any, i int, v any) (any, error) {
 		m = n
 	case nil:
 	default:
-		return nil, errorf(ExpressionRuntime, "cannot set %q of %s: it is %s, not an object", e.key, p.at(i), jsonKind(node))
+		return nil, errorf(ExpressionRuntime, "cannot set %q of %s: it is %s, not an object", e.key, p.at(i), exprbound.Kind(node))
 	}
 	child, err := p.setIn(m[e.key], i+1, v)
 	if err != nil {
@@ -207,21 +209,4 @@ func (p Path) at(i int) string {
 		}
 	}
 	return b.String()
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	default:
-		return "a number"
-	}
 }

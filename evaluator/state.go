@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
+	"github.com/exprd/exprd/internal/exprbound"
 	"github.com/exprd/exprd/membudget"
 )
 
@@ -170,7 +171,7 @@ func (s *State) Replace(data []byte) error {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return fmt.Errorf("state must be a JSON object, got %s", jsonKind(v))
+		return fmt.Errorf("state must be a JSON object, got %s", exprbound.Kind(v))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -201,7 +202,7 @@ func (s *State) MergePatch(data []byte) error {
 	}
 	patch, ok := v.(map[string]any)
 	if !ok {
-		return fmt.Errorf("a patch of the state must be a JSON object, got %s", jsonKind(v))
+		return fmt.Errorf("a patch of the state must be a JSON object, got %s", exprbound.Kind(v))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

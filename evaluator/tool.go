@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/expr-lang/expr/builtin"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -68,6 +69,8 @@ type Tool struct {
 	input   *jsonschema.Schema
 	// key is what, besides the source, changes how an expression compiles.
 	key string
+	// now is the clock of the time budget.
+	now func() time.Time
 }
 
 type function struct {
@@ -91,12 +94,19 @@ func ClientUnreachable() ToolOption {
 	}
 }
 
+// WithClock sets the clock the time budget reads (default time.Now): a
+// test gives calls a clock that does not depend on the machine's load.
+// now must be safe for concurrent use when the tool's calls run at once.
+func WithClock(now func() time.Time) ToolOption {
+	return func(t *Tool) { t.now = now }
+}
+
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // NewTool checks settings and budgets. Its errors say which function or
 // schema is wrong; they are the caller's, not the model's.
 func NewTool(s Settings, b Budgets, opts ...ToolOption) (*Tool, error) {
-	t := &Tool{settings: s, budgets: b, funcs: map[string]*function{}, refused: map[string]string{}}
+	t := &Tool{settings: s, budgets: b, funcs: map[string]*function{}, refused: map[string]string{}, now: time.Now}
 	session := map[string]*function{}
 	for i, f := range s.Functions {
 		cf, err := checkFunction(f, fmt.Sprintf("functions[%d]", i))

@@ -21,6 +21,7 @@ import (
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 type agentClient = grpc.BidiStreamingClient[exprdv1.AgentLoopRunRequest, exprdv1.AgentLoopRunResponse]
@@ -51,7 +52,7 @@ func agentServerModel(t *testing.T, script scripted.Script, opts ...server.Optio
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	reg, err := utcp.New(loopbackEgress)
+	reg, err := utcpall.New(loopbackEgress)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/httptransport"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // A tool converted from an OpenAPI document, registered and called through
@@ -42,7 +43,7 @@ func TestOpenAPIToolSendsTheDocumentsQueryStyle(t *testing.T) {
 			"responses": map[string]any{"200": map[string]any{"description": "pets"}},
 		}}},
 	})
-	reg, err := utcp.New(loopbackEgress)
+	reg, err := utcpall.New(loopbackEgress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +65,8 @@ func TestOpenAPIToolSendsTheDocumentsQueryStyle(t *testing.T) {
 	if want := "ids=1,2&tags=dog&tags=cat"; query != want && query != "tags=dog&tags=cat&ids=1,2" {
 		t.Errorf("the provider got query %q, want %q (in either order)", query, want)
 	}
-	if accept != utcp.DefaultAccept {
-		t.Errorf("the provider got Accept %q, want %q", accept, utcp.DefaultAccept)
+	if accept != httptransport.DefaultAccept {
+		t.Errorf("the provider got Accept %q, want %q", accept, httptransport.DefaultAccept)
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,8 +44,8 @@ func (c *codeMode) Execute(ctx context.Context, req *exprdv1.ExecuteRequest) (*e
 	return &exprdv1.ExecuteResponse{ValueJson: jsonText(res.ValueJSON), Trace: traceProto(res.Trace), Error: codeError(err)}, nil
 }
 
-// CallTool plans a prompt with a model and runs the plan: the seed's
-// CallTool(ctx, prompt), with the tool handler's 3 s default.
+// CallTool plans a prompt with a model and runs the plan, as go-utcp's
+// CodeMode CallTool(ctx, prompt) does, with the tool handler's 3 s default.
 func (c *codeMode) CallTool(ctx context.Context, req *exprdv1.CallToolRequest) (*exprdv1.CallToolResponse, error) {
 	p, err := c.provider(req.GetProvider(), "provider")
 	if err != nil {
@@ -107,14 +105,15 @@ func (c *codeMode) Run(stream runStream) error {
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
-	r := &runSession{stream: stream, ctx: ctx, approvals: map[string]chan bool{}, gone: make(chan struct{})}
+	r := &runSession{ctx: ctx, approvals: newCorrelator[string, bool](func(id string) string {
+		return fmt.Sprintf("no approval %q is waiting", id)
+	})}
 	// What the run sends is queued and sent by one goroutine: a client
 	// that stops reading ends the run after the slow-reader timeout
 	// instead of holding it, and what it pins, for ever.
-	r.out = newOutbox(c.s.opts.outboxBytes, c.s.opts.slowReaderTimeout, func(m *exprdv1.RunResponse) int { return proto.Size(m) }, stream.Send)
+	r.out = newOutbox(c.s.opts.outboxBytes, c.s.opts.slowReaderTimeout, func(m *exprdv1.RunResponse) int { return proto.Size(m) }, recoveredSend(ctx, c.s, stream.Send), cancelOnDead(cancel))
 	defer r.out.close()
-	go endWhenDead(ctx, r.out, cancel)
-	go r.receive(cancel)
+	go receive(ctx, c.s, stream, cancel, func(m *exprdv1.RunRequest) bool { return r.handle(m, cancel) }, r.approvals.close)
 
 	opts := codemode.RunOptions{
 		Tools:         start.GetTools(),
@@ -151,107 +150,51 @@ func (c *codeMode) Run(stream runStream) error {
 
 // runSession is one Run stream's approvals in flight and its sender.
 type runSession struct {
-	stream    runStream
 	ctx       context.Context
 	out       *outbox[*exprdv1.RunResponse]
-	sendMu    sync.Mutex // serialises puts
-	mu        sync.Mutex
-	approvals map[string]chan bool
-	seq       int
-	// closed (under mu) and gone: the client half-closed, and no reply
-	// can come any more.
-	closed bool
-	gone   chan struct{}
+	approvals *correlator[string, bool] // by approval id
 }
 
-func (r *runSession) send(m *exprdv1.RunResponse) error {
-	r.sendMu.Lock()
-	defer r.sendMu.Unlock()
-	return r.out.put(r.ctx, m)
-}
+func (r *runSession) send(m *exprdv1.RunResponse) error { return r.out.put(r.ctx, m) }
 
-// receive handles the client's messages until the stream ends: approval
-// replies and Cancel. A reply nobody waits for, a second Start or an empty
-// message is answered with Rejected and changes nothing. The client's
-// half-close cancels nothing.
-func (r *runSession) receive(cancel context.CancelCauseFunc) {
-	for {
-		m, err := r.stream.Recv()
-		if errors.Is(err, io.EOF) {
-			r.mu.Lock()
-			r.closed = true
-			r.mu.Unlock()
-			close(r.gone)
-			return
-		}
-		if err != nil {
-			cancel(recvFailed(err))
-			return
-		}
-		switch msg := m.GetMsg().(type) {
-		case *exprdv1.RunRequest_ApprovalReply:
-			r.mu.Lock()
-			ch := r.approvals[msg.ApprovalReply.GetApprovalId()]
-			delete(r.approvals, msg.ApprovalReply.GetApprovalId())
-			r.mu.Unlock()
-			if ch == nil {
-				r.reject("approval_reply", msg.ApprovalReply.GetApprovalId(), status.Errorf(codes.NotFound, "no approval %q is waiting", msg.ApprovalReply.GetApprovalId()))
-				continue
-			}
-			ch <- msg.ApprovalReply.GetApproved()
-		case *exprdv1.RunRequest_Cancel:
-			cancel(errRunCancelled)
-		case *exprdv1.RunRequest_Start:
-			r.reject("start", "", status.Error(codes.FailedPrecondition, "the run has started; Start comes once"))
-		default:
-			r.reject("", "", badRequest("msg", "after Start only ApprovalReply and RunCancel may come"))
-		}
+// handle acts on one client message after Start: approval replies and
+// Cancel. A reply nobody waits for, a second Start or an empty message is
+// answered with Rejected and changes nothing. The stream is read to its
+// end.
+func (r *runSession) handle(m *exprdv1.RunRequest, cancel context.CancelCauseFunc) (stop bool) {
+	var kind, id string
+	var bad error
+	switch msg := m.GetMsg().(type) {
+	case *exprdv1.RunRequest_ApprovalReply:
+		kind, id = "approval_reply", msg.ApprovalReply.GetApprovalId()
+		bad = r.approvals.deliver(id, msg.ApprovalReply.GetApproved())
+	case *exprdv1.RunRequest_Cancel:
+		cancel(errRunCancelled)
+	case *exprdv1.RunRequest_Start:
+		kind, bad = "start", status.Error(codes.FailedPrecondition, "the run has started; Start comes once")
+	default:
+		bad = badRequest("msg", "after Start only ApprovalReply and RunCancel may come")
 	}
-}
-
-// reject answers a client message the run could not use; the run goes on.
-// id is the id the message carried (an approval's).
-func (r *runSession) reject(kind, id string, st error) {
-	_ = r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Rejected{Rejected: rejected(kind, id, st)}})
+	if bad != nil {
+		_ = r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Rejected{Rejected: rejected(kind, id, bad)}})
+	}
+	return false
 }
 
 // approve asks the client and waits for its reply. After the client's
 // half-close the call is rejected at once, and so is one still waiting.
 func (r *runSession) approve(ctx context.Context, tool string, args map[string]any) (bool, error) {
-	ch := make(chan bool, 1)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	id := r.approvals.id()
+	argsJSON, _ := json.Marshal(args)
+	ok, err := r.approvals.ask(ctx, id, nil, func() error {
+		return r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_ApprovalRequest{ApprovalRequest: &exprdv1.ApprovalRequest{
+			ApprovalId: id, Tool: tool, ArgumentsJson: jsonText(argsJSON),
+		}}})
+	})
+	if errors.Is(err, errClientGone) {
 		return false, errNoApproval
 	}
-	r.seq++
-	id := strconv.Itoa(r.seq)
-	r.approvals[id] = ch
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.approvals, id)
-		r.mu.Unlock()
-	}()
-	argsJSON, _ := json.Marshal(args)
-	if err := r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_ApprovalRequest{ApprovalRequest: &exprdv1.ApprovalRequest{
-		ApprovalId: id, Tool: tool, ArgumentsJson: jsonText(argsJSON),
-	}}}); err != nil {
-		return false, err
-	}
-	select {
-	case ok := <-ch:
-		return ok, nil
-	case <-r.gone:
-		select {
-		case ok := <-ch: // the reply came just before the half-close
-			return ok, nil
-		default:
-			return false, errNoApproval
-		}
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
+	return ok, err
 }
 
 // event streams a run's tool calls and chunks as they happen.

@@ -19,6 +19,7 @@ import (
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // codeModeServer serves CodeMode over math (HTTP) and the catalogue (gRPC)
@@ -47,7 +48,7 @@ func codeModeConnWith(t *testing.T, turns []scripted.Turn, more ...server.Option
 		t.Fatal(err)
 	}
 	t.Cleanup(cat.Close)
-	reg, err := utcp.New(loopbackEgress, utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) }))
+	reg, err := utcpall.New(loopbackEgress, utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestCodeModeInvalidUTF8FromAProvider(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte("{\"name\": \"caf\xe9\", \"raw\": \"\xff\xfe\"}"))
 	})
-	reg, err := utcp.New(loopbackEgress)
+	reg, err := utcpall.New(loopbackEgress)
 	if err != nil {
 		t.Fatal(err)
 	}

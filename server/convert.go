@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -124,4 +125,24 @@ func (s *Server) tool(settings *exprdv1.Settings, budgets *exprdv1.Budgets, opts
 
 func answerProto(callID string, a evaluator.Answer) *exprdv1.Answer {
 	return &exprdv1.Answer{CallId: callID, AnswerJson: jsonText(a.JSON()), Reason: string(a.Reason()), Cancelled: a.Cancelled}
+}
+
+// decodeJSON is a client's JSON as the evaluator holds values: what
+// encoding/json decodes into an any, with the evaluator's wording of a
+// syntax error (its offset) and of a number past float64. The evaluator
+// should export this (its jsonvalue.Decode); until it does, it is here.
+func decodeJSON(b []byte) (any, error) {
+	var v any
+	err := json.Unmarshal(b, &v)
+	var (
+		se *json.SyntaxError
+		te *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &se):
+		return nil, fmt.Errorf("%s at offset %d", se.Error(), se.Offset)
+	case errors.As(err, &te):
+		return nil, fmt.Errorf("%s is out of range of float64", te.Value)
+	}
+	return v, err
 }

@@ -10,9 +10,16 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
+// exprTool serves exprd.v1.ExprTool: Describe, Call, and Session
+// (session.go).
+type exprTool struct {
+	exprdv1.UnimplementedExprToolServer
+	s *Server
+}
+
 // Describe renders the tool and the prompt partials for the settings.
-func (s *Server) Describe(_ context.Context, req *exprdv1.DescribeRequest) (*exprdv1.DescribeResponse, error) {
-	t, err := s.tool(req.GetSettings(), nil)
+func (e *exprTool) Describe(_ context.Context, req *exprdv1.DescribeRequest) (*exprdv1.DescribeResponse, error) {
+	t, err := e.s.tool(req.GetSettings(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +36,8 @@ func (s *Server) Describe(_ context.Context, req *exprdv1.DescribeRequest) (*exp
 
 // Call runs one call on the state sent with it. Nobody can be asked, so a
 // confirm is declined and client-run functions are unknown-reference.
-func (s *Server) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1.CallResponse, error) {
+func (e *exprTool) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1.CallResponse, error) {
+	s := e.s
 	t, err := s.tool(req.GetSettings(), req.GetBudgets(), evaluator.ClientUnreachable())
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // What an upstream's error may carry and must never pass on: an internal
@@ -56,7 +57,7 @@ func TestUpstreamTextReachesNoOne(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			reg, err := utcp.New(append([]utcp.Option{loopbackEgress}, tc.opts...)...)
+			reg, err := utcpall.New(append([]utcp.Option{loopbackEgress}, tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,7 +135,7 @@ func TestUpstreamTextIsLogged(t *testing.T) {
 	t.Parallel()
 	var logBuf syncBuffer
 	log := slog.New(slog.NewTextHandler(&logBuf, nil))
-	reg, err := utcp.New(loopbackEgress, utcp.WithLogger(log))
+	reg, err := utcpall.New(loopbackEgress, utcp.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

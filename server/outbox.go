@@ -28,6 +28,9 @@ const (
 // errSlowReader ends a stream whose client stopped reading.
 var errSlowReader = errors.New("the client did not read what it was sent")
 
+// errStreamEnded refuses a put after close: the handler has returned.
+var errStreamEnded = errors.New("the stream has ended")
+
 type queued[M any] struct {
 	m M
 	n int // its size, counted once
@@ -40,8 +43,11 @@ type outbox[M any] struct {
 	timeout  time.Duration
 	size     func(M) int
 	send     func(M) error
+	onDead   func(error) // nil, or told once why sending stopped
 
+	putMu   sync.Mutex // serialises puts: they queue in the order they came
 	mu      sync.Mutex
+	closed  bool // no put is taken any more
 	q       []queued[M]
 	bytes   int           // the size of q
 	sending bool          // a sender goroutine is running
@@ -53,8 +59,11 @@ type outbox[M any] struct {
 	err      error // why, set before dead is closed
 }
 
-func newOutbox[M any](maxBytes int, timeout time.Duration, size func(M) int, send func(M) error) *outbox[M] {
-	return &outbox[M]{maxBytes: maxBytes, timeout: timeout, size: size, send: send,
+// newOutbox queues for send. onDead, when not nil, is called once sending
+// stops (errSlowReader, or the error of a failed Send): a stream whose
+// work must end with it cancels that work there.
+func newOutbox[M any](maxBytes int, timeout time.Duration, size func(M) int, send func(M) error, onDead func(error)) *outbox[M] {
+	return &outbox[M]{maxBytes: maxBytes, timeout: timeout, size: size, send: send, onDead: onDead,
 		room: make(chan struct{}), drained: make(chan struct{}), dead: make(chan struct{})}
 }
 
@@ -98,13 +107,18 @@ func (o *outbox[M]) kill(err error) {
 	o.deadOnce.Do(func() {
 		o.err = err
 		close(o.dead)
+		if o.onDead != nil {
+			o.onDead(err)
+		}
 	})
 }
 
 // put queues m, waiting while the queue is full for at most the timeout
-// (then the client counts as not reading) or until ctx ends. Callers
-// serialise their puts (the session's sendMu).
+// (then the client counts as not reading) or until ctx ends. Puts wait
+// their turn: one that waits for room holds up the ones after it.
 func (o *outbox[M]) put(ctx context.Context, m M) error {
+	o.putMu.Lock()
+	defer o.putMu.Unlock()
 	n := o.size(m)
 	var timer *time.Timer
 	for {
@@ -114,6 +128,10 @@ func (o *outbox[M]) put(ctx context.Context, m M) error {
 		default:
 		}
 		o.mu.Lock()
+		if o.closed {
+			o.mu.Unlock()
+			return errStreamEnded
+		}
 		if o.bytes == 0 || o.bytes+n <= o.maxBytes {
 			o.q = append(o.q, queued[M]{m, n})
 			o.bytes += n
@@ -146,12 +164,13 @@ func (o *outbox[M]) put(ctx context.Context, m M) error {
 // Dead is closed when the stream can no longer be sent on.
 func (o *outbox[M]) Dead() <-chan struct{} { return o.dead }
 
-// close waits, once no one puts any more, for what is queued to be sent,
-// at most the timeout: a client that stops reading at the very end cannot
-// hold the handler. A sender still inside Send then is let go when the
-// handler returns and gRPC ends the stream.
+// close refuses later puts (errStreamEnded) and waits for what is queued
+// to be sent, at most the timeout: a client that stops reading at the
+// very end cannot hold the handler. A sender still inside Send then is let
+// go when the handler returns and gRPC ends the stream.
 func (o *outbox[M]) close() {
 	o.mu.Lock()
+	o.closed = true
 	if !o.sending {
 		o.mu.Unlock()
 		return
@@ -165,16 +184,5 @@ func (o *outbox[M]) close() {
 	case <-o.dead:
 	case <-t.C:
 		o.kill(errSlowReader)
-	}
-}
-
-// endWhenDead cancels ctx, with the slow-reader status as its cause, once
-// out can no longer send: the work of a stream whose client stopped
-// reading ends with it. It returns when ctx ends.
-func endWhenDead[M any](ctx context.Context, out *outbox[M], cancel context.CancelCauseFunc) {
-	select {
-	case <-out.Dead():
-		cancel(&streamError{st: sendStatus(out.err)})
-	case <-ctx.Done():
 	}
 }

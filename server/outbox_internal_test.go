@@ -19,7 +19,7 @@ func TestOutboxBytesBound(t *testing.T) {
 	size := func(n int) int { return n }
 	ctx := context.Background()
 
-	o := newOutbox(100, 50*time.Millisecond, size, blocked)
+	o := newOutbox(100, 50*time.Millisecond, size, blocked, nil)
 	for _, n := range []int{10, 40, 50} { // 100 bytes in all: at the bound
 		if err := o.put(ctx, n); err != nil {
 			t.Fatalf("put %d up to the bound: %v", n, err)
@@ -34,7 +34,7 @@ func TestOutboxBytesBound(t *testing.T) {
 		t.Errorf("the outbox is not dead after the timeout")
 	}
 
-	big := newOutbox(100, 50*time.Millisecond, size, blocked)
+	big := newOutbox(100, 50*time.Millisecond, size, blocked, nil)
 	if err := big.put(ctx, 1000); err != nil {
 		t.Errorf("a message past the bound into an empty queue: %v, want it taken alone", err)
 	}

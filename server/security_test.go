@@ -24,6 +24,7 @@ import (
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/hostiletest"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // recorder is a loopback provider that records every request whole: what
@@ -83,7 +84,7 @@ func TestHostileManuals(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	rec := startRecorder(t)
-	reg, err := utcp.New(loopbackEgress, utcp.WithVariables(boundSecrets))
+	reg, err := utcpall.New(loopbackEgress, utcp.WithVariables(boundSecrets))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestEgressJudgesResolvedAddresses(t *testing.T) {
 		"ten.test":     {netip.MustParseAddr("10.0.0.1")},
 		"allowed.test": {loop},
 	})
-	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("allowed.test")), utcp.WithResolver(dns.Resolver()))
+	reg, err := utcpall.New(utcp.WithEgress(egress.MustParse("allowed.test")), utcp.WithResolver(dns.Resolver()))
 	if err != nil {
 		t.Fatal(err)
 	}

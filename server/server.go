@@ -50,9 +50,11 @@ const (
 	DefaultRateBurst     = 2000
 )
 
-// Server is exprd's gRPC server: ExprTool, grpc.health.v1 and reflection.
+// Server is exprd's gRPC server. It holds what the services share (the
+// options, the evaluator, telemetry, limits) and wires them: ExprTool,
+// CodeMode and ToolRegistry (with a UTCP registry), AgentLoop,
+// grpc.health.v1 and reflection.
 type Server struct {
-	exprdv1.UnimplementedExprToolServer
 	opts    options
 	eval    *evaluator.Evaluator
 	grpc    *grpc.Server
@@ -391,7 +393,7 @@ func New(opts ...Option) (*Server, error) {
 		gopts = append(gopts, grpc.Creds(o.creds))
 	}
 	s.grpc = grpc.NewServer(append(gopts, o.grpcOpts...)...)
-	exprdv1.RegisterExprToolServer(s.grpc, s)
+	exprdv1.RegisterExprToolServer(s.grpc, &exprTool{s: s})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	if o.registry != nil {
 		rt, err := codemode.New(o.registry)

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/evaluator"
-	"github.com/exprd/exprd/evaluator/jsonvalue"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
@@ -40,25 +39,33 @@ type session struct {
 
 	mu    sync.Mutex
 	calls map[string]*call
-	// gone is closed when the client half-closes: nobody is left to answer.
-	gone chan struct{}
+	// confirms and results are the replies the calls wait for: a confirm
+	// by call and step, a function's result by call and function call id.
+	confirms *correlator[confirmKey, bool]
+	results  *correlator[functionKey, *exprdv1.FunctionResult]
 	// work hands a call to an idle worker. Workers outlive their calls so
-	// that the stack a run grew is kept, not grown again for every call.
-	work chan func()
-	wg   sync.WaitGroup
+	// that the stack a run grew is kept, not grown again for every call;
+	// workers joins them.
+	work    chan func()
+	workers *group
 }
 
-// call is one call in flight and what it waits for from the client.
+type confirmKey struct {
+	call string
+	step uint32
+}
+
+type functionKey struct{ call, function string }
+
+// call is one call in flight.
 type call struct {
-	id       string
-	cancel   context.CancelFunc
-	confirms map[uint32]chan bool
-	results  map[string]chan *exprdv1.FunctionResult
-	fnSeq    int
+	id     string
+	cancel context.CancelFunc
 }
 
 // Session keeps a UI's state for the stream's life and runs calls on it.
-func (s *Server) Session(stream sessionStream) error {
+func (e *exprTool) Session(stream sessionStream) error {
+	s := e.s
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
 		return badRequest("open", "the stream ended before Open")
@@ -77,18 +84,24 @@ func (s *Server) Session(stream sessionStream) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: s.opts.initialState.Fork(s.opts.maxStateBytes),
-		calls: map[string]*call{}, gone: make(chan struct{}), work: make(chan func())}
+		calls: map[string]*call{}, work: make(chan func()), workers: s.group(ctx),
+		confirms: newCorrelator[confirmKey, bool](func(k confirmKey) string {
+			return fmt.Sprintf("no confirm is waiting for call %q step %d", k.call, k.step)
+		}),
+		results: newCorrelator[functionKey, *exprdv1.FunctionResult](func(k functionKey) string {
+			return fmt.Sprintf("no function call %q is waiting in call %q", k.function, k.call)
+		})}
 	mem := s.opts.memory.Empty("the session's state")
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	ss.state.UseMemory(mem)
-	ss.out = newOutbox(s.opts.outboxBytes, s.opts.slowReaderTimeout, func(m *exprdv1.SessionResponse) int { return proto.Size(m) }, stream.Send)
+	ss.out = newOutbox(s.opts.outboxBytes, s.opts.slowReaderTimeout, func(m *exprdv1.SessionResponse) int { return proto.Size(m) }, recoveredSend(ctx, s, stream.Send), nil)
 	s.metrics.sessions.Add(ctx, 1)
 	defer s.metrics.sessions.Add(context.WithoutCancel(ctx), -1)
 	// Every call and worker ends before the handler returns, then what
 	// they queued is sent (outbox.close bounds that wait). Deferred calls
 	// run last first: close work, wait, close out, cancel.
 	defer ss.out.close()
-	defer ss.wg.Wait()
+	defer ss.workers.Wait()
 	defer close(ss.work)
 	id := strconv.FormatUint(sessionSeq.Add(1), 10)
 	if err := ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Opened{Opened: &exprdv1.Opened{
@@ -101,7 +114,8 @@ func (s *Server) Session(stream sessionStream) error {
 		if errors.Is(err, io.EOF) {
 			// The client sent all it will: let the calls finish, declining
 			// what would need its answer.
-			close(ss.gone)
+			ss.confirms.close()
+			ss.results.close()
 			return nil
 		}
 		if err != nil {
@@ -138,30 +152,14 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 		return ss.startCall(m.Call)
 	case *exprdv1.SessionRequest_ConfirmReply:
 		r := m.ConfirmReply
-		ss.mu.Lock()
-		var ch chan bool
-		if c := ss.calls[r.GetCallId()]; c != nil {
-			ch = c.confirms[r.GetStep()]
-			delete(c.confirms, r.GetStep())
+		if err := ss.confirms.deliver(confirmKey{r.GetCallId(), r.GetStep()}, r.GetAccepted()); err != nil {
+			return ss.reject("confirm_reply", r.GetCallId(), err)
 		}
-		ss.mu.Unlock()
-		if ch == nil {
-			return ss.reject("confirm_reply", r.GetCallId(), status.Error(codes.NotFound, fmt.Sprintf("no confirm is waiting for call %q step %d", r.GetCallId(), r.GetStep())))
-		}
-		ch <- r.GetAccepted()
 	case *exprdv1.SessionRequest_FunctionResult:
 		r := m.FunctionResult
-		ss.mu.Lock()
-		var ch chan *exprdv1.FunctionResult
-		if c := ss.calls[r.GetCallId()]; c != nil {
-			ch = c.results[r.GetFunctionCallId()]
-			delete(c.results, r.GetFunctionCallId())
+		if err := ss.results.deliver(functionKey{r.GetCallId(), r.GetFunctionCallId()}, r); err != nil {
+			return ss.reject("function_result", r.GetCallId(), err)
 		}
-		ss.mu.Unlock()
-		if ch == nil {
-			return ss.reject("function_result", r.GetCallId(), status.Error(codes.NotFound, fmt.Sprintf("no function call %q is waiting in call %q", r.GetFunctionCallId(), r.GetCallId())))
-		}
-		ch <- r
 	case *exprdv1.SessionRequest_Cancel:
 		ss.mu.Lock()
 		c := ss.calls[m.Cancel.GetCallId()]
@@ -194,7 +192,7 @@ func (ss *session) startCall(m *exprdv1.Call) error {
 		return ss.reject("call", id, exhausted(quotaCallsInFlight, desc))
 	}
 	ctx, cancel := context.WithCancel(ss.ctx)
-	c := &call{id: id, cancel: cancel, confirms: map[uint32]chan bool{}, results: map[string]chan *exprdv1.FunctionResult{}}
+	c := &call{id: id, cancel: cancel}
 	ss.calls[id] = c
 	ss.mu.Unlock()
 
@@ -220,14 +218,13 @@ func (ss *session) goCall(f func()) {
 	select {
 	case ss.work <- f:
 	default:
-		ss.wg.Add(1)
-		go func() {
-			defer ss.wg.Done()
+		ss.workers.Go(func() error {
 			f()
 			for f := range ss.work {
 				f()
 			}
-		}()
+			return nil
+		})
 	}
 }
 
@@ -288,70 +285,47 @@ func (h *streamHost) Write(_ context.Context, w evaluator.Write) error {
 	}}})
 }
 
+// Confirm asks the user; after the client's half-close, the step is
+// declined.
 func (h *streamHost) Confirm(ctx context.Context, step int, text string) (bool, error) {
-	ch := make(chan bool, 1)
-	h.ss.mu.Lock()
-	h.c.confirms[uint32(step)] = ch
-	h.ss.mu.Unlock()
-	defer func() {
-		h.ss.mu.Lock()
-		delete(h.c.confirms, uint32(step))
-		h.ss.mu.Unlock()
-	}()
-	if err := h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_ConfirmRequest{ConfirmRequest: &exprdv1.ConfirmRequest{
-		CallId: h.c.id, Step: uint32(step), Text: text,
-	}}}); err != nil {
-		return false, err
-	}
-	select {
-	case ok := <-ch:
-		return ok, nil
-	case <-h.ss.gone:
+	ok, err := h.ss.confirms.ask(ctx, confirmKey{h.c.id, uint32(step)}, nil, func() error {
+		return h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_ConfirmRequest{ConfirmRequest: &exprdv1.ConfirmRequest{
+			CallId: h.c.id, Step: uint32(step), Text: text,
+		}}})
+	})
+	if errors.Is(err, errClientGone) {
 		return false, nil // nobody left to ask: declined
-	case <-ctx.Done():
-		return false, ctx.Err()
 	}
+	return ok, err
 }
 
+// CallClient asks the client to run a function, under a function call id
+// the server makes: "<call_id>/<n>", n counting the stream's function
+// calls.
 func (h *streamHost) CallClient(ctx context.Context, name string, args map[string]any) (any, error) {
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan *exprdv1.FunctionResult, 1)
-	h.ss.mu.Lock()
-	h.c.fnSeq++
-	fid := h.c.id + "/" + strconv.Itoa(h.c.fnSeq)
-	h.c.results[fid] = ch
-	h.ss.mu.Unlock()
-	defer func() {
-		h.ss.mu.Lock()
-		delete(h.c.results, fid)
-		h.ss.mu.Unlock()
-	}()
-	if err := h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_FunctionCall{FunctionCall: &exprdv1.FunctionCall{
-		CallId: h.c.id, FunctionCallId: fid, Name: name, ArgsJson: jsonText(argsJSON), TimeoutMs: timeoutMs(ctx),
-	}}}); err != nil {
+	fid := h.c.id + "/" + h.ss.results.id()
+	r, err := h.ss.results.ask(ctx, functionKey{h.c.id, fid}, nil, func() error {
+		return h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_FunctionCall{FunctionCall: &exprdv1.FunctionCall{
+			CallId: h.c.id, FunctionCallId: fid, Name: name, ArgsJson: jsonText(argsJSON), TimeoutMs: timeoutMs(ctx),
+		}}})
+	})
+	switch {
+	case err != nil:
 		return nil, err
+	case r.GetError() != "":
+		return nil, errors.New(r.GetError())
+	case len(r.GetResultJson()) == 0:
+		return nil, nil
 	}
-	select {
-	case r := <-ch:
-		if r.GetError() != "" {
-			return nil, errors.New(r.GetError())
-		}
-		if len(r.GetResultJson()) == 0 {
-			return nil, nil
-		}
-		v, err := jsonvalue.Decode([]byte(r.GetResultJson()))
-		if err != nil {
-			return nil, fmt.Errorf("the client's result is not valid JSON: %v", err)
-		}
-		return v, nil
-	case <-h.ss.gone:
-		return nil, errors.New("the client closed its side of the stream")
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	v, err := decodeJSON([]byte(r.GetResultJson()))
+	if err != nil {
+		return nil, fmt.Errorf("the client's result is not valid JSON: %v", err)
 	}
+	return v, nil
 }
 
 var _ evaluator.Host = (*streamHost)(nil)

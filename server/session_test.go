@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -297,23 +298,47 @@ func TestSessionHalfCloseDeclines(t *testing.T) {
 	}
 }
 
-// A stream that goes away cancels its calls; goleak checks nothing is left.
+// A stream that goes away cancels its calls: a server function running
+// when the client cancels the RPC sees its context cancelled (the test
+// used to pass with calls that ignored the stream's end).
 func TestSessionClientGoneCancelsCalls(t *testing.T) {
 	t.Parallel()
-	c := startServer(t)
+	started := make(chan struct{}, 1)
+	saw := make(chan error, 1)
+	block := evaluator.Function{Name: "block", Impl: func(ctx context.Context, _ map[string]any) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		saw <- ctx.Err()
+		return nil, ctx.Err()
+	}}
+	budgets := evaluator.DefaultBudgets()
+	budgets.FunctionTimeout = time.Minute // only the stream's end can end the wait
+	c := startServer(t, server.WithFunctions(block), server.WithBudgets(budgets))
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	stream, err := c.Session(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = stream.Send(openMsg(readOpen()))
-	_, _ = stream.Recv()
-	_ = stream.Send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: `{"steps": [{"expr": "ask({})"}]}`}}})
-	if m, _ := stream.Recv(); m.GetFunctionCall() == nil {
-		t.Fatalf("got %v, want FunctionCall", m)
+	_ = stream.Send(openMsg(&exprdv1.Open{Settings: &exprdv1.Settings{Functions: []*exprdv1.Function{{Name: "block", Runner: exprdv1.Function_RUNNER_SERVER}}}}))
+	if m, err := stream.Recv(); m.GetOpened() == nil {
+		t.Fatalf("got %v, %v; want Opened", m, err)
+	}
+	_ = stream.Send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: `{"steps": [{"expr": "block({})"}]}`}}})
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not reach its function")
 	}
 	cancel()
-	time.Sleep(10 * time.Millisecond)
+	select {
+	case err := <-saw:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the function's context ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client went away and the call's function was not cancelled")
+	}
 }
 
 func TestSessionOpenedBudgets(t *testing.T) {

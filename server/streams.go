@@ -1,12 +1,13 @@
 package server
 
 // What CodeMode's Run and AgentLoop's Run share: picking the model
-// provider, and how a bidi stream's receiver ends the run when the client
-// breaks the protocol.
+// provider, the stream's receiver, and how it ends the run when the
+// client breaks the protocol.
 
 import (
 	"context"
 	"errors"
+	"io"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -14,6 +15,48 @@ import (
 
 	"github.com/exprd/exprd/model"
 )
+
+// receive reads the client's messages after Start until the stream ends,
+// handing each to handle until it says stop. The client's half-close calls
+// halfClosed (its correlators: no reply can come) and cancels nothing; a
+// failed Recv cancels the run with the status the stream ends with
+// (recvFailed); a panic ends the run INTERNAL.
+//
+// It is the one goroutine of a stream its handler does not join: it is
+// blocked in Recv until the client sends or the stream ends, and gRPC ends
+// the stream only when the handler returns. Then Recv fails, and what it
+// might still send is refused (outbox.close).
+func receive[Req any](ctx context.Context, s *Server, stream interface{ Recv() (*Req, error) }, cancel context.CancelCauseFunc,
+	handle func(*Req) (stop bool), halfClosed ...func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			cancel(&streamError{st: s.recovered(ctx, p)})
+		}
+	}()
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			for _, f := range halfClosed {
+				f()
+			}
+			return
+		}
+		if err != nil {
+			cancel(recvFailed(err))
+			return
+		}
+		if handle(m) {
+			return
+		}
+	}
+}
+
+// cancelOnDead is an outbox's onDead for a run: the run ends with the
+// stream, with the slow-reader status as its cause when the client stopped
+// reading.
+func cancelOnDead(cancel context.CancelCauseFunc) func(error) {
+	return func(err error) { cancel(&streamError{st: sendStatus(err)}) }
+}
 
 // modelProvider picks a model provider by name ("" is the default). A
 // server with no providers at all, whether its registry is nil or empty,

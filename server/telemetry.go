@@ -5,11 +5,14 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/toolstore"
+	"github.com/exprd/exprd/utcp"
 )
 
 // meterName names exprd's instruments.
@@ -24,7 +27,6 @@ type metrics struct {
 	budgetHits metric.Int64Counter
 	sessions   metric.Int64UpDownCounter
 	panics     metric.Int64Counter
-	toolTime   metric.Float64Histogram
 	reg        metric.Registration
 }
 
@@ -47,11 +49,6 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 		return nil, err
 	}
 	if out.panics, err = m.Int64Counter("exprd.panics", metric.WithDescription("Panics recovered in handlers and in the goroutines they start.")); err != nil {
-		return nil, err
-	}
-	if out.toolTime, err = m.Float64Histogram("exprd.tool.duration", metric.WithUnit("s"),
-		metric.WithDescription("UTCP tool-call latency, by tool and outcome."),
-		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10)); err != nil {
 		return nil, err
 	}
 	hits, err := m.Int64ObservableCounter("exprd.compile_cache.hits", metric.WithDescription("Compile-cache lookups that found the program."))
@@ -120,4 +117,33 @@ func (m *metrics) answered(ctx context.Context, service string, a evaluator.Answ
 	if a.Err != nil && a.Err.Reason == evaluator.BudgetExceeded {
 		m.budgetHits.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", a.Err.Budget)))
 	}
+}
+
+// ToolCallObserver measures every UTCP tool call at the registry, whoever
+// makes it (ExprTool's server functions, CodeMode programs, AgentLoop's
+// tools): a span "exprd.tool.call" and the histogram exprd.tool.duration by
+// tool and outcome. cmd/exprd gives it to the registry
+// (utcp.WithCallObserver).
+func ToolCallObserver(mp metric.MeterProvider, tp trace.TracerProvider) (utcp.CallObserver, error) {
+	hist, err := mp.Meter(meterName).Float64Histogram("exprd.tool.duration", metric.WithUnit("s"),
+		metric.WithDescription("UTCP tool-call latency, by tool and outcome."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10))
+	if err != nil {
+		return nil, err
+	}
+	tracer := tp.Tracer(meterName)
+	return func(ctx context.Context, tool string) (context.Context, func(error)) {
+		ctx, span := tracer.Start(ctx, "exprd.tool.call", trace.WithAttributes(attribute.String("exprd.tool", tool)))
+		start := time.Now()
+		return ctx, func(err error) {
+			outcome := "ok"
+			if err != nil {
+				outcome = toolOutcome(err)
+				span.SetStatus(otelcodes.Error, outcome)
+			}
+			hist.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(
+				attribute.String("tool", tool), attribute.String("outcome", outcome)))
+			span.End()
+		}
+	}, nil
 }

@@ -10,19 +10,12 @@ import (
 	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	otelcodes "go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-
 	"google.golang.org/grpc/codes"
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
-	// RegisterManual's grpc_target, and manuals of grpc tools, need it.
-	_ "github.com/exprd/exprd/utcp/grpctransport"
 )
 
 // toolRegistry serves exprd.v1.ToolRegistry over the server's UTCP
@@ -172,24 +165,12 @@ func (s *Server) utcpFunction(name string) (evaluator.Function, bool) {
 	if err != nil {
 		return evaluator.Function{}, false
 	}
-	reg, m := s.opts.registry, s.metrics
+	reg := s.opts.registry
 	return evaluator.Function{
 		Name: name, Description: tool.Description, InputSchema: tool.Inputs, OutputSchema: tool.Outputs,
 		Runner: evaluator.RunServer,
-		Impl: func(ctx context.Context, args map[string]any) (any, error) {
-			ctx, span := s.tracer.Start(ctx, "exprd.tool.call", trace.WithAttributes(attribute.String("exprd.tool", name)))
-			defer span.End()
-			start := time.Now()
-			res, err := reg.Call(ctx, name, args)
-			outcome := "ok"
-			if err != nil {
-				outcome = toolOutcome(err)
-				span.SetStatus(otelcodes.Error, outcome)
-			}
-			m.toolTime.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(
-				attribute.String("tool", name), attribute.String("outcome", outcome)))
-			return res, err
-		},
+		// Measured at the registry (ToolCallObserver), as every UTCP call.
+		Impl: func(ctx context.Context, args map[string]any) (any, error) { return reg.Call(ctx, name, args) },
 	}, true
 }
 

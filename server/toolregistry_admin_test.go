@@ -16,6 +16,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // adminServer serves a registry holding the operator's "math" manual,
@@ -27,7 +28,7 @@ func adminServer(t *testing.T, regOpts []utcp.Option, opts ...server.Option) (ex
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	reg, err := utcp.New(append([]utcp.Option{loopbackEgress}, regOpts...)...)
+	reg, err := utcpall.New(append([]utcp.Option{loopbackEgress}, regOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,13 +33,14 @@ import (
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/grpctransport"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // registryClient serves exprd over a fresh UTCP registry (built with opts)
 // on a loopback port and returns its ToolRegistry and ExprTool clients.
 func registryClient(t *testing.T, opts ...utcp.Option) (exprdv1.ToolRegistryClient, exprdv1.ExprToolClient) {
 	t.Helper()
-	reg, err := utcp.New(append([]utcp.Option{loopbackEgress}, opts...)...)
+	reg, err := utcpall.New(append([]utcp.Option{loopbackEgress}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

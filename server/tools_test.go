@@ -25,6 +25,7 @@ import (
 	"github.com/exprd/exprd/gen/grpcpb"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // toolsServer serves exprd with a UTCP registry holding the demo math
@@ -36,7 +37,7 @@ func toolsServer(t *testing.T, opts ...server.Option) (exprdv1.ExprToolClient, e
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	reg, err := utcp.New(loopbackEgress, utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) }))
+	reg, err := utcpall.New(loopbackEgress, utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper { return otelhttp.NewTransport(rt) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestTraceContextReachesProvider(t *testing.T) {
 		_, _ = w.Write([]byte(`{"pong": true}`))
 	}))
 	defer provider.Close()
-	reg, err := utcp.New(loopbackEgress, utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper {
+	reg, err := utcpall.New(loopbackEgress, utcp.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper {
 		return otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(tp))
 	}))
 	if err != nil {

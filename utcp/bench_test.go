@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // BenchmarkWarmCall compares a warm HTTP tool call through the registry
@@ -25,13 +27,13 @@ func BenchmarkWarmCall(b *testing.B) {
 	defer srv.Close()
 
 	b.Run("registry", func(b *testing.B) {
-		r, err := utcp.New(loopbackEgress)
+		r, err := utcpall.New(utcptest.LoopbackEgress)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer r.Close()
 		inputs := map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "number"}, "b": map[string]any{"type": "number"}}, "required": []any{"a", "b"}}
-		manual := manualOf("add", inputs, map[string]any{"call_template_type": "http", "http_method": "POST", "url": srv.URL + "/math/add"})
+		manual := utcptest.ManualOf("add", inputs, map[string]any{"call_template_type": "http", "http_method": "POST", "url": srv.URL + "/math/add"})
 		if _, err := r.Register(context.Background(), "math", utcp.FromText(manual).AllowProtocols("http")); err != nil {
 			b.Fatal(err)
 		}

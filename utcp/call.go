@@ -17,8 +17,17 @@ import (
 // deadline in force is the smallest of ctx's and the template's timeout
 // (default WithTimeout); when it passes the error is a *TimeoutError, and
 // cancelling ctx cancels the provider's request.
-func (r *Registry) Call(ctx context.Context, name string, args map[string]any) (any, error) {
-	e, args, tr, err := r.prepareCall(name, args)
+func (r *Registry) Call(ctx context.Context, name string, args map[string]any) (_ any, err error) {
+	e, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if r.observe != nil {
+		var end func(error)
+		ctx, end = r.observe(ctx, e.tool.Name)
+		defer func() { end(err) }()
+	}
+	args, tr, err := r.prepareCall(e, name, args)
 	if err != nil {
 		return nil, err
 	}
@@ -51,8 +60,19 @@ func (r *Registry) logged(ctx context.Context, err error) error {
 // (as for Call) covers the whole stream; Close the stream when done with it
 // early.
 func (r *Registry) CallStream(ctx context.Context, name string, args map[string]any) (Stream, error) {
-	e, args, tr, err := r.prepareCall(name, args)
+	e, err := r.lookup(name)
 	if err != nil {
+		return nil, err
+	}
+	var end func(error)
+	if r.observe != nil {
+		ctx, end = r.observe(ctx, e.tool.Name)
+	}
+	args, tr, err := r.prepareCall(e, name, args)
+	if err != nil {
+		if end != nil {
+			end(err)
+		}
 		return nil, err
 	}
 	timeout := r.timeoutOf(e)
@@ -65,9 +85,13 @@ func (r *Registry) CallStream(ctx context.Context, name string, args map[string]
 	if err != nil {
 		cancel()
 		mem.Release()
-		return nil, r.logged(ctx, callError(ctx, cctx, e.tool.Name, timeout, err))
+		err = r.logged(ctx, callError(ctx, cctx, e.tool.Name, timeout, err))
+		if end != nil {
+			end(err)
+		}
+		return nil, err
 	}
-	return &callStream{s: st, parent: ctx, ctx: cctx, cancel: cancel, mem: mem, tool: e.tool.Name, timeout: timeout}, nil
+	return &callStream{s: st, parent: ctx, ctx: cctx, cancel: cancel, mem: mem, tool: e.tool.Name, timeout: timeout, end: end}, nil
 }
 
 // withDeadline bounds ctx by timeout, reusing ctx when its own deadline is
@@ -86,28 +110,26 @@ func (r *Registry) timeoutOf(e *toolEntry) time.Duration {
 	return r.cfg.timeout
 }
 
-func (r *Registry) prepareCall(name string, args map[string]any) (*toolEntry, map[string]any, Transport, error) {
-	e, err := r.lookup(name)
-	if err != nil {
-		return nil, nil, nil, err
-	}
+// prepareCall checks a call's arguments (name as the caller wrote it) and
+// returns them as JSON, with the tool's transport.
+func (r *Registry) prepareCall(e *toolEntry, name string, args map[string]any) (map[string]any, Transport, error) {
 	if args == nil {
 		args = map[string]any{}
 	} else if !isJSONValue(args) {
 		norm, err := normalizeJSON(args)
 		if err != nil {
-			return nil, nil, nil, &InvalidArgumentsError{Tool: name, Problems: []string{"arguments are not JSON: " + err.Error()}}
+			return nil, nil, &InvalidArgumentsError{Tool: name, Problems: []string{"arguments are not JSON: " + err.Error()}}
 		}
 		args, _ = norm.(map[string]any)
 	}
 	if err := e.tool.ValidateArgs(args); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	tr, err := r.transportFor(e)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return e, args, tr, nil
+	return args, tr, nil
 }
 
 // transportFor resolves the tool's template (variables are read on every
@@ -187,6 +209,7 @@ type callStream struct {
 	tool    string
 	timeout time.Duration
 	done    bool
+	end     func(error) // the observer's, until called
 }
 
 func (c *callStream) Next() (any, error) {
@@ -202,9 +225,12 @@ func (c *callStream) Next() (any, error) {
 	c.cancel()
 	c.mem.Release()
 	if err == io.EOF {
+		c.ended(nil)
 		return nil, io.EOF
 	}
-	return nil, callError(c.parent, c.ctx, c.tool, c.timeout, err)
+	err = callError(c.parent, c.ctx, c.tool, c.timeout, err)
+	c.ended(err)
+	return nil, err
 }
 
 func (c *callStream) Close() error {
@@ -212,5 +238,14 @@ func (c *callStream) Close() error {
 	err := c.s.Close()
 	c.cancel()
 	c.mem.Release()
+	c.ended(nil)
 	return err
+}
+
+// ended tells the observer, once, that the stream is over.
+func (c *callStream) ended(err error) {
+	if c.end != nil {
+		c.end(err)
+		c.end = nil
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,12 +40,15 @@ const (
 )
 
 // FromURL reads the manual at a URL: a GET whose response is a UTCP manual,
-// or an OpenAPI 3 (or Swagger 2) document in JSON or YAML, converted. It is
-// the http call template {"call_template_type": "http", "url": u}; like any
-// http template, its tools must be `http` unless AllowProtocols says more.
+// or a document the registry's Converter reads (an OpenAPI 3 or Swagger 2
+// document, in JSON or YAML), converted. It is the http call template
+// {"call_template_type": "http", "url": u}, so the registry needs an http
+// transport; like any http template, its tools must be `http` unless
+// AllowProtocols says more.
 func FromURL(u string) Source { return Source{kind: sourceURL, location: u} }
 
-// FromFile reads a manual or an OpenAPI document (JSON or YAML) from a file.
+// FromFile reads a manual, or a document the registry's Converter reads,
+// from a file (JSON or YAML).
 // The operator wrote it, so its tools may use any registered transport unless
 // AllowProtocols narrows them. The manual's name defaults to the file's base
 // name without its extension.
@@ -58,7 +62,7 @@ func FromFile(path string) Source { return Source{kind: sourceFile, location: pa
 func FromText(content string) Source { return Source{kind: sourceText, content: content} }
 
 // FromTemplate registers through a manual call template of any registered
-// type whose transport can discover (http, text; gRPC once added). The
+// type whose transport can discover (http, text, grpc). The
 // template's name names the manual unless Register is given one; its
 // allowed_communication_protocols (default: its own type) filter the tools.
 func FromTemplate(template json.RawMessage) Source {
@@ -82,7 +86,7 @@ func (s Source) callTemplate() (*CallTemplate, error) {
 	var raw []byte
 	switch s.kind {
 	case sourceURL:
-		raw, _ = json.Marshal(map[string]any{"call_template_type": TypeHTTP, "url": s.location, "http_method": DefaultHTTPMethod})
+		raw, _ = json.Marshal(map[string]any{"call_template_type": TypeHTTP, "url": s.location, "http_method": http.MethodGet})
 	case sourceText:
 		raw, _ = json.Marshal(map[string]any{"call_template_type": TypeText, "content": s.content})
 	case sourceTemplate:
@@ -93,9 +97,11 @@ func (s Source) callTemplate() (*CallTemplate, error) {
 	return ParseCallTemplate(raw)
 }
 
-// decodeDocument decodes a discovered document: YAML when its media type or
-// location says so, else JSON, else YAML. Numbers come back as json.Number.
-func decodeDocument(data []byte, mediaType, location string) (any, error) {
+// DecodeDocument decodes a discovered document as the registry does: YAML
+// when its media type or location says so, else JSON, else YAML (any YAML:
+// keys the manual does not know are left to the manual's own checks).
+// Numbers come back as json.Number.
+func DecodeDocument(data []byte, mediaType, location string) (any, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("the document is empty")
@@ -190,37 +196,33 @@ func yamlToJSON(v any, depth int) (any, error) {
 	}
 }
 
-// documentKind tells a UTCP manual from an OpenAPI document, as the
-// reference clients do: a manual has a non-empty utcp_version (or the older
-// `version`) and a tools array; OpenAPI has openapi, swagger or paths.
-func documentKind(v any) (isManual, isOpenAPI bool) {
+// isManual tells a UTCP manual from other documents, as the reference
+// clients do: a manual has a non-empty utcp_version (or the older
+// `version`) and a tools array.
+func isManual(v any) bool {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return false, false
+		return false
 	}
 	_, toolsIsArray := obj["tools"].([]any)
 	for _, k := range []string{"utcp_version", "version"} {
 		if s, ok := obj[k].(string); ok && s != "" && toolsIsArray {
-			return true, false
+			return true
 		}
 	}
-	for _, k := range []string{"openapi", "swagger", "paths"} {
-		if _, ok := obj[k]; ok {
-			return false, true
-		}
-	}
-	return false, false
+	return false
 }
 
-// manualFromDocument reads a discovered document as a manual.
-func manualFromDocument(doc *Document, opts OpenAPIOptions) (*Manual, []SkippedTool, error) {
-	v, err := decodeDocument(doc.Body, doc.ContentType, doc.Location)
+// manualFromDocument reads a discovered document as a manual, or through
+// the registry's converter.
+func (r *Registry) manualFromDocument(doc *Document, opts ConvertOptions) (*Manual, []SkippedTool, error) {
+	v, err := DecodeDocument(doc.Body, doc.ContentType, doc.Location)
 	if err != nil {
 		return nil, nil, &ManualError{Manual: opts.Manual, Msg: err.Error()}
 	}
-	isManual, isOpenAPI := documentKind(v)
+	conv := r.cfg.converter
 	switch {
-	case isManual:
+	case isManual(v):
 		m, err := manualFromValue(v)
 		if err != nil {
 			var me *ManualError
@@ -230,10 +232,16 @@ func manualFromDocument(doc *Document, opts OpenAPIOptions) (*Manual, []SkippedT
 			return nil, nil, err
 		}
 		return m, nil, nil
-	case isOpenAPI:
-		return convertOpenAPIValue(v, opts)
+	case conv != nil && conv.Converts(v):
+		return conv.Convert(v, opts)
+	case conv == nil:
+		return nil, nil, &ManualError{Manual: opts.Manual, Msg: "not a UTCP manual (utcp_version and tools), and this registry converts no other documents"}
 	default:
-		return nil, nil, &ManualError{Manual: opts.Manual, Msg: "neither a UTCP manual (utcp_version and tools) nor an OpenAPI document (openapi, swagger or paths)"}
+		what := "a document this registry converts"
+		if s, ok := conv.(fmt.Stringer); ok {
+			what = s.String()
+		}
+		return nil, nil, &ManualError{Manual: opts.Manual, Msg: "neither a UTCP manual (utcp_version and tools) nor " + what}
 	}
 }
 
@@ -283,7 +291,7 @@ func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *
 			}
 			return nil, nil, &ManualError{Manual: name, Msg: "cannot read " + filepath.Base(src.location) + ": " + err.Error()}
 		}
-		return manualFromDocument(&Document{Body: data, Location: src.location}, OpenAPIOptions{Manual: name})
+		return r.manualFromDocument(&Document{Body: data, Location: src.location}, ConvertOptions{Manual: name})
 	}
 	fields := tmpl.fields
 	var content any
@@ -336,16 +344,11 @@ func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *
 		}
 		return nil, nil, err
 	}
-	opts := OpenAPIOptions{Manual: name}
+	opts := ConvertOptions{Manual: name, AuthTools: doc.AuthTools, Headers: doc.Headers}
 	if src.kind != sourceText && tmpl.Type != TypeText {
 		opts.SpecURL = doc.Location
 	}
-	if tmpl.Type == TypeHTTP {
-		if spec, err := decodeHTTPSpec(raw, httpMethods, DefaultContentType); err == nil {
-			opts.AuthTools, opts.Headers = spec.authTools, spec.headers
-		}
-	}
-	return manualFromDocument(doc, opts)
+	return r.manualFromDocument(doc, opts)
 }
 
 func prefixWithManual(err error, name string) error {

@@ -303,6 +303,13 @@ type FieldError struct {
 	Msg  string
 }
 
+// Under is the error for the same field seen from path, the object the
+// field's object sits in: a refused auth.token_url, say, from an auth
+// object's own token_url.
+func (e *FieldError) Under(path string) *FieldError {
+	return &FieldError{Path: concatPath(path, e.Path), Msg: e.Msg}
+}
+
 func (e *FieldError) Error() string {
 	if e.Path == "" {
 		return e.Msg

@@ -10,6 +10,8 @@ import (
 
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/httptransport"
+	"github.com/exprd/exprd/utcp/search"
 )
 
 func Example() {
@@ -20,7 +22,14 @@ func Example() {
 	}))
 	defer srv.Close()
 
-	r, err := utcp.New(utcp.WithVariables(map[string]string{"math_TOKEN": "t0k"}), utcp.WithEgress(egress.MustParse("loopback")))
+	// The registry's parts are given to it: here the HTTP-family
+	// transports and exprd's search (utcpall.New gives every part).
+	transports, err := httptransport.Transports()
+	if err != nil {
+		panic(err)
+	}
+	r, err := utcp.New(utcp.WithTransports(transports), utcp.WithIndex(search.New()),
+		utcp.WithVariables(map[string]string{"math_TOKEN": "t0k"}), utcp.WithEgress(egress.MustParse("loopback")))
 	if err != nil {
 		panic(err)
 	}

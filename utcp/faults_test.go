@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 // TestFaults runs each fault against a real provider on loopback.
@@ -153,17 +154,17 @@ func TestFaults(t *testing.T) {
 				url = down.URL
 				down.Close()
 			} else {
-				url = newProvider(t, tc.handler).URL
+				url = utcptest.NewProvider(t, tc.handler).URL
 			}
-			r := newRegistry(t, tc.opts...)
+			r := utcptest.NewRegistry(t, tc.opts...)
 			tmpl := map[string]any{"call_template_type": "http", "url": url + "/op"}
 			for k, v := range tc.tmpl {
 				tmpl[k] = v
 			}
-			register(t, r, "svc", manualOf("op", nil, tmpl))
+			utcptest.Register(t, r, "svc", utcptest.ManualOf("op", nil, tmpl))
 			st, err := r.CallStream(context.Background(), "svc.op", nil)
 			if err == nil {
-				_, err = drain(t, st)
+				_, err = utcptest.Drain(t, st)
 			}
 			tc.check(t, err)
 		})
@@ -172,9 +173,9 @@ func TestFaults(t *testing.T) {
 
 func TestCallerDeadlineWinsWhenSooner(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	r := newRegistry(t)
-	register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL, "timeout": "5s"}))
+	p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	r := utcptest.NewRegistry(t)
+	utcptest.Register(t, r, "svc", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL, "timeout": "5s"}))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -192,7 +193,7 @@ func TestCancelReachesTheProvider(t *testing.T) {
 	t.Parallel()
 	arrived := make(chan struct{})
 	ended := make(chan struct{})
-	p := newProvider(t, func(w http.ResponseWriter, r *http.Request) {
+	p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		select {
 		case <-r.Context().Done():
@@ -200,8 +201,8 @@ func TestCancelReachesTheProvider(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	})
-	r := newRegistry(t)
-	register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
+	r := utcptest.NewRegistry(t)
+	utcptest.Register(t, r, "svc", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -222,8 +223,8 @@ func TestCancelReachesTheProvider(t *testing.T) {
 
 func TestRedirects(t *testing.T) {
 	t.Parallel()
-	other := newProvider(t, nil)
-	p := newProvider(t, func(w http.ResponseWriter, r *http.Request) {
+	other := utcptest.NewProvider(t, nil)
+	p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/away":
 			http.Redirect(w, r, other.URL+"/stolen", http.StatusFound)
@@ -234,8 +235,8 @@ func TestRedirects(t *testing.T) {
 			_, _ = io.WriteString(w, `{"at":"`+r.URL.Path+`"}`)
 		}
 	})
-	r := newRegistry(t)
-	register(t, r, "svc", `{"utcp_version": "1", "tools": [
+	r := utcptest.NewRegistry(t)
+	utcptest.Register(t, r, "svc", `{"utcp_version": "1", "tools": [
 		{"name": "away", "tool_call_template": {"call_template_type": "http", "url": "`+p.URL+`/away"}},
 		{"name": "moved", "tool_call_template": {"call_template_type": "http", "url": "`+p.URL+`/moved"}}]}`)
 	_, err := r.Call(context.Background(), "svc.away", nil)
@@ -243,7 +244,7 @@ func TestRedirects(t *testing.T) {
 	if !errors.As(err, &te) || te.Reason != utcp.ReasonRedirect {
 		t.Errorf("redirect to another host: got %v, want ReasonRedirect", err)
 	}
-	if n := len(other.requests()); n != 0 {
+	if n := len(other.Requests()); n != 0 {
 		t.Errorf("the other host saw %d requests, want 0", n)
 	}
 	got, err := r.Call(context.Background(), "svc.moved", nil)
@@ -254,8 +255,8 @@ func TestRedirects(t *testing.T) {
 
 func TestInsecureHTTPOption(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
-	register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": "http://provider.internal/op"}))
+	r := utcptest.NewRegistry(t)
+	utcptest.Register(t, r, "svc", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": "http://provider.internal/op"}))
 	_, err := r.Call(context.Background(), "svc.op", nil)
 	var te *utcp.TransportError
 	if !errors.As(err, &te) || te.Reason != utcp.ReasonInsecureURL {
@@ -275,6 +276,9 @@ func TestOptionsRefuseInvalidValues(t *testing.T) {
 		"nil loader":        utcp.WithVariableLoader(nil),
 		"missing .env file": utcp.WithDotEnvFile("testdata/does-not-exist.env"),
 		"transport no type": utcp.WithTransport("", nil),
+		"nil converter":     utcp.WithConverter(nil),
+		"nil index":         utcp.WithIndex(nil),
+		"nil observer":      utcp.WithCallObserver(nil),
 	} {
 		if _, err := utcp.New(opt); err == nil {
 			t.Errorf("%s: got no error, want one", name)

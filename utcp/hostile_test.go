@@ -11,8 +11,9 @@ import (
 
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
-	_ "github.com/exprd/exprd/utcp/grpctransport" // the table has grpc templates
 	"github.com/exprd/exprd/utcp/hostiletest"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // hostileSecret is bound to the manual "victim" only; the fuzz target
@@ -23,7 +24,7 @@ const hostileSecret = "victim-secret-7f3a"
 // its address filled in, and a registry that reaches loopback (so that
 // only the checks under test stand between a manual and the recorder),
 // binds hostileSecret to "victim", and resolves no name.
-func hostileSetup(tb testing.TB) (*provider, []hostiletest.Case, *utcp.Registry) {
+func hostileSetup(tb testing.TB) (*utcptest.Provider, []hostiletest.Case, *utcp.Registry) {
 	tb.Helper()
 	handler := func(w http.ResponseWriter, r *http.Request) {
 		if to := r.URL.Query().Get("to"); r.URL.Path == "/redirect" && to != "" {
@@ -33,12 +34,12 @@ func hostileSetup(tb testing.TB) (*provider, []hostiletest.Case, *utcp.Registry)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok": true}`))
 	}
-	p := newProvider(tb, handler)
+	p := utcptest.NewProvider(tb, handler)
 	cases := hostiletest.Load(tb, strings.TrimPrefix(p.URL, "http://"))
 	noDNS := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 		return nil, errors.New("no DNS in this test")
 	}}
-	r, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")), utcp.WithResolver(noDNS),
+	r, err := utcpall.New(utcp.WithEgress(egress.MustParse("loopback")), utcp.WithResolver(noDNS),
 		utcp.WithVariables(map[string]string{"victim_TOKEN": hostileSecret, "shop__pay_TOKEN": hostileSecret, "weather_TOKEN": hostileSecret}))
 	if err != nil {
 		tb.Fatal(err)
@@ -56,7 +57,7 @@ func TestHostileManuals(t *testing.T) {
 	p, cases, r := hostileSetup(t)
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
-			before := len(p.requests())
+			before := len(p.Requests())
 			reg, err := r.Register(context.Background(), tc.ManualName, utcp.FromText(string(tc.Manual)).AllowProtocols(allProtocols...))
 			if tc.Want.Refused != "" {
 				if !errors.Is(err, utcp.ErrInvalidManual) && !errors.Is(err, utcp.ErrVariableNotFound) {
@@ -65,7 +66,7 @@ func TestHostileManuals(t *testing.T) {
 				if !strings.Contains(err.Error(), tc.Want.Field) {
 					t.Errorf("error %q does not name %q", err, tc.Want.Field)
 				}
-				if got := len(p.requests()) - before; got != 0 {
+				if got := len(p.Requests()) - before; got != 0 {
 					t.Errorf("the provider saw %d requests, want 0", got)
 				}
 				return
@@ -116,7 +117,7 @@ func FuzzHostileManual(f *testing.F) {
 			_, _ = r.Call(ctx, tool, map[string]any{})
 			cancel()
 		}
-		for _, req := range p.requests() {
+		for _, req := range p.Requests() {
 			if strings.Contains(req.URI+req.Body+strings.Join(flatten(req.Header), " "), hostileSecret) {
 				t.Fatalf("manual %q made a request carry another manual's secret: %+v", name, req)
 			}

@@ -1,85 +1,15 @@
 package utcp
 
 import (
-	"bufio"
 	"encoding/json"
-	"io"
+	"fmt"
 	"math"
-	"strings"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/exprd/exprd/internal/schemafast"
 )
-
-func TestStem(t *testing.T) {
-	t.Parallel()
-	groups := [][]string{
-		{"order", "orders", "ordered", "ordering"},
-		{"create", "created", "creating", "creates"},
-		{"category", "categories"},
-		{"search", "searches", "searching"},
-		{"ship", "shipped", "shipping"},
-		{"delete", "deleted", "deletes"},
-	}
-	for _, g := range groups {
-		want := stem(g[0])
-		for _, w := range g[1:] {
-			if got := stem(w); got != want {
-				t.Errorf("stem(%q): got %q, want %q (as stem(%q))", w, got, want, g[0])
-			}
-		}
-	}
-	for _, w := range []string{"status", "address", "analysis", "bus"} {
-		if got := stem(w); got != w {
-			t.Errorf("stem(%q): got %q, want it unchanged", w, got)
-		}
-	}
-}
-
-func TestSplitWords(t *testing.T) {
-	t.Parallel()
-	got := strings.Join(splitWords("getUserHTTPServer_v2.list-items customer's"), " ")
-	if want := "get User HTTP Server v2 list items customer s"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
-func TestJSStringAndEncoding(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		v    any
-		want string
-	}{
-		{1.0, "1"}, {2.5, "2.5"}, {1e21, "1e+21"}, {0.0000001, "1e-7"}, {-0.5, "-0.5"},
-		{true, "true"}, {nil, "null"}, {[]any{1.0, "a", nil}, "1,a,"}, {map[string]any{"k": 1.0}, `{"k":1}`},
-	}
-	for _, tc := range cases {
-		if got := jsString(tc.v); got != tc.want {
-			t.Errorf("jsString(%#v): got %q, want %q", tc.v, got, tc.want)
-		}
-	}
-	if got, want := encodeURIComponent("u 42/x?&=é!*'()~"), "u%2042%2Fx%3F%26%3D%C3%A9!*'()~"; got != want {
-		t.Errorf("encodeURIComponent: got %q, want %q", got, want)
-	}
-	if got, want := axiosEncode("a b:$,[]&é"), "a+b:$,[]%26%C3%A9"; got != want {
-		t.Errorf("axiosEncode: got %q, want %q", got, want)
-	}
-}
-
-func TestReadLineLimit(t *testing.T) {
-	t.Parallel()
-	br := bufio.NewReaderSize(strings.NewReader(strings.Repeat("x", 20)+"\nok\n"), 16)
-	if _, err := readLine(br, 10); err != errLineTooLong {
-		t.Errorf("a 20-byte line with limit 10: got %v, want errLineTooLong", err)
-	}
-	br = bufio.NewReaderSize(strings.NewReader("0123456789\nlast"), 16)
-	if l, err := readLine(br, 11); err != nil || string(l) != "0123456789" {
-		t.Errorf("a line at the limit: got %q %v", l, err)
-	}
-	if l, err := readLine(br, 11); err != io.EOF || string(l) != "last" {
-		t.Errorf("last line without an ending: got %q %v, want last and io.EOF", l, err)
-	}
-}
 
 // TestSimpleSchemaNeverAcceptsWhatTheValidatorRefuses checks the fast path
 // against the validator for every type and a spread of values.
@@ -120,6 +50,44 @@ func TestSimpleSchemaNeverAcceptsWhatTheValidatorRefuses(t *testing.T) {
 	} {
 		if schemafast.New(doc) != nil {
 			t.Errorf("%v: got a fast path, want none", doc)
+		}
+	}
+}
+
+// TestMergeNames checks the registry's sorted names, kept by merging each
+// change in, against sorting the set again, for random changes.
+func TestMergeNames(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 0))
+	var names []string
+	set := map[string]bool{}
+	for step := range 2000 {
+		var gone, added []string
+		for n := range set {
+			if rng.IntN(20) == 0 {
+				gone = append(gone, n)
+			}
+		}
+		if rng.IntN(50) == 0 {
+			gone = append(gone, "never-there")
+		}
+		for range rng.IntN(4) {
+			n := fmt.Sprintf("m%02d.t%d", rng.IntN(30), rng.IntN(10))
+			if !set[n] && !slices.Contains(added, n) || slices.Contains(gone, n) && !slices.Contains(added, n) {
+				added = append(added, n)
+			}
+		}
+		slices.Sort(gone)
+		slices.Sort(added)
+		names = mergeNames(names, gone, added)
+		for _, n := range gone {
+			delete(set, n)
+		}
+		for _, n := range added {
+			set[n] = true
+		}
+		if want := sortedKeys(set); !slices.Equal(names, want) {
+			t.Fatalf("step %d: got %v, want %v", step, names, want)
 		}
 	}
 }

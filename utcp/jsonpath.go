@@ -20,7 +20,7 @@ func checkKeys(obj map[string]any, allowed []string, path string) error {
 		return nil
 	}
 	slices.Sort(unknown)
-	return &ManualError{Path: joinPath(path, unknown[0]), Msg: "unknown key (allowed: " + strings.Join(allowed, ", ") + ")"}
+	return &ManualError{Path: JoinPath(path, unknown[0]), Msg: "unknown key (allowed: " + strings.Join(allowed, ", ") + ")"}
 }
 
 func optString(obj map[string]any, key, path string) (string, bool, error) {
@@ -30,7 +30,7 @@ func optString(obj map[string]any, key, path string) (string, bool, error) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", false, &ManualError{Path: joinPath(path, key), Msg: "must be a string, got " + jsonKind(v)}
+		return "", false, &ManualError{Path: JoinPath(path, key), Msg: "must be a string, got " + JSONKind(v)}
 	}
 	return s, true, nil
 }
@@ -42,20 +42,22 @@ func optStrings(obj map[string]any, key, path string) ([]string, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, &ManualError{Path: joinPath(path, key), Msg: "must be an array of strings, got " + jsonKind(v)}
+		return nil, &ManualError{Path: JoinPath(path, key), Msg: "must be an array of strings, got " + JSONKind(v)}
 	}
 	out := make([]string, 0, len(list))
 	for i, e := range list {
 		s, ok := e.(string)
 		if !ok {
-			return nil, &ManualError{Path: fmt.Sprintf("%s[%d]", joinPath(path, key), i), Msg: "must be a string, got " + jsonKind(e)}
+			return nil, &ManualError{Path: fmt.Sprintf("%s[%d]", JoinPath(path, key), i), Msg: "must be a string, got " + JSONKind(e)}
 		}
 		out = append(out, s)
 	}
 	return out, nil
 }
 
-func jsonKind(v any) string {
+// JSONKind names the JSON type of a decoded value ("string", "number",
+// "object", …) for an error that says what a field holds.
+func JSONKind(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
@@ -74,9 +76,10 @@ func jsonKind(v any) string {
 	}
 }
 
-// joinPath appends key to a JSON path, quoting keys that are not plain
-// identifiers: tools[0].headers["X-Api-Key"].
-func joinPath(path, key string) string {
+// JoinPath appends key to a JSON path as the registry's errors write
+// paths, quoting keys that are not plain identifiers:
+// tools[0].headers["X-Api-Key"].
+func JoinPath(path, key string) string {
 	if key == "" {
 		return path
 	}

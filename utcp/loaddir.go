@@ -37,7 +37,7 @@ func (r *Registry) LoadDir(ctx context.Context, dir string) ([]*Registration, er
 		src := FromFile(path)
 		name := strings.TrimSuffix(fn, filepath.Ext(fn))
 		if data, err := readFileCapped(path, r.cfg.maxResponse); err == nil {
-			if v, err := decodeDocument(data, "", path); err == nil {
+			if v, err := DecodeDocument(data, "", path); err == nil {
 				if obj, ok := v.(map[string]any); ok && (obj["call_template_type"] != nil || obj["provider_type"] != nil) {
 					raw, _ := json.Marshal(obj)
 					src = FromTemplate(raw)

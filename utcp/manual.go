@@ -124,6 +124,13 @@ type CallTemplate struct {
 // variables unresolved.
 func (c *CallTemplate) JSON() json.RawMessage { return bytes.Clone(c.raw) }
 
+// StringField is the template's field key when it is a string (an http
+// template's "url"), variables unresolved; "" otherwise.
+func (c *CallTemplate) StringField(key string) string {
+	s, _ := c.fields[key].(string)
+	return s
+}
+
 // Keys of a manual and of a tool: anything else is refused, as the SDK's
 // strict schemas do. `version`, `provider` and `tool_provider` are the older
 // go-utcp form.
@@ -175,7 +182,7 @@ func describeJSONError(err error) error {
 func manualFromValue(v any) (*Manual, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, &ManualError{Msg: "a manual must be a JSON object, got " + jsonKind(v)}
+		return nil, &ManualError{Msg: "a manual must be a JSON object, got " + JSONKind(v)}
 	}
 	if err := checkKeys(obj, manualKeys, ""); err != nil {
 		return nil, err
@@ -199,7 +206,7 @@ func manualFromValue(v any) (*Manual, error) {
 	}
 	list, ok := rawTools.([]any)
 	if !ok {
-		return nil, &ManualError{Path: "tools", Msg: "must be an array, got " + jsonKind(rawTools)}
+		return nil, &ManualError{Path: "tools", Msg: "must be an array, got " + JSONKind(rawTools)}
 	}
 	seen := make(map[string]int, len(list))
 	for i, rt := range list {
@@ -220,7 +227,7 @@ func manualFromValue(v any) (*Manual, error) {
 func toolFromValue(v any, path string) (*Tool, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, &ManualError{Path: path, Msg: "a tool must be an object, got " + jsonKind(v)}
+		return nil, &ManualError{Path: path, Msg: "a tool must be an object, got " + JSONKind(v)}
 	}
 	if err := checkKeys(obj, toolKeys, path); err != nil {
 		return nil, err
@@ -231,10 +238,10 @@ func toolFromValue(v any, path string) (*Tool, error) {
 		return nil, err
 	}
 	if !present {
-		return nil, &ManualError{Path: joinPath(path, "name"), Msg: "missing"}
+		return nil, &ManualError{Path: JoinPath(path, "name"), Msg: "missing"}
 	}
 	if strings.TrimSpace(name) == "" {
-		return nil, &ManualError{Path: joinPath(path, "name"), Msg: "must not be empty"}
+		return nil, &ManualError{Path: JoinPath(path, "name"), Msg: "must not be empty"}
 	}
 	t.Name = name
 	if t.Description, _, err = optString(obj, "description", path); err != nil {
@@ -247,7 +254,7 @@ func toolFromValue(v any, path string) (*Tool, error) {
 		num, isNum := n.(json.Number)
 		size, convErr := num.Int64()
 		if !isNum || convErr != nil || size < 0 {
-			return nil, &ManualError{Path: joinPath(path, "average_response_size"), Msg: "must be a non-negative integer"}
+			return nil, &ManualError{Path: JoinPath(path, "average_response_size"), Msg: "must be a non-negative integer"}
 		}
 		t.AverageResponseSize = &size
 	}
@@ -256,7 +263,7 @@ func toolFromValue(v any, path string) (*Tool, error) {
 		if !ok || doc == nil {
 			doc = map[string]any{}
 		}
-		sch, raw, err := compileToolSchema(doc, joinPath(path, k))
+		sch, raw, err := compileToolSchema(doc, JoinPath(path, k))
 		if err != nil {
 			return nil, err
 		}
@@ -272,15 +279,15 @@ func toolFromValue(v any, path string) (*Tool, error) {
 	for _, k := range templateKeys {
 		if _, ok := obj[k]; ok {
 			if tmplKey != "" {
-				return nil, &ManualError{Path: joinPath(path, k), Msg: "a tool has one call template; " + tmplKey + " is already given"}
+				return nil, &ManualError{Path: JoinPath(path, k), Msg: "a tool has one call template; " + tmplKey + " is already given"}
 			}
 			tmplKey = k
 		}
 	}
 	if tmplKey == "" {
-		return nil, &ManualError{Path: joinPath(path, "tool_call_template"), Msg: "missing"}
+		return nil, &ManualError{Path: JoinPath(path, "tool_call_template"), Msg: "missing"}
 	}
-	if t.Template, err = templateFromValue(obj[tmplKey], joinPath(path, tmplKey)); err != nil {
+	if t.Template, err = templateFromValue(obj[tmplKey], JoinPath(path, tmplKey)); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -290,7 +297,7 @@ func compileToolSchema(doc any, path string) (*jsonschema.Schema, json.RawMessag
 	switch doc.(type) {
 	case map[string]any, bool:
 	default:
-		return nil, nil, &ManualError{Path: path, Msg: "a JSON Schema must be an object or a boolean, got " + jsonKind(doc)}
+		return nil, nil, &ManualError{Path: path, Msg: "a JSON Schema must be an object or a boolean, got " + JSONKind(doc)}
 	}
 	sch, err := compileSchema(doc)
 	if err != nil {
@@ -327,7 +334,7 @@ func ParseCallTemplate(data []byte) (*CallTemplate, error) {
 func templateFromValue(v any, path string) (*CallTemplate, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, &ManualError{Path: path, Msg: "a call template must be an object, got " + jsonKind(v)}
+		return nil, &ManualError{Path: path, Msg: "a call template must be an object, got " + JSONKind(v)}
 	}
 	fields := make(map[string]any, len(obj))
 	for k, val := range obj {
@@ -348,7 +355,7 @@ func templateFromValue(v any, path string) (*CallTemplate, error) {
 		}
 	}
 	if !present || kind == "" {
-		return nil, &ManualError{Path: joinPath(path, "call_template_type"), Msg: "missing"}
+		return nil, &ManualError{Path: JoinPath(path, "call_template_type"), Msg: "missing"}
 	}
 	c.Type = kind
 	if c.Name, _, err = optString(obj, "name", path); err != nil {
@@ -359,12 +366,12 @@ func templateFromValue(v any, path string) (*CallTemplate, error) {
 	}
 	if a, ok := obj["auth"]; ok && a != nil {
 		if c.Auth, err = parseAuth(a); err != nil {
-			return nil, prefixField(err, joinPath(path, "auth"))
+			return nil, prefixField(err, JoinPath(path, "auth"))
 		}
 	}
 	if to, ok := obj["timeout"]; ok && to != nil {
 		if c.Timeout, err = parseTimeout(to); err != nil {
-			return nil, &ManualError{Path: joinPath(path, "timeout"), Msg: err.Error()}
+			return nil, &ManualError{Path: JoinPath(path, "timeout"), Msg: err.Error()}
 		}
 	}
 	c.hasVars = containsVariables(fields)
@@ -372,6 +379,12 @@ func templateFromValue(v any, path string) (*CallTemplate, error) {
 		return nil, &ManualError{Path: path, Msg: "cannot encode: " + err.Error()}
 	}
 	return c, nil
+}
+
+// firstLine is an error text's first line, bounded.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return truncate(s, 300)
 }
 
 // MaxTemplateTimeout bounds a template's `timeout`.
@@ -394,7 +407,7 @@ func parseTimeout(v any) (time.Duration, error) {
 			return 0, fmt.Errorf("must be a duration in (0, %s], got %q", MaxTemplateTimeout, x)
 		}
 	default:
-		return 0, errors.New("must be a number of milliseconds or a duration string, got " + jsonKind(v))
+		return 0, errors.New("must be a number of milliseconds or a duration string, got " + JSONKind(v))
 	}
 	return d, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 const goodTool = `{"name": "add", "description": "Add two numbers", "tags": ["math"],
@@ -146,11 +147,11 @@ func TestSanitizeManualName(t *testing.T) {
 
 func TestRegisterNamesAndPrefixes(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	r := utcptest.NewRegistry(t)
 	manual := `{"utcp_version": "1.0.1", "tools": [
 		{"name": "add", "tool_call_template": {"call_template_type": "http", "url": "https://a.example/add"}},
 		{"name": "demo_shop.list", "tool_call_template": {"call_template_type": "http", "url": "https://a.example/list"}}]}`
-	reg := register(t, r, "demo-shop", manual)
+	reg := utcptest.Register(t, r, "demo-shop", manual)
 	if want := []string{"demo_shop.add", "demo_shop.list"}; reg.Manual != "demo_shop" || !reflect.DeepEqual(reg.Tools, want) {
 		t.Errorf("registration: got %s %v, want demo_shop %v", reg.Manual, reg.Tools, want)
 	}
@@ -171,7 +172,7 @@ func TestRegisterNamesAndPrefixes(t *testing.T) {
 
 func TestRegisterIsAllOrNothing(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	r := utcptest.NewRegistry(t)
 	manual := `{"utcp_version": "1.0.1", "tools": [
 		{"name": "a", "tool_call_template": {"call_template_type": "http", "url": "https://x.example/a"}},
 		{"name": "b", "tool_call_template": {"call_template_type": "http", "url": "https://x.example/b"}},
@@ -205,7 +206,7 @@ func TestRegisterRefusesBadTemplateFields(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
 			t.Parallel()
-			r := newRegistry(t)
+			r := utcptest.NewRegistry(t)
 			manual := `{"utcp_version": "1", "tools": [{"name": "x", "tool_call_template": ` + tc.tmpl + `}]}`
 			_, err := r.Register(context.Background(), "m", utcp.FromText(manual).AllowProtocols("http", "streamable_http", "mcp"))
 			if err == nil || !strings.HasPrefix(err.Error(), `manual "m": `+tc.want) {
@@ -222,7 +223,7 @@ func TestAllowedProtocols(t *testing.T) {
 		{"name": "b", "tool_call_template": {"call_template_type": "sse", "url": "https://x.example/b"}}]}`
 	t.Run("an inline manual of http tools without the list is refused, saying why", func(t *testing.T) {
 		t.Parallel()
-		r := newRegistry(t)
+		r := utcptest.NewRegistry(t)
 		_, err := r.Register(context.Background(), "inline", utcp.FromText(httpTools))
 		want := `manual "inline": all 2 tools were filtered out by allowed_communication_protocols [text]: they use [http, sse]; list those types to register them`
 		if err == nil || err.Error() != want {
@@ -231,7 +232,7 @@ func TestAllowedProtocols(t *testing.T) {
 	})
 	t.Run("the template's own list", func(t *testing.T) {
 		t.Parallel()
-		r := newRegistry(t)
+		r := utcptest.NewRegistry(t)
 		tmpl := `{"name": "inline", "call_template_type": "text", "allowed_communication_protocols": ["http"], "content": ` + quote(httpTools) + `}`
 		reg, err := r.Register(context.Background(), "", utcp.FromTemplate([]byte(tmpl)))
 		if err != nil {
@@ -269,7 +270,7 @@ func TestRegisterFromManualAndFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRegistry(t, everyVariable)
+	r := utcptest.NewRegistry(t, utcptest.EveryVariable)
 	if _, err := r.Register(context.Background(), "calc", utcp.FromManual(m)); err != nil {
 		t.Fatalf("FromManual: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 // TestToolAnswersReserveMemory: a call reserves what it reads of its
@@ -20,7 +21,7 @@ import (
 func TestToolAnswersReserveMemory(t *testing.T) {
 	t.Parallel()
 	answer := `{"s":"` + strings.Repeat("x", 200_000) + `"}`
-	p := newProvider(t, func(w http.ResponseWriter, r *http.Request) {
+	p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Query().Get("chunked") == "" {
 			w.Header().Set("Content-Length", "200008")
@@ -41,8 +42,8 @@ func TestToolAnswersReserveMemory(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := membudget.New(tt.budget, time.Millisecond)
-			r := newRegistry(t, utcp.WithMemoryBudget(b))
-			register(t, r, "big", manualOf("get", nil, map[string]any{"call_template_type": "http", "http_method": "GET", "url": p.URL + "/" + tt.query}))
+			r := utcptest.NewRegistry(t, utcp.WithMemoryBudget(b))
+			utcptest.Register(t, r, "big", utcptest.ManualOf("get", nil, map[string]any{"call_template_type": "http", "http_method": "GET", "url": p.URL + "/" + tt.query}))
 			v, err := r.Call(context.Background(), "big.get", map[string]any{})
 			var te *utcp.TransportError
 			switch {

@@ -48,6 +48,9 @@ type config struct {
 	variables    map[string]string
 	loaders      []VariableLoader
 	factories    map[string]TransportFactory
+	converter    Converter
+	index        Index
+	observers    []CallObserver
 }
 
 func defaultConfig() config {
@@ -247,14 +250,69 @@ func WithEnv(keys ...string) Option {
 	}
 }
 
-// WithTransport adds or replaces the transport of a call template type for
-// this registry only (see RegisterTransport for every registry).
+// WithTransport adds or replaces the transport of a call template type
+// (httptransport has http, streamable_http and sse; grpctransport grpc).
+// Default: only `text` (FromText's manuals register; their tools cannot be
+// called).
 func WithTransport(kind string, f TransportFactory) Option {
 	return func(c *config) error {
 		if kind == "" || f == nil {
 			return errors.New("utcp: WithTransport needs a type and a factory")
 		}
 		c.factories[kind] = f
+		return nil
+	}
+}
+
+// WithTransports is WithTransport for each type of fs.
+func WithTransports(fs map[string]TransportFactory) Option {
+	return func(c *config) error {
+		for kind, f := range fs {
+			if err := WithTransport(kind, f)(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// WithConverter reads the documents Register meets that are not UTCP
+// manuals (from a URL, a file or a template's discovery) through conv:
+// openapi.Converter{} reads OpenAPI 3 and Swagger 2. Default: none, and
+// such a document is refused.
+func WithConverter(conv Converter) Option {
+	return func(c *config) error {
+		if conv == nil {
+			return errors.New("utcp: WithConverter(nil)")
+		}
+		c.converter = conv
+		return nil
+	}
+}
+
+// WithIndex ranks the registry's tools for Search with ix, the index of
+// no tools it starts from (search.New() is exprd's); every registration
+// and removal derives the next one (Index.With). Default: none, and Search
+// finds nothing.
+func WithIndex(ix Index) Option {
+	return func(c *config) error {
+		if ix == nil {
+			return errors.New("utcp: WithIndex(nil)")
+		}
+		c.index = ix
+		return nil
+	}
+}
+
+// WithCallObserver has o told of every call of a registered tool (see
+// CallObserver): to time it, count its outcome, or run it under a span.
+// Observers given more than once nest, the first outermost. Default: none.
+func WithCallObserver(o CallObserver) Option {
+	return func(c *config) error {
+		if o == nil {
+			return errors.New("utcp: WithCallObserver(nil)")
+		}
+		c.observers = append(c.observers, o)
 		return nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 // A provider's error body used to be relayed to the model whole (up to
@@ -45,13 +46,13 @@ func TestProviderErrorShowsOnlyAShortMessage(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := newProvider(t, func(w http.ResponseWriter, r *http.Request) {
+			p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", tc.ctype)
 				w.WriteHeader(http.StatusUnprocessableEntity)
 				_, _ = w.Write([]byte(tc.body))
 			})
-			r := newRegistry(t, utcp.WithProviderMessages())
-			register(t, r, "pay", manualOf("charge", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
+			r := utcptest.NewRegistry(t, utcp.WithProviderMessages())
+			utcptest.Register(t, r, "pay", utcptest.ManualOf("charge", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
 			_, err := r.Call(context.Background(), "pay.charge", nil)
 			var te *utcp.TransportError
 			if !errors.As(err, &te) || te.Reason != utcp.ReasonStatus || te.Status != 422 {
@@ -75,7 +76,7 @@ func TestProviderErrorShowsOnlyAShortMessage(t *testing.T) {
 // show; by default it shows none.
 func TestProviderErrorRedacts(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, func(w http.ResponseWriter, r *http.Request) {
+	p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.Host)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadGateway)
@@ -90,8 +91,8 @@ func TestProviderErrorRedacts(t *testing.T) {
 		{"opted in", []utcp.Option{utcp.WithProviderMessages()},
 			`tool "svc.op": provider answered 502: {"error":"upstream [address] refused; [address] is down; [host] said [secret]"}`},
 	} {
-		r := newRegistry(t, tc.opts...)
-		register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
+		r := utcptest.NewRegistry(t, tc.opts...)
+		utcptest.Register(t, r, "svc", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
 		_, err := r.Call(context.Background(), "svc.op", nil)
 		if got := err.Error(); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)

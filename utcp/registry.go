@@ -27,7 +27,7 @@ type Registry struct {
 	base      *http.Transport
 	dialer    *egress.Dialer
 	shared    *Shared
-	tokens    *tokenCache
+	observe   CallObserver // nil: none
 
 	mu  sync.Mutex // serialises changes to cat
 	cat atomic.Pointer[catalog]
@@ -38,7 +38,7 @@ type catalog struct {
 	manuals map[string]*manualEntry
 	tools   map[string]*toolEntry
 	names   []string // tool names, sorted
-	index   *searchIndex
+	index   Index    // nil without WithIndex
 }
 
 type manualEntry struct {
@@ -79,7 +79,7 @@ func New(opts ...Option) (*Registry, error) {
 		vars:      &variables{configured: cfg.variables, loaders: cfg.loaders},
 		factories: cfg.factories,
 		shared:    &Shared{},
-		tokens:    newTokenCache(),
+		observe:   observeAll(cfg.observers),
 	}
 	r.dialer = &egress.Dialer{Policy: cfg.egress, Resolver: cfg.resolver, Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -93,7 +93,7 @@ func New(opts ...Option) (*Registry, error) {
 	}
 	r.client = &http.Client{Transport: rt}
 	r.client.CheckRedirect = r.env("").redirectPolicy
-	r.cat.Store(&catalog{manuals: map[string]*manualEntry{}, tools: map[string]*toolEntry{}, index: buildIndex(nil)})
+	r.cat.Store(&catalog{manuals: map[string]*manualEntry{}, tools: map[string]*toolEntry{}, index: cfg.index})
 	return r, nil
 }
 
@@ -114,7 +114,6 @@ func (r *Registry) env(manual string) Env {
 		egress:           r.cfg.egress,
 		dialer:           r.dialer,
 		showMessages:     r.cfg.showMessages,
-		tokens:           r.tokens,
 	}
 }
 
@@ -404,14 +403,43 @@ func (c *catalog) reindex(gone *manualEntry, added []*toolEntry) {
 		goneNames = gone.tools
 	}
 	tools := make([]*Tool, len(added))
+	addedNames := make([]string, len(added))
 	for i, e := range added {
-		tools[i] = e.tool
+		tools[i], addedNames[i] = e.tool, e.tool.Name
 	}
-	c.index = c.index.with(goneNames, tools)
-	c.names = make([]string, len(c.index.docs))
-	for i, d := range c.index.docs {
-		c.names[i] = d.tool.Name
+	slices.Sort(addedNames)
+	c.names = mergeNames(c.names, goneNames, addedNames)
+	if c.index != nil {
+		c.index = c.index.With(goneNames, tools)
 	}
+}
+
+// mergeNames is names less gone plus added, all three sorted (a name of
+// added is in names only if it is in gone too), copying the runs between
+// the changes whole.
+func mergeNames(names, gone, added []string) []string {
+	out := make([]string, 0, max(0, len(names)-len(gone))+len(added))
+	at := 0
+	for len(gone) > 0 || len(added) > 0 {
+		drop, found := len(names), false
+		if len(gone) > 0 {
+			drop, found = slices.BinarySearch(names, gone[0])
+		}
+		if len(added) > 0 {
+			if in, _ := slices.BinarySearch(names, added[0]); in <= drop {
+				out = append(append(out, names[at:in]...), added[0])
+				at, added = in, added[1:]
+				continue
+			}
+		}
+		gone = gone[1:]
+		if !found {
+			continue
+		}
+		out = append(out, names[at:drop]...)
+		at = drop + 1
+	}
+	return append(out, names[at:]...)
 }
 
 // Manual reports the tools of a registered manual (its name sanitised as
@@ -443,4 +471,13 @@ func (r *Registry) Bounds() Bounds {
 func (r *Registry) UnknownManual(name string) *NotFoundError {
 	name = SanitizeManualName(name)
 	return &NotFoundError{Kind: "manual", Name: name, Similar: similarNames(name, sortedKeys(r.cat.Load().manuals))}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

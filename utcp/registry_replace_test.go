@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 // toolNames lists the registry's tools by full name.
@@ -28,10 +29,10 @@ func toolNames(r *utcp.Registry) []string {
 // tools stay exactly as they were, whatever fails.
 func TestReplaceRefusedKeepsOldManual(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, nil)
-	down := newProvider(t, nil)
+	p := utcptest.NewProvider(t, nil)
+	down := utcptest.NewProvider(t, nil)
 	down.Close()
-	v1 := manualOf("forecast", nil, map[string]any{"call_template_type": "http", "url": p.URL + "/v1"})
+	v1 := utcptest.ManualOf("forecast", nil, map[string]any{"call_template_type": "http", "url": p.URL + "/v1"})
 	cases := []struct {
 		name string
 		src  utcp.Source
@@ -47,8 +48,8 @@ func TestReplaceRefusedKeepsOldManual(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := newRegistry(t)
-			register(t, r, "weather", v1)
+			r := utcptest.NewRegistry(t)
+			utcptest.Register(t, r, "weather", v1)
 			before, _ := r.Tool("weather.forecast")
 			_, err := r.Replace(context.Background(), "weather", tc.src)
 			if !errors.Is(err, tc.want) {
@@ -72,16 +73,16 @@ func TestReplaceRefusedKeepsOldManual(t *testing.T) {
 
 func TestReplace(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, nil)
+	p := utcptest.NewProvider(t, nil)
 	tmpl := map[string]any{"call_template_type": "http", "url": p.URL}
-	r := newRegistry(t)
+	r := utcptest.NewRegistry(t)
 	// With no manual of that name, Replace registers it.
-	reg, err := r.Replace(context.Background(), "my-api", utcp.FromText(manualOf("old", nil, tmpl)).AllowProtocols("http"))
+	reg, err := r.Replace(context.Background(), "my-api", utcp.FromText(utcptest.ManualOf("old", nil, tmpl)).AllowProtocols("http"))
 	if err != nil || reg.Manual != "my_api" {
 		t.Fatalf("Replace of a new name: got %v, %v; want my_api registered", reg, err)
 	}
 	// The name as given finds the manual registered under its normal form.
-	reg, err = r.Replace(context.Background(), "my-api", utcp.FromText(manualOf("new", nil, tmpl)).AllowProtocols("http"))
+	reg, err = r.Replace(context.Background(), "my-api", utcp.FromText(utcptest.ManualOf("new", nil, tmpl)).AllowProtocols("http"))
 	if err != nil {
 		t.Fatalf("Replace: %v", err)
 	}
@@ -92,7 +93,7 @@ func TestReplace(t *testing.T) {
 		t.Errorf("the old tool: got %v, want ErrNotFound", err)
 	}
 	// Register still refuses the name.
-	_, err = r.Register(context.Background(), "my-api", utcp.FromText(manualOf("x", nil, tmpl)).AllowProtocols("http"))
+	_, err = r.Register(context.Background(), "my-api", utcp.FromText(utcptest.ManualOf("x", nil, tmpl)).AllowProtocols("http"))
 	if !errors.Is(err, utcp.ErrAlreadyExists) {
 		t.Errorf("Register of a taken name: got %v, want ErrAlreadyExists", err)
 	}
@@ -102,7 +103,7 @@ func TestReplace(t *testing.T) {
 // never neither, never a mix. Run with -race.
 func TestReplaceConcurrentReaders(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, func(w http.ResponseWriter, r *http.Request) {
+	p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	})
@@ -113,8 +114,8 @@ func TestReplaceConcurrentReaders(t *testing.T) {
 	v2 := mustManual(t, []any{call("a"), call("b"), call("c")})
 	bad := `{"utcp_version": "1.0.1", "tools": [{"name": "a", "tool_call_template": {"call_template_type": "http"}}]}`
 	sets := [][]string{{"w.a", "w.b"}, {"w.a", "w.b", "w.c"}}
-	r := newRegistry(t)
-	register(t, r, "w", v1)
+	r := utcptest.NewRegistry(t)
+	utcptest.Register(t, r, "w", v1)
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -158,9 +159,9 @@ func TestReplaceConcurrentReaders(t *testing.T) {
 // `my-api` finds `my_api` everywhere a manual's name is taken.
 func TestManualNameNormalisedEverywhere(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, nil)
-	r := newRegistry(t)
-	reg := register(t, r, "my-api", manualOf("get", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
+	p := utcptest.NewProvider(t, nil)
+	r := utcptest.NewRegistry(t)
+	reg := utcptest.Register(t, r, "my-api", utcptest.ManualOf("get", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
 	if reg.Manual != "my_api" || !reflect.DeepEqual(reg.Tools, []string{"my_api.get"}) {
 		t.Fatalf("registration: got %s %v, want my_api [my_api.get]", reg.Manual, reg.Tools)
 	}

@@ -10,19 +10,20 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 func TestCallChecksArgumentsFirst(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, nil)
-	r := newRegistry(t)
+	p := utcptest.NewProvider(t, nil)
+	r := utcptest.NewRegistry(t)
 	inputs := map[string]any{
 		"type":                 "object",
 		"properties":           map[string]any{"a": map[string]any{"type": "number"}, "b": map[string]any{"type": "number"}},
 		"required":             []any{"a", "b"},
 		"additionalProperties": false,
 	}
-	register(t, r, "math", manualOf("add", inputs, map[string]any{"call_template_type": "http", "http_method": "POST", "url": p.URL + "/add"}))
+	utcptest.Register(t, r, "math", utcptest.ManualOf("add", inputs, map[string]any{"call_template_type": "http", "http_method": "POST", "url": p.URL + "/add"}))
 	cases := []struct {
 		name string
 		args map[string]any
@@ -45,24 +46,24 @@ func TestCallChecksArgumentsFirst(t *testing.T) {
 			}
 		})
 	}
-	if n := len(p.requests()); n != 0 {
+	if n := len(p.Requests()); n != 0 {
 		t.Errorf("provider saw %d requests, want 0", n)
 	}
 	if _, err := r.Call(context.Background(), "math.add", map[string]any{"a": int64(2), "b": 3.5}); err != nil {
 		t.Errorf("valid call: %v", err)
 	}
-	if got := p.requests()[0].URI; got != "/add?a=2&b=3.5" {
+	if got := p.Requests()[0].URI; got != "/add?a=2&b=3.5" {
 		t.Errorf("request: got %s, want /add?a=2&b=3.5", got)
 	}
 }
 
 func TestNotFoundListsCloseNames(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	r := utcptest.NewRegistry(t)
 	if _, err := r.Register(context.Background(), "", utcp.FromFile("testdata/manuals/math.json")); err != nil {
 		t.Fatal(err)
 	}
-	register(t, r, "weather", `{"utcp_version": "1", "tools": [{"name": "forecast", "tool_call_template": {"call_template_type": "http", "url": "https://w.example"}}]}`)
+	utcptest.Register(t, r, "weather", `{"utcp_version": "1", "tools": [{"name": "forecast", "tool_call_template": {"call_template_type": "http", "url": "https://w.example"}}]}`)
 	cases := []struct {
 		name string
 		want []string
@@ -86,7 +87,7 @@ func TestNotFoundListsCloseNames(t *testing.T) {
 
 func TestLoadDir(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t, everyVariable)
+	r := utcptest.NewRegistry(t, utcptest.EveryVariable)
 	regs, err := r.LoadDir(context.Background(), "testdata/config")
 	if err != nil {
 		t.Fatalf("LoadDir: %v", err)
@@ -110,7 +111,7 @@ func TestLoadDir(t *testing.T) {
 
 func TestLoadDirRollsBack(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t, everyVariable)
+	r := utcptest.NewRegistry(t, utcptest.EveryVariable)
 	_, err := r.LoadDir(context.Background(), "testdata/config-bad")
 	if err == nil || !strings.Contains(err.Error(), "b_broken.json") || !strings.Contains(err.Error(), "tools[0].tool_call_template.url: missing") {
 		t.Fatalf("got %v, want the file and the path named", err)
@@ -127,9 +128,9 @@ func TestLoadDirRollsBack(t *testing.T) {
 // with -race.
 func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, nil)
-	r := newRegistry(t)
-	register(t, r, "stable", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
+	p := utcptest.NewProvider(t, nil)
+	r := utcptest.NewRegistry(t)
+	utcptest.Register(t, r, "stable", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(3)
@@ -137,7 +138,7 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			name := fmt.Sprintf("m%d", i)
 			for range 5 {
-				register(t, r, name, manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
+				utcptest.Register(t, r, name, utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
 				if err := r.Deregister(name); err != nil {
 					t.Errorf("Deregister: %v", err)
 				}

@@ -20,8 +20,8 @@ func newTextTransport(raw json.RawMessage, _ Env) (Transport, error) {
 	var f struct {
 		Content *string `json:"content"`
 	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, fieldDecodeError(err)
+	if err := DecodeFields(raw, &f); err != nil {
+		return nil, err
 	}
 	if f.Content == nil {
 		return nil, &FieldError{Path: "content", Msg: "missing"}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 // echoTransport stands for a transport added from outside the package (as
@@ -54,7 +55,7 @@ func (e *echoTransport) Stream(ctx context.Context, t *utcp.Tool, args map[strin
 
 func TestTransportSeam(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t, utcp.WithTransport("echo", newEcho))
+	r := utcptest.NewRegistry(t, utcp.WithTransport("echo", newEcho))
 	reg, err := r.Register(context.Background(), "svc", utcp.FromTemplate([]byte(`{"call_template_type": "echo", "target": "127.0.0.1:9339"}`)))
 	if err != nil {
 		t.Fatalf("Register: %v", err)
@@ -80,12 +81,31 @@ func TestTransportSeam(t *testing.T) {
 	if _, err := r.Register(context.Background(), "bad", utcp.FromTemplate([]byte(`{"call_template_type": "echo"}`))); err == nil || err.Error() != `manual "bad": target: missing` {
 		t.Errorf("a refused field: got %v", err)
 	}
-	if err := utcp.RegisterTransport(utcp.TypeHTTP, newEcho); err == nil {
-		t.Errorf("RegisterTransport(http) again: got no error, want one")
+	bare, err := utcp.New()
+	if err != nil {
+		t.Fatal(err)
 	}
-	other := newRegistry(t)
+	defer bare.Close()
+	if _, err := bare.Register(context.Background(), "svc", utcp.FromURL("https://a.example/manual")); !errors.Is(err, utcp.ErrInvalidManual) {
+		t.Errorf("a registry given no transports: got %v, want ErrInvalidManual (no http transport)", err)
+	}
+	other := utcptest.NewRegistry(t)
 	if _, err := other.Register(context.Background(), "svc", utcp.FromTemplate([]byte(`{"call_template_type": "echo", "target": "x"}`))); !errors.Is(err, utcp.ErrInvalidManual) {
 		t.Errorf("a registry without the echo transport: got %v, want ErrInvalidManual", err)
 	}
 	var _ io.Closer = (*utcp.Registry)(nil)
+}
+
+func TestTextToolsCannotBeCalled(t *testing.T) {
+	t.Parallel()
+	r := utcptest.NewRegistry(t)
+	manual := `{"utcp_version": "1.0.1", "tools": [{"name": "doc", "tool_call_template": {"call_template_type": "text", "content": "{}"}}]}`
+	if _, err := r.Register(context.Background(), "inline", utcp.FromText(manual)); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	_, err := r.Call(context.Background(), "inline.doc", nil)
+	var te *utcp.TransportError
+	if !errors.As(err, &te) || te.Reason != utcp.ReasonNotCallable {
+		t.Errorf("got %v, want ReasonNotCallable", err)
+	}
 }

@@ -356,7 +356,7 @@ func (v *variables) checkBound(x any, manual, path string) error {
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(t) {
-			if err := v.checkBound(t[k], manual, joinPath(path, k)); err != nil {
+			if err := v.checkBound(t[k], manual, JoinPath(path, k)); err != nil {
 				return err
 			}
 		}

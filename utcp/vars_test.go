@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 func TestNamespacedKey(t *testing.T) {
@@ -30,19 +31,19 @@ func TestNamespacedKey(t *testing.T) {
 
 func TestVariablesLookupOrderAndNamespacing(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, nil)
+	p := utcptest.NewProvider(t, nil)
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, ".env")
 	if err := os.WriteFile(envFile, []byte("# keys\nexport demo__shop_FROM_FILE=file-value\ndemo__shop_BOTH=file\nAPI_TOKEN=bare-name-is-never-used\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	later := utcp.DotEnv{"demo__shop_FROM_LOADER": "loader-value", "demo__shop_BOTH": "loader", "demo__shop_CONFIGURED": "loader"}
-	r := newRegistry(t,
+	r := utcptest.NewRegistry(t,
 		utcp.WithVariables(map[string]string{"demo__shop_CONFIGURED": "config-value"}),
 		utcp.WithDotEnvFile(envFile),
 		utcp.WithVariableLoader(later),
 	)
-	register(t, r, "demo-shop", manualOf("op", nil, map[string]any{
+	utcptest.Register(t, r, "demo-shop", utcptest.ManualOf("op", nil, map[string]any{
 		"call_template_type": "http",
 		"url":                p.URL + "/x",
 		"headers": map[string]any{
@@ -56,7 +57,7 @@ func TestVariablesLookupOrderAndNamespacing(t *testing.T) {
 	if _, err := r.Call(context.Background(), "demo_shop.op", nil); err != nil {
 		t.Fatalf("Call: %v", err)
 	}
-	h := p.requests()[0].Header
+	h := p.Requests()[0].Header
 	want := map[string]string{
 		"X-Configured": "config-value",
 		"X-File":       "file-value",
@@ -76,9 +77,9 @@ func TestVariablesLookupOrderAndNamespacing(t *testing.T) {
 // registered and nothing is sent.
 func TestUnboundVariableRefusedAtRegistration(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, nil)
-	r := newRegistry(t, utcp.WithVariables(map[string]string{"API_TOKEN": "bare", "other_API_TOKEN": "another manual's"}))
-	register(t, r, "demo_shop", manualOf("ok", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
+	p := utcptest.NewProvider(t, nil)
+	r := utcptest.NewRegistry(t, utcp.WithVariables(map[string]string{"API_TOKEN": "bare", "other_API_TOKEN": "another manual's"}))
+	utcptest.Register(t, r, "demo_shop", utcptest.ManualOf("ok", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
 	cases := []struct {
 		name string
 		tmpl map[string]any
@@ -94,7 +95,7 @@ func TestUnboundVariableRefusedAtRegistration(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := r.Register(context.Background(), "demo_shop2", utcp.FromText(manualOf("op", nil, tc.tmpl)).AllowProtocols("http"))
+			_, err := r.Register(context.Background(), "demo_shop2", utcp.FromText(utcptest.ManualOf("op", nil, tc.tmpl)).AllowProtocols("http"))
 			var vn *utcp.VariableNotFoundError
 			if !errors.As(err, &vn) || vn.Key != "demo__shop2_API_TOKEN" || vn.Name != "API_TOKEN" || vn.Path != tc.path {
 				t.Fatalf("got %v (%+v), want VariableNotFoundError for API_TOKEN at %s", err, vn, tc.path)
@@ -104,7 +105,7 @@ func TestUnboundVariableRefusedAtRegistration(t *testing.T) {
 			}
 		})
 	}
-	if got := len(p.requests()); got != 0 {
+	if got := len(p.Requests()); got != 0 {
 		t.Errorf("provider saw %d requests, want 0: an unbound variable is never sent", got)
 	}
 }
@@ -114,18 +115,18 @@ func TestUnboundVariableRefusedAtRegistration(t *testing.T) {
 // spell the key a__b_C.
 func TestNamespacedKeyBindsOnePair(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, nil)
-	r := newRegistry(t, utcp.WithVariables(map[string]string{"a__b_C": "secret-of-a_b"}))
-	_, err := r.Register(context.Background(), "a", utcp.FromText(manualOf("op", nil, map[string]any{
+	p := utcptest.NewProvider(t, nil)
+	r := utcptest.NewRegistry(t, utcp.WithVariables(map[string]string{"a__b_C": "secret-of-a_b"}))
+	_, err := r.Register(context.Background(), "a", utcp.FromText(utcptest.ManualOf("op", nil, map[string]any{
 		"call_template_type": "http", "url": p.URL + "/?k=${_b_C}"})).AllowProtocols("http"))
 	if !errors.Is(err, utcp.ErrVariableNotFound) {
 		t.Fatalf("got %v, want ErrVariableNotFound", err)
 	}
-	register(t, r, "a_b", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL + "/?k=${C}"}))
+	utcptest.Register(t, r, "a_b", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL + "/?k=${C}"}))
 	if _, err := r.Call(context.Background(), "a_b.op", nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.requests()[0].Query; got != "k=secret-of-a_b" {
+	if got := p.Requests()[0].Query; got != "k=secret-of-a_b" {
 		t.Errorf("query: got %q", got)
 	}
 }
@@ -162,18 +163,18 @@ func TestParseNamespacedKey(t *testing.T) {
 func TestEnvironmentOnlyForListedKeys(t *testing.T) {
 	t.Setenv("EXFIL_API_KEY", "process-secret")
 	t.Setenv("listed_API_KEY", "listed-value")
-	p := newProvider(t, nil)
-	r := newRegistry(t, utcp.WithEnv("listed_API_KEY"))
-	_, err := r.Register(context.Background(), "EXFIL", utcp.FromText(manualOf("t", nil, map[string]any{
+	p := utcptest.NewProvider(t, nil)
+	r := utcptest.NewRegistry(t, utcp.WithEnv("listed_API_KEY"))
+	_, err := r.Register(context.Background(), "EXFIL", utcp.FromText(utcptest.ManualOf("t", nil, map[string]any{
 		"call_template_type": "http", "url": p.URL + "/?k=${API_KEY}"})).AllowProtocols("http"))
 	if !errors.Is(err, utcp.ErrVariableNotFound) {
 		t.Fatalf("got %v, want ErrVariableNotFound", err)
 	}
-	register(t, r, "listed", manualOf("t", nil, map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-K": "${API_KEY}"}}))
+	utcptest.Register(t, r, "listed", utcptest.ManualOf("t", nil, map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-K": "${API_KEY}"}}))
 	if _, err := r.Call(context.Background(), "listed.t", nil); err != nil {
 		t.Fatal(err)
 	}
-	reqs := p.requests()
+	reqs := p.Requests()
 	if len(reqs) != 1 || reqs[0].Header.Get("X-K") != "listed-value" {
 		t.Errorf("provider saw %+v, want one request with X-K: listed-value", reqs)
 	}
@@ -193,13 +194,13 @@ func TestSecretDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := newProvider(t, nil)
-	r := newRegistry(t, utcp.WithSecretDir(dir))
-	register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-Token": "$TOKEN"}}))
+	p := utcptest.NewProvider(t, nil)
+	r := utcptest.NewRegistry(t, utcp.WithSecretDir(dir))
+	utcptest.Register(t, r, "svc", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-Token": "$TOKEN"}}))
 	if _, err := r.Call(context.Background(), "svc.op", nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.requests()[0].Header.Get("X-Token"); got != "s3cret" {
+	if got := p.Requests()[0].Header.Get("X-Token"); got != "s3cret" {
 		t.Errorf("X-Token: got %q, want s3cret", got)
 	}
 	bad := t.TempDir()
@@ -216,10 +217,10 @@ func TestSecretDir(t *testing.T) {
 
 func TestToolTemplatesResolvedOnEveryCall(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, nil)
+	p := utcptest.NewProvider(t, nil)
 	var mu sync.Mutex
 	token := "first"
-	r := newRegistry(t, utcp.WithVariableLoader(utcp.VariableLoaderFunc(func(k string) (string, bool) {
+	r := utcptest.NewRegistry(t, utcp.WithVariableLoader(utcp.VariableLoaderFunc(func(k string) (string, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if k == "svc_TOKEN" {
@@ -227,7 +228,7 @@ func TestToolTemplatesResolvedOnEveryCall(t *testing.T) {
 		}
 		return "", false
 	})))
-	register(t, r, "svc", manualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-Token": "$TOKEN"}}))
+	utcptest.Register(t, r, "svc", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-Token": "$TOKEN"}}))
 	for _, want := range []string{"first", "second"} {
 		mu.Lock()
 		token = want
@@ -235,7 +236,7 @@ func TestToolTemplatesResolvedOnEveryCall(t *testing.T) {
 		if _, err := r.Call(context.Background(), "svc.op", nil); err != nil {
 			t.Fatalf("Call: %v", err)
 		}
-		reqs := p.requests()
+		reqs := p.Requests()
 		if got := reqs[len(reqs)-1].Header.Get("X-Token"); got != want {
 			t.Errorf("X-Token: got %q, want %q", got, want)
 		}
@@ -244,7 +245,7 @@ func TestToolTemplatesResolvedOnEveryCall(t *testing.T) {
 
 func TestDiscoveryTemplateResolvedAtRegistration(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	r := utcptest.NewRegistry(t)
 	tmpl := `{"name": "remote", "call_template_type": "http", "url": "https://${HOST}/utcp"}`
 	_, err := r.Register(context.Background(), "", utcp.FromTemplate([]byte(tmpl)))
 	var vn *utcp.VariableNotFoundError

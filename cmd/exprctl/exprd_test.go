@@ -15,6 +15,7 @@ import (
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // serve serves srv on a loopback port until the test ends.
@@ -51,7 +52,7 @@ func startTools(t *testing.T, more ...server.Option) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(cat.Close)
-	reg, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")), utcp.WithProviderMessages(), utcp.WithLogger(slog.New(slog.DiscardHandler)))
+	reg, err := utcpall.New(utcp.WithEgress(egress.MustParse("loopback")), utcp.WithProviderMessages(), utcp.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

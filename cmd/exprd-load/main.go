@@ -35,8 +35,8 @@ func main() {
 	}
 }
 
-// The call each stream makes: the seed's "select the five lowest priced"
-// with a read, on the demo state.
+// The call each stream makes: "select the five lowest priced" (a step
+// with fromPairs over sortBy) with a read, on the demo state.
 const callInput = `{"steps": [{"set": "scopes.root.selected", "expr": "fromPairs(map(sortBy(scopes.root.products.items, .price)[:5], [.id, true]))"}], "read": "len(scopes.root.selected)"}`
 
 type report struct {

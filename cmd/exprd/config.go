@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/internal/egress"
@@ -231,14 +232,15 @@ func envKey(flagName string) string {
 	return "EXPRD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// readConfigFile reads a YAML mapping of setting names to scalar values.
+// readConfigFile reads a YAML mapping of setting names to scalar values:
+// one document (none, in a file of comments, sets nothing), each key once.
 func readConfigFile(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	var raw map[string]yaml.Node
-	if err := yaml.Unmarshal(data, &raw); err != nil {
+	if err := loadYAML(data, &raw); err != nil {
 		return nil, fmt.Errorf("config %s: %v", path, err)
 	}
 	out := make(map[string]string, len(raw))
@@ -249,6 +251,29 @@ func readConfigFile(path string) (map[string]string, error) {
 		out[k] = n.Value
 	}
 	return out, nil
+}
+
+// loadYAML decodes data's one YAML document into v; none (a file of
+// comments) leaves v as it is, and a second one is an error.
+func loadYAML(data []byte, v any) error {
+	l, err := yaml.NewLoader(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	if err := l.Load(v); err != nil {
+		if err == io.EOF {
+			return nil
+		}
+		return err
+	}
+	switch err := l.Load(&yaml.Node{}); err {
+	case io.EOF:
+		return nil
+	case nil:
+		return errors.New("more than one YAML document")
+	default:
+		return err
+	}
 }
 
 func (c config) validate() error {

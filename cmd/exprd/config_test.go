@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -51,6 +52,24 @@ func TestConfigParseErrorIsTheOnlyError(t *testing.T) {
 				t.Errorf("got %v, want only %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestConfigFileOfComments: a config file with no document (empty, or
+// only comments) sets nothing.
+func TestConfigFileOfComments(t *testing.T) {
+	for _, text := range []string{"", "# max-steps: 5\n"} {
+		file := filepath.Join(t.TempDir(), "exprd.yaml")
+		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseConfig([]string{"--config", file}, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if want := evaluator.DefaultBudgets().MaxSteps; c.budgets.MaxSteps != want {
+			t.Errorf("%q: got max-steps %d, want the default %d", text, c.budgets.MaxSteps, want)
+		}
 	}
 }
 

@@ -181,6 +181,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad value in the file", []string{"--config", write("b.yaml", "max-steps: many\n")}, nil, "max-steps"},
 		{"not a mapping", []string{"--config", write("c.yaml", "- 1\n")}, nil, "c.yaml"},
 		{"nested value", []string{"--config", write("d.yaml", "max-steps: [1]\n")}, nil, "max-steps: want a single value"},
+		{"a key twice", []string{"--config", write("e.yaml", "max-steps: 5\nmax-steps: 6\n")}, nil, `mapping key "max-steps" already defined`},
+		{"two documents", []string{"--config", write("f.yaml", "max-steps: 5\n---\nmax-nodes: 6\n")}, nil, "f.yaml: more than one YAML document"},
 		{"bad environment value", nil, map[string]string{"EXPRD_MAX_NODES": "x"}, "EXPRD_MAX_NODES"},
 		{"zero budget", []string{"--max-steps", "0"}, nil, "max-steps"},
 		{"tls half given", []string{"--tls-cert", "c.pem"}, nil, "tls-cert and tls-key"},

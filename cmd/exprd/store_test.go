@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/toolstore"
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // TestRegistryStoreFlags: each --registry-store setting that cannot work
@@ -57,7 +57,7 @@ func TestRegistryStoreUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := utcp.New()
+	reg, err := utcpall.New()
 	if err != nil {
 		t.Fatal(err)
 	}

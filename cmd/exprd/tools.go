@@ -10,9 +10,12 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 
 	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // tools is the UTCP registry and the demo providers it may have started.
@@ -38,6 +41,13 @@ func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error)
 		utcp.WithMaxTools(c.registryMaxTools),
 		utcp.WithMemoryBudget(c.memory),
 	}
+	// Every tool call is measured at the registry: the span and the
+	// exprd.tool.duration histogram (startTelemetry set the providers).
+	obs, err := server.ToolCallObserver(otel.GetMeterProvider(), otel.GetTracerProvider())
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, utcp.WithCallObserver(obs))
 	if c.utcpEnvFile != "" {
 		opts = append(opts, utcp.WithDotEnvFile(c.utcpEnvFile))
 	}
@@ -50,7 +60,7 @@ func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error)
 	if keys := splitList(c.utcpEnv); len(keys) > 0 {
 		opts = append(opts, utcp.WithEnv(keys...))
 	}
-	reg, err := utcp.New(opts...)
+	reg, err := utcpall.New(opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -156,8 +156,9 @@ func short(b []byte) string {
 const timeBudgetText = "time budget"
 
 // OverTime reports whether a ran out of the time budget where c expects
-// something else. The time budget is wall-clock time, so on a loaded
-// machine any case may run out of it; a caller may run such a case again.
+// something else. Over the wall clock (a tool without WithClock) a loaded
+// machine may spend any case's time budget; a caller may run such a case
+// again.
 func OverTime(c Case, a evaluator.Answer) bool {
 	expected := c.Want.Reason == evaluator.BudgetExceeded && strings.Contains(c.Want.MessageContains, timeBudgetText)
 	return !expected && a.Err != nil && a.Err.Reason == evaluator.BudgetExceeded &&

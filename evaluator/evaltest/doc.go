@@ -38,9 +38,11 @@
 //     (for input that is not JSON).
 //   - want is {"answer": A}, the exact answer JSON, or {"reason": R,
 //     "message_contains": S}, an error answer. A case that expects the time
-//     budget to run out says "time budget" in message_contains: on a loaded
-//     machine any other case may run out of it too ([OverTime]), and a
-//     runner may try it again.
+//     budget to run out says "time budget" in message_contains. Over the
+//     wall clock, on a loaded machine, any other case may run out of it
+//     too ([OverTime]), and a runner may try it again; a runner that gives
+//     the tool a clock counting work instead (evaluator.WithClock, as the
+//     evaluator's own tests do) need not.
 //   - writes, client_calls and state_after are checked when present; an
 //     empty writes or client_calls list means none.
 package evaltest

@@ -32,15 +32,15 @@ func (e *StageError) Error() string { return e.Err.Error() }
 func (e *StageError) Unwrap() error { return e.Err }
 
 // Compile runs the stages of expr.Compile on src with the sandbox in
-// place: it parses once, hands the parsed tree to check (the caller's
-// whitelist, which sees the tree as written: the optimiser would hide
-// calls inside fused builtins), then patches every predicate with the
-// iteration counter (TickName must be in env as func() bool), type-checks,
-// folds integer constants with overflow checked and makes sums checked
-// (foldPass), optimises, swaps in the bounded and checked operations
-// (opsPass) and compiles that same tree. check's error is returned as it
-// is; the others are *StageError.
-func Compile(src string, env any, l Limits, check func(*parser.Tree) error) (*vm.Program, error) {
+// place: it parses once, checks the parsed tree against p ([Check]: it sees
+// the tree as written, before the optimiser hides calls inside fused
+// builtins), then patches every predicate with the iteration counter
+// (TickName must be in env as func() bool), type-checks, folds integer
+// constants with overflow checked and makes sums checked (foldPass),
+// optimises, swaps in the bounded and checked operations (opsPass) and
+// compiles that same tree. The policy's error is returned as it is; the
+// others are *StageError.
+func Compile(src string, env any, l Limits, p *Policy) (*vm.Program, error) {
 	ops := newOperations(l)
 	cfg := conf.CreateNew()
 	opts := append([]expr.Option{expr.Env(env), expr.Patch(TickPatcher{}), expr.MaxNodes(0)}, Functions(l)...)
@@ -52,7 +52,7 @@ func Compile(src string, env any, l Limits, check func(*parser.Tree) error) (*vm
 	if err != nil {
 		return nil, &StageError{StageSyntax, err}
 	}
-	if err := check(tree); err != nil {
+	if err := Check(tree, p); err != nil {
 		return nil, err
 	}
 	if _, err := new(checker.Checker).PatchAndCheck(tree, cfg); err != nil {
@@ -63,9 +63,9 @@ func Compile(src string, env any, l Limits, check func(*parser.Tree) error) (*vm
 		return nil, &StageError{StageRuntime, err}
 	}
 	ast.Walk(&tree.Node, opsPass{ops})
-	p, err := compiler.Compile(tree, cfg)
+	prog, err := compiler.Compile(tree, cfg)
 	if err != nil {
 		return nil, &StageError{StageType, err}
 	}
-	return p, nil
+	return prog, nil
 }

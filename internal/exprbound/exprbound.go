@@ -1,17 +1,8 @@
-// Package exprbound is the sandbox's version of expr's operations. expr
-// charges its memory budget for arrays and maps, but it builds strings
-// uncharged (a + b, replace, join) or charges them only after building them
-// (repeat): `reduce(1..40, #acc + #acc, "x")` would ask for a terabyte. Its
-// integer arithmetic wraps (9223372036854775807 + 1 is negative), and its
-// sortBy is not stable. [Compile] swaps each such operation, after type
-// checking, for one that refuses a string over the limit before allocating
-// it, measures a value before toJSON or string renders it, refuses an
-// integer overflow, a division or a modulo by zero ([ArithmeticError]), and
-// sorts stably. [PanicMessage] words the Go panics expr turns into errors.
-//
-// The operations called by name, and the variable the sort declares, are
-// named with the prefix "__": a caller must keep expressions from naming (or
-// declaring) such names.
+// The bounded string operations: the builtins that build strings, swapped
+// by opsPass for versions that refuse a string over the limit before
+// allocating it, and that measure a value before toJSON or string renders
+// it.
+
 package exprbound
 
 import (

@@ -7,6 +7,11 @@ import "github.com/expr-lang/expr/ast"
 // and counts iterations in it, since expr's VM cannot be interrupted.
 const TickName = "__tick"
 
+// TickCheckEvery is how many ticks a counter lets pass between looks at
+// its context (and clock): often enough to stop within microseconds, rare
+// enough to cost nothing measurable.
+const TickCheckEvery = 1024
+
 // TickPatcher rewrites every predicate body B into `__tick(); B`, so that
 // filter, map, reduce, sortBy, ... count each iteration. Use it with
 // expr.Patch.

@@ -5,9 +5,6 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/respjson"
-
 	"github.com/exprd/exprd/model"
 )
 
@@ -19,10 +16,10 @@ const (
 )
 
 // assembler builds a Response out of chunks, and the deltas of each chunk.
-// It is written for servers that stray from OpenAI's stream, and so does
-// not use the SDK's ChatCompletionAccumulator, which drops any chunk whose
-// id differs from the first one's and adds up usage over chunks (servers
-// that report running usage on every chunk would be counted many times).
+// It is written for servers that stray from OpenAI's stream: it keeps
+// chunks whose id differs from the first one's, and takes usage as
+// cumulative (servers that report running usage on every chunk would
+// otherwise be counted many times).
 type assembler struct {
 	id, model string
 	text      strings.Builder
@@ -127,17 +124,6 @@ func (a *assembler) toolDelta(slot int64, id, name, args string, out *[]model.Ev
 	}
 }
 
-// arguments returns a call's arguments text. A server that sends them as a
-// JSON object rather than a string of JSON gets its object's text used.
-func arguments(s string, f respjson.Field) string {
-	if s == "" && !f.Valid() {
-		if raw := strings.TrimSpace(f.Raw()); strings.HasPrefix(raw, "{") {
-			return raw
-		}
-	}
-	return s
-}
-
 // response is the assembled turn. It fails only when no choice came at all.
 func (a *assembler) response() (model.Response, error) {
 	if !a.sawChoice {
@@ -211,34 +197,34 @@ func newCallID() string {
 }
 
 // responseFromCompletion converts a reply that came in one piece.
-func responseFromCompletion(cc *openai.ChatCompletion) (model.Response, error) {
-	if len(cc.Choices) == 0 {
+func responseFromCompletion(wc *wireCompletion) (model.Response, error) {
+	if len(wc.Choices) == 0 {
 		return model.Response{}, model.ErrNoChoices
 	}
-	ch := &cc.Choices[0]
-	for i := range cc.Choices {
-		if cc.Choices[i].Index == 0 {
-			ch = &cc.Choices[i]
+	ch := &wc.Choices[0]
+	for i := range wc.Choices {
+		if wc.Choices[i].Index == 0 {
+			ch = &wc.Choices[i]
 			break
 		}
 	}
-	a := assembler{id: cc.ID, model: cc.Model, sawChoice: true, finish: ch.FinishReason}
-	a.text.WriteString(ch.Message.Content)
-	a.refusal.WriteString(ch.Message.Refusal)
+	a := assembler{id: wc.ID, model: wc.Model, sawChoice: true, finish: ch.FinishReason}
+	m := &ch.Message
+	a.text.WriteString(m.Content)
+	a.refusal.WriteString(m.Refusal)
 	var discard []model.Event
-	for i := range ch.Message.ToolCalls {
-		tc := &ch.Message.ToolCalls[i]
+	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
 		if tc.Type != "" && tc.Type != "function" {
 			continue // custom tools are never offered
 		}
-		a.toolDelta(int64(i), tc.ID, tc.Function.Name, arguments(tc.Function.Arguments, tc.Function.JSON.Arguments), &discard)
+		a.toolDelta(int64(i), tc.ID, tc.Function.Name, string(tc.Function.Arguments), &discard)
 	}
-	//lint:ignore SA1019 older servers still answer with the deprecated function_call
-	if fc := &ch.Message.FunctionCall; fc.Name != "" {
-		a.toolDelta(slotFunctionCall, "", fc.Name, fc.Arguments, &discard)
+	if fc := m.FunctionCall; fc != nil && fc.Name != "" {
+		a.toolDelta(slotFunctionCall, "", fc.Name, string(fc.Arguments), &discard)
 	}
-	if cc.JSON.Usage.Valid() {
-		a.usage = usage(cc.Usage.PromptTokens, cc.Usage.CompletionTokens, cc.Usage.TotalTokens)
+	if u := wc.Usage; u != nil {
+		a.usage = usage(u.PromptTokens, u.CompletionTokens, u.TotalTokens)
 	}
 	return a.response()
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net/url"
 	"os"
 	"reflect"
@@ -13,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/exprd/exprd/model"
 )
@@ -135,20 +137,22 @@ func LoadConfig(path string) (Config, error) {
 
 // ParseConfig decodes a YAML or JSON config (JSON is YAML) strictly and
 // validates it. Errors name the bad key as a path
-// ("providers.local.params.temperature: ..."): an unknown key, a duplicate
-// key, a value of the wrong type or out of range, and an api_key, since keys
-// come only from the environment.
+// ("providers.local.params.temperature: ..."): an unknown key, a value of
+// the wrong type or out of range, and an api_key, since keys come only from
+// the environment; a duplicate key and a second document are errors too.
+// The file is YAML 1.2: yes, no, on and off are strings, not booleans, and
+// a date stays the text it was written as.
 func ParseConfig(data []byte) (Config, error) {
-	js, err := yaml.YAMLToJSONStrict(data)
+	generic, err := decodeYAML(data)
 	if err != nil {
-		return Config{}, fmt.Errorf("model config: %w", err)
-	}
-	var generic any
-	if err := json.Unmarshal(js, &generic); err != nil {
 		return Config{}, fmt.Errorf("model config: %w", err)
 	}
 	if generic == nil {
 		return Config{}, errors.New("model config: empty")
+	}
+	js, err := json.Marshal(generic)
+	if err != nil {
+		return Config{}, fmt.Errorf("model config: %w", err)
 	}
 	if err := checkKeys("", generic, reflect.TypeFor[Config]()); err != nil {
 		return Config{}, fmt.Errorf("model config: %w", err)
@@ -173,6 +177,87 @@ func ParseConfig(data []byte) (Config, error) {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// decodeYAML decodes one YAML document into what encoding/json would make
+// of the same document in JSON; nil for none.
+func decodeYAML(data []byte) (any, error) {
+	l, err := yaml.NewLoader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	switch err := l.Load(&doc); err {
+	case nil:
+	case io.EOF:
+		return nil, nil
+	default:
+		return nil, err
+	}
+	switch err := l.Load(&yaml.Node{}); err {
+	case io.EOF:
+	case nil:
+		return nil, errors.New("more than one YAML document")
+	default:
+		return nil, err
+	}
+	keepDates(&doc)
+	var v any
+	if err := doc.Decode(&v); err != nil {
+		return nil, err
+	}
+	return jsonValue("", v)
+}
+
+// keepDates makes plain scalars that YAML reads as timestamps strings, as
+// written: JSON has no time, and "2023-06-01" is a header's value, not
+// midnight UTC.
+func keepDates(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Style == 0 && n.ShortTag() == "!!timestamp" {
+		n.Tag = "!!str"
+	}
+	for _, c := range n.Content {
+		keepDates(c)
+	}
+}
+
+// jsonValue makes a decoded YAML value encodable as JSON: a mapping's keys
+// strings, every number finite.
+func jsonValue(path string, v any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			c, err := jsonValue(join(path, k), e)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = c
+		}
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			key := fmt.Sprint(k)
+			c, err := jsonValue(join(path, key), e)
+			if err != nil {
+				return nil, err
+			}
+			out[key] = c
+		}
+		return out, nil
+	case []any:
+		for i, e := range x {
+			c, err := jsonValue(fmt.Sprintf("%s[%d]", path, i), e)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = c
+		}
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return nil, fmt.Errorf("%s: %v is not a finite number", path, x)
+		}
+	}
+	return v, nil
 }
 
 // decodeStrict decodes JSON, naming a mistyped field by its path.

@@ -44,6 +44,39 @@ func TestLoadConfig(t *testing.T) {
 	}
 }
 
+// TestConfigYAML: anchors and merge keys work, a date is kept as written,
+// and a mapping with a numeric key is read with the key as text.
+func TestConfigYAML(t *testing.T) {
+	t.Parallel()
+	_, err := openaicompat.ParseConfig([]byte(`
+common: &common {base_url: "http://127.0.0.1:8080/v1", max_retries: 3}
+providers:
+  a: {<<: *common, model: m, headers: {anthropic-version: 2023-06-01}}
+  b: {<<: *common, model: n, params: {extra: {logit_bias: {50256: -100}}}}
+`[1:]))
+	if err == nil || !strings.Contains(err.Error(), "common: unknown key") {
+		t.Fatalf("got %v, want the unknown top-level key refused", err)
+	}
+	cfg, err := openaicompat.ParseConfig([]byte(`
+providers:
+  a: &a {base_url: "http://127.0.0.1:8080/v1", max_retries: 3, model: m, headers: {anthropic-version: 2023-06-01}}
+  b: {<<: *a, model: n, params: {extra: {logit_bias: {50256: -100}}}}
+`[1:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg.Providers["a"], cfg.Providers["b"]
+	if got := a.Headers["anthropic-version"]; got != "2023-06-01" {
+		t.Errorf("got header %q, want the date as written", got)
+	}
+	if b.BaseURL != a.BaseURL || *b.MaxRetries != 3 || b.Model != "n" {
+		t.Errorf("got b %+v, want a's settings merged in and its own model", b)
+	}
+	if bias, _ := b.Params.Extra["logit_bias"].(map[string]any); bias["50256"] != float64(-100) {
+		t.Errorf("got logit_bias %v, want {\"50256\": -100}", b.Params.Extra["logit_bias"])
+	}
+}
+
 func TestLoadConfigJSON(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "models.json")
@@ -88,7 +121,14 @@ func TestConfigErrors(t *testing.T) {
 		{"a key in the file", base + "    api_key: sk-123\n", "providers.p.api_key: API keys are read only from the environment"},
 		{"a key in the headers", base + "    headers: {Authorization: Bearer x}\n", "providers.p.headers.Authorization: credentials belong in the environment"},
 		{"a key in the URL", "providers:\n  p: {base_url: 'http://u:pw@127.0.0.1/v1', model: m}\n", "providers.p.base_url: holds credentials"},
-		{"duplicate key", base + "    model: n\n", `key "model" already set`},
+		{"duplicate key", base + "    model: n\n", `mapping key "model" already defined`},
+		{"duplicate nested key", base + "    params: {temperature: 1, temperature: 2}\n", `mapping key "temperature" already defined`},
+		{"two documents", base + "---\n" + base, "more than one YAML document"},
+		{"only comments", "# nothing yet\n", "model config: empty"},
+		{"null", "null\n", "model config: empty"},
+		{"a YAML 1.1 boolean", base + "    stream: yes\n", "providers.p.stream: want bool, not string"},
+		{"a number that is not finite", base + "    params: {temperature: .nan}\n", "providers.p.params.temperature: NaN is not a finite number"},
+		{"an infinite number in a list", base + "    params: {extra: {weights: [1, .inf]}}\n", "providers.p.params.extra.weights[1]: +Inf is not a finite number"},
 		{"no base_url", "providers:\n  p: {model: m}\n", "providers.p.base_url: required"},
 		{"relative base_url", "providers:\n  p: {base_url: /v1, model: m}\n", `providers.p.base_url: "/v1" is not an absolute http(s) URL`},
 		{"ftp base_url", "providers:\n  p: {base_url: 'ftp://x/v1', model: m}\n", "is not an absolute http(s) URL"},

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/openai/openai-go/v3"
-
 	"github.com/exprd/exprd/model"
 )
 
@@ -73,14 +71,14 @@ func FuzzCompletion(f *testing.F) {
 	f.Add([]byte(`{"choices":[]}`))
 	f.Add([]byte(`{"choices":`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var cc openai.ChatCompletion
-		if err := decodeBody(bytes.NewReader(body), &cc); err != nil {
+		var wc wireCompletion
+		if err := decodeBody(bytes.NewReader(body), &wc); err != nil {
 			if !errors.Is(err, model.ErrMalformedChunk) && !errors.Is(err, model.ErrReplyTooLarge) {
 				t.Fatalf("got %v, want ErrMalformedChunk or ErrReplyTooLarge", err)
 			}
 			return
 		}
-		r, err := responseFromCompletion(&cc)
+		r, err := responseFromCompletion(&wc)
 		if err != nil {
 			if !errors.Is(err, model.ErrNoChoices) {
 				t.Fatalf("got %v, want ErrNoChoices", err)

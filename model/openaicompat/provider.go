@@ -8,11 +8,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/exprd/exprd/model"
 )
@@ -24,11 +23,6 @@ const MaxReplyBytes = 8 << 20
 
 // chatPath is the endpoint, relative to the base URL.
 const chatPath = "chat/completions"
-
-var sdkPlatformHeaders = []string{
-	"X-Stainless-Arch", "X-Stainless-Lang", "X-Stainless-Os", "X-Stainless-Package-Version",
-	"X-Stainless-Runtime", "X-Stainless-Runtime-Version",
-}
 
 // Option configures how providers are built.
 type Option func(*options) error
@@ -73,7 +67,12 @@ type Provider struct {
 	streamUsage    bool
 	maxTokensField string
 	params         model.Params
-	client         openai.Client
+	endpoint       string      // the base URL's chat/completions
+	header         http.Header // every request's, read-only once built
+	client         *http.Client
+	maxRetries     int
+	maxRetryDelay  time.Duration
+	timeout        time.Duration   // per attempt; 0: none
 	transport      *http.Transport // owned, closed by Close; nil with WithHTTPClient
 }
 
@@ -121,6 +120,25 @@ func newProvider(name string, cfg ProviderConfig, opts []Option) (*Provider, err
 	if p.maxTokensField == "" {
 		p.maxTokensField = MaxTokensField
 	}
+	base, err := url.Parse(cfg.BaseURL) // Validate has parsed it
+	if err != nil {
+		return nil, fmt.Errorf("base_url: %w", err)
+	}
+	if !strings.HasSuffix(base.Path, "/") {
+		base.Path += "/"
+	}
+	p.endpoint = base.ResolveReference(&url.URL{Path: chatPath}).String()
+	p.header = http.Header{
+		"Content-Type": {"application/json"},
+		"Accept":       {"application/json"},
+		"User-Agent":   {userAgent},
+	}
+	if key != "" {
+		p.header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range cfg.Headers {
+		p.header.Set(k, v)
+	}
 	client := o.httpClient
 	if client == nil {
 		client = &http.Client{Transport: http.DefaultTransport}
@@ -132,44 +150,15 @@ func newProvider(name string, cfg ProviderConfig, opts []Option) (*Provider, err
 	// A redirect would carry the key to another origin: refuse them all.
 	noRedirect := *client
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	maxRetries, retryDelay := DefaultMaxRetries, DefaultMaxRetryDelay
+	p.client = &noRedirect
+	p.maxRetries, p.maxRetryDelay = DefaultMaxRetries, DefaultMaxRetryDelay
 	if cfg.MaxRetries != nil {
-		maxRetries = *cfg.MaxRetries
+		p.maxRetries = *cfg.MaxRetries
 	}
 	if cfg.MaxRetryDelay > 0 {
-		retryDelay = time.Duration(cfg.MaxRetryDelay)
+		p.maxRetryDelay = time.Duration(cfg.MaxRetryDelay)
 	}
-	// The SDK's own retry loop is used: it retries 408, 409, 429, 5xx and
-	// connection errors, never once a 200 has arrived, honours Retry-After
-	// and Retry-After-Ms (seconds or HTTP-date) up to the max delay, backs
-	// off exponentially with jitter otherwise, and waits on the request's
-	// context. See retry.go for what is added to it.
-	sdk := []option.RequestOption{
-		option.WithBaseURL(cfg.BaseURL),
-		option.WithHTTPClient(&noRedirect),
-		option.WithMaxRetries(maxRetries),
-		option.WithMaxRetryDelay(retryDelay),
-	}
-	if key != "" {
-		sdk = append(sdk, option.WithAPIKey(key))
-	}
-	if cfg.Timeout > 0 {
-		sdk = append(sdk, option.WithRequestTimeout(time.Duration(cfg.Timeout)))
-	}
-	// The SDK's platform headers tell OpenAI about the client; no server
-	// needs them, and with them a request's header map outgrows Go's small
-	// map and costs some 12µs a turn more to build, clone and parse.
-	for _, h := range sdkPlatformHeaders {
-		sdk = append(sdk, option.WithHeaderDel(h))
-	}
-	for k, v := range cfg.Headers {
-		sdk = append(sdk, option.WithHeader(k, v))
-	}
-	// Not openai.NewClient: it would also read OPENAI_API_KEY, OPENAI_BASE_URL
-	// and friends from the environment, and hand a hosted key to a local
-	// server. The config is the only source. Client.Post is the SDK's
-	// documented way to send a body of one's own.
-	p.client = openai.Client{Options: sdk}
+	p.timeout = time.Duration(cfg.Timeout)
 	return p, nil
 }
 
@@ -194,22 +183,24 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) (model.Stream,
 	if err != nil {
 		return nil, p.wrap(err)
 	}
-	tr := &tracker{}
 	sctx, cancel := context.WithCancel(ctx)
-	var raw *http.Response
-	if err := p.client.Post(sctx, chatPath, body, &raw, option.WithMiddleware(tr.middleware)); err != nil {
+	raw, attempts, stop, err := p.send(sctx, body)
+	if err != nil {
 		cancel()
-		return nil, p.requestErr(ctx, err, tr)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, p.wrap(ctxErr)
+		}
+		return nil, p.wrap(err)
 	}
-	if raw == nil || raw.Body == nil {
-		cancel()
-		return nil, p.wrap(fmt.Errorf("%w: no response body", model.ErrStreamCut))
+	if stop != nil { // the attempt's own timeout, which the reply's reading keeps
+		outer := cancel
+		cancel = func() { stop(); outer() }
 	}
 	if raw.StatusCode < 200 || raw.StatusCode > 299 {
-		// A redirect: the SDK hands back any status below 400.
+		// A redirect, not followed.
 		cancel()
 		_ = raw.Body.Close()
-		return nil, p.wrap(&model.HTTPError{StatusCode: raw.StatusCode, Attempts: tr.attempts})
+		return nil, p.wrap(&model.HTTPError{StatusCode: raw.StatusCode, Attempts: attempts})
 	}
 	// The reply's type decides how to read it, not what was asked for:
 	// some servers ignore "stream".
@@ -218,25 +209,21 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) (model.Stream,
 	}
 	defer cancel()
 	defer raw.Body.Close()
-	var cc openai.ChatCompletion
-	if err := decodeBody(raw.Body, &cc); err != nil {
+	var wc wireCompletion
+	if err := decodeBody(raw.Body, &wc); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, p.wrap(ctxErr)
 		}
 		return nil, p.wrap(err)
 	}
-	return p.completionStream(&cc)
-}
-
-func (p *Provider) completionStream(cc *openai.ChatCompletion) (model.Stream, error) {
-	resp, err := responseFromCompletion(cc)
+	resp, err := responseFromCompletion(&wc)
 	if err != nil {
 		return nil, p.wrap(err)
 	}
 	return model.NewResponseStream(resp), nil
 }
 
-func decodeBody(r io.Reader, cc *openai.ChatCompletion) error {
+func decodeBody(r io.Reader, wc *wireCompletion) error {
 	body, err := io.ReadAll(io.LimitReader(r, MaxReplyBytes+1))
 	if err != nil {
 		return fmt.Errorf("%w: %w", model.ErrStreamCut, err)
@@ -244,7 +231,7 @@ func decodeBody(r io.Reader, cc *openai.ChatCompletion) error {
 	if len(body) > MaxReplyBytes {
 		return fmt.Errorf("%w: a body larger than %d bytes", model.ErrReplyTooLarge, MaxReplyBytes)
 	}
-	if err := json.Unmarshal(body, cc); err != nil {
+	if err := json.Unmarshal(body, wc); err != nil {
 		return fmt.Errorf("%w: %w", model.ErrMalformedChunk, err)
 	}
 	return nil

@@ -8,11 +8,8 @@ import (
 	"github.com/exprd/exprd/model"
 )
 
-// The request body, encoded with encoding/json. The SDK's request types
-// (ChatCompletionNewParams) are not used: their encoder cost about 20µs and
-// 80 allocations a request, the largest part of the provider's overhead on
-// a streamed turn (see BenchmarkStreamTurn). The SDK sends these bytes as
-// they are.
+// The request body, encoded with encoding/json into the fields servers
+// know, and sent as it is.
 type (
 	wireRequest struct {
 		Model               string          `json:"model"`

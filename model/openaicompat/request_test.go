@@ -250,9 +250,9 @@ func TestAPIKeyAccepted(t *testing.T) {
 	}
 }
 
-// TestSDKEnvironmentIgnored: the SDK's own OPENAI_* variables reach no
+// TestOpenAIEnvironmentIgnored: OpenAI's OPENAI_* variables reach no
 // server: a hosted key must not go to a local one.
-func TestSDKEnvironmentIgnored(t *testing.T) {
+func TestOpenAIEnvironmentIgnored(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-hosted-secret")
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	t.Setenv("OPENAI_ORG_ID", "org-x")

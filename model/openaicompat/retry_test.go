@@ -25,7 +25,8 @@ func httpErr(t *testing.T, err error) *model.HTTPError {
 }
 
 // TestRetries: 429 and 5xx are retried, honouring Retry-After in seconds
-// and as an HTTP-date; the retry count reaches the server.
+// and as an HTTP-date, and so is what the server's X-Should-Retry asks
+// for; the retry count reaches the server.
 func TestRetries(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -38,6 +39,7 @@ func TestRetries(t *testing.T) {
 		{"500 without Retry-After: backoff", scripted.ErrorReply{Status: 500}, 300 * time.Millisecond},
 		{"429 with Retry-After-Ms", scripted.ErrorReply{Status: 429, Header: map[string]string{"Retry-After-Ms": "250"}}, 250 * time.Millisecond},
 		{"a plain-text body", scripted.ErrorReply{Status: 502, Body: json.RawMessage(`"bad gateway"`), RetryAfter: "0"}, 0},
+		{"400 with X-Should-Retry: true", scripted.ErrorReply{Status: 400, RetryAfter: "0", Header: map[string]string{"X-Should-Retry": "true"}}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,8 +66,8 @@ func TestRetries(t *testing.T) {
 }
 
 // TestRetryLimits: attempts are capped, a Retry-After over the max delay or
-// past the caller's deadline gets no retry, and neither does a 4xx or a
-// stream that has begun.
+// past the caller's deadline gets no retry, and neither does a 4xx, a
+// status the server's X-Should-Retry refuses, or a stream that has begun.
 func TestRetryLimits(t *testing.T) {
 	t.Parallel()
 	unavailable := scripted.Turn{Error: &scripted.ErrorReply{Status: 503, RetryAfter: "0"}}
@@ -92,6 +94,8 @@ func TestRetryLimits(t *testing.T) {
 			wantStatus: 429, wantRequests: 1, wantAttempts: 1, wantRA: 30 * time.Second, maxTime: time.Second},
 		{name: "Retry-After past the deadline", turns: []scripted.Turn{{Error: &scripted.ErrorReply{Status: 429, RetryAfter: "5"}}, ok},
 			deadline: 2 * time.Second, wantStatus: 429, wantRequests: 1, wantAttempts: 1, wantRA: 5 * time.Second, maxTime: time.Second},
+		{name: "503 with X-Should-Retry: false", turns: []scripted.Turn{{Error: &scripted.ErrorReply{Status: 503, Header: map[string]string{"X-Should-Retry": "false"}}}, ok},
+			wantStatus: 503, wantRequests: 1, wantAttempts: 1},
 		{name: "400 is not retried", turns: []scripted.Turn{{Error: &scripted.ErrorReply{Status: 400,
 			Body: json.RawMessage(`{"error":{"message":"bad tool schema","type":"invalid_request_error","code":"invalid_schema"}}`)}}, ok},
 			wantStatus: 400, wantRequests: 1, wantAttempts: 1},

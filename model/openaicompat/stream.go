@@ -4,33 +4,44 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/exprd/exprd/internal/sse"
 	"github.com/exprd/exprd/model"
 )
 
-// drainWait bounds the wait for the body's end after [DONE].
-const drainWait = 100 * time.Millisecond
+// MaxEventBytes bounds one line of a streamed reply, and one event's data
+// (one chunk, as servers send them); a longer one is [model.ErrReplyTooLarge].
+const MaxEventBytes = 8 << 20
 
-var (
-	doneData   = []byte("[DONE]")
-	nullValue  = []byte("null")
-	errorEvent = []byte("error")
+const (
+	// drainWait bounds the wait for the body's end after [DONE].
+	drainWait = 100 * time.Millisecond
+	// maxDrain bounds what is read after [DONE]: a server still sending
+	// then is not worth its connection.
+	maxDrain = 4 << 10
 )
 
-// chatStream reads a streamed reply event by event. The SDK delivers the
-// response; its events are split here (sse.go) and each chunk is decoded
-// into the few fields a turn needs (wire.go), not into the SDK's
-// ChatCompletionChunk, whose decoder costs about 14µs a chunk and tripled
-// the cost of a whole turn (see BenchmarkStreamTurn). It starts no
-// goroutine: Recv reads in the caller's.
+var (
+	doneData  = []byte("[DONE]")
+	nullValue = []byte("null")
+)
+
+// errorEvent is the type of an event some servers send an error in.
+const errorEvent = "error"
+
+// chatStream reads a streamed reply event by event: internal/sse splits
+// the body into events, and each chunk is decoded into the few fields a
+// turn needs (wire.go). It starts no goroutine: Recv reads in the caller's.
 type chatStream struct {
 	p      *Provider
 	ctx    context.Context
 	cancel context.CancelFunc
-	sse    *sseReader
+	body   io.ReadCloser
+	sse    *sse.Reader
 	asm    assembler
 	chunk  wireChunk
 	queue  []model.Event
@@ -43,7 +54,7 @@ type chatStream struct {
 var _ model.Stream = (*chatStream)(nil)
 
 func newChatStream(ctx context.Context, cancel context.CancelFunc, p *Provider, body io.ReadCloser) *chatStream {
-	return &chatStream{p: p, ctx: ctx, cancel: cancel, sse: newSSEReader(body), queue: make([]model.Event, 0, 4)}
+	return &chatStream{p: p, ctx: ctx, cancel: cancel, body: body, sse: sse.NewReader(body, MaxEventBytes), queue: make([]model.Event, 0, 4)}
 }
 
 func (s *chatStream) Recv() (model.Event, error) {
@@ -64,16 +75,11 @@ func (s *chatStream) Recv() (model.Event, error) {
 
 // read takes in the next event; io.EOF when the reply is over.
 func (s *chatStream) read() error {
-	data, typ, err := s.sse.next()
+	ev, err := s.sse.Next()
 	if err != nil {
-		if ctxErr := s.ctx.Err(); ctxErr != nil {
-			return ctxErr
-		}
-		if err == io.EOF && !s.asm.sawFinish {
-			return fmt.Errorf("%w: the body ended with neither a finish reason nor [DONE]", model.ErrStreamCut)
-		}
-		return err // io.EOF: a server that sends no [DONE] after its finish reason
+		return s.readErr(err)
 	}
+	data := ev.Data
 	if bytes.HasPrefix(data, doneData) {
 		return io.EOF
 	}
@@ -91,7 +97,7 @@ func (s *chatStream) read() error {
 		_ = json.Unmarshal(data, &h) // valid JSON, as just decoded; a mistyped id is no loss
 		s.asm.id, s.asm.model = h.ID, h.Model
 	}
-	if e := s.chunk.Error; (len(e) > 0 && !bytes.Equal(e, nullValue)) || bytes.Equal(typ, errorEvent) {
+	if e := s.chunk.Error; (len(e) > 0 && !bytes.Equal(e, nullValue)) || ev.Type == errorEvent {
 		return fmt.Errorf("%w: %s", model.ErrModelReported, reportedMessage(e, data))
 	}
 	s.asm.add(&s.chunk, &s.queue)
@@ -99,6 +105,28 @@ func (s *chatStream) read() error {
 		return fmt.Errorf("%w: more than %d bytes of text and arguments", model.ErrReplyTooLarge, MaxReplyBytes)
 	}
 	return nil
+}
+
+// readErr maps how the body ended onto the stream's errors; io.EOF when
+// the reply is over.
+func (s *chatStream) readErr(err error) error {
+	var cut *sse.UnterminatedError
+	switch {
+	case s.ctx.Err() != nil:
+		return s.ctx.Err()
+	case errors.As(err, &cut) && bytes.HasPrefix(cut.Event.Data, doneData):
+		// "data: [DONE]" as the body's last line, without the blank line.
+		return io.EOF
+	case errors.As(err, &cut):
+		return fmt.Errorf("%w: the body ended inside an event", model.ErrStreamCut)
+	case errors.Is(err, sse.ErrTooLarge):
+		return fmt.Errorf("%w: %w", model.ErrReplyTooLarge, err)
+	case err == io.EOF && !s.asm.sawFinish:
+		return fmt.Errorf("%w: the body ended with neither a finish reason nor [DONE]", model.ErrStreamCut)
+	case err == io.EOF:
+		return io.EOF // a server that sends no [DONE] after its finish reason
+	}
+	return fmt.Errorf("%w: %w", model.ErrStreamCut, err)
 }
 
 // end settles how the stream ended: a Response then io.EOF, or an error.
@@ -140,10 +168,10 @@ func (s *chatStream) release() error {
 	if s.err == io.EOF {
 		// A server that neither ends the body nor sends more gets cut.
 		t := time.AfterFunc(drainWait, s.cancel)
-		s.sse.drain()
+		_, _ = io.CopyN(io.Discard, s.body, maxDrain)
 		t.Stop()
 	}
-	err := s.sse.Close()
+	err := s.body.Close()
 	s.cancel()
 	return err
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 )
 
-// The fields of a streamed chunk that a turn needs. Fields are as lenient
+// The fields of a reply that a turn needs. Fields are as lenient
 // as encoding/json allows: null is the zero value, and a field a server
 // adds is ignored.
 type (
@@ -37,11 +37,24 @@ type (
 		// Index is nil when the server sent none.
 		Index    *int64       `json:"index"`
 		ID       string       `json:"id"`
+		Type     string       `json:"type"`
 		Function wireFunction `json:"function"`
 	}
 	wireFunction struct {
 		Name      string  `json:"name"`
 		Arguments argText `json:"arguments"`
+	}
+	// wireCompletion is a reply that came in one piece: not streamed, or
+	// from a server that ignores "stream". Its message has a delta's fields.
+	wireCompletion struct {
+		ID      string `json:"id"`
+		Model   string `json:"model"`
+		Choices []struct {
+			Index        int64     `json:"index"`
+			Message      wireDelta `json:"message"`
+			FinishReason string    `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *wireUsage `json:"usage"`
 	}
 	wireUsage struct {
 		PromptTokens     int64 `json:"prompt_tokens"`

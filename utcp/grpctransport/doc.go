@@ -1,9 +1,9 @@
 // Package grpctransport is the `grpc` call template of exprd's UTCP adapter:
 // a utcp.Transport for go-utcp's UTCPService providers and for any unary or
 // server-streaming method of a service that offers server reflection.
-// Importing the package registers it for every new utcp.Registry
-// (utcp.RegisterTransport from init); NewFactory builds one with options,
-// for utcp.WithTransport(grpctransport.Type, f).
+// A registry gets it explicitly: utcp.WithTransport(grpctransport.Type,
+// grpctransport.New) (utcpall.New does), or a factory NewFactory builds
+// with options in its place.
 //
 // # Template
 //

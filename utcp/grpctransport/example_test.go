@@ -12,6 +12,7 @@ import (
 
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/grpctransport"
 	_ "github.com/exprd/exprd/utcp/grpctransport" // the grpc call template
 )
 
@@ -28,7 +29,7 @@ func Example_reflection() {
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
 
-	r, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")))
+	r, err := utcp.New(utcp.WithEgress(egress.MustParse("loopback")), utcp.WithTransport(grpctransport.Type, grpctransport.New))
 	if err != nil {
 		panic(err)
 	}

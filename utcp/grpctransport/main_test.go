@@ -20,6 +20,7 @@ import (
 	"github.com/exprd/exprd/gen/grpcpb"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/grpctransport"
 	_ "github.com/exprd/exprd/utcp/grpctransport"
 )
 
@@ -82,7 +83,7 @@ func (s *server) template(extra map[string]any) map[string]any {
 
 func newRegistry(t testing.TB, opts ...utcp.Option) *utcp.Registry {
 	t.Helper()
-	r, err := utcp.New(append([]utcp.Option{utcp.WithEgress(egress.MustParse("loopback"))}, opts...)...)
+	r, err := utcp.New(append([]utcp.Option{utcp.WithEgress(egress.MustParse("loopback")), utcp.WithTransport(grpctransport.Type, grpctransport.New)}, opts...)...)
 	if err != nil {
 		t.Fatalf("utcp.New: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	rv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 // healthServer serves grpc.health.v1.Health (Check is unary, Watch
@@ -110,7 +111,7 @@ func TestReflectionStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := drain(t, st2)
+	got, err := utcptest.Drain(t, st2)
 	if err != nil || !reflect.DeepEqual(got, []any{map[string]any{"status": "SERVING"}}) {
 		t.Errorf("got %v, %v; want [map[status:SERVING]]", got, err)
 	}

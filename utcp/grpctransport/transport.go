@@ -12,16 +12,8 @@ import (
 // Type is the call template type this package serves.
 const Type = "grpc"
 
-// init makes the transport a default of every new utcp.Registry: importing
-// the package for its side effect is enough. Another transport already
-// registered as "grpc" is a programming error, reported at start.
-func init() {
-	if err := utcp.RegisterTransport(Type, New); err != nil {
-		panic(err)
-	}
-}
-
-// New is the grpc TransportFactory with the defaults: TLS (use_ssl) checks
+// New is the grpc TransportFactory with the defaults, for
+// utcp.WithTransport(grpctransport.Type, grpctransport.New): TLS (use_ssl) checks
 // the provider's certificate against the system's roots. It does no I/O;
 // connections are opened on the first call and shared through env.Shared.
 func New(template json.RawMessage, env utcp.Env) (utcp.Transport, error) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
 // registerProvider registers the provider's manual through GetManual.
@@ -109,22 +110,6 @@ func TestCallHandWrittenTemplate(t *testing.T) {
 	}
 }
 
-func drain(t *testing.T, st utcp.Stream) ([]any, error) {
-	t.Helper()
-	defer st.Close()
-	var out []any
-	for {
-		v, err := st.Next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, v)
-	}
-}
-
 func TestStream(t *testing.T) {
 	t.Parallel()
 	s, _ := startProvider(t)
@@ -135,7 +120,7 @@ func TestStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CallStream: %v", err)
 	}
-	got, err := drain(t, st)
+	got, err := utcptest.Drain(t, st)
 	want := []any{map[string]any{"i": 0.0}, map[string]any{"i": 1.0}, map[string]any{"i": 2.0}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, %v; want %v, nil", got, err, want)
@@ -154,7 +139,7 @@ func TestStreamErrorIsNotAnEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CallStream: %v", err)
 	}
-	got, err := drain(t, st)
+	got, err := utcptest.Drain(t, st)
 	if len(got) != 2 {
 		t.Errorf("got %d chunks before the error, want 2", len(got))
 	}
@@ -293,7 +278,7 @@ func TestConnectionReused(t *testing.T) {
 				t.Errorf("CallStream: %v", err)
 				return
 			}
-			if _, err := drain(t, st); err != nil {
+			if _, err := utcptest.Drain(t, st); err != nil {
 				t.Errorf("stream: %v", err)
 			}
 		}()

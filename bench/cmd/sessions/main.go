@@ -31,7 +31,7 @@ type Report struct {
 	ActiveKiBPerSession float64 `json:"active_kib_per_session"`
 }
 
-// The call each active session makes once: the seed's selection.
+// The call each active session makes once: select the five lowest priced.
 const call = `{"steps": [{"set": "scopes.root.selected", "expr": "fromPairs(map(sortBy(scopes.root.products.items, .price)[:5], [.id, true]))"}]}`
 
 func main() {

@@ -1,0 +1,80 @@
+package layout
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// allowed is which of the module's packages each package may import
+// itself, one line per package; docs/architecture.md says what each owns.
+// A package not listed, or an import not listed, fails: a new edge is a
+// decision, made here and in docs/architecture.md.
+var allowed = map[string][]string{
+	"agent":                      {"codemode", "evaluator", "internal/schemafast", "model", "utcp"},
+	"client":                     {"gen/exprd/v1"},
+	"cmd/exprctl":                {"client", "gen/exprd/v1"},
+	"cmd/exprd":                  {"evaluator", "examples", "examples/providers", "internal/egress", "membudget", "model", "model/openaicompat", "model/scripted", "server", "toolstore", "utcp", "utcp/utcpall"},
+	"cmd/exprd-hostile":          {"examples", "gen/exprd/v1", "internal/exprdproc"},
+	"cmd/exprd-load":             {"gen/exprd/v1", "internal/exprdproc"},
+	"codemode":                   {"evaluator", "internal/exprbound", "model", "utcp", "utcp/search"},
+	"evaluator":                  {"evaluator/jsonvalue", "internal/exprbound", "internal/schemafast", "membudget"},
+	"evaluator/evaltest":         {"evaluator"},
+	"evaluator/jsonvalue":        {},
+	"examples":                   {"evaluator"},
+	"examples/node":              {},
+	"examples/providers":         {"examples", "gen/grpcpb"},
+	"examples/python":            {},
+	"gen/exprd/v1":               {},
+	"gen/grpcpb":                 {},
+	"internal/egress":            {},
+	"internal/egress/egresstest": {},
+	"internal/exprbound":         {},
+	"internal/exprdproc":         {},
+	"internal/layout":            {},
+	"internal/readme":            {},
+	"internal/redact":            {},
+	"internal/schemafast":        {},
+	"internal/sse":               {},
+	"membudget":                  {},
+	"model":                      {},
+	"model/openaicompat":         {"internal/sse", "model"},
+	"model/scripted":             {},
+	"server":                     {"agent", "codemode", "evaluator", "gen/exprd/v1", "membudget", "model", "toolstore", "utcp"},
+	"toolstore":                  {"utcp"},
+	"utcp":                       {"internal/egress", "internal/redact", "internal/schemafast", "membudget"},
+	"utcp/grpctransport":         {"gen/grpcpb", "internal/egress", "utcp"},
+	"utcp/hostiletest":           {},
+	"utcp/httptransport":         {"internal/sse", "utcp"},
+	"utcp/internal/utcptest":     {"internal/egress", "utcp", "utcp/utcpall"},
+	"utcp/openapi":               {"utcp", "utcp/httptransport"},
+	"utcp/search":                {"utcp"},
+	"utcp/utcpall":               {"utcp", "utcp/grpctransport", "utcp/httptransport", "utcp/openapi", "utcp/search"},
+}
+
+// TestImportAllowlist fails when a package imports one of the module's
+// packages its line in allowed does not list (tests excluded: they may
+// reach wider, e.g. utcp/utcpall).
+func TestImportAllowlist(t *testing.T) {
+	t.Parallel()
+	seen := 0
+	for _, line := range goList(t, "-f", `{{.ImportPath}}:{{join .Imports ","}}`, module+"/...") {
+		pkg, imps, _ := strings.Cut(line, ":")
+		pkg = strings.TrimPrefix(pkg, module+"/")
+		may, ok := allowed[pkg]
+		if !ok {
+			t.Errorf("%s is not in the import allowlist: add its line (and one in docs/architecture.md)", pkg)
+			continue
+		}
+		seen++
+		for _, imp := range strings.Split(imps, ",") {
+			rel, ours := strings.CutPrefix(imp, module+"/")
+			if ours && !slices.Contains(may, rel) {
+				t.Errorf("%s imports %s, which its allowlist line does not list", pkg, rel)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no package was checked")
+	}
+}

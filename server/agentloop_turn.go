@@ -1,0 +1,259 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/exprd/exprd/agent"
+	"github.com/exprd/exprd/evaluator"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+)
+
+// turn is one Run stream's protocol with the client: what the turn sends,
+// and the requests that wait for the client's replies, each kind matched
+// by its correlator (tool outputs and approvals by the model's call id,
+// which the requests carry; hooks by a hook id the server makes).
+type turn struct {
+	ctx       context.Context
+	out       *outbox[*exprdv1.AgentLoopRunResponse]
+	state     *evaluator.State
+	outputs   *correlator[string, *exprdv1.ToolOutput]
+	hooks     *correlator[string, *exprdv1.HookReply]
+	approvals *correlator[string, *exprdv1.AgentApprovalReply]
+}
+
+func newTurn(ctx context.Context, state *evaluator.State) *turn {
+	return &turn{ctx: ctx, state: state,
+		outputs:   newCorrelator[string, *exprdv1.ToolOutput](notAwaited("tool output")),
+		hooks:     newCorrelator[string, *exprdv1.HookReply](notAwaited("hook")),
+		approvals: newCorrelator[string, *exprdv1.AgentApprovalReply](notAwaited("approval")),
+	}
+}
+
+func notAwaited(what string) func(string) string {
+	return func(id string) string { return fmt.Sprintf("no %s is waiting for %q", what, id) }
+}
+
+func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error { return t.out.put(t.ctx, m) }
+
+// halfClosed is the client's half-close: no reply can come.
+func (t *turn) halfClosed() {
+	t.outputs.close()
+	t.hooks.close()
+	t.approvals.close()
+}
+
+// handle acts on one client message after Start. A message the turn
+// cannot use (a reply nobody waits for, a state the turn refuses) is
+// answered with Rejected and changes nothing; Cancel aborts the turn, and
+// nothing more is read.
+func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCauseFunc) (stop bool) {
+	var kind, callID string
+	var bad error
+	switch msg := m.GetMsg().(type) {
+	case *exprdv1.AgentLoopRunRequest_ToolOutput:
+		kind, callID = "tool_output", msg.ToolOutput.GetCallId()
+		bad = t.outputs.deliver(callID, msg.ToolOutput)
+	case *exprdv1.AgentLoopRunRequest_HookReply:
+		kind, callID = "hook_reply", msg.HookReply.GetHookId() // hook replies are matched by hook id
+		bad = t.hooks.deliver(callID, msg.HookReply)
+	case *exprdv1.AgentLoopRunRequest_ApprovalReply:
+		kind, callID = "approval_reply", msg.ApprovalReply.GetCallId()
+		bad = t.approvals.deliver(callID, msg.ApprovalReply)
+	case *exprdv1.AgentLoopRunRequest_State:
+		kind = "state"
+		if err := t.state.Replace([]byte(msg.State.GetStateJson())); err != nil {
+			bad = stateStatus("state.state_json", err)
+		}
+	case *exprdv1.AgentLoopRunRequest_StatePatch:
+		kind = "state_patch"
+		if err := t.state.MergePatch([]byte(msg.StatePatch.GetPatchJson())); err != nil {
+			bad = stateStatus("state_patch.patch_json", err)
+		}
+	case *exprdv1.AgentLoopRunRequest_Cancel:
+		cancel(errAborted)
+		return true
+	case *exprdv1.AgentLoopRunRequest_Start:
+		kind, bad = "start", status.Error(codes.FailedPrecondition, "the turn has started; Start comes once")
+	default:
+		bad = badRequest("msg", "after Start: tool outputs, hook and approval replies, state, or cancel")
+	}
+	if bad != nil {
+		_ = t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Rejected{Rejected: rejected(kind, callID, bad)}})
+	}
+	return false
+}
+
+// ask sends m and waits for the reply to it that c matches under id.
+func ask[V any](ctx context.Context, t *turn, c *correlator[string, V], id string, check func(V) error, m *exprdv1.AgentLoopRunResponse) (V, error) {
+	return c.ask(ctx, id, check, func() error { return t.send(m) })
+}
+
+// runOnClient asks the client to run a call: the second ToolCallRequested
+// of the call, with run_on_client, sent once hooks and approval let it
+// run. After the client's half-close the call is an error result.
+func (t *turn) runOnClient(ctx context.Context, call agent.ToolCall) (agent.Result, error) {
+	step, _ := agent.CallStep(ctx)
+	out, err := ask(ctx, t, t.outputs, call.ID, nil, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolCallRequested{
+		ToolCallRequested: &exprdv1.ToolCallRequested{Step: uint32(step), Call: callProto(call), RunOnClient: true}}})
+	if errors.Is(err, errClientGone) {
+		return agent.Result{}, fmt.Errorf("tool %q runs on the client, which closed its side of the stream: the call was not run", call.Name)
+	}
+	if err != nil {
+		return agent.Result{}, err
+	}
+	return agent.Result{Content: clientOutput(out.GetOutputJson(), out.GetIsError()), IsError: out.GetIsError()}, nil
+}
+
+// clientOutput is what the model sees of a client-run tool's output: the
+// JSON as sent, text that is not JSON as a JSON string, and nothing as {}
+// (with is_error, {"error":"the tool failed"}).
+func clientOutput(out string, isError bool) json.RawMessage {
+	switch {
+	case out == "" && isError:
+		return json.RawMessage(`{"error":"the tool failed"}`)
+	case out == "":
+		return json.RawMessage(`{}`)
+	case json.Valid([]byte(out)):
+		return json.RawMessage(out)
+	}
+	content, _ := json.Marshal(out)
+	return content
+}
+
+// approve asks the client to approve a call. After the client's
+// half-close the call is denied, with that as the reason.
+func (t *turn) approve(ctx context.Context, step int, call agent.ToolCall) (bool, string, error) {
+	r, err := ask(ctx, t, t.approvals, call.ID, nil, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ApprovalRequest{
+		ApprovalRequest: &exprdv1.AgentApprovalRequest{Step: uint32(step), Call: callProto(call)}}})
+	if errors.Is(err, errClientGone) {
+		return false, "the client closed its side of the stream before approving the call", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	return r.GetApproved(), r.GetReason(), nil
+}
+
+// hook asks the client a hook; after its half-close, errClientGone.
+func (t *turn) hook(ctx context.Context, req *exprdv1.HookRequest) (*exprdv1.HookReply, error) {
+	req.HookId = t.hooks.id()
+	check := func(r *exprdv1.HookReply) error {
+		if r.GetCallId() != req.GetCallId() {
+			return badRequest("hook_reply.call_id", fmt.Sprintf("hook %s asked about call %q, the reply names %q", req.HookId, req.GetCallId(), r.GetCallId()))
+		}
+		return nil
+	}
+	return ask(ctx, t, t.hooks, req.HookId, check, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_HookRequest{HookRequest: req}})
+}
+
+func (t *turn) prepareStep(ctx context.Context, p agent.PrepareStep) (agent.PrepareStep, error) {
+	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: exprdv1.Hook_HOOK_PREPARE_STEP, Step: uint32(p.Step)})
+	if errors.Is(err, errClientGone) {
+		return p, nil // nobody to ask: the step as it is
+	}
+	if err != nil {
+		return p, err
+	}
+	if r.GetActiveTools() != nil {
+		p.ActiveTools = r.GetActiveTools()
+	}
+	if r.GetToolChoice() != nil {
+		if p.ToolChoice, err = toolChoice(r.GetToolChoice(), "hook_reply.tool_choice"); err != nil {
+			return p, err
+		}
+	}
+	if r.GetModel() != "" {
+		p.Model = r.GetModel()
+	}
+	if len(r.GetMessages()) > 0 {
+		p.Messages = p.Messages[:0:0]
+		for i, m := range r.GetMessages() {
+			msg, err := messageFromProto(m, fmt.Sprintf("hook_reply.messages[%d]", i))
+			if err != nil {
+				return p, err
+			}
+			p.Messages = append(p.Messages, msg)
+		}
+	}
+	return p, nil
+}
+
+func (t *turn) preToolCall(ctx context.Context, step int, call agent.ToolCall) (agent.PreToolCall, error) {
+	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: exprdv1.Hook_HOOK_PRE_TOOL_CALL, Step: uint32(step), CallId: call.ID, Call: callProto(call)})
+	if errors.Is(err, errClientGone) {
+		// The client asked to see every call before it runs: a call it
+		// can no longer see does not run, as an approval not given.
+		res := agent.ErrorResult("the call was not run: the client closed its side of the stream before its pre_tool_call hook could be asked")
+		return agent.PreToolCall{Call: call, Result: &res}, nil
+	}
+	if err != nil {
+		return agent.PreToolCall{Call: call}, err
+	}
+	out := agent.PreToolCall{Call: call}
+	if len(r.GetReplacementArgumentsJson()) > 0 {
+		out.Call.Arguments = json.RawMessage(r.GetReplacementArgumentsJson())
+	}
+	if len(r.GetResultJson()) > 0 {
+		out.Result = &agent.Result{Content: json.RawMessage(r.GetResultJson()), IsError: r.GetResultIsError()}
+	}
+	return out, nil
+}
+
+func (t *turn) postToolCall(ctx context.Context, step int, call agent.ToolCall, res agent.Result) (agent.Result, error) {
+	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: exprdv1.Hook_HOOK_POST_TOOL_CALL, Step: uint32(step), CallId: call.ID, Call: callProto(call),
+		ResultJson: jsonText(res.Content), ResultIsError: res.IsError})
+	if errors.Is(err, errClientGone) {
+		return res, nil // nobody to ask: the result as it is
+	}
+	if err != nil {
+		return res, err
+	}
+	if len(r.GetResultJson()) > 0 {
+		return agent.Result{Content: json.RawMessage(r.GetResultJson()), IsError: r.GetResultIsError()}, nil
+	}
+	return res, nil
+}
+
+func (t *turn) events() agent.Events {
+	send := func(m *exprdv1.AgentLoopRunResponse) { _ = t.send(m) }
+	return agent.Events{
+		StepStarted: func(step int) {
+			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StepStarted{StepStarted: &exprdv1.StepStarted{Step: uint32(step)}}})
+		},
+		TextDelta: func(step int, text string) {
+			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_TextDelta{TextDelta: &exprdv1.TextDelta{Step: uint32(step), Text: text}}})
+		},
+		ToolCallRequested: func(step int, call agent.ToolCall) {
+			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolCallRequested{ToolCallRequested: &exprdv1.ToolCallRequested{Step: uint32(step), Call: callProto(call)}}})
+		},
+		ToolResult: func(step int, call agent.ToolCall, r agent.Result) {
+			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolResult{ToolResult: &exprdv1.ToolResult{
+				Step: uint32(step), CallId: call.ID, Name: call.Name, OutputJson: jsonText(r.Content), IsError: r.IsError}}})
+		},
+		StepFinished: func(s agent.Step) {
+			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StepFinished{StepFinished: stepProto(s)}})
+		},
+	}
+}
+
+// agentExprHost streams the expr tool's writes; nobody can confirm or run
+// a client function inside an agent turn, so confirms are declined.
+type agentExprHost struct{ t *turn }
+
+func (h *agentExprHost) Write(ctx context.Context, w evaluator.Write) error {
+	step, _ := agent.CallStep(ctx)
+	return h.t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StateWrite{StateWrite: &exprdv1.AgentStateWrite{
+		Step: uint32(step), CallId: agent.CallID(ctx), ExprStep: uint32(w.Step), Path: w.Path, ValueJson: jsonText(w.ValueJSON)}}})
+}
+
+func (h *agentExprHost) Confirm(context.Context, int, string) (bool, error) { return false, nil }
+
+func (h *agentExprHost) CallClient(context.Context, string, map[string]any) (any, error) {
+	return nil, errors.New("no client function can run inside an agent turn")
+}

@@ -1,0 +1,100 @@
+package utcp
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Converter reads documents that are not UTCP manuals as manuals: package
+// openapi's reads OpenAPI 3 and Swagger 2 (utcp.WithConverter(openapi.Converter{})).
+// The registry gives it every discovered or file document that is not a
+// manual; it implements fmt.Stringer to name what it reads in the error
+// refusing a document that is neither ("an OpenAPI document (openapi,
+// swagger or paths)").
+type Converter interface {
+	// Converts reports whether doc (decoded JSON or YAML, numbers as
+	// json.Number) is a document Convert reads.
+	Converts(doc any) bool
+	// Convert reads doc as a manual, its tools named as the document names
+	// its operations, and reports what it left out. Its errors are
+	// *ManualError. ReadConverted reads the tools of a manual built as
+	// JSON.
+	Convert(doc any, opts ConvertOptions) (*Manual, []SkippedTool, error)
+}
+
+// ConvertOptions say where a converted document came from.
+type ConvertOptions struct {
+	// Manual is the manual's (sanitised) name: it names the generated
+	// call templates, and the converter's errors.
+	Manual string
+	// SpecURL is where the document was fetched from: relative server URLs
+	// resolve against it, and a document fetched from a host that is not
+	// loopback may not send calls to loopback. Empty for files and text.
+	SpecURL string
+	// AuthTools is used as the auth of every operation that requires auth of
+	// the same kind (the discovery template's auth_tools).
+	AuthTools *Auth
+	// Headers are sent by every generated tool.
+	Headers map[string]string
+}
+
+// SkippedTool is a tool (or operation) left out of a registration, or
+// registered without a part of it (Registered), and why.
+type SkippedTool struct {
+	Name   string
+	Reason string
+	// Registered says the tool was registered, without what Reason names
+	// (an output schema that was not valid).
+	Registered bool
+}
+
+// ReadConverted reads the manual a Converter made of a document (decoded
+// JSON: utcp_version, manual_version and tools, numbers as json.Number)
+// tolerantly: a document written by someone else costs only the operations
+// it gets wrong. An output schema that is not valid is dropped from its
+// tool; a tool that still cannot be read (its inputs, its template) is
+// skipped; both are reported. It is an error only when no tool is left of
+// some. name is the manual's, for errors. The manual's tools that need a
+// variable the operator has not bound are skipped at registration, not
+// refused.
+func ReadConverted(manual map[string]any, name string) (*Manual, []SkippedTool, error) {
+	m := &Manual{UTCPVersion: DefaultUTCPVersion, ManualVersion: DefaultManualVersion, converted: true}
+	if v, ok := manual["manual_version"].(string); ok && v != "" {
+		m.ManualVersion = v
+	}
+	var skipped []SkippedTool
+	ops, _ := manual["tools"].([]any)
+	seen := map[string]bool{}
+	for i, op := range ops {
+		path := fmt.Sprintf("tools[%d]", i)
+		obj, _ := op.(map[string]any)
+		id, _ := obj["name"].(string)
+		t, err := toolFromValue(obj, path)
+		var me *ManualError
+		if err != nil && errors.As(err, &me) && me.Path == path+".outputs" {
+			delete(obj, "outputs")
+			if t, err = toolFromValue(obj, path); err == nil {
+				skipped = append(skipped, SkippedTool{Name: id, Registered: true, Reason: "output schema dropped: " + me.Msg})
+			}
+		}
+		switch {
+		case err != nil:
+			reason := err.Error()
+			if errors.As(err, &me) {
+				reason = strings.TrimPrefix(strings.TrimPrefix(me.Path, path), ".") + ": " + me.Msg
+			}
+			skipped = append(skipped, SkippedTool{Name: id, Reason: reason})
+		case seen[t.Name]:
+			skipped = append(skipped, SkippedTool{Name: id, Reason: "another operation has this operationId"})
+		default:
+			seen[t.Name] = true
+			m.Tools = append(m.Tools, t)
+		}
+	}
+	if len(m.Tools) == 0 && len(skipped) > 0 {
+		return nil, nil, &ManualError{Manual: name, Msg: fmt.Sprintf("none of the document's %d operations could be converted; %s: %s",
+			len(skipped), skipped[0].Name, skipped[0].Reason)}
+	}
+	return m, skipped, nil
+}

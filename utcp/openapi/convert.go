@@ -1,0 +1,610 @@
+package openapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/httptransport"
+	"github.com/getkin/kin-openapi/openapi2"
+	"github.com/getkin/kin-openapi/openapi2conv"
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+// Options steer Convert.
+type Options struct {
+	// Manual names the generated call templates (the manual's name).
+	Manual string
+	// SpecURL is where the document was fetched from: relative server URLs
+	// resolve against it, and a document fetched from a host that is not
+	// loopback may not send calls to loopback. Empty for files and text.
+	SpecURL string
+	// BaseURL, when set, replaces the document's servers.
+	BaseURL string
+	// AuthTools is used as the auth of every operation that requires auth of
+	// the same kind (the discovery template's auth_tools).
+	AuthTools *utcp.Auth
+	// Headers are sent by every generated tool.
+	Headers map[string]string
+}
+
+// maxSchemaDepth bounds the nesting of a converted schema.
+const maxSchemaDepth = 64
+
+// openAPIMethods are the operations converted, in this order.
+var openAPIMethods = []string{"get", "post", "put", "delete", "patch"}
+
+// Converter is the utcp.Converter of OpenAPI 3 and Swagger 2 documents:
+// utcp.WithConverter(openapi.Converter{}) lets a registry register them
+// from a URL, a file or a discovery template.
+type Converter struct{}
+
+var _ utcp.Converter = Converter{}
+
+// Converts reports whether doc is an OpenAPI document: an object with
+// openapi, swagger or paths.
+func (Converter) Converts(doc any) bool {
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return false
+	}
+	for _, k := range []string{"openapi", "swagger", "paths"} {
+		if _, ok := obj[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Convert converts a decoded document as Convert does.
+func (Converter) Convert(doc any, opts utcp.ConvertOptions) (*utcp.Manual, []utcp.SkippedTool, error) {
+	return convertValue(doc, Options{Manual: opts.Manual, SpecURL: opts.SpecURL, AuthTools: opts.AuthTools, Headers: opts.Headers})
+}
+
+// String names what the converter reads, for the registry's refusal of a
+// document that is neither a manual nor OpenAPI.
+func (Converter) String() string { return "an OpenAPI document (openapi, swagger or paths)" }
+
+// Convert turns an OpenAPI 3 (or Swagger 2) document, JSON or YAML, into a
+// UTCP manual the way the reference clients do (UTCP-NOTES.md): each
+// operation with an operationId becomes a tool of that name, path and query
+// parameters become inputs, header parameters become header_fields, and the
+// request body becomes the `body` input sent as the body; the URL is
+// servers[0] plus the path. Unlike the reference clients' templates, each
+// carries the document's serialisation of its parameters in
+// parameter_styles (style and explode; a Swagger 2 collectionFormat as its
+// OpenAPI 3 equivalent), so that an array is sent as the document says
+// (`tags=a&tags=b` by default) rather than as `tags[]=a&tags[]=b`.
+// Schemas are JSON Schema 2020-12, with the document's components under
+// $defs. Operations without an operationId are returned as skipped, and so
+// are those that cannot be read (utcp.ReadConverted). Errors are
+// *utcp.ManualError.
+func Convert(data []byte, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
+	v, err := utcp.DecodeDocument(data, "", "")
+	if err != nil {
+		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: err.Error()}
+	}
+	if !(Converter{}).Converts(v) {
+		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: "not an OpenAPI document (no openapi, swagger or paths)"}
+	}
+	return convertValue(v, opts)
+}
+
+func convertValue(v any, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
+	// kin-openapi is third-party code fed untrusted documents: a panic in it
+	// is a refused document, not a dead server.
+	defer func() {
+		if r := recover(); r != nil {
+			m, skipped, err = nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: "not a usable OpenAPI document"}
+		}
+	}()
+	root, ok := v.(map[string]any)
+	if !ok {
+		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: "an OpenAPI document must be an object"}
+	}
+	swagger2 := isSwagger2(root)
+	root, loadErr, err := loadOpenAPI(root)
+	if err != nil {
+		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: err.Error()}
+	}
+	c := &converter{root: root, opts: opts, swagger2: swagger2}
+	manual, skipped, err := c.convert()
+	if err != nil && loadErr != nil {
+		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: loadErr.Error()}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	m, more, err := utcp.ReadConverted(manual, opts.Manual)
+	if loadErr != nil && (err != nil || len(m.Tools) == 0) {
+		// Nothing converted: what kin-openapi found wrong says why.
+		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: loadErr.Error()}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, append(skipped, more...), nil
+}
+
+// loadOpenAPI reads the document with kin-openapi and turns Swagger 2
+// into OpenAPI 3 (an error when it cannot). It returns the document to
+// convert, as decoded JSON. An OpenAPI 3 document kin-openapi refuses (a
+// $ref that resolves nowhere, an external one) is still converted,
+// operation by operation (external references never resolve): what the
+// refusal said is loadErr, the reason given when nothing converts.
+func loadOpenAPI(root map[string]any) (out map[string]any, loadErr, err error) {
+	raw, err := json.Marshal(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	if isSwagger2(root) {
+		tuples := bytes.Contains(raw, []byte(`"items":[`))
+		if tuples {
+			tuplesAside(root, 0)
+		}
+		if marked := markCollectionFormats(root); tuples || marked {
+			if raw, err = json.Marshal(root); err != nil {
+				return nil, nil, err
+			}
+		}
+		var doc2 openapi2.T
+		if err := json.Unmarshal(raw, &doc2); err != nil {
+			return nil, nil, fmt.Errorf("not a valid Swagger 2 document: %s", firstLine(err.Error()))
+		}
+		doc3, err := openapi2conv.ToV3(&doc2)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot convert Swagger 2: %s", firstLine(err.Error()))
+		}
+		raw3, err := json.Marshal(doc3)
+		if err != nil {
+			return nil, nil, err
+		}
+		v, err := utcp.DecodeDocument(raw3, "application/json", "")
+		if err != nil {
+			return nil, nil, err
+		}
+		out, _ := v.(map[string]any)
+		return out, nil, nil
+	}
+	loader := openapi3.NewLoader()
+	loader.IsExternalRefsAllowed = false
+	loader.Context = context.Background()
+	if _, err := loader.LoadFromData(raw); err != nil {
+		loadErr = fmt.Errorf("not a valid OpenAPI document: %s", firstLine(err.Error()))
+	}
+	return root, loadErr, nil
+}
+
+func isSwagger2(root map[string]any) bool {
+	sw, ok := root["swagger"].(string)
+	return ok && strings.HasPrefix(sw, "2")
+}
+
+type converter struct {
+	root     map[string]any
+	opts     Options
+	swagger2 bool // converted from Swagger 2: parameters carry collectionFormatKey
+}
+
+func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
+	base, err := c.baseURL()
+	if err != nil {
+		return nil, nil, err
+	}
+	paths, _ := c.root["paths"].(map[string]any)
+	keys := sortedKeys(paths)
+	var tools []any
+	var skipped []utcp.SkippedTool
+	for _, p := range keys {
+		item, _ := c.deref(paths[p]).(map[string]any)
+		if item == nil {
+			continue
+		}
+		for _, method := range openAPIMethods {
+			op, ok := item[method].(map[string]any)
+			if !ok {
+				continue
+			}
+			where := fmt.Sprintf("paths[%q].%s", p, method)
+			id, _ := op["operationId"].(string)
+			if strings.TrimSpace(id) == "" {
+				skipped = append(skipped, utcp.SkippedTool{Name: strings.ToUpper(method) + " " + p, Reason: "no operationId"})
+				continue
+			}
+			tool, dropped, err := c.tool(id, p, method, item, op, base, where)
+			if err != nil {
+				var me *utcp.ManualError
+				reason := err.Error()
+				if errors.As(err, &me) {
+					reason = strings.TrimPrefix(strings.TrimPrefix(me.Path, where), ".") + ": " + me.Msg
+				}
+				skipped = append(skipped, utcp.SkippedTool{Name: id, Reason: reason})
+				continue
+			}
+			if dropped != "" {
+				skipped = append(skipped, utcp.SkippedTool{Name: id, Registered: true, Reason: "output schema dropped: " + dropped})
+			}
+			tools = append(tools, tool)
+		}
+	}
+	if tools == nil {
+		tools = []any{}
+	}
+	return map[string]any{"utcp_version": utcp.DefaultUTCPVersion, "manual_version": c.manualVersion(), "tools": tools}, skipped, nil
+}
+
+func (c *converter) manualVersion() string {
+	info, _ := c.root["info"].(map[string]any)
+	if v, ok := info["version"].(string); ok && v != "" {
+		return v
+	}
+	return utcp.DefaultManualVersion
+}
+
+// serverVar matches {name} in a server URL.
+var serverVar = regexp.MustCompile(`\{([^{}]+)\}`)
+
+func (c *converter) baseURL() (string, error) {
+	if c.opts.BaseURL != "" {
+		return c.opts.BaseURL, nil
+	}
+	var base string
+	if servers, ok := c.root["servers"].([]any); ok && len(servers) > 0 {
+		s0, _ := servers[0].(map[string]any)
+		base, _ = s0["url"].(string)
+		vars, _ := s0["variables"].(map[string]any)
+		base = serverVar.ReplaceAllStringFunc(base, func(m string) string {
+			v, _ := vars[m[1:len(m)-1]].(map[string]any)
+			if d, ok := v["default"].(string); ok {
+				return d
+			}
+			return m
+		})
+	}
+	spec, _ := url.Parse(c.opts.SpecURL)
+	if spec != nil && spec.Host == "" {
+		spec = nil
+	}
+	switch {
+	case base == "" && spec == nil:
+		return "", &utcp.ManualError{Manual: c.opts.Manual, Path: "servers", Msg: "missing: the document names no server and was not fetched from a URL"}
+	case base == "":
+		base = spec.Scheme + "://" + spec.Host
+	default:
+		u, err := url.Parse(base)
+		if err != nil {
+			return "", &utcp.ManualError{Manual: c.opts.Manual, Path: "servers[0].url", Msg: "not a URL"}
+		}
+		if !u.IsAbs() {
+			if spec == nil {
+				return "", &utcp.ManualError{Manual: c.opts.Manual, Path: "servers[0].url", Msg: "relative, and the document was not fetched from a URL"}
+			}
+			u = spec.ResolveReference(u)
+			base = u.String()
+		}
+		// A document from a remote host may not aim calls at our loopback
+		// (GHSA-39j6-4867-gg4w).
+		if spec != nil && !isLoopbackHost(spec.Hostname()) && isLoopbackHost(u.Hostname()) {
+			return "", &utcp.ManualError{Manual: c.opts.Manual, Path: "servers[0].url", Msg: "a document fetched from a remote host may not name a loopback server"}
+		}
+	}
+	return base, nil
+}
+
+// deref follows a local $ref (once per level; cycles end at a depth bound).
+func (c *converter) deref(v any) any {
+	for range maxSchemaDepth {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		ref, ok := m["$ref"].(string)
+		if !ok {
+			return v
+		}
+		target, ok := resolvePointer(c.root, ref)
+		if !ok {
+			return nil
+		}
+		v = target
+	}
+	return nil
+}
+
+// tool converts one operation. An output schema that cannot be converted
+// is left out, and dropped says why.
+func (c *converter) tool(id, path, method string, item, op map[string]any, base, where string) (tool map[string]any, dropped string, err error) {
+	sc := newSchemaScope(c.root, c.opts.Manual)
+	props := map[string]any{}
+	var required []any
+	var headerFields []any
+	// Path-level parameters first; an operation's own replace those of the
+	// same name and location.
+	type paramKey struct{ name, in string }
+	params := map[paramKey]map[string]any{}
+	var order []paramKey
+	for _, list := range []any{item["parameters"], op["parameters"]} {
+		arr, _ := list.([]any)
+		for _, p := range arr {
+			pm, _ := c.deref(p).(map[string]any)
+			name, _ := pm["name"].(string)
+			in, _ := pm["in"].(string)
+			if name == "" {
+				continue
+			}
+			k := paramKey{name, in}
+			if _, seen := params[k]; !seen {
+				order = append(order, k)
+			}
+			params[k] = pm
+		}
+	}
+	var styled []openAPIParam
+	for _, k := range order {
+		pm := params[k]
+		if k.in == "cookie" {
+			continue // not sent by the HTTP template; left out of the inputs
+		}
+		styled = append(styled, openAPIParam{name: k.name, in: k.in, def: pm})
+		if k.in == "header" && !containsAny(headerFields, k.name) {
+			headerFields = append(headerFields, k.name)
+		}
+		schemaNode := pm["schema"]
+		if schemaNode == nil {
+			if content, ok := pm["content"].(map[string]any); ok {
+				for _, ct := range sortedKeys(content) {
+					if media, ok := content[ct].(map[string]any); ok {
+						schemaNode = media["schema"]
+						break
+					}
+				}
+			}
+		}
+		prop, err := sc.convert(schemaNode, where+".parameters."+k.name)
+		if err != nil {
+			return nil, "", err
+		}
+		if d, ok := pm["description"].(string); ok && d != "" {
+			prop = withDescription(prop, d)
+		}
+		props[k.name] = prop
+		if r, _ := pm["required"].(bool); r && !containsAny(required, k.name) {
+			required = append(required, k.name)
+		}
+	}
+	contentType := httptransport.DefaultContentType
+	hasBody := false
+	if rb, ok := c.deref(op["requestBody"]).(map[string]any); ok {
+		content, _ := rb["content"].(map[string]any)
+		ct, media := pickMedia(content, []string{"application/json", "+json", "application/x-www-form-urlencoded"})
+		if media != nil {
+			prop, err := sc.convert(media["schema"], where+".requestBody")
+			if err != nil {
+				return nil, "", err
+			}
+			desc, _ := rb["description"].(string)
+			if desc == "" {
+				desc = "Request body"
+			}
+			props[httptransport.DefaultBodyField] = withDescription(prop, desc)
+			if r, _ := rb["required"].(bool); r && !containsAny(required, httptransport.DefaultBodyField) {
+				required = append(required, httptransport.DefaultBodyField)
+			}
+			hasBody = true
+			if ct != "" && !strings.Contains(ct, "*") {
+				contentType = ct
+			}
+		}
+	}
+	inputs := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		inputs["required"] = required
+	}
+	sc.attach(inputs)
+
+	outputs := map[string]any{}
+	if responses, ok := op["responses"].(map[string]any); ok {
+		for _, code := range []string{"200", "201", "default"} {
+			resp, ok := c.deref(responses[code]).(map[string]any)
+			if !ok {
+				continue
+			}
+			content, _ := resp["content"].(map[string]any)
+			_, media := pickMedia(content, []string{"application/json", "+json", "text/plain"})
+			if media != nil && media["schema"] != nil {
+				osc := newSchemaScope(c.root, c.opts.Manual)
+				out, err := osc.convert(media["schema"], where+".responses."+code)
+				if err != nil {
+					dropped = err.Error()
+					var me *utcp.ManualError
+					if errors.As(err, &me) {
+						dropped = me.Msg
+					}
+					break
+				}
+				if om, ok := out.(map[string]any); ok {
+					osc.attach(om)
+					outputs = om
+				}
+			}
+			break
+		}
+	}
+
+	callURL := strings.TrimRight(base, "/") + "/" + strings.TrimLeft(path, "/")
+	tmpl := map[string]any{
+		"name":               c.opts.Manual,
+		"call_template_type": utcp.TypeHTTP,
+		"http_method":        strings.ToUpper(method),
+		"url":                callURL,
+		"content_type":       contentType,
+	}
+	bodyField := ""
+	if hasBody {
+		bodyField = httptransport.DefaultBodyField
+		tmpl["body_field"] = bodyField
+	}
+	if styles := c.parameterStyles(styled, headerFields, bodyField, callURL); styles != nil {
+		tmpl["parameter_styles"] = styles
+	}
+	if len(headerFields) > 0 {
+		tmpl["header_fields"] = headerFields
+	}
+	if len(c.opts.Headers) > 0 {
+		h := make(map[string]any, len(c.opts.Headers))
+		for k, v := range c.opts.Headers {
+			h[k] = v
+		}
+		tmpl["headers"] = h
+	}
+	if auth := c.auth(op); auth != nil {
+		tmpl["auth"] = auth
+	}
+	desc, _ := op["summary"].(string)
+	if desc == "" {
+		desc, _ = op["description"].(string)
+	}
+	var tags []any
+	if ts, ok := op["tags"].([]any); ok {
+		for _, t := range ts {
+			if s, ok := t.(string); ok {
+				tags = append(tags, s)
+			}
+		}
+	}
+	tool = map[string]any{
+		"name":               id,
+		"description":        desc,
+		"inputs":             inputs,
+		"outputs":            outputs,
+		"tool_call_template": tmpl,
+	}
+	if tags != nil {
+		tool["tags"] = tags
+	}
+	return tool, dropped, nil
+}
+
+// pickMedia picks a media type by preference ("+json" matches any JSON
+// suffix type), else the first one in name order.
+func pickMedia(content map[string]any, prefs []string) (string, map[string]any) {
+	if len(content) == 0 {
+		return "", nil
+	}
+	keys := sortedKeys(content)
+	for _, p := range prefs {
+		for _, k := range keys {
+			mt := strings.ToLower(strings.TrimSpace(strings.Split(k, ";")[0]))
+			if mt == p || strings.HasPrefix(p, "+") && strings.HasSuffix(mt, p) {
+				m, _ := content[k].(map[string]any)
+				return mt, m
+			}
+		}
+	}
+	m, _ := content[keys[0]].(map[string]any)
+	return strings.ToLower(strings.TrimSpace(strings.Split(keys[0], ";")[0])), m
+}
+
+func withDescription(schema any, desc string) any {
+	m, ok := schema.(map[string]any)
+	if !ok {
+		if b, isBool := schema.(bool); isBool && b {
+			return map[string]any{"description": desc}
+		}
+		return schema
+	}
+	if _, has := m["description"]; !has {
+		m["description"] = desc
+	}
+	return m
+}
+
+func containsAny(list []any, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// resolvePointer follows a local JSON pointer ("#/a/b") in root.
+func resolvePointer(root any, ref string) (any, bool) {
+	if !strings.HasPrefix(ref, "#") {
+		return nil, false
+	}
+	p := strings.TrimPrefix(ref, "#")
+	if p == "" {
+		return root, true
+	}
+	if !strings.HasPrefix(p, "/") {
+		return nil, false
+	}
+	cur := root
+	for _, tok := range strings.Split(p[1:], "/") {
+		if t, err := url.PathUnescape(tok); err == nil {
+			tok = t
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := cur.(type) {
+		case map[string]any:
+			v, ok := x[tok]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			var i int
+			if _, err := fmt.Sscanf(tok, "%d", &i); err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			cur = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// isLoopbackHost reports whether host names this machine: localhost or a
+// loopback address. The egress policy refuses loopback unless listed; this
+// keeps a remote document from aiming at it even where it is listed.
+func isLoopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// firstLine is an error text's first line, bounded.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) <= 300 {
+		return s
+	}
+	cut := 300
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

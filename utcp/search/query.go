@@ -1,0 +1,59 @@
+package search
+
+import (
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+// TrimQuery cuts text (a prompt) to a query within the search limits: at
+// most utcp.MaxQueryBytes, ending before the term past utcp.MaxQueryTerms.
+func TrimQuery(text string) string {
+	if len(text) > utcp.MaxQueryBytes {
+		cut := utcp.MaxQueryBytes
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut]
+	}
+	seen := map[string]bool{}
+	for _, w := range splitWordSpans(text) {
+		for _, t := range analyze(text[w[0]:w[1]]) {
+			seen[t] = true
+		}
+		if len(seen) > utcp.MaxQueryTerms {
+			return text[:w[0]]
+		}
+	}
+	return text
+}
+
+// distinctTerms counts the query's distinct terms, as TrimQuery does.
+func distinctTerms(query string) int {
+	seen := map[string]bool{}
+	for _, t := range analyze(query) {
+		seen[t] = true
+	}
+	return len(seen)
+}
+
+// splitWordSpans is the byte spans of text's runs of letters and digits.
+func splitWordSpans(text string) [][2]int {
+	var out [][2]int
+	start := -1
+	for i, r := range text {
+		inWord := unicode.IsLetter(r) || unicode.IsDigit(r)
+		switch {
+		case inWord && start < 0:
+			start = i
+		case !inWord && start >= 0:
+			out = append(out, [2]int{start, i})
+			start = -1
+		}
+	}
+	if start >= 0 {
+		out = append(out, [2]int{start, len(text)})
+	}
+	return out
+}
