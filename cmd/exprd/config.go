@@ -81,7 +81,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.String("config", "", "a YAML file of settings, keyed by flag name")
 	fs.StringVar(&c.listen, "listen", ":50051", "address to serve gRPC on")
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":9090", "address to serve Prometheus /metrics on (empty: off)")
-	fs.BoolVar(&c.demo, "demo", false, "start sessions from the demo products state and offer the demo functions")
+	fs.BoolVar(&c.demo, "demo", false, "run the demo on loopback (cmd/exprd/demo.go): the scripted model as provider \"demo\", the math and catalog tool providers, the products state and functions")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM, how long open streams may go on before they are stopped")
 	fs.IntVar(&c.cacheSize, "compile-cache-size", evaluator.DefaultCompileCacheSize, "compiled programs kept")
@@ -344,13 +344,9 @@ func (c config) budgetErrors() []error {
 	return errs
 }
 
-// egressPolicy is --egress-allow, with loopback for --demo's own providers.
-func (c config) egressPolicy() (*egress.Policy, error) {
-	entries := splitList(c.egressAllow)
-	if c.demo {
-		entries = append(entries, "loopback")
-	}
-	return egress.Parse(entries)
+// egressPolicy is --egress-allow, with the entries the demo adds.
+func (c config) egressPolicy(extra ...string) (*egress.Policy, error) {
+	return egress.Parse(append(splitList(c.egressAllow), extra...))
 }
 
 // proxies is --trusted-proxies: each an IP (a one-address prefix) or a CIDR.

@@ -174,7 +174,7 @@ func TestUTCPFlagsDoWhatTheirHelpSays(t *testing.T) {
 			}
 			// A variable not bound to its manual refuses the manual when
 			// it is loaded, before any call.
-			tools, err := startTools(context.Background(), c, quiet)
+			tools, err := startTools(context.Background(), c, nil, quiet)
 			if err != nil {
 				if tt.wantErr == nil || !errors.Is(err, tt.wantErr) {
 					t.Fatalf("got %v, want no error or %v", err, tt.wantErr)

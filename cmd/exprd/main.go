@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/exprd/exprd/examples"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
 )
@@ -64,12 +63,17 @@ func run(args []string) error {
 	}
 	defer tel.stop(context.WithoutCancel(ctx))
 
-	md, err := startModels(c, log)
+	dm, err := startDemo(c)
+	if err != nil {
+		return err
+	}
+	defer dm.close()
+	md, err := startModels(c, dm, log)
 	if err != nil {
 		return err
 	}
 	defer md.close()
-	tl, err := startTools(ctx, c, log)
+	tl, err := startTools(ctx, c, dm, log)
 	if err != nil {
 		return err
 	}
@@ -84,6 +88,7 @@ func run(args []string) error {
 	}
 	defer func() { _ = store.Close() }()
 	tel.handle("/readyz", readyz(store))
+	opts = append(opts, dm.serverOptions(log)...)
 	opts = append(opts, server.WithRegistry(tl.reg), server.WithToolStore(store), server.WithModels(md.reg), server.WithMemoryBudget(c.memory))
 	srv, err := server.New(opts...)
 	if err != nil {
@@ -155,9 +160,6 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 	}
 	if c.registryWritesWithoutAuth {
 		opts = append(opts, server.WithRegistryWritesWithoutAuth())
-	}
-	if c.demo {
-		opts = append(opts, server.WithInitialState(examples.Products), server.WithFunctions(examples.Functions(log)...))
 	}
 	return opts, nil
 }

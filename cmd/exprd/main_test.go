@@ -212,7 +212,12 @@ func TestModelsConfig(t *testing.T) {
 		return p
 	}
 	good := write("good.yaml", "providers:\n  local:\n    base_url: http://127.0.0.1:11434/v1\n    model: qwen3:8b\n")
-	m, err := startModels(config{modelsConfig: good, demo: true}, quiet)
+	dm, err := startDemo(config{demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dm.close()
+	m, err := startModels(config{modelsConfig: good}, dm, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +230,7 @@ func TestModelsConfig(t *testing.T) {
 		{"no model", "providers:\n  x:\n    base_url: http://127.0.0.1:1/v1\n", "model"},
 		{"an unknown key", "providers:\n  x:\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    temperature: 1\n", "temperature"},
 	} {
-		if _, err := startModels(config{modelsConfig: write(tt.name+".yaml", tt.text)}, quiet); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := startModels(config{modelsConfig: write(tt.name+".yaml", tt.text)}, nil, quiet); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: got %v, want an error naming %q", tt.name, err, tt.want)
 		}
 	}

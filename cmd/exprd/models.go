@@ -6,22 +6,18 @@ import (
 
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/model/openaicompat"
-	"github.com/exprd/exprd/model/scripted"
 )
 
 // models is the registry of model providers named in --models-config, and
-// the scripted demo model when --demo starts one.
+// the demo's.
 type models struct {
-	reg  *model.Registry // the providers, instrumented
-	raw  *model.Registry // the providers themselves, closed at the end
-	demo *scripted.Server
+	reg *model.Registry // the providers, instrumented
+	raw *model.Registry // the providers themselves, closed at the end
 }
 
-// startModels loads --models-config (API keys only from the environment);
-// with --demo it also starts the scripted model server on loopback as the
-// provider "demo", the default unless the config names one, so an agent
-// turn runs with no API key.
-func startModels(c config, log *slog.Logger) (*models, error) {
+// startModels loads --models-config (API keys only from the environment)
+// and adds the demo's model (demo.addModel).
+func startModels(c config, dm *demo, log *slog.Logger) (*models, error) {
 	cfg := openaicompat.Config{Providers: map[string]openaicompat.ProviderConfig{}}
 	if c.modelsConfig != "" {
 		var err error
@@ -29,21 +25,10 @@ func startModels(c config, log *slog.Logger) (*models, error) {
 			return nil, fmt.Errorf("models-config: %w", err)
 		}
 	}
-	m := &models{}
-	if c.demo {
-		if _, taken := cfg.Providers["demo"]; taken {
-			return nil, fmt.Errorf("models-config: the provider name \"demo\" is the demo model's")
-		}
-		demo, err := scripted.Demo()
-		if err != nil {
-			return nil, err
-		}
-		m.demo = demo
-		cfg.Providers["demo"] = openaicompat.ProviderConfig{BaseURL: demo.BaseURL(), Model: "demo"}
-		if cfg.Default == "" {
-			cfg.Default = "demo"
-		}
+	if err := dm.addModel(&cfg); err != nil {
+		return nil, err
 	}
+	m := &models{}
 	if len(cfg.Providers) == 0 {
 		m.reg = model.NewRegistry()
 		return m, nil
@@ -73,8 +58,5 @@ func startModels(c config, log *slog.Logger) (*models, error) {
 func (m *models) close() {
 	if m.raw != nil {
 		_ = m.raw.Close()
-	}
-	if m.demo != nil {
-		m.demo.Close()
 	}
 }

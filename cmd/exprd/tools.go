@@ -2,33 +2,29 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 
-	"github.com/exprd/exprd/examples/providers"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"
 )
 
-// tools is the UTCP registry and the demo providers it may have started.
+// tools is the UTCP registry.
 type tools struct {
-	reg     *utcp.Registry
-	closers []func()
+	reg *utcp.Registry
 }
 
 // startTools makes the UTCP registry: its HTTP requests carry the trace
 // context and make a span each; manuals load from --manuals-dir; with
-// --demo the demo providers start on loopback and register.
-func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error) {
-	policy, err := c.egressPolicy()
+// --demo the demo's providers register.
+func startTools(ctx context.Context, c config, dm *demo, log *slog.Logger) (*tools, error) {
+	policy, err := c.egressPolicy(dm.egress()...)
 	if err != nil {
 		return nil, fmt.Errorf("egress-allow: %w", err)
 	}
@@ -51,9 +47,10 @@ func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error)
 	if c.utcpEnvFile != "" {
 		opts = append(opts, utcp.WithDotEnvFile(c.utcpEnvFile))
 	}
-	if c.showProviderMessages || c.demo { // the demo's providers are exprd's own
+	if c.showProviderMessages {
 		opts = append(opts, utcp.WithProviderMessages())
 	}
+	opts = append(opts, dm.utcpOptions()...)
 	if c.utcpSecrets != "" {
 		opts = append(opts, utcp.WithSecretDir(c.utcpSecrets))
 	}
@@ -78,49 +75,14 @@ func startTools(ctx context.Context, c config, log *slog.Logger) (*tools, error)
 			}
 		}
 	}
-	if c.demo {
-		if err := t.startDemo(ctx, log); err != nil {
-			t.close()
-			return nil, fmt.Errorf("demo providers: %w", err)
-		}
+	if err := dm.register(ctx, reg, log); err != nil {
+		t.close()
+		return nil, err
 	}
 	return t, nil
 }
 
-// startDemo serves math over HTTP and the catalogue over gRPC on loopback
-// and registers their manuals as "math" and "catalog".
-func (t *tools) startDemo(ctx context.Context, log *slog.Logger) error {
-	m, err := providers.StartMath()
-	if err != nil {
-		return err
-	}
-	t.closers = append(t.closers, func() { _ = m.Close() })
-	r, err := t.reg.Register(ctx, "math", utcp.FromURL(m.URL()+"/utcp"))
-	if err != nil {
-		return err
-	}
-	log.Info("demo provider", "manual", "math", "url", m.URL(), "tools", r.Tools)
-
-	cat, err := providers.StartCatalog()
-	if err != nil {
-		return err
-	}
-	t.closers = append(t.closers, cat.Close)
-	host, port, _ := net.SplitHostPort(cat.Addr())
-	tmpl, _ := json.Marshal(map[string]any{"call_template_type": "grpc", "host": host, "port": port, "service_name": "grpcpb.UTCPService"})
-	if r, err = t.reg.Register(ctx, "catalog", utcp.FromTemplate(tmpl)); err != nil {
-		return err
-	}
-	log.Info("demo provider", "manual", "catalog", "addr", cat.Addr(), "tools", r.Tools)
-	return nil
-}
-
-func (t *tools) close() {
-	_ = t.reg.Close()
-	for i := len(t.closers) - 1; i >= 0; i-- {
-		t.closers[i]()
-	}
-}
+func (t *tools) close() { _ = t.reg.Close() }
 
 // splitList splits a comma-separated flag value, dropping blanks.
 func splitList(s string) []string {

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/model/openaicompat"
+	"github.com/exprd/exprd/model/scripted"
+	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/utcp"
+)
+
+// demo is everything --demo adds, in one place, so that a newcomer's
+// `make run` needs no API key and no provider of their own:
+//
+//   - the scripted model (model/scripted's Demo) on loopback, as the model
+//     provider "demo", the default unless --models-config names one;
+//   - the math provider over HTTP and the catalogue over gRPC on loopback,
+//     registered as the manuals "math" and "catalog";
+//   - loopback in the egress policy, for those providers only in intent
+//     (the policy cannot tell them apart from other loopback providers),
+//     and their error messages shown to the model, since they are exprd's
+//     own;
+//   - sessions starting from the demo products state, with the demo
+//     functions.
+//
+// A nil *demo is "no --demo": every method then adds nothing.
+type demo struct {
+	model   *scripted.Server
+	math    *providers.Math
+	catalog *providers.Catalog
+}
+
+// demoProviderName is the model provider --demo adds.
+const demoProviderName = "demo"
+
+// startDemo starts the demo's servers on loopback; nil without --demo.
+func startDemo(c config) (*demo, error) {
+	if !c.demo {
+		return nil, nil
+	}
+	d := &demo{}
+	var err error
+	if d.model, err = scripted.Demo(); err != nil {
+		return nil, fmt.Errorf("demo model: %w", err)
+	}
+	if d.math, err = providers.StartMath(); err != nil {
+		d.close()
+		return nil, fmt.Errorf("demo math provider: %w", err)
+	}
+	if d.catalog, err = providers.StartCatalog(); err != nil {
+		d.close()
+		return nil, fmt.Errorf("demo catalog provider: %w", err)
+	}
+	return d, nil
+}
+
+// egress is what the demo adds to --egress-allow.
+func (d *demo) egress() []string {
+	if d == nil {
+		return nil
+	}
+	return []string{"loopback"}
+}
+
+// utcpOptions is what the demo adds to the registry's options.
+func (d *demo) utcpOptions() []utcp.Option {
+	if d == nil {
+		return nil
+	}
+	return []utcp.Option{utcp.WithProviderMessages()}
+}
+
+// addModel adds the scripted model to cfg as the provider "demo", the
+// default unless cfg names one.
+func (d *demo) addModel(cfg *openaicompat.Config) error {
+	if d == nil {
+		return nil
+	}
+	if _, taken := cfg.Providers[demoProviderName]; taken {
+		return fmt.Errorf("models-config: the provider name %q is the demo model's", demoProviderName)
+	}
+	cfg.Providers[demoProviderName] = openaicompat.ProviderConfig{BaseURL: d.model.BaseURL(), Model: "demo"}
+	if cfg.Default == "" {
+		cfg.Default = demoProviderName
+	}
+	return nil
+}
+
+// register registers the demo providers' manuals as "math" and "catalog".
+func (d *demo) register(ctx context.Context, reg *utcp.Registry, log *slog.Logger) error {
+	if d == nil {
+		return nil
+	}
+	r, err := reg.Register(ctx, "math", utcp.FromURL(d.math.URL()+"/utcp"))
+	if err != nil {
+		return fmt.Errorf("demo math provider: %w", err)
+	}
+	log.Info("demo provider", "manual", "math", "url", d.math.URL(), "tools", r.Tools)
+	host, port, _ := net.SplitHostPort(d.catalog.Addr())
+	tmpl, _ := json.Marshal(map[string]any{"call_template_type": "grpc", "host": host, "port": port, "service_name": "grpcpb.UTCPService"})
+	if r, err = reg.Register(ctx, "catalog", utcp.FromTemplate(tmpl)); err != nil {
+		return fmt.Errorf("demo catalog provider: %w", err)
+	}
+	log.Info("demo provider", "manual", "catalog", "addr", d.catalog.Addr(), "tools", r.Tools)
+	return nil
+}
+
+// serverOptions is the demo products state and functions.
+func (d *demo) serverOptions(log *slog.Logger) []server.Option {
+	if d == nil {
+		return nil
+	}
+	return []server.Option{server.WithInitialState(examples.Products), server.WithFunctions(examples.Functions(log)...)}
+}
+
+// close stops the demo's servers.
+func (d *demo) close() {
+	if d == nil {
+		return
+	}
+	if d.catalog != nil {
+		d.catalog.Close()
+	}
+	if d.math != nil {
+		_ = d.math.Close()
+	}
+	if d.model != nil {
+		d.model.Close()
+	}
+}
