@@ -1,43 +1,60 @@
 // Command agentxsai benchmarks exprd's AgentLoop against the npm package
-// xsai's generateText on the same two-step turn: the model calls the math
-// provider's add tool, gets {"result": 5}, then answers with fixed text.
+// xsai's generateText on the same two-step turn: the model calls a tool,
+// gets its result, then answers with fixed text. Two workloads (workload.go)
+// differ in the tool:
+//
+//   - http-tool (the default): the math provider's add over HTTP, which
+//     gives {"result": 5}. exprd runs it with its UTCP executor; its client
+//     is this program run again as a worker (a process of its own) that
+//     drives exprd.v1.AgentLoop/Run through the Go SDK (client package).
+//     The xsai side is bench/xsai/turn.mjs, whose tool's execute makes the
+//     same GET the UTCP executor makes.
+//   - client-tool: get_weather, which runs in the calling node process on
+//     both sides. exprd's client is bench/xsai/agentloop.mjs over
+//     @grpc/grpc-js, the tool declared client-run (EXECUTOR_CLIENT) and
+//     answered on the AgentLoop stream; the xsai side is turn.mjs with
+//     the tool's execute in process.
 //
 // Both sides talk to the same scripted OpenAI-compatible server
-// (model/scripted, a loop script without any delay) and the same HTTP tool
-// (examples/providers' math provider), both served by this process on
-// loopback. The exprd side is a real exprd binary, built from this
-// repository and started as a child with --models-config naming the
-// scripted server and --manuals-dir registering the math manual; its
-// client is this program run again as a worker (a process of its own)
-// that drives exprd.v1.AgentLoop/Run through the Go SDK (client package),
-// one turn after another, the tool declared with the UTCP executor. The
-// xsai side is bench/xsai/turn.mjs, whose tool's execute makes the same
-// GET the UTCP executor makes.
+// (model/scripted, a loop script without any delay), served by this
+// process on loopback with the math provider (examples/providers). The
+// exprd side is a real exprd binary, built from this repository and
+// started as a child with --models-config naming the scripted server and
+// --manuals-dir registering the math manual, the same for both workloads.
 //
 // Fairness: exprd's turn crosses gRPC to another process (client → exprd
 // → model and tool, and every event streamed back), where xsai runs the
 // loop inside the calling process; that hop is part of what exprd's
-// number measures. Both make the same two model requests and one tool
-// request per turn over keep-alive HTTP/1.1 to the same servers. By
-// default exprd's provider is configured non-streamed (stream: false) as
-// generateText always is, so both get the same reply bodies; --stream
-// measures exprd with SSE replies instead. The scripted server adds no
-// delay. Rounds alternate the two sides (and which goes first) so that
-// the load of a shared machine falls on both alike; each round starts a
-// fresh client process of each side and warms it up before measuring.
-// exprd itself runs once for all rounds, as a server does.
+// number measures. Both make the same two model requests per turn over
+// keep-alive HTTP/1.1 to the same server. By default exprd's provider is
+// configured non-streamed (stream: false) as generateText always is, so
+// both get the same reply bodies; --stream measures exprd with SSE
+// replies instead. The scripted server adds no delay. Rounds alternate
+// the two sides (and which goes first) so that the load of a shared
+// machine falls on both alike; each round starts a fresh client process
+// of each side and warms it up before measuring. exprd itself runs once
+// for all rounds, as a server does.
+//
+// CPU: exprd's CPU per turn is its process's utime+stime from
+// /proc/<pid>/stat (10 ms ticks), read when the round's client has
+// finished its warm-up (the client waits for the harness there) and again
+// when the client has exited, summed over the rounds and divided by their
+// measured turns: warm-up excluded. Each client reports its own CPU over
+// the measured turns (process.cpuUsage in node, getrusage in Go).
 //
 // Usage (from bench/):
 //
-//	go run ./cmd/agentxsai [--rounds 5] [--turns 50] [--warmup 10] [--json out.json]
+//	go run ./cmd/agentxsai [--workload http-tool|client-tool] [--rounds 5] [--turns 50] [--warmup 10] [--json out.json]
 //
 // It prints a table on stderr and the report as JSON on stdout (or into
 // --json). It runs `npm ci` in bench/xsai when node_modules does not hold
-// the locked xsai.
+// the packages package-lock.json pins.
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,6 +86,7 @@ func main() {
 	}
 	var o Options
 	fs := flag.NewFlagSet("agentxsai", flag.ExitOnError)
+	fs.StringVar(&o.Workload, "workload", workloads[0].name, "the turn to measure: http-tool or client-tool")
 	fs.IntVar(&o.Rounds, "rounds", 5, "rounds, each running both sides")
 	fs.IntVar(&o.Turns, "turns", 50, "measured turns per side per round")
 	fs.IntVar(&o.Warmup, "warmup", 10, "turns per side per round before measuring")
@@ -105,6 +123,7 @@ func main() {
 
 // Options configure a run.
 type Options struct {
+	Workload              string // empty: the first of workloads
 	Rounds, Turns, Warmup int
 	Stream                bool
 	ModuleDir             string
@@ -116,24 +135,35 @@ type Options struct {
 
 // Report is the run's result, as JSON for the report generator.
 type Report struct {
-	Benchmark     string    `json:"benchmark"`
-	Turn          string    `json:"turn"`
-	Rounds        int       `json:"rounds"`
-	TurnsPerRound int       `json:"turns_per_round"`
-	WarmupPerRnd  int       `json:"warmup_per_round"`
-	ExprdStream   bool      `json:"exprd_stream"`
-	GoVersion     string    `json:"go_version"`
-	NodeVersion   string    `json:"node_version"`
-	XSAIVersion   string    `json:"xsai_version"`
-	CPUs          int       `json:"cpus"`
-	Exprd         Side      `json:"exprd"`
-	XSAI          Side      `json:"xsai"`
-	Ratio         float64   `json:"ratio"`
-	RoundRatios   []float64 `json:"round_ratios"`
-	RatioMin      float64   `json:"ratio_min"`
-	RatioMax      float64   `json:"ratio_max"`
-	Goal          float64   `json:"goal"`
-	GoalMet       bool      `json:"goal_met"`
+	Benchmark     string `json:"benchmark"`
+	Workload      string `json:"workload"`
+	Turn          string `json:"turn"`
+	ExprdClient   string `json:"exprd_client"`
+	Rounds        int    `json:"rounds"`
+	TurnsPerRound int    `json:"turns_per_round"`
+	WarmupPerRnd  int    `json:"warmup_per_round"`
+	ExprdStream   bool   `json:"exprd_stream"`
+	GoVersion     string `json:"go_version"`
+	NodeVersion   string `json:"node_version"`
+	XSAIVersion   string `json:"xsai_version"`
+	// NodeModules are the versions of bench/xsai's dependencies.
+	NodeModules map[string]string `json:"node_modules"`
+	CPUs        int               `json:"cpus"`
+	Exprd       Side              `json:"exprd"`
+	XSAI        Side              `json:"xsai"`
+	Ratio       float64           `json:"ratio"`
+	RoundRatios []float64         `json:"round_ratios"`
+	RatioMin    float64           `json:"ratio_min"`
+	RatioMax    float64           `json:"ratio_max"`
+	Goal        float64           `json:"goal"`
+	GoalMet     bool              `json:"goal_met"`
+	// CPUGoalNS is exprd's CPU per turn to stay under (0: none);
+	// CPURatio is the exprd side's CPU per turn, exprd's and its client's,
+	// over the xsai side's.
+	CPUGoalNS  int64   `json:"cpu_goal_ns,omitempty"`
+	CPUGoalMet bool    `json:"cpu_goal_met"`
+	CPURatio   float64 `json:"cpu_ratio"`
+	CPUWindow  string  `json:"cpu_window"`
 	// ScriptedRequests is how many chat requests the scripted server
 	// answered, every one checked (2 per turn, warm-up included).
 	ScriptedRequests int `json:"scripted_requests"`
@@ -169,19 +199,33 @@ type Side struct {
 	ServerPeakRSSMiB float64 `json:"server_peak_rss_mib,omitempty"`
 	// TotalPeakRSSMiB adds them up: what the side costs in memory.
 	TotalPeakRSSMiB float64 `json:"total_peak_rss_mib"`
+	// ClientCPUPerTurnNS is the client process's CPU per measured turn;
+	// ServerCPUPerTurnNS exprd's (exprd side only), also per round.
+	ClientCPUPerTurnNS      int64   `json:"client_cpu_per_turn_ns"`
+	ServerCPUPerTurnNS      int64   `json:"server_cpu_per_turn_ns,omitempty"`
+	RoundServerCPUPerTurnNS []int64 `json:"round_server_cpu_per_turn_ns,omitempty"`
+	// TotalCPUPerTurnNS adds them up: what the side costs in CPU.
+	TotalCPUPerTurnNS int64 `json:"total_cpu_per_turn_ns"`
 
-	durations []int64
+	durations            []int64
+	clientCPU, serverCPU time.Duration
 }
 
-const fairness = "exprd's turn crosses gRPC to a separate exprd process (Go client -> exprd -> model and tool, events streamed back); " +
-	"xsai runs the loop in the calling node process. Both hit the same scripted OpenAI-compatible server (no delays) and the same HTTP math tool; " +
-	"rounds alternate the sides."
+const cpuWindow = "exprd: utime+stime of its process (/proc/<pid>/stat, 10 ms ticks) from the end of the round client's warm-up to the client's exit, " +
+	"over the measured turns (warm-up excluded); clients: their own user+system CPU over the measured turns"
 
 // Run runs the benchmark.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	began := time.Now()
 	if o.Rounds <= 0 || o.Turns <= 0 || o.Warmup < 0 {
 		return nil, errors.New("rounds and turns must be positive, warmup not negative")
+	}
+	if o.Workload == "" {
+		o.Workload = workloads[0].name
+	}
+	w, err := findWorkload(o.Workload)
+	if err != nil {
+		return nil, err
 	}
 	logf := func(format string, args ...any) {
 		if o.Log != nil {
@@ -206,9 +250,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node --version: %w", err)
 	}
-	xsaiVersion, err := ensureNodeModules(ctx, o.XSAIDir, logf)
+	modules, err := ensureNodeModules(ctx, o.XSAIDir, logf)
 	if err != nil {
 		return nil, err
+	}
+	xsaiVersion := modules["xsai"]
+	if xsaiVersion == "" {
+		return nil, fmt.Errorf("%s/package-lock.json pins no xsai", o.XSAIDir)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -228,8 +276,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 
-	sc := scenario{Prompt: "What is 2 + 3?", A: 2, B: 3, WantText: "2 + 3 = 5."}
-	model, err := scripted.Start(script(sc))
+	model, err := scripted.Start(script(w))
 	if err != nil {
 		return nil, err
 	}
@@ -240,8 +287,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer math.Close()
 
-	// exprd's configuration: the scripted server as its only provider, the
-	// math manual from a directory.
+	// exprd's configuration, the same for every workload: the scripted
+	// server as its only provider, the math manual from a directory.
 	cfgPath, manuals := filepath.Join(tmp, "models.json"), filepath.Join(tmp, "manuals")
 	noRetries := 0
 	stream := o.Stream
@@ -276,23 +323,28 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer srv.Stop()
 
 	rep := &Report{
-		Benchmark: "agentloop-vs-xsai", Turn: "two steps: the model calls add(2, 3) on the math HTTP provider, then answers",
+		Benchmark: "agentloop-vs-xsai", Workload: w.name, Turn: w.turn, ExprdClient: w.exprdClient,
 		Rounds: o.Rounds, TurnsPerRound: o.Turns, WarmupPerRnd: o.Warmup, ExprdStream: o.Stream,
 		GoVersion: runtime.Version(), NodeVersion: strings.TrimSpace(string(nodeVersion)), XSAIVersion: xsaiVersion,
-		CPUs: runtime.NumCPU(), Goal: 1.0, Fairness: fairness,
+		NodeModules: modules, CPUs: runtime.NumCPU(), Goal: 1.0, CPUGoalNS: w.cpuGoalNS, CPUWindow: cpuWindow,
+		Fairness: w.fairness,
 	}
-	counts := []string{"--warmup", fmt.Sprint(o.Warmup), "--turns", fmt.Sprint(o.Turns)}
-	goSide := func() (*sideResult, error) {
-		cmd := exec.CommandContext(ctx, self, append(append([]string{"-addr", srv.Addr}, counts...), sc.args()...)...)
-		cmd.Env = append(os.Environ(), workerEnv+"=1")
-		return runSide(cmd, "exprd (Go client)", exprdLog)
-	}
-	nodeSide := func() (*sideResult, error) {
-		args := append([]string{"turn.mjs", "--base-url", model.BaseURL(), "--math-url", math.URL(),
-			"--model", "scripted-model", "--max-steps", "10"}, counts...)
-		cmd := exec.CommandContext(ctx, node, append(args, sc.args()...)...)
-		cmd.Dir = o.XSAIDir
-		return runSide(cmd, "xsai (node)", nil)
+	e := &env{node: node, self: self, moduleDir: o.ModuleDir, xsaiDir: o.XSAIDir, exprdAddr: srv.Addr,
+		modelURL: model.BaseURL(), mathURL: math.URL(),
+		counts: []string{"--warmup", fmt.Sprint(o.Warmup), "--turns", fmt.Sprint(o.Turns)}}
+	// exprdSide runs a round of the exprd side and measures exprd's CPU
+	// over its measured turns: from the client's end of warm-up to its exit.
+	exprdSide := func() (*sideResult, time.Duration, error) {
+		var cpu0 time.Duration
+		res, err := runSide(w.exprdCmd(ctx, e), "exprd ("+w.exprdClient+")", func() (err error) {
+			cpu0, err = procCPU(srv.Pid())
+			return err
+		}, exprdLog)
+		if err != nil {
+			return nil, 0, err
+		}
+		cpu1, err := procCPU(srv.Pid())
+		return res, cpu1 - cpu0, err
 	}
 	seen := 0
 	for r := range o.Rounds {
@@ -303,12 +355,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		var med [2]int64
 		for _, name := range order {
 			var res *sideResult
+			var serverCPU time.Duration
 			side := &rep.Exprd
 			if name == "exprd" {
-				res, err = goSide()
+				res, serverCPU, err = exprdSide()
 			} else {
 				side = &rep.XSAI
-				res, err = nodeSide()
+				res, err = runSide(w.xsaiCmd(ctx, e), "xsai (node)", nil, nil)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("round %d: %w", r+1, err)
@@ -317,8 +370,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				return nil, fmt.Errorf("round %d: %s verified %d of %d turns, ran the tool %d times", r+1, name, res.Verified, o.Turns, res.ToolCalls)
 			}
 			// The scripted server saw the side's two requests per turn, the
-			// second carrying the math provider's answer.
-			n, aborted, err := checkRequests(model, seen, 2*(o.Turns+o.Warmup), sc.wantResult())
+			// second carrying the tool's answer.
+			n, aborted, err := checkRequests(model, seen, 2*(o.Turns+o.Warmup), w.result)
 			if err != nil {
 				return nil, fmt.Errorf("round %d: %s: %w", r+1, name, err)
 			}
@@ -327,6 +380,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			side.ClosedEarly += aborted
 			if name == "exprd" {
 				med[0] = res.MedianNS
+				side.serverCPU += serverCPU
+				side.RoundServerCPUPerTurnNS = append(side.RoundServerCPUPerTurnNS, serverCPU.Nanoseconds()/int64(o.Turns))
 			} else {
 				med[1] = res.MedianNS
 				if res.XSAI != xsaiVersion {
@@ -351,6 +406,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.RoundRatios[i] = round3(rep.RoundRatios[i])
 	}
 	rep.GoalMet = rep.Ratio <= rep.Goal
+	rep.CPUGoalMet = rep.CPUGoalNS > 0 && rep.Exprd.ServerCPUPerTurnNS <= rep.CPUGoalNS
+	if rep.XSAI.TotalCPUPerTurnNS > 0 {
+		rep.CPURatio = round3(float64(rep.Exprd.TotalCPUPerTurnNS) / float64(rep.XSAI.TotalCPUPerTurnNS))
+	}
 	rep.ScriptedRequests = seen
 	hp, _ := selfRSS()
 	rep.HarnessPeakRSSMiB = round2(float64(hp) / 1024)
@@ -358,22 +417,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// script is the loop both sides replay: a user message gets the call of
-// add, the tool's result the final text. No delays.
-func script(sc scenario) scripted.Script {
-	args, _ := json.Marshal(map[string]float64{"a": sc.A, "b": sc.B})
-	return scripted.Script{Loop: true, Turns: []scripted.Turn{
-		{Match: &scripted.Match{LastRole: "user"},
-			ToolCalls: []scripted.ToolCall{{Name: "add", Arguments: args}},
-			Usage:     &scripted.Usage{PromptTokens: 40, CompletionTokens: 12, TotalTokens: 52}},
-		{Match: &scripted.Match{LastRole: "tool"}, Text: sc.WantText,
-			Usage: &scripted.Usage{PromptTokens: 60, CompletionTokens: 8, TotalTokens: 68}},
-	}}
-}
-
 // checkRequests checks the scripted server's requests from index from on:
 // want of them, each answered by a turn of the script, none aborted, and
-// every tool message carrying the provider's answer.
+// every tool message carrying the tool's answer.
 //
 // A request marked aborted is counted, not failed: the side's own check
 // saw the whole reply, and the mark means the client closed the
@@ -407,16 +453,62 @@ func checkRequests(s *scripted.Server, from, want int, result string) (n, aborte
 	return want, aborted, nil
 }
 
+// warmLine is what a side's process prints on stdout when its warm-up
+// is over, when it runs with --sync; it then waits for a line on stdin.
+const warmLine = "warm"
+
 // runSide runs one side's process for a round and decodes its report.
-func runSide(cmd *exec.Cmd, name string, extra *tailBuffer) (*sideResult, error) {
+// With atWarm, the process runs with --sync: atWarm runs when its warm-up
+// is over, then the process is let go on.
+func runSide(cmd *exec.Cmd, name string, atWarm func() error, extra *tailBuffer) (*sideResult, error) {
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	cmd.Stderr = &stderr
+	fail := func(err error) (*sideResult, error) {
 		msg := fmt.Sprintf("%s: %v\n%s", name, err, stderr.String())
 		if extra != nil {
 			msg += "\nexprd's log:\n" + extra.String()
 		}
 		return nil, errors.New(msg)
+	}
+	if atWarm == nil {
+		cmd.Stdout = &stdout
+		if err := cmd.Run(); err != nil {
+			return fail(err)
+		}
+	} else {
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return fail(err)
+		}
+		lines := bufio.NewReader(out)
+		syncErr := func() error {
+			// Closing stdin lets a process that never gets the go-ahead end.
+			defer stdin.Close()
+			line, err := lines.ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("the process ended before its warm-up did: %v", err)
+			}
+			if line != warmLine+"\n" {
+				return fmt.Errorf("after the warm-up it printed %q, want %q", line, warmLine)
+			}
+			if err := atWarm(); err != nil {
+				return err
+			}
+			_, err = io.WriteString(stdin, "\n")
+			return err
+		}()
+		_, copyErr := io.Copy(&stdout, lines)
+		// How the process exited says more than what the harness saw of it.
+		if err := cmp.Or(cmd.Wait(), syncErr, copyErr); err != nil {
+			return fail(err)
+		}
 	}
 	var r sideResult
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
@@ -432,30 +524,50 @@ func (s *Side) add(r *sideResult) {
 	s.VerifiedTurns += r.Verified
 	s.ToolCalls += r.ToolCalls
 	s.ClientPeakRSSMiB = max(s.ClientPeakRSSMiB, round2(float64(r.PeakRSSKiB)/1024))
+	s.clientCPU += time.Duration(r.CPUNS)
 }
 
 func (s *Side) finish() {
 	s.MedianNS, s.P10NS, s.P90NS = quantiles(s.durations)
 	s.MinRoundMedianNS, s.MaxRoundMedianNS = slices.Min(s.RoundMediansNS), slices.Max(s.RoundMediansNS)
 	s.TotalPeakRSSMiB = round2(s.ClientPeakRSSMiB + s.ServerPeakRSSMiB)
+	if s.Turns > 0 {
+		s.ClientCPUPerTurnNS = s.clientCPU.Nanoseconds() / int64(s.Turns)
+		s.ServerCPUPerTurnNS = s.serverCPU.Nanoseconds() / int64(s.Turns)
+	}
+	s.TotalCPUPerTurnNS = s.ClientCPUPerTurnNS + s.ServerCPUPerTurnNS
 }
 
 // WriteTable writes the report for people.
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "\nAgentLoop vs xsai %s (node %s, %s): %s\n", r.XSAIVersion, r.NodeVersion, r.GoVersion, r.Turn)
+	fmt.Fprintf(w, "\nAgentLoop vs xsai %s, workload %s (node %s, %s): %s\n", r.XSAIVersion, r.Workload, r.NodeVersion, r.GoVersion, r.Turn)
 	fmt.Fprintf(w, "%d rounds x %d turns per side (+%d warm-up each), exprd provider streamed: %v\n\n", r.Rounds, r.TurnsPerRound, r.WarmupPerRnd, r.ExprdStream)
 	fmt.Fprintf(w, "%-7s %10s %10s %10s %21s %9s  %s\n", "side", "median", "p10", "p90", "round medians", "verified", "peak RSS")
 	row := func(name string, s Side, mem string) {
 		fmt.Fprintf(w, "%-7s %10s %10s %10s %21s %9s  %s\n", name, ms(s.MedianNS), ms(s.P10NS), ms(s.P90NS),
 			ms(s.MinRoundMedianNS)+" - "+ms(s.MaxRoundMedianNS), fmt.Sprintf("%d/%d", s.VerifiedTurns, s.Turns), mem)
 	}
-	row("exprd", r.Exprd, fmt.Sprintf("exprd %.1f MiB + Go client %.1f MiB = %.1f MiB", r.Exprd.ServerPeakRSSMiB, r.Exprd.ClientPeakRSSMiB, r.Exprd.TotalPeakRSSMiB))
+	row("exprd", r.Exprd, fmt.Sprintf("exprd %.1f MiB + %s %.1f MiB = %.1f MiB", r.Exprd.ServerPeakRSSMiB, r.ExprdClient, r.Exprd.ClientPeakRSSMiB, r.Exprd.TotalPeakRSSMiB))
 	row("xsai", r.XSAI, fmt.Sprintf("node %.1f MiB", r.XSAI.ClientPeakRSSMiB))
 	verdict := "met"
 	if !r.GoalMet {
 		verdict = "NOT met"
 	}
 	fmt.Fprintf(w, "\nexprd/xsai per-turn wall time: %.3fx (rounds %.3fx - %.3fx); goal <= %.1fx: %s\n", r.Ratio, r.RatioMin, r.RatioMax, r.Goal, verdict)
+	rounds := make([]string, len(r.Exprd.RoundServerCPUPerTurnNS))
+	for i, ns := range r.Exprd.RoundServerCPUPerTurnNS {
+		rounds[i] = ms(ns)
+	}
+	fmt.Fprintf(w, "CPU per measured turn: exprd %s (rounds %s) + %s %s = %s; xsai (node) %s; exprd/xsai %.3fx\n",
+		ms(r.Exprd.ServerCPUPerTurnNS), strings.Join(rounds, ", "), r.ExprdClient, ms(r.Exprd.ClientCPUPerTurnNS), ms(r.Exprd.TotalCPUPerTurnNS),
+		ms(r.XSAI.TotalCPUPerTurnNS), r.CPURatio)
+	if r.CPUGoalNS > 0 {
+		verdict := "met"
+		if !r.CPUGoalMet {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "exprd CPU per turn goal <= %s: %s\n", ms(r.CPUGoalNS), verdict)
+	}
 	if r.Exprd.ClosedEarly+r.XSAI.ClosedEarly > 0 {
 		fmt.Fprintf(w, "model requests whose connection the client closed at the end of the reply: exprd %d, xsai %d\n",
 			r.Exprd.ClosedEarly, r.XSAI.ClosedEarly)
@@ -488,48 +600,65 @@ func findModule() (string, error) {
 	}
 }
 
-// ensureNodeModules runs `npm ci` unless node_modules holds the xsai
-// version package-lock.json pins, and returns that version.
-func ensureNodeModules(ctx context.Context, dir string, logf func(string, ...any)) (string, error) {
-	var lock struct {
-		Packages map[string]struct{ Version string } `json:"packages"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		return "", err
-	}
-	if err := json.Unmarshal(b, &lock); err != nil {
-		return "", fmt.Errorf("%s/package-lock.json: %v", dir, err)
-	}
-	want := lock.Packages["node_modules/xsai"].Version
-	if want == "" {
-		return "", fmt.Errorf("%s/package-lock.json pins no xsai", dir)
-	}
-	installed := func() string {
-		var pkg struct{ Version string }
-		b, err := os.ReadFile(filepath.Join(dir, "node_modules", "xsai", "package.json"))
-		if err != nil || json.Unmarshal(b, &pkg) != nil {
-			return ""
-		}
-		return pkg.Version
-	}
-	if installed() == want {
-		return want, nil
+// ensureNodeModules runs `npm ci` unless node_modules holds every
+// dependency of package.json at the version package-lock.json pins, and
+// returns those versions.
+func ensureNodeModules(ctx context.Context, dir string, logf func(string, ...any)) (map[string]string, error) {
+	pinned, stale, err := nodeModules(dir)
+	if err != nil || len(stale) == 0 {
+		return pinned, err
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		return "", fmt.Errorf("npm: %w", err)
+		return nil, fmt.Errorf("npm: %w", err)
 	}
-	logf("npm ci in %s (xsai %s)", dir, want)
+	logf("npm ci in %s (%s not as locked)", dir, strings.Join(stale, ", "))
 	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm ci: %v\n%s", err, out)
+		return nil, fmt.Errorf("npm ci: %v\n%s", err, out)
 	}
-	if got := installed(); got != want {
-		return "", fmt.Errorf("after npm ci node_modules holds xsai %q, want %s", got, want)
+	if pinned, stale, err = nodeModules(dir); err == nil && len(stale) > 0 {
+		err = fmt.Errorf("after npm ci node_modules still lacks %s as locked", strings.Join(stale, ", "))
 	}
-	return want, nil
+	return pinned, err
+}
+
+// nodeModules reads the version package-lock.json pins for each of the
+// package's own dependencies, and which of them node_modules lacks or
+// holds at another version.
+func nodeModules(dir string) (pinned map[string]string, stale []string, err error) {
+	var lock struct {
+		Packages map[string]struct {
+			Version      string
+			Dependencies map[string]string
+		} `json:"packages"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(b, &lock); err != nil {
+		return nil, nil, fmt.Errorf("%s/package-lock.json: %v", dir, err)
+	}
+	pinned = map[string]string{}
+	for name := range lock.Packages[""].Dependencies {
+		want := lock.Packages["node_modules/"+name].Version
+		if want == "" {
+			return nil, nil, fmt.Errorf("%s/package-lock.json pins no %s", dir, name)
+		}
+		pinned[name] = want
+		var pkg struct{ Version string }
+		b, err := os.ReadFile(filepath.Join(dir, "node_modules", name, "package.json"))
+		if err != nil || json.Unmarshal(b, &pkg) != nil || pkg.Version != want {
+			stale = append(stale, name)
+		}
+	}
+	if len(pinned) == 0 {
+		return nil, nil, fmt.Errorf("%s/package-lock.json lists no dependencies", dir)
+	}
+	slices.Sort(stale)
+	return pinned, stale, nil
 }
 
 // tailBuffer keeps the last max bytes written to it.

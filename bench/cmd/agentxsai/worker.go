@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -27,7 +28,7 @@ import (
 const workerEnv = "EXPRD_AGENTXSAI_WORKER"
 
 // sideResult is what a side's process prints after a round: the Go worker
-// below and bench/xsai/turn.mjs print the same fields.
+// below and bench/xsai's turn.mjs and agentloop.mjs print the same fields.
 type sideResult struct {
 	Runtime     string  `json:"runtime"`
 	Warmup      int     `json:"warmup"`
@@ -38,9 +39,11 @@ type sideResult struct {
 	MedianNS    int64   `json:"median_ns"`
 	P10NS       int64   `json:"p10_ns"`
 	P90NS       int64   `json:"p90_ns"`
-	PeakRSSKiB  int64   `json:"peak_rss_kib"`
-	RSSBytes    int64   `json:"rss_bytes"`
-	// XSAI is the xsai version (node side only).
+	// CPUNS is the process's user+system CPU over the measured turns.
+	CPUNS      int64 `json:"cpu_ns"`
+	PeakRSSKiB int64 `json:"peak_rss_kib"`
+	RSSBytes   int64 `json:"rss_bytes"`
+	// XSAI is the xsai version (turn.mjs only).
 	XSAI string `json:"xsai,omitempty"`
 }
 
@@ -51,6 +54,7 @@ func workerMain(args []string) error {
 	addr := fs.String("addr", "", "exprd's gRPC address")
 	warmup := fs.Int("warmup", 10, "turns before measuring")
 	turns := fs.Int("turns", 50, "measured turns")
+	syncFlag := fs.Bool("sync", false, `after the warm-up, print "warm" and wait for a line on stdin`)
 	var sc scenario
 	sc.flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +92,12 @@ func workerMain(args []string) error {
 		}
 		r.ToolCalls += ev.toolResults
 	}
+	if *syncFlag {
+		if err := waitForHarness(); err != nil {
+			return err
+		}
+	}
+	cpu0 := selfCPU()
 	for i := range *turns {
 		t0 := time.Now()
 		ev, err := exprdTurn(ctx, al, start)
@@ -102,10 +112,23 @@ func workerMain(args []string) error {
 		r.Verified++
 		r.DurationsNS = append(r.DurationsNS, d.Nanoseconds())
 	}
+	r.CPUNS = (selfCPU() - cpu0).Nanoseconds()
 	r.MedianNS, r.P10NS, r.P90NS = quantiles(r.DurationsNS)
 	peak, rss := selfRSS()
 	r.PeakRSSKiB, r.RSSBytes = peak, rss*1024
 	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// waitForHarness tells the harness the warm-up is over and waits for its
+// go-ahead: it reads exprd's CPU time in between.
+func waitForHarness() error {
+	if _, err := os.Stdout.WriteString(warmLine + "\n"); err != nil {
+		return err
+	}
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return fmt.Errorf("waiting for the harness after the warm-up: %w", err)
+	}
+	return nil
 }
 
 // turnEvents is what one turn's stream carried, for verify.

@@ -28,9 +28,12 @@ type options struct {
 	module    string // the exprd module's root
 	count     int
 	benchtime string
-	turns     int // AgentLoop vs xsai: turns per round
+	turns     int // AgentLoop vs xsai, HTTP tool: turns per round
 	rounds    int
 	sessions  int
+	// AgentLoop vs xsai, client-run tool: more turns, for exprd's CPU
+	// per turn out of 10 ms ticks.
+	clientToolTurns, clientToolRounds int
 }
 
 func main() {
@@ -40,6 +43,8 @@ func main() {
 	flag.StringVar(&o.benchtime, "benchtime", "1s", "go test -benchtime")
 	flag.IntVar(&o.rounds, "xsai-rounds", 5, "AgentLoop vs xsai: alternating rounds")
 	flag.IntVar(&o.turns, "xsai-turns", 50, "AgentLoop vs xsai: turns per round and side")
+	flag.IntVar(&o.clientToolRounds, "client-tool-rounds", 6, "AgentLoop vs xsai with a client-run tool: alternating rounds")
+	flag.IntVar(&o.clientToolTurns, "client-tool-turns", 300, "AgentLoop vs xsai with a client-run tool: turns per round and side")
 	flag.IntVar(&o.sessions, "sessions", 2000, "sessions of each kind for the RSS figures")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
@@ -88,6 +93,11 @@ func run(ctx context.Context, o options) error {
 	if _, err = step("AgentLoop vs xsai", benchDir, "run", "./cmd/agentxsai", "--rounds", fmt.Sprint(o.rounds), "--turns", fmt.Sprint(o.turns), "--json", xsaiFile); err != nil {
 		return err
 	}
+	clientToolFile := filepath.Join(resultsDir, "agentxsai-clienttool.json")
+	if _, err = step("AgentLoop vs xsai, client-run tool", benchDir, "run", "./cmd/agentxsai", "--workload", "client-tool",
+		"--rounds", fmt.Sprint(o.clientToolRounds), "--turns", fmt.Sprint(o.clientToolTurns), "--json", clientToolFile); err != nil {
+		return err
+	}
 	sessionsOut, err := step("RSS per session", benchDir, "run", "./cmd/sessions", "--module", module, "--sessions", fmt.Sprint(o.sessions))
 	if err != nil {
 		return err
@@ -106,6 +116,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := readJSON(xsaiFile, &rep.xsai); err != nil {
+		return err
+	}
+	if err := readJSON(clientToolFile, &rep.xsaiClientTool); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(sessionsOut, &rep.sessions); err != nil {

@@ -9,8 +9,9 @@ type report struct {
 	machine  machineInfo
 	options  options
 	results  results
-	xsai     xsaiReport
 	sessions sessionsReport
+	// xsai and xsaiClientTool are bench/cmd/agentxsai's workloads.
+	xsai, xsaiClientTool xsaiReport
 }
 
 // sessionsReport is bench/cmd/sessions' output.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -85,5 +87,71 @@ func TestPlot(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 200 {
 		t.Fatalf("the plot is %v", b)
+	}
+}
+
+// clientToolJSON is bench/cmd/agentxsai's report of the client-tool
+// workload, cut to what the report reads; ratio and CPU are filled in.
+const clientToolJSON = `{"workload": "client-tool", "exprd_client": "node client", "rounds": 6, "turns_per_round": 300,
+	"node_version": "v20.20.2", "xsai_version": "0.4.4", "node_modules": {"@grpc/grpc-js": "1.14.7", "xsai": "0.4.4"},
+	"exprd": {"median_ns": 1650000, "min_round_median_ns": 1600000, "max_round_median_ns": 1700000, "turns": 1800, "verified_turns": 1800,
+		"client_peak_rss_mib": 70, "server_peak_rss_mib": 30, "total_peak_rss_mib": 100,
+		"client_cpu_per_turn_ns": 500000, "server_cpu_per_turn_ns": %d, "total_cpu_per_turn_ns": %d},
+	"xsai": {"median_ns": 1250000, "min_round_median_ns": 1200000, "max_round_median_ns": 1300000, "turns": 1800, "verified_turns": 1800,
+		"client_peak_rss_mib": 75, "total_peak_rss_mib": 75, "client_cpu_per_turn_ns": 900000, "total_cpu_per_turn_ns": 900000},
+	"ratio": %g, "ratio_min": 1.3, "ratio_max": 1.4, "goal": 1, "cpu_goal_ns": 400000, "cpu_ratio": 1.78}`
+
+func TestXSAISection(t *testing.T) {
+	httpTool := xsaiReport{Workload: "http-tool", ExprdClient: "Go client", Rounds: 5, TurnsPerRound: 50, XSAIVersion: "0.4.4", NodeVersion: "v20.20.2",
+		Exprd: xsaiSide{MedianNS: 2e6, MinRoundMedianNS: 2e6, MaxRoundMedianNS: 2e6, Turns: 250, VerifiedTurns: 250, ServerCPUPerTurnNS: 1e6, ClientCPUPerTurnNS: 3e5, TotalCPUPerTurnNS: 1.3e6},
+		XSAI:  xsaiSide{MedianNS: 3e6, MinRoundMedianNS: 3e6, MaxRoundMedianNS: 3e6, Turns: 250, VerifiedTurns: 250, TotalCPUPerTurnNS: 2e6},
+		Ratio: 0.667, RatioMin: 0.6, RatioMax: 0.7, Goal: 1}
+	tests := []struct {
+		name         string
+		ratio        float64
+		serverCPU    int // ns per turn
+		noClientTool bool
+		want         []string
+	}{
+		{name: "goals not met", ratio: 1.35, serverCPU: 1100000, want: []string{
+			"**HTTP tool** (`--workload http-tool`)",
+			"| exprd | 2 ms (2 ms–2 ms) | 250/250 | 1.3 ms: exprd 1 ms + Go client 300 µs |",
+			"exprd/xsai: **0.67×** (rounds 0.60–0.70), goal ≤ 1× — met.",
+			"exprd's `AgentLoop` is driven from Node over `@grpc/grpc-js` 1.14.7",
+			"xsai 0.4.4, Node v20.20.2; 6 rounds of 300 turns per side.",
+			"| exprd | 1.65 ms (1.6 ms–1.7 ms) | 1800/1800 | 1.6 ms: exprd 1.1 ms + node client 500 µs | 100 MiB: exprd 30 MiB + node client 70 MiB |",
+			"| xsai | 1.25 ms (1.2 ms–1.3 ms) | 1800/1800 | 900 µs: node | 75 MiB: node |",
+			"exprd/xsai: **1.35×** (rounds 1.30–1.40), goal ≤ 1× — **not met**.",
+			"exprd's CPU per turn: **1.1 ms**, goal ≤ 400 µs — **not met**.",
+			"against xsai's Node: 1.6 ms vs 900 µs (1.78×).",
+		}},
+		{name: "goals met", ratio: 0.95, serverCPU: 400000, want: []string{
+			"exprd/xsai: **0.95×** (rounds 1.30–1.40), goal ≤ 1× — met.",
+			"exprd's CPU per turn: **400 µs**, goal ≤ 400 µs — met.",
+		}},
+		{name: "no client-tool report", noClientTool: true, want: []string{
+			"exprd/xsai: **0.67×** (rounds 0.60–0.70), goal ≤ 1× — met.",
+			"answered with `tool_output` on the stream; xsai runs it in `generateText`'s loop. Missing: no report from this run.\n",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := report{xsai: httpTool}
+			if !tc.noClientTool {
+				j := fmt.Sprintf(clientToolJSON, tc.serverCPU, tc.serverCPU+500000, tc.ratio)
+				if err := json.Unmarshal([]byte(j), &rep.xsaiClientTool); err != nil {
+					t.Fatal(err)
+				}
+			}
+			md := rep.xsaiSection()
+			for _, want := range tc.want {
+				if !strings.Contains(md, want) {
+					t.Errorf("the section lacks %q:\n%s", want, md)
+				}
+			}
+			if tc.noClientTool && strings.Contains(md, "CPU per turn: **") {
+				t.Errorf("the section has a CPU goal line without a client-tool report:\n%s", md)
+			}
+		})
 	}
 }

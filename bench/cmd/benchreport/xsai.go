@@ -5,42 +5,105 @@ import (
 	"strings"
 )
 
-// xsaiReport is the part of bench/cmd/agentxsai's JSON the report uses.
+// xsaiReport is the part of bench/cmd/agentxsai's JSON the report uses,
+// one per workload.
 type xsaiReport struct {
-	Rounds        int      `json:"rounds"`
-	TurnsPerRound int      `json:"turns_per_round"`
-	NodeVersion   string   `json:"node_version"`
-	XSAIVersion   string   `json:"xsai_version"`
-	Exprd         xsaiSide `json:"exprd"`
-	XSAI          xsaiSide `json:"xsai"`
-	Ratio         float64  `json:"ratio"`
-	RatioMin      float64  `json:"ratio_min"`
-	RatioMax      float64  `json:"ratio_max"`
-	Goal          float64  `json:"goal"`
+	Workload      string            `json:"workload"`
+	ExprdClient   string            `json:"exprd_client"`
+	Rounds        int               `json:"rounds"`
+	TurnsPerRound int               `json:"turns_per_round"`
+	NodeVersion   string            `json:"node_version"`
+	XSAIVersion   string            `json:"xsai_version"`
+	NodeModules   map[string]string `json:"node_modules"`
+	Exprd         xsaiSide          `json:"exprd"`
+	XSAI          xsaiSide          `json:"xsai"`
+	Ratio         float64           `json:"ratio"`
+	RatioMin      float64           `json:"ratio_min"`
+	RatioMax      float64           `json:"ratio_max"`
+	Goal          float64           `json:"goal"`
+	CPUGoalNS     float64           `json:"cpu_goal_ns"`
+	CPURatio      float64           `json:"cpu_ratio"`
 }
 
 type xsaiSide struct {
-	MedianNS         float64 `json:"median_ns"`
-	MinRoundMedianNS float64 `json:"min_round_median_ns"`
-	MaxRoundMedianNS float64 `json:"max_round_median_ns"`
-	Turns            int     `json:"turns"`
-	VerifiedTurns    int     `json:"verified_turns"`
-	ClientPeakRSSMiB float64 `json:"client_peak_rss_mib"`
-	ServerPeakRSSMiB float64 `json:"server_peak_rss_mib"`
-	TotalPeakRSSMiB  float64 `json:"total_peak_rss_mib"`
+	MedianNS           float64 `json:"median_ns"`
+	MinRoundMedianNS   float64 `json:"min_round_median_ns"`
+	MaxRoundMedianNS   float64 `json:"max_round_median_ns"`
+	Turns              int     `json:"turns"`
+	VerifiedTurns      int     `json:"verified_turns"`
+	ClientPeakRSSMiB   float64 `json:"client_peak_rss_mib"`
+	ServerPeakRSSMiB   float64 `json:"server_peak_rss_mib"`
+	TotalPeakRSSMiB    float64 `json:"total_peak_rss_mib"`
+	ClientCPUPerTurnNS float64 `json:"client_cpu_per_turn_ns"`
+	ServerCPUPerTurnNS float64 `json:"server_cpu_per_turn_ns"`
+	TotalCPUPerTurnNS  float64 `json:"total_cpu_per_turn_ns"`
 }
 
+// xsaiSection renders both workloads of bench/cmd/agentxsai: the HTTP
+// tool (agentxsai.json) and the client-run tool (agentxsai-clienttool.json).
 func (r report) xsaiSection() string {
-	x := r.xsai
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n### AgentLoop vs xsai\n\nThe same two-step turn (the model calls the math provider's `add`, then answers) against the same scripted OpenAI-compatible server and the same HTTP tool: exprd's `AgentLoop` driven through the Go client from another process, and npm `xsai` %s's `generateText` in Node %s (`bench/cmd/agentxsai`; %d alternating rounds of %d verified turns per side).\n\n",
-		x.XSAIVersion, x.NodeVersion, x.Rounds, x.TurnsPerRound)
-	b.WriteString("| side | wall time per turn (median; round medians' range) | turns verified | peak RSS |\n|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| exprd | %s (%s–%s) | %d/%d | %.0f MiB: exprd %.0f MiB + Go client %.0f MiB |\n",
-		dur(x.Exprd.MedianNS), dur(x.Exprd.MinRoundMedianNS), dur(x.Exprd.MaxRoundMedianNS), x.Exprd.VerifiedTurns, x.Exprd.Turns,
-		x.Exprd.TotalPeakRSSMiB, x.Exprd.ServerPeakRSSMiB, x.Exprd.ClientPeakRSSMiB)
-	fmt.Fprintf(&b, "| xsai | %s (%s–%s) | %d/%d | %.0f MiB: node |\n",
-		dur(x.XSAI.MedianNS), dur(x.XSAI.MinRoundMedianNS), dur(x.XSAI.MaxRoundMedianNS), x.XSAI.VerifiedTurns, x.XSAI.Turns, x.XSAI.TotalPeakRSSMiB)
-	fmt.Fprintf(&b, "\nexprd/xsai: **%.2f×** (rounds %.2f–%.2f), goal %s.\n", x.Ratio, x.RatioMin, x.RatioMax, goal(x.Goal, x.Ratio))
+	b.WriteString("\n### AgentLoop vs xsai\n\nThe same two-step turn (the model calls a tool, then answers) against the same scripted OpenAI-compatible server: exprd's `AgentLoop` in a separate exprd process, and npm `xsai`'s `generateText` in Node, in the calling process (`bench/cmd/agentxsai`, rounds alternating the sides, every turn verified). CPU per turn is over the measured turns, warm-up excluded: exprd's from its process's utime+stime, each client's its own.\n")
+
+	x := r.xsai
+	fmt.Fprintf(&b, "\n**HTTP tool** (`--workload http-tool`): the math provider's `add`, called over HTTP by exprd's UTCP executor and by the tool's `fetch` in xsai; exprd driven through the Go client from another process.")
+	r.xsaiWorkload(&b, x)
+
+	x = r.xsaiClientTool
+	fmt.Fprintf(&b, "\n**Client-run tool** (`--workload client-tool`): `get_weather` runs in the calling Node process on both sides. exprd's `AgentLoop` is driven from Node over `@grpc/grpc-js` %s, the tool declared client-run (`EXECUTOR_CLIENT`) and answered with `tool_output` on the stream; xsai runs it in `generateText`'s loop.",
+		orUnknown(x.NodeModules["@grpc/grpc-js"]))
+	r.xsaiWorkload(&b, x)
+	if x.Rounds > 0 {
+		fmt.Fprintf(&b, "exprd's CPU per turn: **%s**, goal %s. The whole CPU of a turn, exprd's and its Node client's against xsai's Node: %s vs %s (%.2f×).\n",
+			dur(x.Exprd.ServerCPUPerTurnNS), cpuGoal(x.CPUGoalNS, x.Exprd.ServerCPUPerTurnNS),
+			dur(x.Exprd.TotalCPUPerTurnNS), dur(x.XSAI.TotalCPUPerTurnNS), x.CPURatio)
+	}
 	return b.String()
+}
+
+// xsaiWorkload renders one workload's table and ratio, after the
+// sentence that introduces it.
+func (r report) xsaiWorkload(b *strings.Builder, x xsaiReport) {
+	if x.Rounds == 0 {
+		b.WriteString(" Missing: no report from this run.\n")
+		return
+	}
+	fmt.Fprintf(b, " xsai %s, Node %s; %d rounds of %d turns per side.\n\n", x.XSAIVersion, x.NodeVersion, x.Rounds, x.TurnsPerRound)
+	client := orUnknown(x.ExprdClient)
+	b.WriteString("| side | wall time per turn (median; round medians' range) | turns verified | CPU per turn | peak RSS |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| exprd | %s (%s–%s) | %d/%d | %s: exprd %s + %s %s | %.0f MiB: exprd %.0f MiB + %s %.0f MiB |\n",
+		dur(x.Exprd.MedianNS), dur(x.Exprd.MinRoundMedianNS), dur(x.Exprd.MaxRoundMedianNS), x.Exprd.VerifiedTurns, x.Exprd.Turns,
+		cpuDur(x.Exprd.TotalCPUPerTurnNS), cpuDur(x.Exprd.ServerCPUPerTurnNS), client, cpuDur(x.Exprd.ClientCPUPerTurnNS),
+		x.Exprd.TotalPeakRSSMiB, x.Exprd.ServerPeakRSSMiB, client, x.Exprd.ClientPeakRSSMiB)
+	fmt.Fprintf(b, "| xsai | %s (%s–%s) | %d/%d | %s: node | %.0f MiB: node |\n",
+		dur(x.XSAI.MedianNS), dur(x.XSAI.MinRoundMedianNS), dur(x.XSAI.MaxRoundMedianNS), x.XSAI.VerifiedTurns, x.XSAI.Turns,
+		cpuDur(x.XSAI.TotalCPUPerTurnNS), x.XSAI.TotalPeakRSSMiB)
+	fmt.Fprintf(b, "\nexprd/xsai: **%.2f×** (rounds %.2f–%.2f), goal %s.\n", x.Ratio, x.RatioMin, x.RatioMax, goal(x.Goal, x.Ratio))
+}
+
+// cpuGoal says whether exprd's CPU per turn is within the goal.
+func cpuGoal(goalNS, ns float64) string {
+	switch {
+	case goalNS == 0:
+		return "—"
+	case ns <= goalNS:
+		return fmt.Sprintf("≤ %s — met", dur(goalNS))
+	default:
+		return fmt.Sprintf("≤ %s — **not met**", dur(goalNS))
+	}
+}
+
+// cpuDur is dur, or "?" for a report from before CPU was measured.
+func cpuDur(ns float64) string {
+	if ns == 0 {
+		return "?"
+	}
+	return dur(ns)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
 }

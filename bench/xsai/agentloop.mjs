@@ -1,0 +1,142 @@
+// agentloop.mjs runs the exprd side of the client-tool workload of
+// exprd's "AgentLoop vs xsai" benchmark (bench/cmd/agentxsai) from Node,
+// as a Node backend would: one @grpc/grpc-js channel to exprd, and turns
+// one after another, each an AgentLoop.Run stream. Start declares
+// get_weather as a client-run tool (EXECUTOR_CLIENT); when exprd asks for
+// it (tool_call_requested with run_on_client) this process runs it
+// (side.mjs's weather, as turn.mjs runs it for xsai) and answers with
+// tool_output; the turn ends when exprd ends the stream after done.
+//
+//	node agentloop.mjs --addr 127.0.0.1:P --proto-dir ../../proto \
+//	  --prompt 'Weather in Paris?' --city Paris --want-text '...' --warmup 10 --turns 50 [--sync]
+//
+// The protos are loaded at run time with @grpc/proto-loader, with the
+// options examples/node/client.mjs uses. It prints one JSON object on
+// stdout (side.mjs's measure; --sync: the harness reads exprd's CPU time
+// after the warm-up). Any turn that does not come out as scripted fails
+// the run (exit 1, the reason on stderr).
+import { isDeepStrictEqual, parseArgs } from 'node:util'
+
+import grpc from '@grpc/grpc-js'
+import protoLoader from '@grpc/proto-loader'
+
+import { measure, required, version, weather } from './side.mjs'
+
+const { values: opts } = parseArgs({
+  options: {
+    'addr': { type: 'string' },
+    'proto-dir': { type: 'string' },
+    'prompt': { type: 'string' },
+    'city': { type: 'string' },
+    'want-text': { type: 'string' },
+    'max-steps': { type: 'string', default: '10' },
+    'warmup': { type: 'string', default: '10' },
+    'turns': { type: 'string', default: '50' },
+    'sync': { type: 'boolean', default: false },
+  },
+})
+required('agentloop.mjs', opts, 'addr', 'proto-dir', 'prompt', 'city', 'want-text')
+
+const { AgentLoop } = grpc.loadPackageDefinition(
+  protoLoader.loadSync(['exprd/v1/agentloop.proto'], {
+    includeDirs: [opts['proto-dir']],
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  }),
+).exprd.v1
+const client = new AgentLoop(opts.addr, grpc.credentials.createInsecure())
+
+const start = {
+  start: {
+    messages: [{ role: 'ROLE_USER', content: opts.prompt }],
+    tools: [{
+      name: weather.name,
+      description: weather.description,
+      parameters_json: JSON.stringify(weather.parameters),
+      executor: 'EXECUTOR_CLIENT',
+    }],
+    stop: { max_steps: Number(opts['max-steps']) },
+  },
+}
+
+let executed = 0
+
+// turn runs one turn and resolves with what its stream carried once the
+// server has ended it.
+function turn() {
+  return new Promise((resolve, reject) => {
+    const seen = { announced: [], requested: [], results: [], rejected: [], done: null }
+    const call = client.Run()
+    call.on('data', (m) => {
+      const ev = m[m.event]
+      switch (m.event) {
+        case 'tool_call_requested':
+          if (!ev.run_on_client) {
+            seen.announced.push(ev.call)
+            break
+          }
+          seen.requested.push(ev.call)
+          if (ev.call.name !== weather.name) {
+            call.write({ tool_output: { call_id: ev.call.id, is_error: true } })
+            break
+          }
+          executed++
+          call.write({ tool_output: { call_id: ev.call.id, output_json: JSON.stringify(weather.run(JSON.parse(ev.call.arguments_json))) } })
+          break
+        case 'tool_result':
+          seen.results.push(ev)
+          break
+        case 'rejected':
+          seen.rejected.push(ev)
+          break
+        case 'done':
+          seen.done = ev
+          break
+      }
+    })
+    call.on('error', reject)
+    call.on('end', () => resolve(seen))
+    call.write(start)
+  })
+}
+
+const wantArgs = { city: opts.city }
+const wantResult = weather.run(wantArgs)
+
+// verify checks one turn: get_weather announced, then asked of this
+// client once with the scripted arguments, its result passed on as it
+// was sent, and the scripted answer after two steps.
+function verify(seen) {
+  const fail = (why) => {
+    throw new Error(`turn not as scripted: ${why}: ${JSON.stringify(seen)}`)
+  }
+  if (seen.done === null)
+    fail('the stream ended without done')
+  if (seen.rejected.length > 0)
+    fail('a message of this client was rejected')
+  if (seen.announced.length !== 1 || seen.requested.length !== 1 || seen.requested[0].id !== seen.announced[0].id)
+    fail('want one call announced, then requested of the client')
+  const call = seen.requested[0]
+  if (call.name !== weather.name || !isDeepStrictEqual(JSON.parse(call.arguments_json), wantArgs))
+    fail(`called ${call.name} with ${call.arguments_json}`)
+  const r = seen.results
+  if (r.length !== 1 || r[0].call_id !== call.id || r[0].is_error || !isDeepStrictEqual(JSON.parse(r[0].output_json), wantResult))
+    fail(`want the result ${JSON.stringify(wantResult)}`)
+  const d = seen.done
+  if (d.steps.length !== 2 || d.text !== opts['want-text'] || d.stop_reason !== 'STOP_REASON_COMPLETED')
+    fail(`done after ${d.steps.length} steps (${d.stop_reason}) with ${JSON.stringify(d.text)}, want 2 steps and ${JSON.stringify(opts['want-text'])}`)
+}
+
+await measure({
+  warmup: Number(opts.warmup),
+  turns: Number(opts.turns),
+  sync: opts.sync,
+  turn,
+  verify,
+  toolCalls: () => executed,
+  extra: { grpc_js: version('@grpc/grpc-js') },
+})
+client.close()
