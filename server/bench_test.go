@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/model/openaicompat"
+	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 )
 
@@ -162,4 +166,65 @@ func startEcho(b *testing.B) grpc.ClientStream {
 	}
 	b.Cleanup(func() { cancel(); conn.Close(); srv.Stop() })
 	return stream
+}
+
+// BenchmarkAgentLoopClientToolTurn: the client-run tool turn of issue 18
+// (bench/cmd/agentxsai --workload client-tool) in one process, for
+// profiling exprd's share: the model calls get_weather, the client answers
+// it over the stream, the model answers; the scripted model on loopback,
+// not streamed, as the harness configures it.
+func BenchmarkAgentLoopClientToolTurn(b *testing.B) {
+	ms, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{
+		{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{{Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}}},
+		{Match: &scripted.Match{LastRole: "tool"}, Text: "It is 18 °C and clear in Paris."},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(ms.Close)
+	stream := false
+	p, err := openaicompat.New("scripted", openaicompat.ProviderConfig{BaseURL: ms.BaseURL(), Model: "m", Stream: &stream})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	models := model.NewRegistry()
+	if err := models.Register("scripted", p); err != nil {
+		b.Fatal(err)
+	}
+	c := exprdv1.NewAgentLoopClient(serve(b, newServer(b, server.WithModels(models))))
+	start := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
+		Messages: userMsg("Weather in Paris?"),
+		Tools: []*exprdv1.AgentTool{{Name: "get_weather", Description: "The weather in a city.", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT,
+			ParametersJson: `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`}},
+	}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		stream, err := c.Run(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := stream.Send(start); err != nil {
+			b.Fatal(err)
+		}
+		done := false
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				break
+			}
+			if r := m.GetToolCallRequested(); r.GetRunOnClient() {
+				out := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: r.GetCall().GetId(), OutputJson: `{"city":"Paris","temp_c":18,"sky":"clear"}`}}}
+				if err := stream.Send(out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if m.GetDone() != nil {
+				done = true
+			}
+		}
+		if !done {
+			b.Fatal("the turn ended without done")
+		}
+	}
 }
