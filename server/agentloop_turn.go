@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/evaluator"
@@ -79,7 +78,7 @@ func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCause
 		cancel(errAborted)
 		return true
 	case *exprdv1.AgentLoopRunRequest_Start:
-		kind, bad = "start", status.Error(codes.FailedPrecondition, "the turn has started; Start comes once")
+		kind, bad = "start", statusErr(codes.FailedPrecondition, "the turn has started; Start comes once", errorInfo(reasonAlreadyStarted))
 	default:
 		bad = badRequest("msg", "after Start: tool outputs, hook and approval replies, state, or cancel")
 	}

@@ -171,7 +171,7 @@ func (r *runSession) handle(m *exprdv1.RunRequest, cancel context.CancelCauseFun
 	case *exprdv1.RunRequest_Cancel:
 		cancel(errRunCancelled)
 	case *exprdv1.RunRequest_Start:
-		kind, bad = "start", status.Error(codes.FailedPrecondition, "the run has started; Start comes once")
+		kind, bad = "start", statusErr(codes.FailedPrecondition, "the run has started; Start comes once", errorInfo(reasonAlreadyStarted))
 	default:
 		bad = badRequest("msg", "after Start only ApprovalReply and RunCancel may come")
 	}

@@ -494,10 +494,6 @@ func codeReason(c codes.Code) string {
 
 // withReason is st with an ErrorInfo: its own, or one naming its code.
 func withReason(st *status.Status) *status.Status {
-	return withReasonFrom(st, codeReason)
-}
-
-func withReasonFrom(st *status.Status, reason func(codes.Code) string) *status.Status {
 	if st.Code() == codes.OK {
 		return st
 	}
@@ -506,27 +502,10 @@ func withReasonFrom(st *status.Status, reason func(codes.Code) string) *status.S
 			return st
 		}
 	}
-	if d, err := st.WithDetails(errorInfo(reason(st.Code()))); err == nil {
+	if d, err := st.WithDetails(errorInfo(codeReason(st.Code()))); err == nil {
 		return d
 	}
 	return st
-}
-
-// rejectedReasons name, in a Rejected, the statuses made without a
-// reason: there each of these codes has one meaning (the rule for replies
-// nobody waits for, in the protos).
-var rejectedReasons = map[codes.Code]string{
-	codes.NotFound:           reasonReplyNotAwaited,
-	codes.FailedPrecondition: reasonAlreadyStarted,
-	codes.AlreadyExists:      reasonCallInFlight,
-	codes.InvalidArgument:    reasonInvalidField,
-}
-
-func rejectedReason(c codes.Code) string {
-	if r, ok := rejectedReasons[c]; ok {
-		return r
-	}
-	return codeReason(c)
 }
 
 // finalError is what the client gets of err: a status with an ErrorInfo.

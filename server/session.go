@@ -13,7 +13,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/evaluator"
@@ -165,13 +164,13 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 		c := ss.calls[m.Cancel.GetCallId()]
 		ss.mu.Unlock()
 		if c == nil {
-			return ss.reject("cancel", m.Cancel.GetCallId(), status.Error(codes.NotFound, fmt.Sprintf("no call %q is in flight", m.Cancel.GetCallId())))
+			return ss.reject("cancel", m.Cancel.GetCallId(), statusErr(codes.NotFound, fmt.Sprintf("no call %q is in flight", m.Cancel.GetCallId()), errorInfo(reasonReplyNotAwaited)))
 		}
 		c.cancel()
 	case *exprdv1.SessionRequest_Open:
-		return ss.reject("open", "", status.Error(codes.FailedPrecondition, "the session is already open; settings are fixed for the stream's life"))
+		return ss.reject("open", "", statusErr(codes.FailedPrecondition, "the session is already open; settings are fixed for the stream's life", errorInfo(reasonAlreadyStarted)))
 	default:
-		return ss.reject("", "", status.Error(codes.InvalidArgument, "the message has none of its fields set"))
+		return ss.reject("", "", statusErr(codes.InvalidArgument, "the message has none of its fields set", errorInfo(reasonInvalidField)))
 	}
 	return nil
 }
@@ -184,7 +183,7 @@ func (ss *session) startCall(m *exprdv1.Call) error {
 	ss.mu.Lock()
 	if _, busy := ss.calls[id]; busy {
 		ss.mu.Unlock()
-		return ss.reject("call", id, status.Error(codes.AlreadyExists, fmt.Sprintf("call %q is already in flight", id)))
+		return ss.reject("call", id, statusErr(codes.AlreadyExists, fmt.Sprintf("call %q is already in flight", id), errorInfo(reasonCallInFlight)))
 	}
 	if len(ss.calls) >= ss.srv.opts.maxCallsInFlight {
 		ss.mu.Unlock()

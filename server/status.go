@@ -11,10 +11,9 @@ import (
 
 // rejected is the Rejected event for a client message a stream could not
 // use: kind names the message, st is the gRPC status a unary call would
-// have ended with. Its ErrorInfo is st's own, or the one its code has in
-// a Rejected (rejectedReasons).
+// have ended with, its reason named where it was made.
 func rejected(kind, callID string, st error) *exprdv1.Rejected {
-	return &exprdv1.Rejected{Kind: kind, CallId: callID, Status: withReasonFrom(status.Convert(st), rejectedReason).Proto()}
+	return &exprdv1.Rejected{Kind: kind, CallId: callID, Status: withReason(status.Convert(st)).Proto()}
 }
 
 // jsonText is JSON for a *_json field. A proto string must be UTF-8, and
