@@ -2,7 +2,6 @@ package evaluator_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,28 +69,12 @@ func TestCasesUnary(t *testing.T) {
 	}
 }
 
-// clockStep is how far the clock of a case moves at each read. The
-// meter reads it when evaluation starts and stops and every 1,024
-// iterations, so a case's time is a count of its work, the same on a loaded
-// machine as on an idle one: 20 µs a read puts the million iterations of
-// the default budget at 20 ms, within the default time budget of 100 ms,
-// and the 810,900 of the case that must run out of 5 ms at 16 ms.
-const clockStep = 20 * time.Microsecond
-
-// stepClock returns a clock that moves clockStep on at every read, and only
-// then.
-func stepClock() func() time.Time {
-	var reads atomic.Int64
-	start := time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
-	return func() time.Time { return start.Add(time.Duration(reads.Add(1)) * clockStep) }
-}
-
 // runCase runs c on a tool with its own step clock.
 func runCase(t *testing.T, e *evaluator.Evaluator, c evaltest.Case, opts ...evaluator.ToolOption) evaltest.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
 	defer cancel()
-	r, err := evaltest.Run(ctx, e, c, append(opts, evaluator.WithClock(stepClock()))...)
+	r, err := evaltest.Run(ctx, e, c, append(opts, evaluator.WithClock(evaltest.StepClock()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

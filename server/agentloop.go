@@ -173,7 +173,7 @@ func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start 
 			// Its BadRequest names settings.*; in a turn they are Start's.
 			return tool, refield(err, "settings", "start.expr_settings")
 		}
-		et, err := evaluator.NewTool(settings, a.s.opts.budgets, evaluator.ClientUnreachable())
+		et, err := evaluator.NewTool(settings, a.s.opts.budgets, a.s.opts.toolOptions(evaluator.ClientUnreachable())...)
 		if err != nil {
 			return tool, badRequest("start.expr_settings", err.Error())
 		}

@@ -41,7 +41,7 @@ func casesServer(t *testing.T) exprdv1.ExprToolClient {
 			fns = append(fns, f)
 		}
 	}
-	return startServer(t, server.WithFunctions(fns...))
+	return startServer(t, server.WithFunctions(fns...), server.WithClock(evaltest.StepClock))
 }
 
 // wireSettings declares the case's functions as a client would: server-run
@@ -89,17 +89,8 @@ func TestCasesOverSession(t *testing.T) {
 	for _, tc := range loadCases(t) {
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			var err error
-			for range 3 { // the time budget is wall-clock: a loaded machine may need a retry
-				var a evaluator.Answer
-				var writes []evaluator.Write
-				var calls []evaltest.ClientCall
-				a, writes, calls = runOverSession(t, c, tc)
-				if err = evaltest.Check(tc, a, writes, calls, nil); err == nil || !evaltest.OverTime(tc, a) {
-					break
-				}
-			}
-			if err != nil {
+			a, writes, calls := runOverSession(t, c, tc)
+			if err := evaltest.Check(tc, a, writes, calls, nil); err != nil {
 				t.Error(err)
 			}
 		})
@@ -173,27 +164,21 @@ func TestCasesOverUnaryCall(t *testing.T) {
 		n++
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			var err error
-			for range 3 {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				resp, cerr := c.Call(ctx, &exprdv1.CallRequest{Settings: wireSettings(tc), Budgets: wireBudgets(tc), StateJson: string(tc.StateJSON()), InputJson: string(tc.InputJSON())})
-				cancel()
-				if cerr != nil {
-					t.Fatal(cerr)
-				}
-				a, perr := evaltest.ParseAnswer([]byte(resp.GetAnswerJson()))
-				if perr != nil {
-					t.Fatal(perr)
-				}
-				var writes []evaluator.Write
-				for _, w := range resp.GetWrites() {
-					writes = append(writes, evaluator.Write{Step: int(w.GetStep()), Path: w.GetPath(), ValueJSON: []byte(w.GetValueJson())})
-				}
-				if err = evaltest.Check(tc, a, writes, nil, nil); err == nil || !evaltest.OverTime(tc, a) {
-					break
-				}
-			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			resp, err := c.Call(ctx, &exprdv1.CallRequest{Settings: wireSettings(tc), Budgets: wireBudgets(tc), StateJson: string(tc.StateJSON()), InputJson: string(tc.InputJSON())})
 			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := evaltest.ParseAnswer([]byte(resp.GetAnswerJson()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var writes []evaluator.Write
+			for _, w := range resp.GetWrites() {
+				writes = append(writes, evaluator.Write{Step: int(w.GetStep()), Path: w.GetPath(), ValueJSON: []byte(w.GetValueJson())})
+			}
+			if err := evaltest.Check(tc, a, writes, nil, nil); err != nil {
 				t.Error(err)
 			}
 		})

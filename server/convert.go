@@ -116,7 +116,7 @@ func (s *Server) tool(settings *exprdv1.Settings, budgets *exprdv1.Budgets, opts
 	if err != nil {
 		return nil, err
 	}
-	t, err := evaluator.NewTool(es, b, opts...)
+	t, err := evaluator.NewTool(es, b, s.opts.toolOptions(opts...)...)
 	if err != nil {
 		return nil, badRequest("settings", err.Error())
 	}

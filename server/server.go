@@ -100,6 +100,7 @@ type options struct {
 	memory                    *membudget.Budget
 	models                    *model.Registry
 	grpcOpts                  []grpc.ServerOption
+	newClock                  func() func() time.Time // nil: time.Now
 }
 
 // Option configures a Server.
@@ -160,6 +161,23 @@ func positive(name string, n int, set func()) error {
 	}
 	set()
 	return nil
+}
+
+// WithClock gives each evaluator Tool the server makes (a Session's, a
+// Call's, an AgentLoop turn's expr tool) a clock of its own, made by
+// newClock, for its time budget to read (default time.Now): a test whose
+// budgets must not depend on the machine's load gives each a step clock.
+func WithClock(newClock func() func() time.Time) Option {
+	return func(o *options) error { o.newClock = newClock; return nil }
+}
+
+// toolOptions are the options every evaluator Tool the server makes gets,
+// then opts.
+func (o *options) toolOptions(opts ...evaluator.ToolOption) []evaluator.ToolOption {
+	if o.newClock == nil {
+		return opts
+	}
+	return append([]evaluator.ToolOption{evaluator.WithClock(o.newClock())}, opts...)
 }
 
 // WithMaxCallsInFlight bounds the calls running at once on one stream

@@ -41,8 +41,9 @@
 //     budget to run out says "time budget" in message_contains. Over the
 //     wall clock, on a loaded machine, any other case may run out of it
 //     too ([OverTime]), and a runner may try it again; a runner that gives
-//     the tool a clock counting work instead (evaluator.WithClock, as the
-//     evaluator's own tests do) need not.
+//     each case a clock counting work instead ([StepClock] with
+//     evaluator.WithClock or server.WithClock, as exprd's own tests do)
+//     need not.
 //   - writes, client_calls and state_after are checked when present; an
 //     empty writes or client_calls list means none.
 package evaltest
