@@ -139,6 +139,35 @@ func lineMatches(want, got string) bool {
 	return false
 }
 
+// demo is a real `exprd --demo` built from this tree, with registry
+// writes open (as the README's registry example and the docs' need), and
+// the pinned grpcurl, for the README's and the docs' commands.
+type demo struct {
+	dir     string // the test's directory of binaries
+	addr    string // exprd's gRPC address
+	grpcurl string
+}
+
+// startDemo builds and starts exprd --demo for the test.
+func startDemo(t *testing.T, ctx context.Context) demo {
+	t.Helper()
+	d := demo{dir: t.TempDir()}
+	abs, _ := filepath.Abs(root)
+	exprd, err := exprdproc.Build(ctx, abs, d.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.grpcurl = grpcurlBinary(t, ctx, d.dir)
+	var log exprdproc.LogBuffer
+	p, err := exprdproc.Start(exprd, &log, "--demo", "--registry-writes-without-auth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	d.addr = p.Addr
+	return d
+}
+
 // TestReadmeTour runs every command block of the README against a real
 // `exprd --demo` (with registry writes open, as the README's registry
 // example says to start it) and compares what each prints with what the
@@ -153,29 +182,17 @@ func TestReadmeTour(t *testing.T) {
 	if len(bs) < 10 {
 		t.Fatalf("found %d command blocks in the README, want the tour's (at least 10)", len(bs))
 	}
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	abs, _ := filepath.Abs(root)
-	exprd, err := exprdproc.Build(ctx, abs, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exprctl := filepath.Join(dir, "exprctl")
+	d := startDemo(t, ctx)
+	exprctl := filepath.Join(d.dir, "exprctl")
 	build := exec.CommandContext(ctx, "go", "build", "-o", exprctl, "./cmd/exprctl")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/exprctl: %v\n%s", err, out)
 	}
-	grpcurl := grpcurlBinary(t, ctx, dir)
-	var log exprdproc.LogBuffer
-	p, err := exprdproc.Start(exprd, &log, "--demo", "--registry-writes-without-auth")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
 
-	rewrite := strings.NewReplacer("go run ./cmd/exprctl", exprctl, "bin/grpcurl", grpcurl, "localhost:50051", p.Addr)
+	rewrite := strings.NewReplacer("go run ./cmd/exprctl", exprctl, "bin/grpcurl", d.grpcurl, "localhost:50051", d.addr)
 	for _, b := range bs {
 		t.Run(fmt.Sprintf("line %d", b.line), func(t *testing.T) {
 			var all []string
@@ -188,7 +205,7 @@ func TestReadmeTour(t *testing.T) {
 			for i, c := range commands {
 				cmd := exec.CommandContext(ctx, "bash", "-c", rewrite.Replace(c))
 				cmd.Dir = root
-				cmd.Env = append(os.Environ(), "EXPRCTL_ADDR="+p.Addr, "NO_COLOR=1")
+				cmd.Env = append(os.Environ(), "EXPRCTL_ADDR="+d.addr, "NO_COLOR=1")
 				// One pipe for both, so that what the README shows of
 				// the terminal (a prompt on stderr between lines of
 				// stdout) comes in the order it was written.
@@ -221,22 +238,10 @@ func TestDocsCommandsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	abs, _ := filepath.Abs(root)
-	exprd, err := exprdproc.Build(ctx, abs, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcurl := grpcurlBinary(t, ctx, dir)
-	var log exprdproc.LogBuffer
-	p, err := exprdproc.Start(exprd, &log, "--demo", "--registry-writes-without-auth")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	rewrite := strings.NewReplacer("grpcurl ", grpcurl+" ", "localhost:50051", p.Addr)
+	d := startDemo(t, ctx)
+	rewrite := strings.NewReplacer("grpcurl ", d.grpcurl+" ", "localhost:50051", d.addr)
 	n := 0
 	for _, f := range files {
 		text, err := os.ReadFile(f)
