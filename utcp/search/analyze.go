@@ -1,6 +1,8 @@
 package search
 
 import (
+	"github.com/kljensen/snowball/english"
+
 	"slices"
 	"strings"
 	"unicode"
@@ -67,44 +69,19 @@ func splitWords(s string) []string {
 	return words
 }
 
-// stem strips common English suffixes so that "orders", "ordered" and
-// "ordering" meet, and "create", "created" and "creating" too. It is
-// deliberately light: related forms it misses are caught by the
-// shared-prefix match.
+// stem reduces an English word to its stem with the Snowball (Porter2)
+// English stemmer, so that "orders", "ordered" and "ordering" meet, and
+// "create", "created" and "creating" too. Words of other scripts, and
+// words too long to be words, stay as they are.
 func stem(w string) string {
-	if len(w) <= 3 || !isASCIIWord(w) {
+	if len(w) <= 3 || len(w) > maxStemLen || !isASCIIWord(w) {
 		return w
 	}
-	switch {
-	case strings.HasSuffix(w, "ies") && len(w) > 4:
-		w = w[:len(w)-3] + "y"
-	case strings.HasSuffix(w, "sses"):
-		w = w[:len(w)-2]
-	case strings.HasSuffix(w, "ches") || strings.HasSuffix(w, "shes") || strings.HasSuffix(w, "xes") || strings.HasSuffix(w, "zes"):
-		w = w[:len(w)-2]
-	case strings.HasSuffix(w, "ss") || strings.HasSuffix(w, "us") || strings.HasSuffix(w, "is"):
-	case strings.HasSuffix(w, "s"):
-		w = w[:len(w)-1]
-	}
-	switch {
-	case strings.HasSuffix(w, "ing") && len(w) > 5:
-		w = undouble(w[:len(w)-3])
-	case strings.HasSuffix(w, "ed") && len(w) > 4:
-		w = undouble(w[:len(w)-2])
-	}
-	if strings.HasSuffix(w, "e") && len(w) > 4 {
-		w = w[:len(w)-1]
-	}
-	return w
+	return english.Stem(w, false)
 }
 
-func undouble(w string) string {
-	n := len(w)
-	if n >= 2 && w[n-1] == w[n-2] && !strings.ContainsRune("aeiouls", rune(w[n-1])) {
-		return w[:n-1]
-	}
-	return w
-}
+// maxStemLen is the longest word stem reduces.
+const maxStemLen = 64
 
 func isASCIIWord(w string) bool {
 	for i := 0; i < len(w); i++ {

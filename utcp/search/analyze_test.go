@@ -23,7 +23,7 @@ func TestStem(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"status", "address", "analysis", "bus"} {
+	for _, w := range []string{"status", "address", "bus", "größe", strings.Repeat("orders", 11)} {
 		if got := stem(w); got != w {
 			t.Errorf("stem(%q): got %q, want it unchanged", w, got)
 		}

@@ -130,7 +130,7 @@ func evalRegistry(t testing.TB, doc []byte) (*utcp.Registry, func() *Index) {
 // left out in turn, and with plain BM25 over each operation's id,
 // summary, description and parameters (the document's own text), and
 // reports top-1, top-3 and MRR. exprd's search must never do worse than
-// the baseline on a catalogue, and must keep the 40 of 70 top-3 it
+// the baseline on a catalogue, and must keep the 42 of 70 top-3 it
 // reached (the goal, 80%, is not met: see BENCHMARKS.md). Not parallel:
 // the ablation changes the package's settings.
 func TestSearchOnPublishedCatalogues(t *testing.T) {
@@ -200,8 +200,8 @@ func TestSearchOnPublishedCatalogues(t *testing.T) {
 		}
 		t.Logf("%-30s %-25s %v", v.name, "all", *total[v.name])
 	}
-	if got := total["exprd"]; got.top3 < 40 {
-		t.Errorf("exprd's search found the intended tool in the top 3 for %d of %d requests, down from 40", got.top3, got.n)
+	if got := total["exprd"]; got.top3 < 42 {
+		t.Errorf("exprd's search found the intended tool in the top 3 for %d of %d requests, down from 42", got.top3, got.n)
 	}
 }
 
