@@ -130,10 +130,13 @@ func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchTools
 		if len(at) != 4 {
 			return nil, badRequest("page_token", errPageToken.Error())
 		}
-		offset = int(binary.BigEndian.Uint32([]byte(at)))
-	}
-	if offset >= MaxSearchDepth {
-		return nil, badRequest("page_token", errPageToken.Error())
+		// Compared before the conversion: a 32-bit int would make a
+		// large offset negative.
+		n := binary.BigEndian.Uint32([]byte(at))
+		if n >= MaxSearchDepth {
+			return nil, badRequest("page_token", errPageToken.Error())
+		}
+		offset = int(n)
 	}
 	size := pageSize(req.GetPageSize(), DefaultSearchPageSize, MaxSearchPageSize)
 	end := min(offset+size, MaxSearchDepth)

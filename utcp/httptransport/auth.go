@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -26,8 +28,8 @@ func applyAuth(ctx context.Context, req *http.Request, a *utcp.Auth, tokens *tok
 		if a.APIKey == "" {
 			return "", "", &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{"the api_key of the template's auth is empty"}}
 		}
-		if hasCRLF(a.APIKey) || hasCRLF(a.VarName) {
-			return "", "", &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{"the template's api_key contains CR or LF"}}
+		if !validHeaderValue(a.APIKey) || !validHeaderValue(a.VarName) {
+			return "", "", &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{"the template's api_key contains a control character"}}
 		}
 		switch a.Location {
 		case utcp.LocationQuery:
@@ -49,7 +51,11 @@ func applyAuth(ctx context.Context, req *http.Request, a *utcp.Auth, tokens *tok
 	return "", "", nil
 }
 
-func hasCRLF(s string) bool { return strings.ContainsAny(s, "\r\n") }
+// validHeaderValue reports whether s may be sent as a header's value: no
+// control character but tab (CR and LF would split the request), as
+// net/http itself checks before sending. A value it would refuse there
+// came back as an unreachable provider; it is the call's arguments.
+func validHeaderValue(s string) bool { return httpguts.ValidHeaderFieldValue(s) }
 
 // tokenCache keeps OAuth2 client-credentials tokens per manual, token URL,
 // client, scope and secret, and fetches each once however many calls wait

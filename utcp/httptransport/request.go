@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -98,8 +100,8 @@ func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType st
 		if !ok {
 			return nil, &utcp.FieldError{Path: utcp.JoinPath("headers", k), Msg: "must be a string, got " + utcp.JSONKind(v)}
 		}
-		if hasCRLF(k) || hasCRLF(str) || k == "" {
-			return nil, &utcp.FieldError{Path: utcp.JoinPath("headers", k), Msg: "a header name or value must be non-empty and have no CR or LF"}
+		if !httpguts.ValidHeaderFieldName(k) || !validHeaderValue(str) {
+			return nil, &utcp.FieldError{Path: utcp.JoinPath("headers", k), Msg: "a header name must be a non-empty token and its value have no control character"}
 		}
 		s.headers[k] = str
 	}
@@ -169,8 +171,8 @@ func buildRequest(ctx context.Context, s *httpSpec, method string, args map[stri
 			}
 			str = styledHeader(v, st)
 		}
-		if hasCRLF(str) {
-			return nil, &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{fmt.Sprintf("at /%s: a header value must not contain CR or LF", name)}}
+		if !validHeaderValue(str) {
+			return nil, &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{fmt.Sprintf("at /%s: a header value must not contain a control character", name)}}
 		}
 		hfs = append(hfs, header{name, str})
 	}
@@ -301,7 +303,7 @@ func expandPathParams(tmpl string, args map[string]any, styles map[string]paramS
 		return tmpl, nil
 	}
 	taken := *consumed // by header_fields and the body, which come first
-	var missing, used []string
+	var missing, used, dots []string
 	out := pathParam.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := m[1 : len(m)-1]
 		v, ok := args[name]
@@ -314,15 +316,27 @@ func expandPathParams(tmpl string, args map[string]any, styles map[string]paramS
 		if !slices.Contains(used, name) {
 			used = append(used, name)
 		}
+		var seg string
 		if st, styled := styles[name]; styled {
-			return styledPath(name, v, st)
+			seg = styledPath(name, v, st)
+		} else {
+			seg = encodeURIComponent(jsString(v))
 		}
-		return encodeURIComponent(jsString(v))
+		// encodeURIComponent keeps dots, as the reference clients do;
+		// a value of "." or ".." would be a dot segment, which the
+		// provider resolves to this path or the one above it.
+		if seg == "." || seg == ".." {
+			dots = append(dots, name)
+		}
+		return seg
 	})
-	if len(missing) > 0 {
-		probs := make([]string, len(missing))
-		for i, n := range missing {
-			probs[i] = fmt.Sprintf("missing path parameter %q", n)
+	if len(missing) > 0 || len(dots) > 0 {
+		var probs []string
+		for _, n := range missing {
+			probs = append(probs, fmt.Sprintf("missing path parameter %q", n))
+		}
+		for _, n := range dots {
+			probs = append(probs, fmt.Sprintf("at /%s: a path parameter cannot be \".\" or \"..\"", n))
 		}
 		return "", &utcp.InvalidArgumentsError{Tool: tool, Problems: probs}
 	}
