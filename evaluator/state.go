@@ -92,8 +92,14 @@ func (e *StateTooLargeError) Error() string {
 
 // decodeState decodes a state or a patch within the state's bounds: over
 // one is a *StateTooLargeError, found before the rest is built.
-// It also returns the objects and arrays decoded.
+// It also returns the objects and arrays decoded. JSON must be UTF-8: a
+// byte that is not would be written back as \ufffd, six bytes, and the
+// state's size, counted in the bytes it came in, would be too small.
+// (Through gRPC it cannot happen: a proto string is UTF-8.)
 func decodeState(data []byte, what string) (any, int, error) {
+	if !utf8.Valid(data) {
+		return nil, 0, fmt.Errorf("%s is not valid JSON: it is not UTF-8", what)
+	}
 	v, n, err := jsonvalue.DecodeLimited(data, stateLimits)
 	var le *jsonvalue.LimitError
 	if errors.As(err, &le) {
