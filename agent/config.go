@@ -1,11 +1,9 @@
 package agent
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/exprd/exprd/internal/schemafast"
 	"github.com/exprd/exprd/model"
 )
 
@@ -133,18 +131,9 @@ func (t *turn) addTool(i int, tool Tool) error {
 		if err != nil {
 			return invalid(fmt.Sprintf("tools[%d].parameters", i), "tool %s: %v", tool.Name, err)
 		}
-		ct.schema, ct.simple = s, simpleOf(tool.Parameters)
+		ct.compiledSchema = s
 	}
 	t.tools[tool.Name] = ct
 	t.names = append(t.names, tool.Name)
 	return nil
-}
-
-// simpleOf is the argument check's fast path for a tool's schema, or nil.
-func simpleOf(doc []byte) *schemafast.Schema {
-	var v any
-	if json.Unmarshal(doc, &v) != nil {
-		return nil
-	}
-	return schemafast.New(v)
 }

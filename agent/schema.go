@@ -17,10 +17,17 @@ import (
 // compiledTool is a Tool checked at the start of a turn.
 type compiledTool struct {
 	Tool
-	schema  *jsonschema.Schema // nil: any object
-	simple  *schemafast.Schema // nil: not of the simple shape
-	timeout time.Duration
-	desc    model.Tool
+	*compiledSchema // nil: any object
+	timeout         time.Duration
+	desc            model.Tool
+}
+
+// compiledSchema is a tool's parameters compiled, with the fast path for
+// their shape. It is immutable, and shared by the turns that declare the
+// same parameters.
+type compiledSchema struct {
+	schema *jsonschema.Schema
+	simple *schemafast.Schema // nil: not of the simple shape
 }
 
 // SchemaCacheSize bounds the compiled parameter schemas kept across turns:
@@ -34,8 +41,8 @@ const (
 	MaxCachedSchemaBytes = 64 << 10
 )
 
-var schemas = func() *lru.Cache[[sha256.Size]byte, *jsonschema.Schema] {
-	c, err := lru.New[[sha256.Size]byte, *jsonschema.Schema](SchemaCacheSize)
+var schemas = func() *lru.Cache[[sha256.Size]byte, *compiledSchema] {
+	c, err := lru.New[[sha256.Size]byte, *compiledSchema](SchemaCacheSize)
 	if err != nil {
 		panic(err)
 	}
@@ -43,8 +50,7 @@ var schemas = func() *lru.Cache[[sha256.Size]byte, *jsonschema.Schema] {
 }()
 
 // compileSchema compiles a tool's parameters, or finds them compiled.
-// Compiled schemas are immutable and safe to share.
-func compileSchema(doc []byte) (*jsonschema.Schema, error) {
+func compileSchema(doc []byte) (*compiledSchema, error) {
 	if len(doc) > MaxCachedSchemaBytes {
 		return compileSchemaDoc(doc)
 	}
@@ -62,14 +68,21 @@ func compileSchema(doc []byte) (*jsonschema.Schema, error) {
 
 // compileSchemaDoc compiles a tool's parameters: a JSON object, fetching
 // nothing.
-func compileSchemaDoc(doc []byte) (*jsonschema.Schema, error) {
+func compileSchemaDoc(doc []byte) (*compiledSchema, error) {
 	var v any
-	if err := json.Unmarshal(doc, &v); err == nil {
-		if _, ok := v.(map[string]any); !ok {
-			return nil, fmt.Errorf("not a JSON object")
-		}
+	decoded := json.Unmarshal(doc, &v) == nil
+	if _, ok := v.(map[string]any); decoded && !ok {
+		return nil, fmt.Errorf("not a JSON object")
 	}
-	return schemafast.Compile(doc)
+	s, err := schemafast.Compile(doc)
+	if err != nil {
+		return nil, err
+	}
+	out := &compiledSchema{schema: s}
+	if decoded {
+		out.simple = schemafast.New(v)
+	}
+	return out, nil
 }
 
 // checkArguments decodes a call's arguments and validates them against the
@@ -82,7 +95,7 @@ func (t *compiledTool) checkArguments(args json.RawMessage) error {
 		}
 		obj = nil // an object encoding/json cannot hold (1e400): the validator reads it
 	}
-	if t.schema == nil || (obj != nil && t.simple != nil && t.simple.Accepts(obj)) {
+	if t.compiledSchema == nil || (obj != nil && t.simple != nil && t.simple.Accepts(obj)) {
 		return nil
 	}
 	// The validator decides, and words its errors; it reads numbers exactly.

@@ -47,12 +47,13 @@ type outbox[M any] struct {
 
 	putMu   sync.Mutex // serialises puts: they queue in the order they came
 	mu      sync.Mutex
-	closed  bool // no put is taken any more
-	q       []queued[M]
-	bytes   int           // the size of q
+	closed  bool        // no put is taken any more
+	q       []queued[M] // q[head:] waits; its array is reused from the start once all is sent
+	head    int
+	bytes   int           // the size of q and of the message being sent
 	sending bool          // a sender goroutine is running
-	room    chan struct{} // closed (and replaced) whenever the sender frees room
-	drained chan struct{} // closed (and replaced) whenever the sender stops
+	room    chan struct{} // nil, or made by a put that waits: closed when the sender frees room
+	drained chan struct{} // nil, or made by close: closed when the sender stops
 
 	dead     chan struct{} // closed when sending stops: errSlowReader or a failed Send
 	deadOnce sync.Once
@@ -63,30 +64,32 @@ type outbox[M any] struct {
 // stops (errSlowReader, or the error of a failed Send): a stream whose
 // work must end with it cancels that work there.
 func newOutbox[M any](maxBytes int, timeout time.Duration, size func(M) int, send func(M) error, onDead func(error)) *outbox[M] {
-	return &outbox[M]{maxBytes: maxBytes, timeout: timeout, size: size, send: send, onDead: onDead,
-		room: make(chan struct{}), drained: make(chan struct{}), dead: make(chan struct{})}
+	return &outbox[M]{maxBytes: maxBytes, timeout: timeout, size: size, send: send, onDead: onDead, dead: make(chan struct{})}
 }
 
 // run sends what is queued, then stops.
 func (o *outbox[M]) run() {
 	for {
 		o.mu.Lock()
-		if len(o.q) == 0 {
+		if o.head == len(o.q) {
+			o.q, o.head = o.q[:0], 0
 			o.stop()
 			o.mu.Unlock()
 			return
 		}
-		next := o.q[0]
-		o.q[0] = queued[M]{}
-		o.q = o.q[1:]
+		next := o.q[o.head]
+		o.q[o.head] = queued[M]{}
+		o.head++
 		o.mu.Unlock()
 		err := o.send(next.m)
 		o.mu.Lock()
 		o.bytes -= next.n
-		close(o.room)
-		o.room = make(chan struct{})
+		if o.room != nil {
+			close(o.room)
+			o.room = nil
+		}
 		if err != nil {
-			o.q, o.bytes = nil, 0 // nobody will read the rest
+			o.q, o.head, o.bytes = nil, 0, 0 // nobody will read the rest
 			o.stop()
 			o.mu.Unlock()
 			o.kill(err)
@@ -99,8 +102,10 @@ func (o *outbox[M]) run() {
 // stop marks the sender gone. Callers hold mu.
 func (o *outbox[M]) stop() {
 	o.sending = false
-	close(o.drained)
-	o.drained = make(chan struct{})
+	if o.drained != nil {
+		close(o.drained)
+		o.drained = nil
+	}
 }
 
 func (o *outbox[M]) kill(err error) {
@@ -133,6 +138,11 @@ func (o *outbox[M]) put(ctx context.Context, m M) error {
 			return errStreamEnded
 		}
 		if o.bytes == 0 || o.bytes+n <= o.maxBytes {
+			if o.head > 0 && len(o.q) == cap(o.q) { // move what waits to the front rather than grow
+				k := copy(o.q, o.q[o.head:])
+				clear(o.q[k:])
+				o.q, o.head = o.q[:k], 0
+			}
 			o.q = append(o.q, queued[M]{m, n})
 			o.bytes += n
 			if !o.sending {
@@ -141,6 +151,9 @@ func (o *outbox[M]) put(ctx context.Context, m M) error {
 			}
 			o.mu.Unlock()
 			return nil
+		}
+		if o.room == nil {
+			o.room = make(chan struct{})
 		}
 		room := o.room
 		o.mu.Unlock()
@@ -174,6 +187,9 @@ func (o *outbox[M]) close() {
 	if !o.sending {
 		o.mu.Unlock()
 		return
+	}
+	if o.drained == nil {
+		o.drained = make(chan struct{})
 	}
 	drained := o.drained
 	o.mu.Unlock()
