@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sort"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm/runtime"
@@ -59,22 +60,34 @@ func sortBy(p ...any) (any, error) {
 			return nil, fmt.Errorf("unknown order %v: want \"asc\" or \"desc\"", p[2])
 		}
 	}
-	type keyed struct{ item, key any }
-	ks := make([]keyed, len(items))
-	for i, item := range items {
-		ks[i] = keyed{item, keys[i]}
+	// The items are sorted in a copy, and the keys (map's fresh array,
+	// nobody else's) beside them: no array of pairs.
+	out := items
+	if _, shared := p[0].([]any); shared {
+		out = slices.Clone(items)
 	}
-	slices.SortStableFunc(ks, func(a, b keyed) int {
-		if desc {
-			a, b = b, a
-		}
-		return compareKeys(a.key, b.key)
-	})
-	out := make([]any, len(ks))
-	for i, k := range ks {
-		out[i] = k.item
-	}
+	sort.Stable(byKeys{out, keys, desc})
 	return out, nil
+}
+
+// byKeys sorts items by keys, swapping both.
+type byKeys struct {
+	items, keys []any
+	desc        bool
+}
+
+func (s byKeys) Len() int { return len(s.items) }
+
+func (s byKeys) Less(i, j int) bool {
+	if s.desc {
+		i, j = j, i
+	}
+	return compareKeys(s.keys[i], s.keys[j]) < 0
+}
+
+func (s byKeys) Swap(i, j int) {
+	s.items[i], s.items[j] = s.items[j], s.items[i]
+	s.keys[i], s.keys[j] = s.keys[j], s.keys[i]
 }
 
 // compareKeys orders a and b as expr's < does (and panics as it does on
