@@ -3,6 +3,7 @@ package utcp
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -86,7 +87,7 @@ func TestMergeNames(t *testing.T) {
 		for _, n := range added {
 			set[n] = true
 		}
-		if want := sortedKeys(set); !slices.Equal(names, want) {
+		if want := slices.Sorted(maps.Keys(set)); !slices.Equal(names, want) {
 			t.Fatalf("step %d: got %v, want %v", step, names, want)
 		}
 	}

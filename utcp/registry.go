@@ -270,7 +270,7 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 		}
 		f := r.factories[kind]
 		if f == nil {
-			return nil, nil, &ManualError{Manual: name, Path: path + ".tool_call_template.call_template_type", Msg: fmt.Sprintf("no transport for type %q (have: %s)", kind, strings.Join(sortedKeys(r.factories), ", "))}
+			return nil, nil, &ManualError{Manual: name, Path: path + ".tool_call_template.call_template_type", Msg: fmt.Sprintf("no transport for type %q (have: %s)", kind, strings.Join(slices.Sorted(maps.Keys(r.factories)), ", "))}
 		}
 		if t.Template.hasVars {
 			if err := r.vars.checkBound(t.Template.fields, name, path+".tool_call_template"); err != nil {
@@ -351,7 +351,7 @@ func (r *Registry) Remove(name string) (*Registration, error) {
 func (r *Registry) PlaintextAllowed(host string) bool { return r.env("").PlaintextAllowed(host) }
 
 // Manuals lists the registered manuals' names, sorted.
-func (r *Registry) Manuals() []string { return sortedKeys(r.cat.Load().manuals) }
+func (r *Registry) Manuals() []string { return slices.Sorted(maps.Keys(r.cat.Load().manuals)) }
 
 // List returns every registered tool, sorted by name. The tools are shared:
 // do not change them.
@@ -470,14 +470,5 @@ func (r *Registry) Bounds() Bounds {
 // registered names close to it.
 func (r *Registry) UnknownManual(name string) *NotFoundError {
 	name = SanitizeManualName(name)
-	return &NotFoundError{Kind: "manual", Name: name, Similar: similarNames(name, sortedKeys(r.cat.Load().manuals))}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return &NotFoundError{Kind: "manual", Name: name, Similar: similarNames(name, slices.Sorted(maps.Keys(r.cat.Load().manuals)))}
 }

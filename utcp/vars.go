@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -355,7 +357,7 @@ func (v *variables) checkBound(x any, manual, path string) error {
 			}
 		}
 	case map[string]any:
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			if err := v.checkBound(t[k], manual, JoinPath(path, k)); err != nil {
 				return err
 			}

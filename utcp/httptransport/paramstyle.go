@@ -3,6 +3,7 @@ package httptransport
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -98,7 +99,7 @@ func (s *httpSpec) decodeParamStyles(raw map[string]json.RawMessage) error {
 		return nil
 	}
 	s.styles = make(map[string]paramStyle, len(raw))
-	for _, name := range sortedKeys(raw) {
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		path := utcp.JoinPath("parameter_styles", name)
 		var e paramStyleJSON
 		if err := utcp.DecodeFields(raw[name], &e); err != nil {
@@ -164,7 +165,7 @@ func styleParts(v any) (parts []string, isObject bool) {
 		return parts, false
 	case map[string]any:
 		parts = make([]string, 0, 2*len(x))
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			if x[k] != nil {
 				parts = append(parts, k, styleValue(x[k]))
 			}
@@ -226,7 +227,7 @@ func (q *queryBuilder) addStyled(name string, v any, st paramStyle) {
 
 // addDeep writes a deepObject: key[k]=v, recursing into nested objects.
 func (q *queryBuilder) addDeep(key string, obj map[string]any) {
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		sub := key + "%5B" + uriEncode(k) + "%5D"
 		switch x := obj[k].(type) {
 		case nil:
@@ -344,13 +345,4 @@ func styledHeader(v any, st paramStyle) string {
 		pairs = append(pairs, parts[i]+"="+parts[i+1])
 	}
 	return strings.Join(pairs, ",")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

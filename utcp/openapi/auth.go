@@ -2,6 +2,8 @@ package openapi
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/exprd/exprd/utcp"
@@ -22,7 +24,7 @@ func (c *converter) auth(op map[string]any) map[string]any {
 	schemes, _ := comps["securitySchemes"].(map[string]any)
 	for _, r := range reqs {
 		req, _ := r.(map[string]any)
-		for _, name := range sortedKeys(req) {
+		for _, name := range slices.Sorted(maps.Keys(req)) {
 			scheme, ok := c.deref(schemes[name]).(map[string]any)
 			if !ok {
 				continue
@@ -70,7 +72,7 @@ func schemeAuth(name string, scheme map[string]any) *utcp.Auth {
 			flow, _ := flows[f].(map[string]any)
 			if tokenURL, _ := flow["tokenUrl"].(string); tokenURL != "" {
 				scopes, _ := flow["scopes"].(map[string]any)
-				return &utcp.Auth{Type: utcp.AuthOAuth2, TokenURL: tokenURL, ClientID: ph("CLIENT_ID"), ClientSecret: ph("CLIENT_SECRET"), Scope: strings.Join(sortedKeys(scopes), " ")}
+				return &utcp.Auth{Type: utcp.AuthOAuth2, TokenURL: tokenURL, ClientID: ph("CLIENT_ID"), ClientSecret: ph("CLIENT_SECRET"), Scope: strings.Join(slices.Sorted(maps.Keys(scopes)), " ")}
 			}
 		}
 	}

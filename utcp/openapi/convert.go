@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -201,7 +202,7 @@ func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
 		return nil, nil, err
 	}
 	paths, _ := c.root["paths"].(map[string]any)
-	keys := sortedKeys(paths)
+	keys := slices.Sorted(maps.Keys(paths))
 	var tools []any
 	var skipped []utcp.SkippedTool
 	for _, p := range keys {
@@ -361,7 +362,7 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 		schemaNode := pm["schema"]
 		if schemaNode == nil {
 			if content, ok := pm["content"].(map[string]any); ok {
-				for _, ct := range sortedKeys(content) {
+				for _, ct := range slices.Sorted(maps.Keys(content)) {
 					if media, ok := content[ct].(map[string]any); ok {
 						schemaNode = media["schema"]
 						break
@@ -500,7 +501,7 @@ func pickMedia(content map[string]any, prefs []string) (string, map[string]any) 
 	if len(content) == 0 {
 		return "", nil
 	}
-	keys := sortedKeys(content)
+	keys := slices.Sorted(maps.Keys(content))
 	for _, p := range prefs {
 		for _, k := range keys {
 			mt := strings.ToLower(strings.TrimSpace(strings.Split(k, ";")[0]))
@@ -535,15 +536,6 @@ func containsAny(list []any, s string) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // resolvePointer follows a local JSON pointer ("#/a/b") in root.
