@@ -23,6 +23,13 @@ func TestStem(t *testing.T) {
 			}
 		}
 	}
+	// maxStemLen: a word of 64 bytes is stemmed, one of 65 is left alone.
+	if w := strings.Repeat("a", maxStemLen-len("orders")) + "orders"; stem(w) != strings.TrimSuffix(w, "s") {
+		t.Errorf("stem(%q) (%d bytes): got %q, want it stemmed", w, len(w), stem(w))
+	}
+	if w := strings.Repeat("a", maxStemLen+1-len("orders")) + "orders"; stem(w) != w {
+		t.Errorf("stem(%q) (%d bytes): got %q, want it unchanged", w, len(w), stem(w))
+	}
 	for _, w := range []string{"status", "address", "bus", "größe", strings.Repeat("orders", 11)} {
 		if got := stem(w); got != w {
 			t.Errorf("stem(%q): got %q, want it unchanged", w, got)

@@ -190,14 +190,7 @@ func (ix *Index) search(ctx context.Context, query string, limit int) ([]utcp.Se
 	if len(terms) == 0 || len(ix.docs) == 0 {
 		return nil, nil
 	}
-	// A term no tool has scores nothing, though the query may still be a
-	// tool's name.
-	terms = slices.DeleteFunc(terms, func(qt queryTerm) bool { return qt.df == 0 })
-	n := float64(len(ix.docs))
-	for i := range terms {
-		df := float64(terms[i].df)
-		terms[i].idf = math.Log(1 + (n-df+0.5)/(df+0.5))
-	}
+	terms = ix.weighed(terms)
 	q := strings.ToLower(strings.TrimSpace(query))
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -229,6 +222,19 @@ func (ix *Index) search(ctx context.Context, query string, limit int) ([]utcp.Se
 		}
 	}
 	return ranked(out, limit), nil
+}
+
+// weighed is the query's terms that some tool has, each with its idf: a
+// term no tool has scores nothing, though the query may still be a tool's
+// name.
+func (ix *Index) weighed(terms []queryTerm) []queryTerm {
+	terms = slices.DeleteFunc(terms, func(qt queryTerm) bool { return qt.df == 0 })
+	n := float64(len(ix.docs))
+	for i := range terms {
+		df := float64(terms[i].df)
+		terms[i].idf = math.Log(1 + (n-df+0.5)/(df+0.5))
+	}
+	return terms
 }
 
 // ranked sorts results best first (by name on a tie) and keeps the best

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 
@@ -20,12 +18,7 @@ func (ix *Index) searchLinear(query string, limit int) []utcp.SearchResult {
 	if err != nil || len(terms) == 0 || len(ix.docs) == 0 {
 		return nil
 	}
-	terms = slices.DeleteFunc(terms, func(qt queryTerm) bool { return qt.df == 0 })
-	n := float64(len(ix.docs))
-	for i := range terms {
-		df := float64(terms[i].df)
-		terms[i].idf = math.Log(1 + (n-df+0.5)/(df+0.5))
-	}
+	terms = ix.weighed(terms)
 	q := strings.ToLower(strings.TrimSpace(query))
 	var out []utcp.SearchResult
 	for _, d := range ix.docs {
