@@ -179,13 +179,19 @@ func (s *State) Replace(data []byte) error {
 	if !ok {
 		return fmt.Errorf("state must be a JSON object, got %s", exprbound.Kind(v))
 	}
+	// Its size is that of the JSON it is written as, which a number can
+	// make longer than the bytes it came in (1e20 is 21 digits).
+	size := jsonSize(m)
+	if s.maxBytes > 0 && size > s.maxBytes {
+		return &StateTooLargeError{Size: size, Max: s.maxBytes}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	spare.Release()
 	if err := s.mem.TryResize(stateMemory(len(data), boxes)); err != nil {
 		return err
 	}
-	s.root, s.size, s.boxes, s.base = m, len(data), boxes, 0
+	s.root, s.size, s.boxes, s.base = m, size, boxes, 0
 	return nil
 }
 
@@ -212,7 +218,8 @@ func (s *State) MergePatch(data []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	root, size, boxes, err := s.patched(patch, patchBoxes, len(data))
+	// The merged state is at most the old one and the patch as written.
+	root, size, boxes, err := s.patched(patch, patchBoxes, jsonSize(patch))
 	if err != nil {
 		return err
 	}
