@@ -24,6 +24,7 @@ import (
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/recvgate"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/toolstore"
@@ -66,6 +67,9 @@ type Server struct {
 	// codemode runs CodeMode's programs and the agent's codemode tool; nil
 	// without a registry.
 	codemode *codemode.Runtime
+	// gate admits large received messages into the memory budget; nil
+	// without one.
+	gate *recvgate.Gate
 }
 
 type options struct {
@@ -407,8 +411,16 @@ func New(opts ...Option) (*Server, error) {
 		grpc.ChainUnaryInterceptor(s.unaryInterceptors()...),
 		grpc.ChainStreamInterceptor(s.streamInterceptors()...),
 	}
-	if o.creds != nil {
-		gopts = append(gopts, grpc.Creds(o.creds))
+	creds := o.creds
+	if o.memory != nil {
+		s.gate = recvgate.New(o.memory, int(o.windowSize), o.maxRecvMsgSize)
+		gopts = append(gopts, grpc.StatsHandler(s.gate.StatsHandler()))
+		if creds != nil {
+			creds = s.gate.Credentials(creds)
+		}
+	}
+	if creds != nil {
+		gopts = append(gopts, grpc.Creds(creds))
 	}
 	s.grpc = grpc.NewServer(append(gopts, o.grpcOpts...)...)
 	exprdv1.RegisterExprToolServer(s.grpc, &exprTool{s: s})
@@ -442,6 +454,9 @@ func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
 // Serve serves on lis until Shutdown or Stop.
 func (s *Server) Serve(lis net.Listener) error {
+	if s.gate != nil && s.opts.creds == nil {
+		lis = s.gate.Listener(lis) // with TLS, the credentials wrap each connection
+	}
 	err := s.grpc.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil

@@ -2,14 +2,8 @@ package server_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -30,6 +23,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/gen/grpcpb"
 	"github.com/exprd/exprd/internal/egress"
+	"github.com/exprd/exprd/internal/testcert"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/grpctransport"
@@ -398,33 +392,6 @@ func TestToolRegistryErrorDetails(t *testing.T) {
 	}
 }
 
-// certFor is a self-signed certificate for ip and the pool that trusts it.
-func certFor(t *testing.T, ip string) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "provider"},
-		IPAddresses: []net.IP{net.ParseIP(ip)},
-		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
-}
-
 // utcpProvider serves go-utcp's UTCPService (one tool, ping) on ip, over
 // TLS when cert is given.
 func utcpProvider(t *testing.T, ip string, cert *tls.Certificate) string {
@@ -470,7 +437,7 @@ func (pingProvider) GetManual(context.Context, *grpcpb.Empty) (*grpcpb.Manual, e
 func TestRegisterManualGrpcTargetSecurity(t *testing.T) {
 	t.Parallel()
 	const remote = "127.0.0.2"
-	cert, pool := certFor(t, remote)
+	cert, pool := testcert.SelfSigned(t, remote)
 	remoteTLS := utcpProvider(t, remote, &cert)
 	remotePlain := utcpProvider(t, remote, nil)
 	local := utcpProvider(t, "127.0.0.1", nil)

@@ -2,60 +2,22 @@ package grpctransport_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"reflect"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/exprd/exprd/gen/grpcpb"
+	"github.com/exprd/exprd/internal/testcert"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/grpctransport"
 )
 
-// selfSigned is a certificate for 127.0.0.1 and the pool that trusts it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "provider"},
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
-}
-
 func TestTLS(t *testing.T) {
 	t.Parallel()
-	cert, pool := selfSigned(t)
+	cert, pool := testcert.SelfSigned(t, "127.0.0.1")
 	p := newProvider()
 	s := startServer(t, func(s *grpc.Server) { grpcpb.RegisterUTCPServiceServer(s, p) },
 		grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
