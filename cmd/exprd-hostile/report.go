@@ -29,8 +29,8 @@ const (
 // bounds is the honest line on what exprd bounds and what it does not yet.
 const bounds = "Bounded now: a state's bytes, containers and depth, a set address, a search query (refused on its bytes before any search runs), the rate limiter's callers (an LRU), what CodeMode reads of a tool's answer, " +
 	"and a server-wide memory budget (--memory-budget: here 70% of GOMEMLIMIT) that states and tools' answers reserve from before they allocate, a sixteenth of it kept for small reservations. " +
-	"Not bounded yet: the gRPC messages being received — each stream assembles its whole message (up to --max-recv-msg-size, 16 MiB) before exprd sees it, so many streams sending 15 MB states at once hold that much outside the budget however fast they are refused (rows 1 and mix) — " +
-	"and what a client that never reads pins: each of its streams holds up to --max-calls-in-flight calls blocked on a full outbound queue, their values included (row 6); there, calls the budget refuses end faster, the clients send more of them, and the steady client loses CPU to them."
+	"The gRPC messages being received are in it too: a message longer than a stream's flow-control window reserves twice its length before more than the window of it may arrive (the gate holds back the stream's WINDOW_UPDATEs until then), from the budget within its wait or else from an overdraft of an eighth of it; so what streams receive at once is the budget, the overdraft and a window a stream, not a largest message a stream (rows 1 and mix). " +
+	"Not bounded yet: what a client that never reads pins: each of its streams holds up to --max-calls-in-flight calls blocked on a full outbound queue, their values included (row 6); there, calls the budget refuses end faster, the clients send more of them, and the steady client loses CPU to them."
 
 func (r *report) markdown() string {
 	var b strings.Builder

@@ -3,7 +3,6 @@ package recvgate
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"net"
 	"slices"
 	"sync"
@@ -54,10 +53,25 @@ type stream struct {
 // message is a large received message and what it holds of the budget.
 type message struct {
 	size     uint32
-	res      *membudget.Reservation
-	over     bool // res is in the overdraft
-	complete bool // all its bytes passed through
-	done     bool // decoded, or its stream ended: res is released
+	res      *membudget.Reservation // what it holds of the budget
+	over     int64                  // or of the overdraft
+	complete bool                   // all its bytes passed through
+	done     bool                   // decoded, or its stream ended: what it held is released
+}
+
+// hold is what a message holds, to release.
+type hold struct {
+	res  *membudget.Reservation
+	over int64
+}
+
+// take moves what m holds to held.
+func (m *message) take(held []hold) []hold {
+	if m.res != nil || m.over > 0 {
+		held = append(held, hold{m.res, m.over})
+		m.res, m.over = nil, 0
+	}
+	return held
 }
 
 func (g *Gate) wrap(nc net.Conn) net.Conn {
@@ -88,20 +102,23 @@ func (c *conn) Close() error {
 		c.cancel()
 		c.mu.Lock()
 		c.closed = true
-		var held []*membudget.Reservation
+		var held []hold
 		for id, s := range c.streams {
 			held = s.end(held)
 			delete(c.streams, id)
 		}
 		c.mu.Unlock()
-		release(held)
+		c.g.release(held)
 	})
 	return c.Conn.Close()
 }
 
-func release(rs []*membudget.Reservation) {
-	for _, r := range rs {
-		r.Release()
+func (g *Gate) release(held []hold) {
+	for _, h := range held {
+		h.res.Release()
+		if h.over > 0 {
+			g.overdraft.Release(h.over)
+		}
 	}
 }
 
@@ -123,23 +140,20 @@ func (c *conn) ended(id uint32) {
 	c.mu.Lock()
 	s := c.streams[id]
 	delete(c.streams, id)
-	var held []*membudget.Reservation
+	var held []hold
 	if s != nil {
 		held = s.end(nil)
 	}
 	c.mu.Unlock()
-	release(held)
+	c.g.release(held)
 }
 
 // end marks the stream's messages done, stops its waits and appends
 // their reservations to held. c.mu is held.
-func (s *stream) end(held []*membudget.Reservation) []*membudget.Reservation {
+func (s *stream) end(held []hold) []hold {
 	for _, m := range s.msgs {
 		m.done = true
-		if m.res != nil {
-			held = append(held, m.res)
-			m.res = nil
-		}
+		held = m.take(held)
 	}
 	s.msgs, s.cur, s.waiting = nil, nil, nil
 	if s.cancel != nil {
@@ -199,27 +213,28 @@ func (c *conn) admit(s *stream) {
 // the stream the window held back meanwhile.
 func (c *conn) reserve(s *stream, m *message) {
 	n := 2 * int64(m.size)
-	res, err := c.g.budget.Reserve(s.ctx, what, n)
-	over := false
-	if err != nil && s.ctx.Err() == nil {
-		over = true
-		for {
-			res, err = c.g.overdraft.Reserve(s.ctx, what, n)
-			var spent *membudget.ExhaustedError
-			if err == nil || s.ctx.Err() != nil || !errors.As(err, &spent) || spent.Unreachable {
-				break
+	var h hold
+	var err error
+	if h.res, err = c.g.budget.Reserve(s.ctx, what, n); err != nil {
+		if s.ctx.Err() != nil {
+			return
+		}
+		// A message longer than grpc-go takes is refused by it unread:
+		// it needs no room.
+		if n <= c.g.overdraftLimit {
+			if c.g.overdraft.Acquire(s.ctx, n) != nil {
+				return
 			}
+			h.over = n
 		}
 	}
 	c.mu.Lock()
-	if m.done || s.ctx.Err() != nil {
+	if m.done {
 		c.mu.Unlock()
-		res.Release()
+		c.g.release([]hold{h})
 		return
 	}
-	// Admitted; or, past any bound the gate knows (an overdraft too small
-	// for it, which New rules out), let through rather than stall.
-	m.res, m.over = res, over
+	m.res, m.over = h.res, h.over
 	var frame []byte
 	if s.waiting == m {
 		s.waiting = nil
@@ -253,20 +268,20 @@ func (c *conn) decoded(n int) {
 		return
 	}
 	c.mu.Lock()
-	var res *membudget.Reservation
+	var held []hold
 find:
 	for _, s := range c.streams {
 		for i, m := range s.msgs {
 			if m.complete && int(m.size) == n {
 				m.done = true
-				res, m.res = m.res, nil
+				held = m.take(held)
 				s.msgs = slices.Delete(s.msgs, i, i+1)
 				break find
 			}
 		}
 	}
 	c.mu.Unlock()
-	res.Release()
+	c.g.release(held)
 }
 
 // reader follows the frames a client sends.

@@ -6,7 +6,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/exprd/exprd/membudget"
+	"golang.org/x/sync/semaphore"
 )
 
 // sink is a connection whose writes are kept and whose reads are empty.
@@ -44,7 +44,7 @@ func chunks(b, cuts []byte) [][]byte {
 
 func testConn(window uint32) (*conn, *sink) {
 	s := &sink{}
-	g := &Gate{window: window, overdraft: membudget.New(1<<30, overdraftWait)}
+	g := &Gate{window: window, overdraft: semaphore.NewWeighted(1 << 30), overdraftLimit: 1 << 30}
 	return g.wrap(s).(*conn), s
 }
 

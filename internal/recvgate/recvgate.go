@@ -20,7 +20,9 @@
 // the connection, go on. A reservation the budget cannot make in its wait
 // is taken from a smaller overdraft instead, waiting as long as it takes:
 // the message then arrives, and the handler's own reservation of its
-// decoded state refuses it with RESOURCE_EXHAUSTED, as before. The
+// decoded state refuses it with RESOURCE_EXHAUSTED, as before. Messages
+// wait for the overdraft first come, first served, so that none waits
+// behind later ones for ever while the budget is spent. The
 // reservation ends when grpc-go has decoded the message (its InPayload
 // event), when the stream ends, or when the connection closes.
 //
@@ -34,42 +36,37 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
-	"time"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/stats"
 
 	"github.com/exprd/exprd/membudget"
 )
 
-const (
-	// what a reservation is for, as the budget names it
-	what = "a received message"
-	// overdraftWait is how long one wait for the overdraft lasts; a
-	// message waits for it, wait after wait, until its stream ends.
-	overdraftWait = time.Minute
-)
+// What a reservation is for, as the budget names it.
+const what = "a received message"
 
 // Gate admits the large messages of the connections it wraps.
 type Gate struct {
-	budget    *membudget.Budget
-	overdraft *membudget.Budget
-	window    uint32 // messages longer than this are admitted
-	conns     sync.Map
+	budget         *membudget.Budget
+	overdraft      *semaphore.Weighted // first come, first served
+	overdraftLimit int64
+	window         uint32 // messages longer than this are admitted
+	conns          sync.Map
 }
 
 // New returns a gate that reserves from budget the messages longer than
-// window, a stream's flow-control window. The overdraft is an eighth of
+// window, a stream's flow-control window. The overdraft is a quarter of
 // the budget, and at least what the largest message (maxMsg) needs, so
-// that one can always arrive (a budget keeps a sixteenth of itself for
-// small reservations, hence the 16/15).
+// that one can always arrive.
 func New(budget *membudget.Budget, window, maxMsg int) *Gate {
-	overdraft := max(budget.Limit()/8, 2*int64(maxMsg)*16/15+16)
-	return &Gate{budget: budget, overdraft: membudget.New(overdraft, overdraftWait), window: uint32(window)}
+	overdraft := max(budget.Limit()/4, 2*int64(maxMsg))
+	return &Gate{budget: budget, overdraft: semaphore.NewWeighted(overdraft), overdraftLimit: overdraft, window: uint32(window)}
 }
 
 // Overdraft is the bytes messages may hold once the budget is spent.
-func (g *Gate) Overdraft() int64 { return g.overdraft.Limit() }
+func (g *Gate) Overdraft() int64 { return g.overdraftLimit }
 
 // Held is the bytes the gate's reservations hold in the budget and in
 // the overdraft.
@@ -79,13 +76,8 @@ func (g *Gate) Held() (budget, overdraft int64) {
 		c.mu.Lock()
 		for _, s := range c.streams {
 			for _, m := range s.msgs {
-				if m.res != nil {
-					if m.over {
-						overdraft += m.res.Size()
-					} else {
-						budget += m.res.Size()
-					}
-				}
+				budget += m.res.Size()
+				overdraft += m.over
 			}
 		}
 		c.mu.Unlock()

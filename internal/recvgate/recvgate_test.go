@@ -126,11 +126,10 @@ func spend(t *testing.T, g *Gate) func() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := g.overdraft.Reserve(t.Context(), "test", g.overdraft.Limit()-g.overdraft.Limit()/16)
-	if err != nil {
+	if err := g.overdraft.Acquire(t.Context(), g.overdraftLimit); err != nil {
 		t.Fatal(err)
 	}
-	return func() { a.Release(); b.Release() }
+	return func() { a.Release(); g.overdraft.Release(g.overdraftLimit) }
 }
 
 // tracked is the streams the gate follows on its connections.
