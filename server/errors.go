@@ -27,6 +27,7 @@ import (
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/codemode"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
@@ -403,8 +404,14 @@ const modelFailed = "the model turn failed: "
 // named it in. The message is model.Describe's words, never the server's.
 func modelStatus(ctx context.Context, log *slog.Logger, err error, field, name string) error {
 	log.WarnContext(ctx, "the model request failed", "err", err)
-	var he *model.HTTPError
+	var (
+		he    *model.HTTPError
+		spent *membudget.ExhaustedError
+	)
 	switch {
+	case errors.As(err, &spent):
+		// The reply did not fit in this server's memory budget.
+		return memoryStatus(spent)
 	case errors.As(err, &he):
 		return httpModelStatus(he, field, name)
 	case errors.Is(err, context.DeadlineExceeded): // the provider's own timeout: the caller's is handled before

@@ -289,33 +289,67 @@ func TestErrorsModelThroughGRPC(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { p.Close() })
-			models := model.NewRegistry()
-			if err := models.Register("scripted", p); err != nil {
-				t.Fatal(err)
-			}
-			c := exprdv1.NewAgentLoopClient(serveErrors(t, WithModels(models)))
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			stream, err := c.Run(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
-				Model: tc.model, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "hi"}}}}}); err != nil {
-				t.Fatal(err)
-			}
-			for {
-				_, err = stream.Recv()
-				if err != nil {
-					break
-				}
-			}
-			if errors.Is(err, io.EOF) {
-				t.Fatal("the turn ended without an error")
-			}
-			checkStatus(t, err, tc.want, secret)
+			checkStatus(t, failedTurn(t, p, tc.model), tc.want, secret)
 		})
 	}
+}
+
+// failedTurn runs a turn of p (model names the model) through AgentLoop
+// and returns how it failed.
+func failedTurn(t *testing.T, p model.Provider, modelName string) error {
+	t.Helper()
+	models := model.NewRegistry()
+	if err := models.Register("scripted", p); err != nil {
+		t.Fatal(err)
+	}
+	c := exprdv1.NewAgentLoopClient(serveErrors(t, WithModels(models)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := c.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
+		Model: modelName, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "hi"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err = stream.Recv()
+		if err != nil {
+			break
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		t.Fatal("the turn ended without an error")
+	}
+	return err
+}
+
+// TestErrorsModelReplyOverMemoryBudget: a model reply the server's memory
+// budget, busy with others, cannot hold ends the turn RESOURCE_EXHAUSTED,
+// MEMORY_BUDGET, with a RetryInfo.
+func TestErrorsModelReplyOverMemoryBudget(t *testing.T) {
+	t.Parallel()
+	body := `{"choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("x", 1<<20) + `"},"finish_reason":"stop"}]}`
+	srv, err := scripted.Start(scripted.Script{Turns: []scripted.Turn{{Body: body}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	off := false
+	budget := membudget.New(16<<20, time.Millisecond)
+	held, err := budget.Reserve(context.Background(), "others", 14<<20) // busy, not too small
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	p, err := openaicompat.New("scripted", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m", Stream: &off},
+		openaicompat.WithMemoryBudget(budget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	checkStatus(t, failedTurn(t, p, ""), wantErr{codes.ResourceExhausted, reasonMemoryBudget, "", defaultRetryDelay})
 }
 
 // TestErrorsInterceptorsThroughGRPC: the auth and rate-limit interceptors'

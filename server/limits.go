@@ -141,13 +141,23 @@ func stateQuota(err error) (subject string, ok bool) {
 // RESOURCE_EXHAUSTED with a QuotaFailure (and a RetryInfo when the memory
 // budget is only busy), anything else INVALID_ARGUMENT on field.
 func stateStatus(field string, err error) error {
+	var spent *membudget.ExhaustedError
+	if errors.As(err, &spent) {
+		return memoryStatus(spent)
+	}
 	subject, ok := stateQuota(err)
 	if !ok {
 		return badRequest(field, err.Error())
 	}
-	var spent *membudget.ExhaustedError
-	if errors.As(err, &spent) && !spent.Unreachable {
-		return exhausted(subject, err.Error(), retryInfo(defaultRetryDelay))
-	}
 	return exhausted(subject, err.Error())
+}
+
+// memoryStatus is the status of what the memory budget could not hold:
+// RESOURCE_EXHAUSTED with a QuotaFailure, and a RetryInfo when the budget
+// is only busy.
+func memoryStatus(spent *membudget.ExhaustedError) error {
+	if spent.Unreachable {
+		return exhausted(quotaMemoryBudget, spent.Error())
+	}
+	return exhausted(quotaMemoryBudget, spent.Error(), retryInfo(defaultRetryDelay))
 }

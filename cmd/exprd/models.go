@@ -33,7 +33,7 @@ func startModels(c config, dm *demo, log *slog.Logger) (*models, error) {
 		m.reg = model.NewRegistry()
 		return m, nil
 	}
-	raw, err := openaicompat.NewRegistry(cfg)
+	raw, err := openaicompat.NewRegistry(cfg, openaicompat.WithMemoryBudget(c.memory))
 	if err != nil {
 		m.close()
 		return nil, err

@@ -40,7 +40,7 @@ var allowed = map[string][]string{
 	"internal/sse":               {},
 	"membudget":                  {},
 	"model":                      {},
-	"model/openaicompat":         {"internal/sse", "model"},
+	"model/openaicompat":         {"internal/sse", "membudget", "model"},
 	"model/scripted":             {},
 	"server":                     {"agent", "codemode", "evaluator", "gen/exprd/v1", "internal/recvgate", "membudget", "model", "toolstore", "utcp"},
 	"toolstore":                  {"utcp"},

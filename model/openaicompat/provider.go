@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
 )
 
@@ -30,6 +31,22 @@ type Option func(*options) error
 type options struct {
 	httpClient *http.Client
 	lookupEnv  func(string) (string, bool)
+	memory     *membudget.Budget
+}
+
+// replyMemory is what reading a reply may hold in the memory budget: twice
+// its bytes (the bytes and what is decoded from them), up to twice the
+// most a reply keeps (MaxReplyBytes) and one event line (MaxEventBytes).
+const replyMemory = 2 * (MaxReplyBytes + MaxEventBytes)
+
+// WithMemoryBudget reserves what reading a reply holds from b before it
+// is read, up to replyMemory a reply; a reply the budget cannot hold
+// fails with b's *membudget.ExhaustedError. Default: none.
+func WithMemoryBudget(b *membudget.Budget) Option {
+	return func(o *options) error {
+		o.memory = b
+		return nil
+	}
 }
 
 // WithHTTPClient sends the requests through c. Default: a client of the
@@ -74,6 +91,7 @@ type Provider struct {
 	maxRetryDelay  time.Duration
 	timeout        time.Duration   // per attempt; 0: none
 	transport      *http.Transport // owned, closed by Close; nil with WithHTTPClient
+	memory         *membudget.Budget
 }
 
 var (
@@ -159,6 +177,7 @@ func newProvider(name string, cfg ProviderConfig, opts []Option) (*Provider, err
 		p.maxRetryDelay = time.Duration(cfg.MaxRetryDelay)
 	}
 	p.timeout = time.Duration(cfg.Timeout)
+	p.memory = o.memory
 	return p, nil
 }
 
@@ -202,15 +221,16 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) (model.Stream,
 		_ = raw.Body.Close()
 		return nil, p.wrap(&model.HTTPError{StatusCode: raw.StatusCode, Attempts: attempts})
 	}
+	reply := membudget.NewReadCloser(sctx, raw.Body, p.memory.Empty("a model's reply"), 2, replyMemory)
 	// The reply's type decides how to read it, not what was asked for:
 	// some servers ignore "stream".
 	if mt, _, _ := mime.ParseMediaType(raw.Header.Get("Content-Type")); mt == "text/event-stream" {
-		return newChatStream(sctx, cancel, p, raw.Body), nil
+		return newChatStream(sctx, cancel, p, reply), nil
 	}
 	defer cancel()
-	defer raw.Body.Close()
+	defer reply.Close()
 	var wc wireCompletion
-	if err := decodeBody(raw.Body, &wc); err != nil {
+	if err := decodeBody(reply, &wc); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, p.wrap(ctxErr)
 		}
