@@ -17,6 +17,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
@@ -33,20 +34,28 @@ func BenchmarkSessionRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("exprd", func(b *testing.B) {
-		budgets := evaluator.DefaultBudgets()
-		budgets.Timeout = 60_000_000_000 // a loaded machine must not fail the benchmark
-		c := startServer(b, server.WithBudgets(budgets))
-		s := openSession(b, c, &exprdv1.Open{})
-		s.state(string(products))
-		b.ReportAllocs()
-		for b.Loop() {
-			s.call("c", benchInput)
-			if a := s.answer("c"); a.GetReason() != "" {
-				b.Fatal(a.GetAnswerJson())
+	// exprd as cmd/exprd runs it, with a memory budget (and so the gate
+	// of received messages); without one, for what the budget costs.
+	for _, name := range []string{"exprd", "exprd_without_memory_budget"} {
+		b.Run(name, func(b *testing.B) {
+			budgets := evaluator.DefaultBudgets()
+			budgets.Timeout = 60_000_000_000 // a loaded machine must not fail the benchmark
+			opts := []server.Option{server.WithBudgets(budgets)}
+			if name == "exprd" {
+				opts = append(opts, server.WithMemoryBudget(membudget.New(1<<30, 250*time.Millisecond)))
 			}
-		}
-	})
+			c := startServer(b, opts...)
+			s := openSession(b, c, &exprdv1.Open{})
+			s.state(string(products))
+			b.ReportAllocs()
+			for b.Loop() {
+				s.call("c", benchInput)
+				if a := s.answer("c"); a.GetReason() != "" {
+					b.Fatal(a.GetAnswerJson())
+				}
+			}
+		})
+	}
 	b.Run("bare_grpc_echo", func(b *testing.B) {
 		stream := startEcho(b)
 		req := &exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: benchInput}}}

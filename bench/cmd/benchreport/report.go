@@ -48,6 +48,7 @@ var sections = []struct {
 		{"one-step call round trip on an open `Session` vs a bare grpc-go bidi echo of the same payload, loopback TCP", "server:SessionRoundTrip/exprd", "server:SessionRoundTrip/bare_grpc_echo", 2},
 		{"the same round trip vs the call answered by a two-message echo (its write and its answer) registered on an exprd server, through its interceptors and stats handler: the evaluator's and the Session protocol's share (context)", "server:SessionRoundTrip/exprd", "server:SessionEcho/exprd_server", 0},
 		{"that echo through exprd's server vs the bare grpc-go echo: the interceptors', stats handler's and second message's share (context)", "server:SessionEcho/exprd_server", "server:SessionRoundTrip/bare_grpc_echo", 0},
+		{"the round trip with the memory budget, as cmd/exprd runs (and so the gate of received messages, which reads every HTTP/2 frame), vs without one (context)", "server:SessionRoundTrip/exprd", "server:SessionRoundTrip/exprd_without_memory_budget", 0},
 	}},
 	{"UTCP tools (issue 3)", []pair{
 		{"warm HTTP tool call through the registry vs the same request with bare `net/http`", "utcp:WarmCall/registry", "utcp:WarmCall/bare", 1.1},
