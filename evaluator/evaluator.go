@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"unicode/utf8"
 
@@ -40,6 +41,8 @@ type Evaluator struct {
 	programs *exprbound.Cache[programKey, *vm.Program]
 	vms      exprbound.VMs
 	envs     sync.Pool // *callEnv
+	// running admits the programs that run at once (WithMaxRunning).
+	running *turns
 }
 
 // programKey is the source and what, besides it, changes how it compiles
@@ -64,10 +67,33 @@ func WithCacheSize(n int) Option {
 	}
 }
 
+// WithMaxRunning lets at most n programs run at once (default
+// DefaultMaxRunning): the others wait, taking turns by caller
+// (WithCaller), and their time budget starts when they run. A call waiting on the user or on
+// a host function is not running. So a program has a core while its time
+// budget counts, whatever the load (many programs sharing the cores would
+// each run out of time having done a fraction of their work), and what
+// programs allocate at once is what n of them can allocate in their time
+// budget.
+func WithMaxRunning(n int) Option {
+	return func(e *Evaluator) error {
+		if n < 1 {
+			return fmt.Errorf("max running %d: want at least 1", n)
+		}
+		e.running = newTurns(n)
+		return nil
+	}
+}
+
+// DefaultMaxRunning is twice the cores Go runs on (GOMAXPROCS): enough
+// to keep them busy when programs stop briefly, few enough that a program
+// running has one.
+func DefaultMaxRunning() int { return 2 * runtime.GOMAXPROCS(0) }
+
 // New returns an Evaluator.
 func New(opts ...Option) (*Evaluator, error) {
 	e := &Evaluator{}
-	for _, o := range append([]Option{WithCacheSize(DefaultCompileCacheSize)}, opts...) {
+	for _, o := range append([]Option{WithCacheSize(DefaultCompileCacheSize), WithMaxRunning(DefaultMaxRunning())}, opts...) {
 		if err := o(e); err != nil {
 			return nil, err
 		}
@@ -180,7 +206,9 @@ func (e *Evaluator) exec(p *vm.Program, env map[string]any, st *State, m *meter,
 		return nil, err
 	}
 	env["scopes"].(map[string]any)["root"] = st.Snapshot()
-	m.resume()
+	if err := m.resume(); err != nil {
+		return nil, err
+	}
 	out, err := e.vms.Run(p, env, uint(b.MemoryBudget))
 	m.pause()
 	if err == nil {
@@ -391,7 +419,7 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 		ce = &callEnv{env: map[string]any{}, scopes: map[string]any{}}
 		ce.tick = ce.m.tick
 	}
-	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout, now: t.now}
+	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout, now: t.now, running: e.running, caller: callerOf(ctx)}
 	ce.env[tickName] = ce.tick
 	ce.env["scopes"] = ce.scopes
 	for name, f := range t.funcs {
@@ -426,7 +454,9 @@ func bind(ctx context.Context, f *function, t *Tool, m *meter, h Host) hostFunc 
 			return nil, errorf(InvalidArguments, "%s: %s", f.Name, schemaMessage(err))
 		}
 		m.pause()
-		defer m.resume()
+		// Running again may wait for its turn; a call cancelled meanwhile
+		// stops at the program's next check.
+		defer func() { _ = m.resume() }()
 		fctx, cancel := context.WithTimeout(ctx, t.budgets.FunctionTimeout)
 		defer cancel()
 		var res any

@@ -22,7 +22,9 @@ type meter struct {
 	timeout    time.Duration
 	used       time.Duration
 	since      time.Time // when the running period started
-	running    bool
+	on         bool      // in a running period
+	running    *turns    // the evaluator's turns to run; nil: no wait
+	caller     string    // whose turn it waits for
 }
 
 // tick counts one iteration. It panics with an *Error, which the VM
@@ -52,17 +54,31 @@ func (m *meter) check() error {
 }
 
 func (m *meter) elapsed() time.Duration {
-	if !m.running {
+	if !m.on {
 		return m.used
 	}
 	return m.used + m.now().Sub(m.since)
 }
 
-func (m *meter) resume() { m.since, m.running = m.now(), true }
+// resume starts a running period, once it is the call's turn to run (or
+// the call's context ends: its error).
+func (m *meter) resume() error {
+	if m.running != nil {
+		if err := m.running.acquire(m.ctx, m.caller); err != nil {
+			return err
+		}
+	}
+	m.since, m.on = m.now(), true
+	return nil
+}
 
+// pause ends a running period and gives up the call's turn.
 func (m *meter) pause() {
-	if m.running {
+	if m.on {
 		m.used += m.now().Sub(m.since)
-		m.running = false
+		m.on = false
+		if m.running != nil {
+			m.running.release()
+		}
 	}
 }

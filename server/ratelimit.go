@@ -8,11 +8,14 @@ import (
 	"sync"
 	"time"
 
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+
+	"github.com/exprd/exprd/evaluator"
 )
 
 // DefaultMaxRateBuckets bounds the callers the rate limiter remembers. A
@@ -46,10 +49,20 @@ func newCallerLimiter(perSecond float64, burst, maxBuckets int, proxies []netip.
 }
 
 func (l *callerLimiter) Limit(ctx context.Context) error {
-	key := callerName(ctx)
-	if key == "" {
-		key = l.clientKey(ctx)
+	return l.limit(l.caller(ctx))
+}
+
+// caller is the bucket of the caller of ctx's RPC: its name when it
+// authenticated, else its address (clientKey).
+func (l *callerLimiter) caller(ctx context.Context) string {
+	if name := callerName(ctx); name != "" {
+		return name
 	}
+	return l.clientKey(ctx)
+}
+
+// limit takes a token from key's bucket, or says how long until it has one.
+func (l *callerLimiter) limit(key string) error {
 	now := time.Now()
 	l.mu.Lock()
 	lim, ok := l.buckets.Get(key)
@@ -75,24 +88,29 @@ func (l *callerLimiter) untilToken(lim *rate.Limiter, now time.Time) time.Durati
 	return max(wait.Round(time.Millisecond), time.Millisecond)
 }
 
-// unary admits a unary RPC when its caller's bucket has a token.
+// unary admits a unary RPC when its caller's bucket has a token, and
+// names the caller to the evaluator, whose programs take turns by caller.
 func (l *callerLimiter) unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := l.Limit(ctx); err != nil {
+		key := l.caller(ctx)
+		if err := l.limit(key); err != nil {
 			return nil, err
 		}
-		return handler(ctx, req)
+		return handler(evaluator.WithCaller(ctx, key), req)
 	}
 }
 
-// stream admits a stream when its caller's bucket has a token: the same
-// bucket as the caller's unary RPCs.
+// stream admits a stream when its caller's bucket has a token (the same
+// bucket as the caller's unary RPCs), and names the caller as unary does.
 func (l *callerLimiter) stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := l.Limit(ss.Context()); err != nil {
+		key := l.caller(ss.Context())
+		if err := l.limit(key); err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		w := middleware.WrapServerStream(ss)
+		w.WrappedContext = evaluator.WithCaller(ss.Context(), key)
+		return handler(srv, w)
 	}
 }
 

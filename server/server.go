@@ -77,6 +77,7 @@ type options struct {
 	functions         map[string]evaluator.Function
 	initialState      *evaluator.State
 	cacheSize         int
+	maxRunning        int // programs running at once; 0: the evaluator's default
 	maxCallsInFlight  int
 	maxRecvMsgSize    int
 	maxStateBytes     int
@@ -157,6 +158,20 @@ func WithInitialState(stateJSON []byte) Option {
 // evaluator.DefaultCompileCacheSize).
 func WithCacheSize(n int) Option {
 	return func(o *options) error { o.cacheSize = n; return nil }
+}
+
+// WithMaxRunningPrograms lets at most n ExprTool programs run at once
+// over the whole server, the others waiting their turn with their time
+// budget not yet counting (0: evaluator.DefaultMaxRunning, twice the
+// cores; see evaluator.WithMaxRunning).
+func WithMaxRunningPrograms(n int) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("max running programs %d: want 0 (the default) or more", n)
+		}
+		o.maxRunning = n
+		return nil
+	}
 }
 
 func positive(name string, n int, set func()) error {
@@ -392,7 +407,11 @@ func New(opts ...Option) (*Server, error) {
 	if size := o.initialState.Size(); size > o.maxStateBytes {
 		return nil, fmt.Errorf("initial state: %d bytes, over the max state bytes %d", size, o.maxStateBytes)
 	}
-	ev, err := evaluator.New(evaluator.WithCacheSize(o.cacheSize))
+	evOpts := []evaluator.Option{evaluator.WithCacheSize(o.cacheSize)}
+	if o.maxRunning > 0 {
+		evOpts = append(evOpts, evaluator.WithMaxRunning(o.maxRunning))
+	}
+	ev, err := evaluator.New(evOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -125,6 +125,7 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 		server.WithLogger(log),
 		server.WithBudgets(c.budgets),
 		server.WithCacheSize(c.cacheSize),
+		server.WithMaxRunningPrograms(c.maxRunning),
 		server.WithMaxCallsInFlight(c.maxCallsInFlight),
 		server.WithMaxRecvMsgSize(c.maxRecvMsgSize),
 		server.WithMaxStateBytes(c.maxStateBytes),
