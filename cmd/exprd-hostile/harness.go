@@ -28,6 +28,7 @@ type env struct {
 	legalItems               int
 	deepAddress              string
 	deepCall                 string
+	allocCall                string
 	searchQuery              string
 	silentCall               string
 }
@@ -40,7 +41,7 @@ type load struct {
 	run  func(ctx context.Context, e *env, t *tally) (string, error)
 }
 
-// The six cases, in the order they run alone; the mix runs them all.
+// The cases, in the order they run alone; the mix runs them all.
 func cases() []load {
 	return []load{
 		{"1 big states", stateFlood},
@@ -49,6 +50,7 @@ func cases() []load {
 		{"4 search flood", searchFlood},
 		{"5 distinct callers", manyCallers(0)},
 		{"6 clients that never read", silentReaders},
+		{"7 allocating programs", allocatingPrograms},
 	}
 }
 
@@ -116,7 +118,7 @@ func (h *harness) runAll() []*phaseResult {
 		if c == "mix" {
 			mix := cases()
 			mix[4] = load{"5 distinct callers", manyCallers(h.cfg.callers)} // callers not seen yet
-			steps = append(steps, step{"mix: all six at once", h.cfg.mixDuration, mix})
+			steps = append(steps, step{"mix: all at once", h.cfg.mixDuration, mix})
 			continue
 		}
 		i, err := strconv.Atoi(c)

@@ -61,7 +61,7 @@ type config struct {
 	stateStreams, codemodeCalls, deepStreams, searchClients int
 	callers, callerConcurrency, silentStreams, silentCalls  int
 	hostileStateBytes, legalStateBytes, searchBytes         int
-	bigToolBytes, deepSegments                              int
+	bigToolBytes, deepSegments, allocStreams                int
 
 	rssOverMiB, rssAbortMiB, p99Factor, quietCPUOver, steadyRate float64
 }
@@ -73,7 +73,7 @@ func parseFlags() *config {
 	flag.StringVar(&c.memLimit, "gomemlimit", "512MiB", "GOMEMLIMIT exprd runs with (exprdproc passes this process's environment on)")
 	flag.StringVar(&c.benchmarks, "benchmarks", "", "rewrite this file's section between <!-- hostile:start --> and <!-- hostile:end --> (appended when missing) with the run's tables")
 	flag.BoolVar(&c.showLog, "log", false, "copy exprd's log to stderr")
-	flag.StringVar(&c.only, "cases", "1,2,3,4,5,6,mix", "the phases to run after the baseline, in this order: case numbers and mix, comma-separated")
+	flag.StringVar(&c.only, "cases", "1,2,3,4,5,6,7,mix", "the phases to run after the baseline, in this order: case numbers and mix, comma-separated")
 	flag.DurationVar(&c.baseline, "baseline", 5*time.Second, "the steady client alone, first")
 	flag.DurationVar(&c.caseDuration, "case-duration", 5*time.Second, "how long each case sends (each client finishes at least one round)")
 	flag.DurationVar(&c.callersDuration, "callers-duration", 60*time.Second, "case 5 stops at this or when every caller is done")
@@ -89,6 +89,7 @@ func parseFlags() *config {
 	flag.IntVar(&c.callers, "callers", 100_000, "case 5: distinct callers")
 	flag.IntVar(&c.callerConcurrency, "caller-concurrency", 256, "case 5: callers connecting at once")
 	flag.IntVar(&c.silentStreams, "silent-streams", 64, "case 6: streams that never read")
+	flag.IntVar(&c.allocStreams, "alloc-streams", 64, "case 7: streams running programs that allocate until their time budget ends them")
 	flag.IntVar(&c.silentCalls, "silent-calls", 0, "case 6: calls each stream sends at most (0: until sending blocks)")
 	flag.IntVar(&c.hostileStateBytes, "hostile-state-bytes", 15_000_000, "case 1: the state past the containers bound, {\"a\":[{},{},…]}")
 	flag.IntVar(&c.legalStateBytes, "legal-state-bytes", 8_000_000, "case 1: the legal state of normal objects")
@@ -101,8 +102,8 @@ func parseFlags() *config {
 	flag.Float64Var(&c.quietCPUOver, "quiet-cpu-over", 0.1, "exprd CPU seconds in the second half of the quiet period (after the teardown) past this are reported over")
 	flag.Parse()
 	for _, p := range strings.Split(c.only, ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(p)); strings.TrimSpace(p) != "mix" && (err != nil || n < 1 || n > 6) {
-			fmt.Fprintf(os.Stderr, "exprd-hostile: --cases: %q is neither a case (1 to 6) nor mix\n", p)
+		if n, err := strconv.Atoi(strings.TrimSpace(p)); strings.TrimSpace(p) != "mix" && (err != nil || n < 1 || n > len(cases())) {
+			fmt.Fprintf(os.Stderr, "exprd-hostile: --cases: %q is neither a case (1 to %d) nor mix\n", p, len(cases()))
 			os.Exit(2)
 		}
 	}
@@ -112,7 +113,7 @@ func parseFlags() *config {
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		short := map[string]string{
 			"baseline": "2s", "case-duration": "2s", "callers-duration": "5s", "mix-duration": "4s", "quiet": "1s",
-			"state-streams": "32", "codemode-calls": "32", "search-clients": "16", "callers": "10000", "silent-streams": "32",
+			"state-streams": "32", "codemode-calls": "32", "search-clients": "16", "callers": "10000", "silent-streams": "32", "alloc-streams": "16",
 		}
 		for name, v := range short {
 			if !set[name] {

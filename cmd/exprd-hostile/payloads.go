@@ -12,6 +12,8 @@ import (
 const (
 	silentSteps = 50
 	silentValue = 99_000
+	// allocExpr makes 10,000 strings of 10,000 characters.
+	allocExpr = `len(map(1..10000, repeat("x", 10000)))`
 )
 
 func buildEnv(addr string, cfg *config) *env {
@@ -20,6 +22,7 @@ func buildEnv(addr string, cfg *config) *env {
 	e.legalState, e.legalItems = legalState(cfg.legalStateBytes)
 	e.deepAddress = "scopes.root" + strings.Repeat(".a", cfg.deepSegments)
 	e.deepCall = `{"steps": [{"set": "` + e.deepAddress + `", "expr": "1"}]}`
+	e.allocCall = `{"steps": [{"set": "scopes.root.n", "expr": "` + strings.ReplaceAll(allocExpr, `"`, `\"`) + `"}]}`
 	e.searchQuery = searchQuery(cfg.searchBytes)
 	step := `{"set": "scopes.root.w", "expr": "repeat(\"x\", ` + strconv.Itoa(silentValue) + `)"}`
 	e.silentCall = `{"steps": [` + strings.Repeat(step+", ", silentSteps-1) + step + `]}`

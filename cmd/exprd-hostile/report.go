@@ -30,6 +30,7 @@ const (
 const bounds = "Bounded now: a state's bytes, containers and depth, a set address, a search query (refused on its bytes before any search runs), the rate limiter's callers (an LRU), what CodeMode reads of a tool's answer, " +
 	"and a server-wide memory budget (--memory-budget: here 70% of GOMEMLIMIT) that states and tools' answers reserve from before they allocate, a sixteenth of it kept for small reservations. " +
 	"The gRPC messages being received are in it too: a message longer than a stream's flow-control window reserves twice its length before more than the window of it may arrive (the gate holds back the stream's WINDOW_UPDATEs until then), from the budget within its wait or else from an overdraft of an eighth of it; so what streams receive at once is the budget, the overdraft and a window a stream, not a largest message a stream (rows 1 and mix). " +
+	"At most --max-running-programs ExprTool programs run at once (twice the cores), the others waiting their turn with their time budget not yet counting: so what programs allocate at once is what those can in their time budget, and a program's time budget is not spent waiting for a core (row 7). " +
 	"Not bounded yet: what a client that never reads pins: each of its streams holds up to --max-calls-in-flight calls blocked on a full outbound queue, their values included (row 6); there, calls the budget refuses end faster, the clients send more of them, and the steady client loses CPU to them."
 
 func (r *report) markdown() string {

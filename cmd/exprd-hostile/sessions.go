@@ -90,10 +90,28 @@ func stateStream(ctx context.Context, e *env, conn *grpc.ClientConn, t *tally) {
 // deepAddresses is case 3: calls whose set address is far past 1,024
 // bytes and 64 segments; each must be answered guardrail-violation.
 func deepAddresses(ctx context.Context, e *env, t *tally) (string, error) {
-	n := e.cfg.deepStreams
-	conns, err := dialPool(e.addr, caseSource(3), 2)
+	err := callFlood(ctx, e, t, 3, e.cfg.deepStreams, "deep call", e.deepCall,
+		func(a *exprdv1.Answer) bool { return a.GetReason() == "guardrail-violation" })
+	return fmt.Sprintf("%d streams: calls setting a %d-byte, %d-segment address, in a loop",
+		e.cfg.deepStreams, len(e.deepAddress), strings.Count(e.deepAddress, ".")+1), err
+}
+
+// allocatingPrograms is case 7: calls whose one step allocates until its
+// time budget ends it; each must be answered, with its value or
+// budget-exceeded.
+func allocatingPrograms(ctx context.Context, e *env, t *tally) (string, error) {
+	err := callFlood(ctx, e, t, 7, e.cfg.allocStreams, "allocating call", e.allocCall,
+		func(a *exprdv1.Answer) bool { return a.GetReason() == "" || a.GetReason() == "budget-exceeded" })
+	return fmt.Sprintf("%d streams: calls whose one step is %s (100 MB if it ran to the end), in a loop", e.cfg.allocStreams, allocExpr), err
+}
+
+// callFlood is n Session streams of case number c (over two connections)
+// sending call, named what, in a loop; right says whether an answer is of
+// the kind wanted.
+func callFlood(ctx context.Context, e *env, t *tally, c, n int, what, call string, right func(*exprdv1.Answer) bool) error {
+	conns, err := dialPool(e.addr, caseSource(c), 2)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer conns.Close()
 	var wg sync.WaitGroup
@@ -107,26 +125,25 @@ func deepAddresses(ctx context.Context, e *env, t *tally) (string, error) {
 			for n := 0; n == 0 || ctx.Err() == nil; n++ {
 				id := strconv.Itoa(n)
 				t0 := time.Now()
-				if err := s.send(callMsg(id, e.deepCall)); err != nil {
-					s.record(t, "deep call (send)", err, time.Since(t0))
+				if err := s.send(callMsg(id, call)); err != nil {
+					s.record(t, what+" (send)", err, time.Since(t0))
 					return
 				}
 				a, early, err := s.awaitAnswer(id)
 				switch {
 				case err != nil:
-					s.record(t, "deep call", err, time.Since(t0))
+					s.record(t, what, err, time.Since(t0))
 					return
 				case early != nil:
 					t.answer(kindOf(early), messageOf(early), false, time.Since(t0))
 				default:
-					t.answer(answerKind(a), a.GetAnswerJson(), a.GetReason() == "guardrail-violation", time.Since(t0))
+					t.answer(answerKind(a), a.GetAnswerJson(), right(a), time.Since(t0))
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return fmt.Sprintf("%d streams: calls setting a %d-byte, %d-segment address, in a loop",
-		n, len(e.deepAddress), strings.Count(e.deepAddress, ".")+1), nil
+	return nil
 }
 
 // silentReaders is case 6: streams that send calls producing many
