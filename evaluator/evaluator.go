@@ -85,10 +85,11 @@ func WithMaxRunning(n int) Option {
 	}
 }
 
-// DefaultMaxRunning is twice the cores Go runs on (GOMAXPROCS): enough
-// to keep them busy when programs stop briefly, few enough that a program
-// running has one.
-func DefaultMaxRunning() int { return 2 * runtime.GOMAXPROCS(0) }
+// DefaultMaxRunning is the cores Go runs on (GOMAXPROCS): a program
+// holds its turn only while it computes (a wait on the user or a host
+// function gives it back), so more would only share the cores, and hold
+// more working memory at once.
+func DefaultMaxRunning() int { return runtime.GOMAXPROCS(0) }
 
 // New returns an Evaluator.
 func New(opts ...Option) (*Evaluator, error) {

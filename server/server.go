@@ -162,8 +162,8 @@ func WithCacheSize(n int) Option {
 
 // WithMaxRunningPrograms lets at most n ExprTool programs run at once
 // over the whole server, the others waiting their turn with their time
-// budget not yet counting (0: evaluator.DefaultMaxRunning, twice the
-// cores; see evaluator.WithMaxRunning).
+// budget not yet counting (0: evaluator.DefaultMaxRunning, the cores;
+// see evaluator.WithMaxRunning).
 func WithMaxRunningPrograms(n int) Option {
 	return func(o *options) error {
 		if n < 0 {

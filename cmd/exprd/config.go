@@ -86,7 +86,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM, how long open streams may go on before they are stopped")
 	fs.IntVar(&c.cacheSize, "compile-cache-size", evaluator.DefaultCompileCacheSize, "compiled programs kept")
-	fs.IntVar(&c.maxRunning, "max-running-programs", 0, "ExprTool programs running at once; the others wait their turn, their time budget not yet counting (0: twice the cores)")
+	fs.IntVar(&c.maxRunning, "max-running-programs", 0, "ExprTool programs running at once; the others wait their turn, their time budget not yet counting (0: as many as the cores)")
 
 	fs.IntVar(&c.maxCallsInFlight, "max-calls-in-flight", server.DefaultMaxCallsInFlight, "calls running at once on one stream")
 	fs.IntVar(&c.maxRecvMsgSize, "max-recv-msg-size", server.DefaultMaxRecvMsgSize, "bytes of one received message")
