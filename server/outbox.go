@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/exprd/exprd/membudget"
 )
 
 // Outbound limits of a stream (Session, CodeMode.Run, AgentLoop.Run). A client that sends without reading
@@ -15,8 +17,16 @@ import (
 // the queue is empty (an idle session costs no goroutine for it). A queue
 // holding DefaultOutboxBytes makes its producers wait, at most the
 // slow-reader timeout; then the stream ends RESOURCE_EXHAUSTED and whatever
-// waited on it is let go.
+// waited on it is let go. What a queue holds past OutboxFreeBytes reserves
+// from the server's memory budget before it is queued: a queue the budget
+// cannot hold within its wait ends the stream RESOURCE_EXHAUSTED
+// (memory_budget), so that clients that read slowly cannot together hold
+// more than the budget.
 const (
+	// OutboxFreeBytes is what a stream's queue may hold without
+	// reserving it from the memory budget: what a client that reads
+	// keeps queued.
+	OutboxFreeBytes = 256 << 10
 	// DefaultOutboxBytes bounds the bytes queued for a stream; one message
 	// larger than it is queued alone.
 	DefaultOutboxBytes = 1 << 20
@@ -24,6 +34,9 @@ const (
 	// before its client counts as not reading.
 	DefaultSlowReaderTimeout = 10 * time.Second
 )
+
+// outboxWhat is what an outbox's reservation is for, as the budget names it.
+const outboxWhat = "the messages queued for a stream"
 
 // errSlowReader ends a stream whose client stopped reading.
 var errSlowReader = errors.New("the client did not read what it was sent")
@@ -43,7 +56,8 @@ type outbox[M any] struct {
 	timeout  time.Duration
 	size     func(M) int
 	send     func(M) error
-	onDead   func(error) // nil, or told once why sending stopped
+	onDead   func(error)            // nil, or told once why sending stopped
+	mem      *membudget.Reservation // what bytes holds past OutboxFreeBytes; nil: none
 
 	putMu   sync.Mutex // serialises puts: they queue in the order they came
 	mu      sync.Mutex
@@ -63,8 +77,16 @@ type outbox[M any] struct {
 // newOutbox queues for send. onDead, when not nil, is called once sending
 // stops (errSlowReader, or the error of a failed Send): a stream whose
 // work must end with it cancels that work there.
-func newOutbox[M any](maxBytes int, timeout time.Duration, size func(M) int, send func(M) error, onDead func(error)) *outbox[M] {
-	return &outbox[M]{maxBytes: maxBytes, timeout: timeout, size: size, send: send, onDead: onDead, dead: make(chan struct{})}
+func newOutbox[M any](maxBytes int, timeout time.Duration, size func(M) int, send func(M) error, onDead func(error), mem *membudget.Reservation) *outbox[M] {
+	return &outbox[M]{maxBytes: maxBytes, timeout: timeout, size: size, send: send, onDead: onDead, mem: mem, dead: make(chan struct{})}
+}
+
+// fit shrinks the reservation to what the queue holds past
+// OutboxFreeBytes. Callers hold mu.
+func (o *outbox[M]) fit() {
+	if want := int64(max(0, o.bytes-OutboxFreeBytes)); want < o.mem.Size() {
+		_ = o.mem.TryResize(want)
+	}
 }
 
 // run sends what is queued, then stops.
@@ -84,12 +106,15 @@ func (o *outbox[M]) run() {
 		err := o.send(next.m)
 		o.mu.Lock()
 		o.bytes -= next.n
+		if err != nil {
+			o.q, o.head, o.bytes = nil, 0, 0 // nobody will read the rest
+		}
+		o.fit()
 		if o.room != nil {
 			close(o.room)
 			o.room = nil
 		}
 		if err != nil {
-			o.q, o.head, o.bytes = nil, 0, 0 // nobody will read the rest
 			o.stop()
 			o.mu.Unlock()
 			o.kill(err)
@@ -138,6 +163,18 @@ func (o *outbox[M]) put(ctx context.Context, m M) error {
 			return errStreamEnded
 		}
 		if o.bytes == 0 || o.bytes+n <= o.maxBytes {
+			if need := int64(o.bytes + n - OutboxFreeBytes); need > o.mem.Size() && o.mem.TryResize(need) != nil {
+				// Wait for room in the budget, then look again.
+				o.mu.Unlock()
+				if err := o.mem.Resize(ctx, need); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					o.kill(err)
+					return err
+				}
+				continue
+			}
 			if o.head > 0 && len(o.q) == cap(o.q) { // move what waits to the front rather than grow
 				k := copy(o.q, o.q[o.head:])
 				clear(o.q[k:])

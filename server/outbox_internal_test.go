@@ -5,6 +5,11 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/exprd/exprd/membudget"
 )
 
 // The queue holds up to its bytes while the client reads nothing: puts up
@@ -19,7 +24,7 @@ func TestOutboxBytesBound(t *testing.T) {
 	size := func(n int) int { return n }
 	ctx := context.Background()
 
-	o := newOutbox(100, 50*time.Millisecond, size, blocked, nil)
+	o := newOutbox(100, 50*time.Millisecond, size, blocked, nil, nil)
 	for _, n := range []int{10, 40, 50} { // 100 bytes in all: at the bound
 		if err := o.put(ctx, n); err != nil {
 			t.Fatalf("put %d up to the bound: %v", n, err)
@@ -34,7 +39,7 @@ func TestOutboxBytesBound(t *testing.T) {
 		t.Errorf("the outbox is not dead after the timeout")
 	}
 
-	big := newOutbox(100, 50*time.Millisecond, size, blocked, nil)
+	big := newOutbox(100, 50*time.Millisecond, size, blocked, nil, nil)
 	if err := big.put(ctx, 1000); err != nil {
 		t.Errorf("a message past the bound into an empty queue: %v, want it taken alone", err)
 	}
@@ -54,7 +59,7 @@ func TestOutboxOrderWhileReused(t *testing.T) {
 		sent = append(sent, i) // only the sender goroutine appends
 		return nil
 	}
-	o := newOutbox(1<<20, time.Minute, func(int) int { return 1 }, send, nil)
+	o := newOutbox(1<<20, time.Minute, func(int) int { return 1 }, send, nil, nil)
 	ctx := context.Background()
 	next := 0
 	put := func() {
@@ -102,5 +107,50 @@ func TestOutboxOrderWhileReused(t *testing.T) {
 		if m != i {
 			t.Fatalf("sent %v, want 0 to %d in order", sent, next-1)
 		}
+	}
+}
+
+// What a queue holds past OutboxFreeBytes is reserved from the memory
+// budget; a queue the budget cannot hold ends the stream with the budget's
+// error, and what it held is given back once its sender lets go.
+func TestOutboxMemory(t *testing.T) {
+	budget := membudget.New(8<<20, 10*time.Millisecond)
+	release := make(chan struct{})
+	o := newOutbox(4<<20, time.Minute, func(n int) int { return n }, func(int) error { <-release; return nil }, nil, budget.Empty("test"))
+	const msg = 100 << 10
+	for range 5 {
+		if err := o.put(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := budget.InUse(), int64(5*msg-OutboxFreeBytes); got != want {
+		t.Fatalf("reserved %d for 5 × %d queued, want %d", got, msg, want)
+	}
+	large := budget.Limit() - budget.Limit()/16 // the part for reservations this size
+	others, err := budget.Reserve(context.Background(), "others", large-budget.InUse())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spent *membudget.ExhaustedError
+	if err := o.put(context.Background(), msg); !errors.As(err, &spent) {
+		t.Fatalf("put with the budget spent: got %v, want the budget's error", err)
+	}
+	select {
+	case <-o.Dead():
+	default:
+		t.Fatal("the stream goes on with a queue the budget cannot hold")
+	}
+	if st := sendStatus(o.err); status.Code(st) != codes.ResourceExhausted {
+		t.Fatalf("the stream ends %v, want RESOURCE_EXHAUSTED", st)
+	}
+	close(release)
+	o.close()
+	others.Release()
+	deadline := time.Now().Add(5 * time.Second)
+	for budget.InUse() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still reserved after the queue was sent", budget.InUse())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/membudget"
 )
 
 var sessionSeq atomic.Uint64
@@ -93,7 +94,7 @@ func (e *exprTool) Session(stream sessionStream) error {
 	mem := s.opts.memory.Empty("the session's state")
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	ss.state.UseMemory(mem)
-	ss.out = newOutbox(s.opts.outboxBytes, s.opts.slowReaderTimeout, func(m *exprdv1.SessionResponse) int { return proto.Size(m) }, recoveredSend(ctx, s, stream.Send), nil)
+	ss.out = newOutbox(s.opts.outboxBytes, s.opts.slowReaderTimeout, func(m *exprdv1.SessionResponse) int { return proto.Size(m) }, recoveredSend(ctx, s, stream.Send), nil, s.opts.memory.Empty(outboxWhat))
 	s.metrics.sessions.Add(ctx, 1)
 	defer s.metrics.sessions.Add(context.WithoutCancel(ctx), -1)
 	// Every call and worker ends before the handler returns, then what
@@ -263,11 +264,15 @@ func (ss *session) send(m *exprdv1.SessionResponse) error {
 }
 
 // sendStatus is the status a stream ends with when sending on it failed:
-// RESOURCE_EXHAUSTED for a client that stopped reading, else the error as
-// gRPC gave it.
+// RESOURCE_EXHAUSTED for a client that stopped reading or whose queue the
+// memory budget could not hold, else the error as gRPC gave it.
 func sendStatus(err error) error {
-	if errors.Is(err, errSlowReader) {
+	var spent *membudget.ExhaustedError
+	switch {
+	case errors.Is(err, errSlowReader):
 		return exhausted(quotaSlowReader, "the client did not read what it was sent for the slow-reader timeout: the stream is ended")
+	case errors.As(err, &spent):
+		return memoryStatus(spent)
 	}
 	return err
 }

@@ -31,7 +31,7 @@ const bounds = "Bounded now: a state's bytes, containers and depth, a set addres
 	"and a server-wide memory budget (--memory-budget: here 70% of GOMEMLIMIT) that states and tools' answers reserve from before they allocate, a sixteenth of it kept for small reservations. " +
 	"The gRPC messages being received are in it too: a message longer than a stream's flow-control window reserves twice its length before more than the window of it may arrive (the gate holds back the stream's WINDOW_UPDATEs until then), from the budget within its wait or else, first come, first served, from an overdraft of a quarter of it; so what streams receive at once is the budget, the overdraft and a window a stream, not a largest message a stream (rows 1 and mix). " +
 	"At most --max-running-programs ExprTool programs run at once (as many as the cores), the others waiting their turn with their time budget not yet counting: so what programs allocate at once is what those can in their time budget, and a program's time budget is not spent waiting for a core (row 7). " +
-	"Not bounded yet: what a client that never reads pins: each of its streams holds up to --max-calls-in-flight calls blocked on a full outbound queue, their values included (row 6); there, calls the budget refuses end faster, the clients send more of them, and the steady client loses CPU to them."
+	"What a stream's outbound queue holds past 256 KiB reserves from the budget too: a client that does not read while the budget is spent has its stream ended RESOURCE_EXHAUSTED (memory_budget) rather than pin its queue (row 6)."
 
 func (r *report) markdown() string {
 	var b strings.Builder
