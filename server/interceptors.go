@@ -92,7 +92,11 @@ func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
 		out = append(out, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
 	}
 	sessionMethod := "/" + exprdv1.ExprTool_ServiceDesc.ServiceName + "/Session"
-	return append(out,
+	out = append(out,
 		selector.StreamServerInterceptor(s.rate.stream(), selector.MatchFunc(notInfrastructure)),
 		selector.StreamServerInterceptor(s.limits.interceptor(sessionMethod), selector.MatchFunc(notInfrastructure)))
+	if s.gate != nil {
+		out = append(out, s.gate.StreamInterceptor())
+	}
+	return out
 }

@@ -420,6 +420,9 @@ func New(opts ...Option) (*Server, error) {
 	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store, o.memory); err != nil {
 		return nil, err
 	}
+	if o.memory != nil {
+		s.gate = recvgate.New(o.memory, int(o.windowSize), o.maxRecvMsgSize)
+	}
 	gopts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(o.tracerProvider), otelgrpc.WithMeterProvider(o.meterProvider))),
 		grpc.MaxRecvMsgSize(o.maxRecvMsgSize),
@@ -431,8 +434,7 @@ func New(opts ...Option) (*Server, error) {
 		grpc.ChainStreamInterceptor(s.streamInterceptors()...),
 	}
 	creds := o.creds
-	if o.memory != nil {
-		s.gate = recvgate.New(o.memory, int(o.windowSize), o.maxRecvMsgSize)
+	if s.gate != nil {
 		gopts = append(gopts, grpc.StatsHandler(s.gate.StatsHandler()))
 		if creds != nil {
 			creds = s.gate.Credentials(creds)

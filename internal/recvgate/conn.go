@@ -262,10 +262,10 @@ func (c *conn) withhold(id, inc uint32) bool {
 	return true
 }
 
-// decoded releases what a decoded message of n bytes held.
-func (c *conn) decoded(n int) {
+// decoded forgets a decoded message of n bytes and returns what it holds.
+func (c *conn) decoded(n int) []hold {
 	if n <= int(c.g.window) {
-		return
+		return nil
 	}
 	c.mu.Lock()
 	var held []hold
@@ -281,7 +281,7 @@ find:
 		}
 	}
 	c.mu.Unlock()
-	c.g.release(held)
+	return held
 }
 
 // reader follows the frames a client sends.

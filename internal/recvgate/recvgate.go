@@ -23,8 +23,10 @@
 // decoded state refuses it with RESOURCE_EXHAUSTED, as before. Messages
 // wait for the overdraft first come, first served, so that none waits
 // behind later ones for ever while the budget is spent. The
-// reservation ends when grpc-go has decoded the message (its InPayload
-// event), when the stream ends, or when the connection closes.
+// reservation ends when the handler asks for the next message
+// (StreamInterceptor) or the RPC ends (the handler works on a message
+// after grpc-go has decoded it: a state is copied and decoded again), or
+// when the connection closes.
 //
 // So the memory of messages being received is bounded by the budget, the
 // overdraft, and one flow-control window per open stream, instead of one
@@ -38,6 +40,7 @@ import (
 	"sync"
 
 	"golang.org/x/sync/semaphore"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/stats"
 
@@ -140,17 +143,78 @@ func (h statsHandler) TagConn(ctx context.Context, info *stats.ConnTagInfo) cont
 	return ctx
 }
 
-func (statsHandler) HandleConn(context.Context, stats.ConnStats)                     {}
-func (statsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (statsHandler) HandleConn(context.Context, stats.ConnStats) {}
 
-func (statsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	p, ok := s.(*stats.InPayload)
-	if !ok || p.Client {
+// TagRPC gives each RPC a place for what its last message holds.
+func (statsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, rpcKey{}, &rpcHold{})
+}
+
+// HandleRPC moves what a decoded message holds to its RPC, where it stays
+// until the RPC receives its next message or ends: the handler works on
+// the message after grpc-go has decoded it (a state is copied and decoded
+// again), and reserves for that work only when it starts.
+func (h statsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	var held []hold
+	switch p := s.(type) {
+	case *stats.InPayload:
+		if p.Client {
+			return
+		}
+		if c, ok := ctx.Value(connKey{}).(*conn); ok {
+			held = c.decoded(p.WireLength - prefixLen)
+		}
+	case *stats.End:
+		if p.Client {
+			return
+		}
+	default:
 		return
 	}
-	if c, ok := ctx.Value(connKey{}).(*conn); ok {
-		c.decoded(p.WireLength - prefixLen)
+	if rh, ok := ctx.Value(rpcKey{}).(*rpcHold); ok {
+		rh.mu.Lock()
+		held, rh.held = rh.held, held
+		rh.mu.Unlock()
 	}
+	h.g.release(held)
+}
+
+type rpcKey struct{}
+
+// StreamInterceptor releases what a stream's last large message holds
+// when its handler asks for the next one: it is done with it. Without
+// it, that happens only when the next one has been decoded, and streams
+// whose next messages wait for room that their last ones hold would wait
+// for ever.
+func (g *Gate) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		rh, ok := ss.Context().Value(rpcKey{}).(*rpcHold)
+		if !ok {
+			return handler(srv, ss)
+		}
+		return handler(srv, &releasingStream{ServerStream: ss, g: g, rh: rh})
+	}
+}
+
+type releasingStream struct {
+	grpc.ServerStream
+	g  *Gate
+	rh *rpcHold
+}
+
+func (s *releasingStream) RecvMsg(m any) error {
+	s.rh.mu.Lock()
+	held := s.rh.held
+	s.rh.held = nil
+	s.rh.mu.Unlock()
+	s.g.release(held)
+	return s.ServerStream.RecvMsg(m)
+}
+
+// rpcHold is what an RPC's last large message holds.
+type rpcHold struct {
+	mu   sync.Mutex
+	held []hold
 }
 
 func addrKey(local, remote net.Addr) string {

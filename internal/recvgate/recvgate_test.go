@@ -30,6 +30,7 @@ type testServer struct {
 	testgrpc.UnimplementedTestServiceServer
 	messages atomic.Int64
 	bytes    atomic.Int64
+	working  chan struct{} // when not nil, FullDuplexCall waits for it after each message
 }
 
 func (t *testServer) UnaryCall(_ context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
@@ -46,6 +47,9 @@ func (t *testServer) FullDuplexCall(stream testgrpc.TestService_FullDuplexCallSe
 		}
 		t.messages.Add(1)
 		t.bytes.Add(int64(len(req.GetPayload().GetBody())))
+		if t.working != nil {
+			<-t.working
+		}
 		if err := stream.Send(&testgrpc.StreamingOutputCallResponse{}); err != nil {
 			return err
 		}
@@ -92,7 +96,7 @@ func serve(t *testing.T, g *Gate, tlsOn bool, opts ...grpc.ServerOption) served 
 		t.Fatal(err)
 	}
 	lis := &countingListener{Listener: l}
-	opts = append(opts, grpc.StatsHandler(g.StatsHandler()), grpc.MaxRecvMsgSize(2*maxMsg),
+	opts = append(opts, grpc.StatsHandler(g.StatsHandler()), grpc.StreamInterceptor(g.StreamInterceptor()), grpc.MaxRecvMsgSize(2*maxMsg),
 		grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(16<<20))
 	clientCreds := insecure.NewCredentials()
 	var serveOn net.Listener = g.Listener(lis)
@@ -304,4 +308,33 @@ func TestInterleavedStreamsBounded(t *testing.T) {
 		t.Fatalf("peak %d bytes received and not decoded, over %d", p, bound)
 	}
 	eventually(t, "the budget back to empty", func() bool { return budget.InUse() == 0 })
+}
+
+// A large message holds its reservation while its handler works on it,
+// after grpc-go has decoded it, until the handler asks for the next one.
+func TestHeldWhileHandlerWorks(t *testing.T) {
+	budget := membudget.New(16*maxMsg, 20*time.Millisecond)
+	g := New(budget, window, 2*maxMsg)
+	s := serve(t, g, false)
+	s.srv.working = make(chan struct{})
+	st, err := s.client.FullDuplexCall(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&testgrpc.StreamingOutputCallRequest{Payload: payload(maxMsg)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the handler has the message", func() bool { return s.srv.messages.Load() == 1 })
+	time.Sleep(50 * time.Millisecond)
+	if n := budget.InUse(); n < 2*maxMsg {
+		t.Fatalf("%d bytes reserved while the handler works on a %d-byte message, want twice it", n, maxMsg)
+	}
+	close(s.srv.working)
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reservation given back when the handler reads on", func() bool { return budget.InUse() == 0 })
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
 }
