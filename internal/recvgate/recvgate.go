@@ -18,7 +18,8 @@
 // the WINDOW_UPDATE frames grpc-go sends for that stream: the client can
 // send no more of it than the window it already had. Other streams, and
 // the connection, go on. A reservation the budget cannot make in its wait
-// is taken from a smaller overdraft instead, waiting as long as it takes:
+// is taken from an overdraft instead (a part of the budget kept for it),
+// waiting as long as it takes:
 // the message then arrives, and the handler's own reservation of its
 // decoded state refuses it with RESOURCE_EXHAUSTED, as before. Messages
 // wait for the overdraft first come, first served, so that none waits
@@ -61,10 +62,18 @@ type Gate struct {
 
 // New returns a gate that reserves from budget the messages longer than
 // window, a stream's flow-control window. The overdraft is a quarter of
-// the budget, and at least what the largest message (maxMsg) needs, so
-// that one can always arrive.
+// the budget, reserved from it for good, so that what the gate lets in
+// past a spent budget is still within the budget's limit. A budget too
+// small for its quarter to hold what the largest message (maxMsg) needs
+// gets an overdraft of that size on top of it instead, so that one can
+// always arrive.
 func New(budget *membudget.Budget, window, maxMsg int) *Gate {
-	overdraft := max(budget.Limit()/4, 2*int64(maxMsg))
+	overdraft := budget.Limit() / 4
+	if overdraft < 2*int64(maxMsg) {
+		overdraft = 2 * int64(maxMsg)
+	} else if _, err := budget.Reserve(context.Background(), "the overdraft of received messages", overdraft); err != nil {
+		overdraft = 2 * int64(maxMsg) // a budget already in use: on top of it
+	}
 	return &Gate{budget: budget, overdraft: semaphore.NewWeighted(overdraft), overdraftLimit: overdraft, window: uint32(window)}
 }
 

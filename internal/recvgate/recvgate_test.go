@@ -315,6 +315,7 @@ func TestInterleavedStreamsBounded(t *testing.T) {
 func TestHeldWhileHandlerWorks(t *testing.T) {
 	budget := membudget.New(16*maxMsg, 20*time.Millisecond)
 	g := New(budget, window, 2*maxMsg)
+	kept := budget.InUse() // the overdraft
 	s := serve(t, g, false)
 	s.srv.working = make(chan struct{})
 	st, err := s.client.FullDuplexCall(t.Context())
@@ -326,15 +327,41 @@ func TestHeldWhileHandlerWorks(t *testing.T) {
 	}
 	eventually(t, "the handler has the message", func() bool { return s.srv.messages.Load() == 1 })
 	time.Sleep(50 * time.Millisecond)
-	if n := budget.InUse(); n < 2*maxMsg {
+	if n := budget.InUse() - kept; n < 2*maxMsg {
 		t.Fatalf("%d bytes reserved while the handler works on a %d-byte message, want twice it", n, maxMsg)
 	}
 	close(s.srv.working)
 	if _, err := st.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the reservation given back when the handler reads on", func() bool { return budget.InUse() == 0 })
+	eventually(t, "the reservation given back when the handler reads on", func() bool { return budget.InUse() == kept })
 	if err := st.CloseSend(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The overdraft is a quarter of the budget, kept from it, when a quarter
+// holds two largest messages; else it is that, on top of the budget.
+func TestOverdraftWithinBudget(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		budget       int64
+		maxMsg       int
+		overdraft    int64
+		keptInBudget bool
+	}{
+		{"a quarter of a large budget, kept from it", 64 << 20, 1 << 20, 16 << 20, true},
+		{"two largest messages on top of a small budget", 4 << 20, 1 << 20, 2 << 20, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			budget := membudget.New(tt.budget, time.Millisecond)
+			g := New(budget, window, tt.maxMsg)
+			if g.Overdraft() != tt.overdraft {
+				t.Errorf("overdraft %d, want %d", g.Overdraft(), tt.overdraft)
+			}
+			if kept := budget.InUse() == tt.overdraft; kept != tt.keptInBudget {
+				t.Errorf("budget in use %d: the overdraft kept in it is %v, want %v", budget.InUse(), kept, tt.keptInBudget)
+			}
+		})
 	}
 }
