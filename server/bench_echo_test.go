@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
@@ -45,30 +43,13 @@ func BenchmarkSessionEcho(b *testing.B) {
 }
 
 // echo2Desc answers each SessionRequest with a StepWrite and an Answer.
-var echo2Desc = grpc.ServiceDesc{
-	ServiceName: "bench.Echo2",
-	HandlerType: (*any)(nil),
-	Streams: []grpc.StreamDesc{{
-		StreamName: "Echo", ServerStreams: true, ClientStreams: true,
-		Handler: func(_ any, stream grpc.ServerStream) error {
-			for {
-				var req exprdv1.SessionRequest
-				if err := stream.RecvMsg(&req); err != nil {
-					return nil
-				}
-				call := req.GetCall()
-				write := &exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_StepWrite{StepWrite: &exprdv1.StepWrite{
-					CallId: call.GetCallId(), Path: "scopes.root.selected", ValueJson: call.GetInputJson(),
-				}}}
-				answer := &exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: &exprdv1.Answer{
-					CallId: call.GetCallId(), AnswerJson: call.GetInputJson(),
-				}}}
-				for _, m := range []*exprdv1.SessionResponse{write, answer} {
-					if err := stream.SendMsg(m); err != nil {
-						return err
-					}
-				}
-			}
-		},
-	}},
-}
+var echo2Desc = echoService("bench.Echo2", func(call *exprdv1.Call, send func(*exprdv1.SessionResponse) error) error {
+	if err := send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_StepWrite{StepWrite: &exprdv1.StepWrite{
+		CallId: call.GetCallId(), Path: "scopes.root.selected", ValueJson: call.GetInputJson(),
+	}}}); err != nil {
+		return err
+	}
+	return send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: &exprdv1.Answer{
+		CallId: call.GetCallId(), AnswerJson: call.GetInputJson(),
+	}}})
+})

@@ -133,26 +133,35 @@ func callOnce(stream exprdv1.ExprTool_SessionClient, call *exprdv1.SessionReques
 	}
 }
 
-var echoDesc = grpc.ServiceDesc{
-	ServiceName: "bench.Echo",
-	HandlerType: (*any)(nil),
-	Streams: []grpc.StreamDesc{{
-		StreamName: "Echo", ServerStreams: true, ClientStreams: true,
-		Handler: func(_ any, stream grpc.ServerStream) error {
-			for {
-				var req exprdv1.SessionRequest
-				if err := stream.RecvMsg(&req); err != nil {
-					return nil
+// echoDesc answers each SessionRequest with its input as the Answer.
+var echoDesc = echoService("bench.Echo", func(call *exprdv1.Call, send func(*exprdv1.SessionResponse) error) error {
+	return send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: &exprdv1.Answer{
+		CallId: call.GetCallId(), AnswerJson: call.GetInputJson(),
+	}}})
+})
+
+// echoService is a bidi service name/Echo answering each SessionRequest's
+// call by reply, which sends what it answers.
+func echoService(name string, reply func(*exprdv1.Call, func(*exprdv1.SessionResponse) error) error) grpc.ServiceDesc {
+	return grpc.ServiceDesc{
+		ServiceName: name,
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{
+			StreamName: "Echo", ServerStreams: true, ClientStreams: true,
+			Handler: func(_ any, stream grpc.ServerStream) error {
+				send := func(m *exprdv1.SessionResponse) error { return stream.SendMsg(m) }
+				for {
+					var req exprdv1.SessionRequest
+					if err := stream.RecvMsg(&req); err != nil {
+						return nil
+					}
+					if err := reply(req.GetCall(), send); err != nil {
+						return err
+					}
 				}
-				resp := &exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: &exprdv1.Answer{
-					CallId: req.GetCall().GetCallId(), AnswerJson: req.GetCall().GetInputJson(),
-				}}}
-				if err := stream.SendMsg(resp); err != nil {
-					return err
-				}
-			}
-		},
-	}},
+			},
+		}},
+	}
 }
 
 // startEcho serves the echo on loopback TCP, as startServer does exprd.
