@@ -154,3 +154,24 @@ func TestOutboxMemory(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A queue of exactly OutboxFreeBytes reserves nothing; a byte more
+// reserves that byte.
+func TestOutboxFreeBytesEdge(t *testing.T) {
+	budget := membudget.New(8<<20, 10*time.Millisecond)
+	release := make(chan struct{})
+	defer close(release)
+	o := newOutbox(4<<20, time.Minute, func(n int) int { return n }, func(int) error { <-release; return nil }, nil, budget.Empty("test"))
+	if err := o.put(context.Background(), OutboxFreeBytes); err != nil {
+		t.Fatal(err)
+	}
+	if n := budget.InUse(); n != 0 {
+		t.Fatalf("a queue of OutboxFreeBytes reserves %d, want 0", n)
+	}
+	if err := o.put(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := budget.InUse(); n != 1 {
+		t.Fatalf("a queue one byte past OutboxFreeBytes reserves %d, want 1", n)
+	}
+}

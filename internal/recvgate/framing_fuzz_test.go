@@ -104,6 +104,8 @@ func FuzzReader(f *testing.F) {
 	f.Add(uint32(100), []byte{10, 0, 50, 3}, []byte{7})
 	f.Add(uint32(5), []byte{1}, []byte{1})
 	f.Add(uint32(0), []byte{}, []byte{})
+	f.Add(uint32(16), []byte{7}, []byte{3}) // the window: not gated
+	f.Add(uint32(17), []byte{7}, []byte{3}) // one past it: gated
 	f.Fuzz(func(t *testing.T, size uint32, frames, cuts []byte) {
 		size %= 4096
 		c, _ := testConn(16)

@@ -80,24 +80,6 @@ func New(budget *membudget.Budget, window, maxMsg int) *Gate {
 // Overdraft is the bytes messages may hold once the budget is spent.
 func (g *Gate) Overdraft() int64 { return g.overdraftLimit }
 
-// Held is the bytes the gate's reservations hold in the budget and in
-// the overdraft.
-func (g *Gate) Held() (budget, overdraft int64) {
-	g.conns.Range(func(_, v any) bool {
-		c := v.(*conn)
-		c.mu.Lock()
-		for _, s := range c.streams {
-			for _, m := range s.msgs {
-				budget += m.res.Size()
-				overdraft += m.over
-			}
-		}
-		c.mu.Unlock()
-		return true
-	})
-	return budget, overdraft
-}
-
 // Listener wraps each connection l accepts.
 func (g *Gate) Listener(l net.Listener) net.Listener { return &listener{Listener: l, g: g} }
 

@@ -136,6 +136,24 @@ func spend(t *testing.T, g *Gate) func() {
 	return func() { a.Release(); g.overdraft.Release(g.overdraftLimit) }
 }
 
+// held is what messages still being received or not yet decoded hold in
+// the budget and in the overdraft.
+func held(g *Gate) (budget, overdraft int64) {
+	g.conns.Range(func(_, v any) bool {
+		c := v.(*conn)
+		c.mu.Lock()
+		for _, s := range c.streams {
+			for _, m := range s.msgs {
+				budget += m.res.Size()
+				overdraft += m.over
+			}
+		}
+		c.mu.Unlock()
+		return true
+	})
+	return budget, overdraft
+}
+
 // tracked is the streams the gate follows on its connections.
 func tracked(g *Gate) int {
 	n := 0
@@ -190,7 +208,7 @@ func TestMessageWaitsForRoom(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			if b, o := g.Held(); b != 0 || o != 0 {
+			if b, o := held(g); b != 0 || o != 0 {
 				t.Fatalf("held after the message was decoded: %d in the budget, %d in the overdraft", b, o)
 			}
 			eventually(t, "the budget back to empty", func() bool { return budget.InUse() == 0 })
@@ -351,6 +369,8 @@ func TestOverdraftWithinBudget(t *testing.T) {
 		keptInBudget bool
 	}{
 		{"a quarter of a large budget, kept from it", 64 << 20, 1 << 20, 16 << 20, true},
+		{"a quarter that holds exactly two largest messages, kept", 8 << 20, 1 << 20, 2 << 20, true},
+		{"a quarter a byte short of them: them, on top", 8<<20 - 4, 1 << 20, 2 << 20, false},
 		{"two largest messages on top of a small budget", 4 << 20, 1 << 20, 2 << 20, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -363,5 +383,27 @@ func TestOverdraftWithinBudget(t *testing.T) {
 				t.Errorf("budget in use %d: the overdraft kept in it is %v, want %v", budget.InUse(), kept, tt.keptInBudget)
 			}
 		})
+	}
+}
+
+// A connection follows at most maxTrackedSIDs streams: one more is not
+// followed (its messages are not gated), and one that ends makes room.
+func TestTrackedStreamsBound(t *testing.T) {
+	c, _ := testConn(window)
+	for id := uint32(1); id < 2*maxTrackedSIDs; id += 2 {
+		c.opened(id)
+	}
+	if n := len(c.streams); n != maxTrackedSIDs {
+		t.Fatalf("%d streams followed, want %d", n, maxTrackedSIDs)
+	}
+	past := uint32(2*maxTrackedSIDs + 1)
+	c.opened(past)
+	if c.streams[past] != nil {
+		t.Fatal("a stream past the bound is followed")
+	}
+	c.ended(1)
+	c.opened(past)
+	if c.streams[past] == nil {
+		t.Fatal("a stream that ended left no room")
 	}
 }
