@@ -470,10 +470,7 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 	if auth := c.auth(op); auth != nil {
 		tmpl["auth"] = auth
 	}
-	desc, _ := op["summary"].(string)
-	if desc == "" {
-		desc, _ = op["description"].(string)
-	}
+	desc := operationDescription(op)
 	var tags []any
 	if ts, ok := op["tags"].([]any); ok {
 		for _, t := range ts {
@@ -493,6 +490,39 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 		tool["tags"] = tags
 	}
 	return tool, dropped, nil
+}
+
+// MaxDescriptionBytes bounds what a converted tool's description keeps
+// of its operation's description.
+const MaxDescriptionBytes = 1024
+
+// operationDescription is what a converted tool says it does: the
+// operation's summary, then, after a blank line, its description (the
+// first MaxDescriptionBytes of it, cut at a word's end), or whichever of
+// the two the operation has. The reference converters keep only the
+// summary; the description is what tells a model, and search, what the
+// operation is for when the summary is a title ("Rename a branch").
+func operationDescription(op map[string]any) string {
+	summary, _ := op["summary"].(string)
+	long, _ := op["description"].(string)
+	summary, long = strings.TrimSpace(summary), strings.TrimSpace(long)
+	if len(long) > MaxDescriptionBytes {
+		cut := MaxDescriptionBytes
+		for cut > 0 && !utf8.RuneStart(long[cut]) {
+			cut--
+		}
+		if sp := strings.LastIndexAny(long[:cut], " \n"); sp > 0 {
+			cut = sp
+		}
+		long = strings.TrimSpace(long[:cut]) + " …"
+	}
+	switch {
+	case summary == "" || summary == long:
+		return long
+	case long == "":
+		return summary
+	}
+	return summary + "\n\n" + long
 }
 
 // pickMedia picks a media type by preference ("+json" matches any JSON
