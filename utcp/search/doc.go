@@ -6,9 +6,12 @@
 // Ranking is BM25F over each tool's name, its manual's name, tags,
 // description, input property names (three levels down, at most
 // maxSchemaTextProps) and what the schema says of them, and an HTTP tool's
-// URL path, with light stemming, a few synonyms and everyday phrasings,
-// and terms sharing a long prefix ("reservation" ~ "reserve") counted at a
-// lower weight; a query that is a tool's full or short name ranks it first.
+// URL path, with the Snowball stemmer, a few synonyms and everyday
+// phrasings, and terms sharing a long prefix ("reservation" ~ "reserve")
+// counted at a lower weight; the values a query gives (quoted text, URLs,
+// addresses, owner/repo paths, identifiers, numbers: splitArguments) count
+// argumentWeight of a word; a query that is a tool's full or short name
+// ranks it first.
 // Ties are broken by name, and a score is summed in the same order every
 // time, so a ranking is reproducible to the bit.
 //

@@ -292,9 +292,16 @@ func (ix *Index) queryTerms(query string) ([]queryTerm, error) {
 	if n := distinctTerms(query); n > utcp.MaxQueryTerms {
 		return nil, &utcp.QueryError{What: "terms", Limit: utcp.MaxQueryTerms, Got: n}
 	}
-	typed := analyze(rewritePhrases(query))
+	intent, args := query, ""
+	if argumentWeight < 1 {
+		intent, args = splitArguments(query)
+	}
+	typed := analyze(rewritePhrases(intent))
 	for _, t := range typed {
 		add(t, 1)
+	}
+	for _, t := range analyze(args) {
+		add(t, argumentWeight)
 	}
 	for _, t := range typed {
 		for _, s := range synonyms[t] {

@@ -43,7 +43,7 @@ func (ix *Index) searchLinear(query string, limit int) []utcp.SearchResult {
 // as scanning every tool does: the same tools, in the same order, with the
 // same scores.
 func TestPostingsRankAsAScanDoes(t *testing.T) {
-	reqs := loadEvalRequests(t)
+	reqs, _ := loadEvalRequests(t)
 	for file, rs := range reqs.Catalogs {
 		doc, err := os.ReadFile("../testdata/catalogs/" + file)
 		if err != nil {

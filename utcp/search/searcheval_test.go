@@ -18,8 +18,8 @@ import (
 	"github.com/exprd/exprd/utcp/openapi"
 )
 
-// evalRequests are the frozen requests of testdata/searcheval, written by
-// someone who had not read the ranker.
+// evalRequests are the frozen requests of one file of testdata/searcheval,
+// written by someone who had not read the ranker.
 type evalRequests struct {
 	Note     string `json:"note"`
 	Catalogs map[string][]struct {
@@ -28,18 +28,42 @@ type evalRequests struct {
 	} `json:"catalogs"`
 }
 
-// loadEvalRequests reads testdata/searcheval/requests.json.
-func loadEvalRequests(t testing.TB) evalRequests {
+// evalSets are testdata/searcheval's request files, in the order they were
+// written, and what the ranker's changes saw of them (BENCHMARKS.md):
+// issue 21's first set was frozen before the ranker was tuned on it; the
+// ranker's next changes were chosen on it and the first two GitHub sets,
+// and judged on the third, which no change saw before that.
+var evalSets = []struct{ file, role string }{
+	{"requests.json", "tuned on"},
+	{"requests-github.json", "chosen on"},
+	{"requests-github-2.json", "chosen on"},
+	{"requests-github-3.json", "held out"},
+}
+
+// loadEvalRequests reads every evalSets file into one set of requests by
+// catalogue (each catalogue is in one file), and each catalogue's role.
+func loadEvalRequests(t testing.TB) (evalRequests, map[string]string) {
 	t.Helper()
-	raw, err := os.ReadFile("../testdata/searcheval/requests.json")
-	if err != nil {
-		t.Fatal(err)
+	all := evalRequests{Catalogs: map[string][]struct {
+		Request string   `json:"request"`
+		Want    []string `json:"want"`
+	}{}}
+	roles := map[string]string{}
+	for _, set := range evalSets {
+		raw, err := os.ReadFile("../testdata/searcheval/" + set.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reqs evalRequests
+		if err := json.Unmarshal(raw, &reqs); err != nil {
+			t.Fatal(err)
+		}
+		for file, rs := range reqs.Catalogs {
+			all.Catalogs[file] = append(all.Catalogs[file], rs...)
+			roles[file] = set.role
+		}
 	}
-	var reqs evalRequests
-	if err := json.Unmarshal(raw, &reqs); err != nil {
-		t.Fatal(err)
-	}
-	return reqs
+	return all, roles
 }
 
 // evalScore is how one ranker did on one catalogue's requests.
@@ -77,11 +101,12 @@ func rankOf(names, want []string) int {
 
 // searchVariant is exprd's search with one of its parts left out, for
 // the ablation; set changes the package's settings and returns what undoes
-// it. rebuild says the part is read at registration.
+// it. register, when set, registers a catalogue for the variant (a part
+// read at registration).
 type searchVariant struct {
-	name    string
-	set     func() (undo func())
-	rebuild bool
+	name     string
+	set      func() (undo func())
+	register func(t testing.TB, doc []byte) *utcp.Registry
 }
 
 var searchVariants = []searchVariant{
@@ -96,11 +121,11 @@ var searchVariants = []searchVariant{
 		fieldWeights[fieldPath] = 0
 		return func() { fieldWeights[fieldPath] = w }
 	}},
-	{name: "top-level parameters only", rebuild: true, set: func() func() {
+	{name: "top-level parameters only", set: func() func() {
 		d := schemaTextDepth
 		schemaTextDepth = 0
 		return func() { schemaTextDepth = d }
-	}},
+	}, register: func(t testing.TB, doc []byte) *utcp.Registry { reg, _ := evalRegistry(t, doc); return reg }},
 	{name: "without synonyms and phrases", set: func() func() {
 		syn, ph := synonyms, phrases
 		synonyms, phrases = map[string][]string{}, strings.NewReplacer()
@@ -111,30 +136,67 @@ var searchVariants = []searchVariant{
 		prefixWeight = 0
 		return func() { prefixWeight = w }
 	}},
+	{name: "values weighed as words", set: func() func() {
+		w := argumentWeight
+		argumentWeight = 1
+		return func() { argumentWeight = w }
+	}},
+	{name: "operations' summaries only", set: func() func() { return func() {} }, register: summariesOnly},
 }
 
-// evalRegistry registers a published document whole (every variable it
-// needs bound) under the manual name "api".
+// summariesOnly registers a catalogue whose tools' descriptions keep only
+// their operations' summaries, as the reference converters write them.
+func summariesOnly(t testing.TB, doc []byte) *utcp.Registry {
+	t.Helper()
+	m, _, err := openapi.Convert(doc, openapi.Options{Manual: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range m.Tools {
+		tool.Description, _, _ = strings.Cut(tool.Description, "\n\n")
+	}
+	reg, _ := testRegistry(t, evalVariables)
+	if _, err := reg.Register(context.Background(), "api", utcp.FromManual(m)); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// evalVariables binds every variable the published documents' security
+// schemes need, under the manual name "api".
+var evalVariables = utcp.WithVariables(map[string]string{"api_APIKEYAUTH_API_KEY": "k", "api_ADMINAPIKEYAUTH_API_KEY": "k",
+	"api_ACCOUNTSID_AUTHTOKEN_USERNAME": "u", "api_ACCOUNTSID_AUTHTOKEN_PASSWORD": "p"})
+
+// evalRegistry registers a published document whole under the manual
+// name "api".
 func evalRegistry(t testing.TB, doc []byte) (*utcp.Registry, func() *Index) {
 	t.Helper()
-	reg, index := testRegistry(t, utcp.WithVariables(map[string]string{"api_APIKEYAUTH_API_KEY": "k", "api_ADMINAPIKEYAUTH_API_KEY": "k",
-		"api_ACCOUNTSID_AUTHTOKEN_USERNAME": "u", "api_ACCOUNTSID_AUTHTOKEN_PASSWORD": "p"}))
+	reg, index := testRegistry(t, evalVariables)
 	if _, err := reg.Register(context.Background(), "api", utcp.FromText(string(doc)).AllowProtocols("http")); err != nil {
 		t.Fatal(err)
 	}
 	return reg, index
 }
 
+// evalFloors is the top 3 exprd's search reaches on each catalogue now:
+// the evaluation fails below it.
+var evalFloors = map[string]int{
+	"openai-openapi.json": 19, "twilio-api-v2010.json": 13, "twilio-messaging-v1.json": 10,
+	"github-selection.json": 14, "github-selection-2.json": 9, "github-selection-3.json": 10,
+}
+
 // TestSearchOnPublishedCatalogues ranks each frozen request against its
 // catalogue, registered whole, with exprd's search, with each of its parts
 // left out in turn, and with plain BM25 over each operation's id,
 // summary, description and parameters (the document's own text), and
-// reports top-1, top-3 and MRR. exprd's search must never do worse than
-// the baseline on a catalogue, and must keep the 42 of 70 top-3 it
-// reached (the goal, 80%, is not met: see BENCHMARKS.md). Not parallel:
-// the ablation changes the package's settings.
+// reports top-1, top-3 and MRR by catalogue and by role (evalSets). It
+// fails if exprd's search does worse than plain BM25 on a catalogue its
+// parts were tuned or chosen on, or falls below evalFloors on any. It
+// does not hold it to BM25 on the held-out catalogue, where it finds one
+// fewer in the top 3 (the goal, 80%, is far off: see BENCHMARKS.md). Not
+// parallel: the ablation changes the package's settings.
 func TestSearchOnPublishedCatalogues(t *testing.T) {
-	reqs := loadEvalRequests(t)
+	reqs, roles := loadEvalRequests(t)
 	files := slices.Sorted(maps.Keys(reqs.Catalogs))
 	docs := map[string][]byte{}
 	regs := map[string]*utcp.Registry{}
@@ -147,19 +209,22 @@ func TestSearchOnPublishedCatalogues(t *testing.T) {
 		regs[file], _ = evalRegistry(t, docs[file])
 		bases[file] = newPlainBM25(t, docs[file])
 	}
-	total := map[string]*evalScore{}
-	for _, v := range append(searchVariants, searchVariant{name: "plain BM25"}) {
-		total[v.name] = &evalScore{}
+	baseline := map[string]evalScore{}
+	for _, v := range append([]searchVariant{{name: "plain BM25"}}, searchVariants...) {
+		total, byRole := evalScore{}, map[string]*evalScore{}
 		for _, file := range files {
 			var score evalScore
 			ranked := func(q string) []string { return bases[file].search(q, 10) }
 			if v.set != nil {
-				undo := v.set()
 				reg := regs[file]
-				if v.rebuild {
-					reg, _ = evalRegistry(t, docs[file])
+				if v.register != nil {
+					undo := v.set()
+					reg = v.register(t, docs[file])
+					undo()
 				}
 				ranked = func(q string) []string {
+					undo := v.set()
+					defer undo()
 					found, err := reg.SearchContext(context.Background(), TrimQuery(q), 10)
 					if err != nil {
 						t.Fatal(err)
@@ -170,38 +235,39 @@ func TestSearchOnPublishedCatalogues(t *testing.T) {
 					}
 					return names
 				}
-				defer undo()
-				for _, r := range reqs.Catalogs[file] {
-					names := ranked(r.Request)
-					score.add(rankOf(names, r.Want))
-					if rank := rankOf(names, r.Want); v.name == "exprd" && testing.Verbose() && (rank == 0 || rank > 3) {
-						t.Logf("%s: %q wants %v, got rank %d: %v", file, r.Request, r.Want, rank, names[:min(3, len(names))])
-					}
-				}
-				undo()
-			} else {
-				for _, r := range reqs.Catalogs[file] {
-					score.add(rankOf(ranked(r.Request), r.Want))
+			}
+			for _, r := range reqs.Catalogs[file] {
+				names := ranked(r.Request)
+				rank := rankOf(names, r.Want)
+				score.add(rank)
+				if v.name == "exprd" && testing.Verbose() && roles[file] != "held out" && (rank == 0 || rank > 3) {
+					t.Logf("%s: %q wants %v, got rank %d: %v", file, r.Request, r.Want, rank, names[:min(3, len(names))])
 				}
 			}
-			t.Logf("%-30s %-25s %v", v.name, file, score)
-			total[v.name].merge(score)
-			if v.name == "exprd" {
-				defer func(file string, ours evalScore) {
-					var base evalScore
-					for _, r := range reqs.Catalogs[file] {
-						base.add(rankOf(bases[file].search(r.Request, 10), r.Want))
-					}
-					if ours.top3 < base.top3 || ours.rr < base.rr {
-						t.Errorf("%s: exprd's search (%v) does worse than plain BM25 (%v)", file, ours, base)
-					}
-				}(file, score)
+			t.Logf("%-30s %-25s %-9s %v", v.name, file, roles[file], score)
+			total.merge(score)
+			if byRole[roles[file]] == nil {
+				byRole[roles[file]] = &evalScore{}
+			}
+			byRole[roles[file]].merge(score)
+			switch v.name {
+			case "plain BM25":
+				baseline[file] = score
+			case "exprd":
+				if base := baseline[file]; roles[file] != "held out" && (score.top3 < base.top3 || score.rr < base.rr) {
+					t.Errorf("%s: exprd's search (%v) does worse than plain BM25 (%v)", file, score, base)
+				}
+				if score.top3 < evalFloors[file] {
+					t.Errorf("%s: exprd's search found the intended tool in the top 3 for %d of %d requests, down from %d", file, score.top3, score.n, evalFloors[file])
+				}
 			}
 		}
-		t.Logf("%-30s %-25s %v", v.name, "all", *total[v.name])
-	}
-	if got := total["exprd"]; got.top3 < 42 {
-		t.Errorf("exprd's search found the intended tool in the top 3 for %d of %d requests, down from 42", got.top3, got.n)
+		for i, set := range evalSets {
+			if i == 0 || evalSets[i-1].role != set.role {
+				t.Logf("%-30s %-35s %v", v.name, "all "+set.role, *byRole[set.role])
+			}
+		}
+		t.Logf("%-30s %-35s %v", v.name, "all", total)
 	}
 }
 
@@ -337,7 +403,7 @@ func plainWords(text string) []string {
 // under other manual names) and reports the 50th and 99th percentiles of
 // one search.
 func BenchmarkSearchLatency(b *testing.B) {
-	reqs := loadEvalRequests(b)
+	reqs, _ := loadEvalRequests(b)
 	var queries []string
 	var manuals []*utcp.Manual
 	for _, file := range slices.Sorted(maps.Keys(reqs.Catalogs)) {
