@@ -19,8 +19,9 @@ var argumentWeight = 0.2
 // (CA5f1e2d3c). What is taken out of intent is replaced by a space.
 func splitArguments(q string) (intent, args string) {
 	var in, ar strings.Builder
+	unclosed := map[rune]bool{} // marks with no closing after an opening
 	for i := 0; i < len(q); {
-		if end, ok := quoted(q, i); ok {
+		if end, ok := quoted(q, i, unclosed); ok {
 			ar.WriteString(q[i:end])
 			ar.WriteByte(' ')
 			in.WriteByte(' ')
@@ -60,11 +61,14 @@ var quotes = map[rune]rune{'"': '"', '\'': '\'', '“': '”', '‘': '’', '«
 // quoted reports whether a quotation opens at q[i] — at the start or
 // after a character that is not a letter or digit (so that the
 // apostrophe of "don't" opens nothing) — and closes before the end of q,
-// the closing mark followed by no letter or digit; end is past it.
-func quoted(q string, i int) (end int, ok bool) {
+// the closing mark followed by no letter or digit; end is past it. A mark
+// that found no closing once is in unclosed: no later opening of it can
+// find one either (a closing only depends on what follows it), so that a
+// query of many unclosed quotes is read once, not once a quote.
+func quoted(q string, i int, unclosed map[rune]bool) (end int, ok bool) {
 	open, size := utf8.DecodeRuneInString(q[i:])
 	closing, isQuote := quotes[open]
-	if !isQuote {
+	if !isQuote || unclosed[open] {
 		return 0, false
 	}
 	if i > 0 {
@@ -83,6 +87,7 @@ func quoted(q string, i int) (end int, ok bool) {
 		}
 		j += n
 	}
+	unclosed[open] = true
 	return 0, false
 }
 
