@@ -338,14 +338,8 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return CutRunes(s, n) + "…"
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // ProviderError is a provider's answer of a status >= 400 as a client may
 // see it: the status, and, only where the operator opted in

@@ -70,8 +70,12 @@ func sortBy(p ...any) (any, error) {
 	return out, nil
 }
 
-// insertionMax is the longest array sortByKeys sorts by insertion.
-const insertionMax = 32
+// insertionMax is the longest array sortByKeys sorts by insertion:
+// sort.Stable's own block, which it sorts by insertion too, so that
+// sortByKeys makes the same comparisons in the same order as
+// sort.Stable(byKeys) and gives the same order (NaN keys included) and
+// the same failure.
+const insertionMax = 20
 
 // sortByKeys sorts items by keys, stably, swapping both: short arrays (the
 // usual "the 5 cheapest of 20") by insertion, with no call through an

@@ -2,9 +2,12 @@ package exprbound
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"sort"
 	"testing"
 )
 
@@ -39,39 +42,49 @@ func TestSortByIsStable(t *testing.T) {
 	}
 }
 
-// Each of sortByKeys's ways (by insertion up to insertionMax items, with
-// number keys or others, then sort.Stable) orders as a stable sort of
-// (key, item) pairs does, at the limit and one past it.
-func TestSortByKeysBothWays(t *testing.T) {
+// sortByKeys orders as sort.Stable(byKeys) did, item for item, and fails
+// as it did (the same panic, so the same error for the program), for
+// every length from 0 to three times insertionMax: number keys with NaN
+// among them, ints mixed with floats, strings, and numbers mixed with
+// strings, ascending and descending.
+func TestSortByKeysAsSortStable(t *testing.T) {
 	t.Parallel()
 	rnd := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{0, 1, 2, insertionMax - 1, insertionMax, insertionMax + 1, 3 * insertionMax} {
-		for _, c := range []struct{ desc, strings bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
-			desc, strings := c.desc, c.strings
-			for range 20 {
-				items, keys := make([]any, n), make([]any, n)
-				type pair struct{ key, item any }
-				pairs := make([]pair, n)
-				for i := range n {
-					items[i], keys[i] = i, float64(rnd.IntN(n/3+1))
-					if strings {
-						keys[i] = fmt.Sprint(keys[i])
-					}
-					pairs[i] = pair{keys[i], items[i]}
-				}
-				slices.SortStableFunc(pairs, func(a, b pair) int {
-					if desc {
-						return compareKeys(b.key, a.key)
-					}
-					return compareKeys(a.key, b.key)
-				})
-				sortByKeys(items, keys, desc)
-				for i, p := range pairs {
-					if items[i] != p.item || keys[i] != p.key {
-						t.Fatalf("n %d %+v: at %d got %v (key %v), want %v (key %v)", n, c, i, items[i], keys[i], p.item, p.key)
+	kinds := map[string]func(n int) any{
+		"numbers":             func(n int) any { return float64(rnd.IntN(n/3 + 1)) },
+		"numbers with NaN":    func(n int) any { return []any{math.NaN(), float64(rnd.IntN(n/3 + 1))}[rnd.IntN(2)] },
+		"ints and floats":     func(n int) any { return []any{rnd.IntN(n/3 + 1), float64(rnd.IntN(n/3 + 1))}[rnd.IntN(2)] },
+		"strings":             func(n int) any { return fmt.Sprint(rnd.IntN(n/3 + 1)) },
+		"numbers and strings": func(n int) any { return []any{float64(rnd.IntN(3)), fmt.Sprint(rnd.IntN(3))}[rnd.IntN(8)/7] },
+	}
+	sorted := func(sortFn func(items, keys []any), items, keys []any) (out []any, panicked string) {
+		defer func() {
+			if r := recover(); r != nil {
+				panicked = fmt.Sprint(r)
+			}
+		}()
+		sortFn(items, keys)
+		return items, ""
+	}
+	for _, name := range slices.Sorted(maps.Keys(kinds)) {
+		t.Run(name, func(t *testing.T) {
+			for n := range 3*insertionMax + 1 {
+				for _, desc := range []bool{false, true} {
+					for range 10 {
+						keys := make([]any, n)
+						items := make([]any, n)
+						for i := range n {
+							keys[i], items[i] = kinds[name](n), i
+						}
+						k1, k2 := slices.Clone(keys), slices.Clone(keys)
+						want, wantPanic := sorted(func(items, keys []any) { sort.Stable(byKeys{items, keys, desc}) }, slices.Clone(items), k1)
+						got, gotPanic := sorted(func(items, keys []any) { sortByKeys(items, keys, desc) }, slices.Clone(items), k2)
+						if gotPanic != wantPanic || wantPanic == "" && !slices.Equal(got, want) {
+							t.Fatalf("n %d desc %v keys %v: got %v (panic %q), want %v (panic %q)", n, desc, keys, got, gotPanic, want, wantPanic)
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/httptransport"
@@ -507,14 +506,7 @@ func operationDescription(op map[string]any) string {
 	long, _ := op["description"].(string)
 	summary, long = strings.TrimSpace(summary), strings.TrimSpace(long)
 	if len(long) > MaxDescriptionBytes {
-		cut := MaxDescriptionBytes
-		for cut > 0 && !utf8.RuneStart(long[cut]) {
-			cut--
-		}
-		if sp := strings.LastIndexAny(long[:cut], " \n"); sp > 0 {
-			cut = sp
-		}
-		long = strings.TrimSpace(long[:cut]) + " …"
+		long = strings.TrimSpace(utcp.CutWords(long, MaxDescriptionBytes)) + " …"
 	}
 	switch {
 	case summary == "" || summary == long:
@@ -624,9 +616,5 @@ func firstLine(s string) string {
 	if len(s) <= 300 {
 		return s
 	}
-	cut := 300
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return utcp.CutRunes(s, 300) + "…"
 }

@@ -21,16 +21,21 @@ func TestOperationDescription(t *testing.T) {
 		{"at the limit", "S", long, "S\n\n" + strings.TrimSpace(long)},
 		{"a word across the limit left out (é's two bytes straddle it)", "S", over, "S\n\n" + strings.Repeat("a", MaxDescriptionBytes-2) + " …"},
 		{"one word past the limit", "S", strings.Repeat("a", MaxDescriptionBytes+1), "S\n\n" + strings.Repeat("a", MaxDescriptionBytes) + " …"},
+		{"a word that ends at the limit stays", "S", strings.Repeat("a", MaxDescriptionBytes) + " more", "S\n\n" + strings.Repeat("a", MaxDescriptionBytes) + " …"},
+		{"no space: cut at a rune's start", "S", strings.Repeat("a", MaxDescriptionBytes-1) + "éé", "S\n\n" + strings.Repeat("a", MaxDescriptionBytes-1) + " …"},
+		{"whitespace only", "S", " \n\t ", "S"},
 	} {
-		op := map[string]any{}
-		if c.summary != "" {
-			op["summary"] = c.summary
-		}
-		if c.desc != "" {
-			op["description"] = c.desc
-		}
-		if got := operationDescription(op); got != c.want {
-			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			op := map[string]any{}
+			if c.summary != "" {
+				op["summary"] = c.summary
+			}
+			if c.desc != "" {
+				op["description"] = c.desc
+			}
+			if got := operationDescription(op); got != c.want {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
 	}
 }

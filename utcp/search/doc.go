@@ -9,9 +9,9 @@
 // URL path, with the Snowball stemmer, a few synonyms and everyday
 // phrasings, and terms sharing a long prefix ("reservation" ~ "reserve")
 // counted at a lower weight; the values a query gives (quoted text, URLs,
-// addresses, owner/repo paths, identifiers, numbers: splitArguments) count
-// argumentWeight of a word; a query that is a tool's full or short name
-// ranks it first.
+// addresses, numbers, identifiers, file names, paths like
+// octo-org/billing-service: splitArguments) count argumentWeight of a
+// word; a query that is a tool's full or short name ranks it first.
 // Ties are broken by name, and a score is summed in the same order every
 // time, so a ranking is reproducible to the bit.
 //

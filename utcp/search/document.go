@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/exprd/exprd/utcp"
 )
@@ -143,19 +142,7 @@ func schemaText(raw []byte) (names, descs []string) {
 }
 
 // firstSentences is text cut to at most n bytes, at a word's end.
-func firstSentences(text string, n int) string {
-	if len(text) <= n {
-		return text
-	}
-	cut := strings.LastIndexByte(text[:n], ' ')
-	if cut <= 0 {
-		cut = n
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-	}
-	return text[:cut]
-}
+func firstSentences(text string, n int) string { return utcp.CutWords(text, n) }
 
 // urlPathWords is the words of an HTTP template's URL path, without its
 // {parameters}, version segments (v1, 2010-04-01) and extensions (.json).

@@ -60,10 +60,12 @@ func (ix *Index) With(removed []string, added []*utcp.Tool) utcp.Index {
 
 // Search ranks ix's tools for query: BM25F over each tool's name, its
 // manual's name, tags, description, input property names and what the
-// input schema says of them, and an HTTP tool's URL path, with light
-// stemming, a few common synonyms and everyday phrasings, and shared-prefix
-// matches ("reservation" ~ "reserve") counted at a lower weight; a query
-// that is a tool's full or short name ranks it first. It returns the best
+// input schema says of them, and an HTTP tool's URL path, with the
+// Snowball stemmer, a few common synonyms and everyday phrasings, and
+// shared-prefix matches ("reservation" ~ "reserve") counted at a lower
+// weight, and the values the query gives (splitArguments) at
+// argumentWeight; a query that is a tool's full or short name ranks it
+// first. It returns the best
 // limit tools (all that match when limit <= 0), best first, ties by name.
 // More than utcp.MaxQueryTerms distinct terms is a *utcp.QueryError.
 func (ix *Index) Search(ctx context.Context, query string, limit int) ([]utcp.SearchResult, error) {
@@ -278,8 +280,9 @@ type queryTerm struct {
 	idf    float64
 }
 
-// queryTerms weighs the query's terms: typed ones 1, synonyms and terms of
-// the index sharing a long prefix less. The terms are sorted so that a
+// queryTerms weighs the query's terms: typed ones 1, the values it gives
+// (splitArguments) argumentWeight, synonyms and terms of the index sharing
+// a long prefix less. The terms are sorted so that a
 // score is summed in the same order every time. More than utcp.MaxQueryTerms
 // distinct typed terms is a *QueryError.
 func (ix *Index) queryTerms(query string) ([]queryTerm, error) {

@@ -2,7 +2,6 @@ package search
 
 import (
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/exprd/exprd/utcp"
 )
@@ -10,13 +9,7 @@ import (
 // TrimQuery cuts text (a prompt) to a query within the search limits: at
 // most utcp.MaxQueryBytes, ending before the term past utcp.MaxQueryTerms.
 func TrimQuery(text string) string {
-	if len(text) > utcp.MaxQueryBytes {
-		cut := utcp.MaxQueryBytes
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text = text[:cut]
-	}
+	text = utcp.CutRunes(text, utcp.MaxQueryBytes)
 	seen := map[string]bool{}
 	for _, w := range splitWordSpans(text) {
 		for _, t := range analyze(text[w[0]:w[1]]) {
