@@ -5,15 +5,9 @@ package etcdtest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -21,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exprd/exprd/internal/testcert"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -58,10 +53,7 @@ func start(t testing.TB, useTLS bool) *Etcd {
 	scheme := "http"
 	if useTLS {
 		scheme = "https"
-		var err error
-		if e.CAFile, e.certFile, e.keyFile, err = writeCerts(dir); err != nil {
-			t.Fatal(err)
-		}
+		e.CAFile, e.certFile, e.keyFile = writeCerts(t, dir)
 	}
 	e.clientURL = url.URL{Scheme: scheme, Host: freeAddr(t)}
 	e.peerURL = url.URL{Scheme: "http", Host: freeAddr(t)}
@@ -192,44 +184,12 @@ func (e *Etcd) EnableAuth(t testing.TB, password string) {
 	e.user, e.password = "root", password
 }
 
-// writeCerts writes a CA and a server certificate for 127.0.0.1 it
-// signed, as PEM files in dir.
-func writeCerts(dir string) (caFile, certFile, keyFile string, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", "", err
-	}
-	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "etcdtest CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return "", "", "", err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", "", err
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return "", "", "", err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return "", "", "", err
-	}
-	files := []struct {
-		name, kind string
-		der        []byte
-	}{{"ca.pem", "CERTIFICATE", caDER}, {"cert.pem", "CERTIFICATE", leafDER}, {"key.pem", "EC PRIVATE KEY", keyDER}}
-	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, f.name), pem.EncodeToMemory(&pem.Block{Type: f.kind, Bytes: f.der}), 0o600); err != nil {
-			return "", "", "", err
-		}
-	}
-	return filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), nil
+// writeCerts writes a CA and a certificate for 127.0.0.1 it signed, as
+// PEM files in dir.
+func writeCerts(t testing.TB, dir string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	ca := testcert.NewCA(t, "etcdtest CA")
+	caFile, _ = ca.WritePEM(t, dir, "ca")
+	certFile, keyFile = ca.Issue(t, "127.0.0.1", "127.0.0.1").WritePEM(t, dir, "cert")
+	return caFile, certFile, keyFile
 }
