@@ -96,6 +96,9 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 	if err != nil {
 		return agent.Config{}, err
 	}
+	if t.omit, err = omittedEvents(start.GetOmitEvents()); err != nil {
+		return agent.Config{}, err
+	}
 	cfg := agent.Config{
 		Provider: p, Model: start.GetModel(), System: start.GetSystem(),
 		ToolChoice:  choice,

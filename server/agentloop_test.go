@@ -371,6 +371,101 @@ func TestAgentLoopClientOutputReachesModel(t *testing.T) {
 	}
 }
 
+// Start's omit_events leaves out exactly the events it names; the events
+// that ask for an answer and done come whatever it names, and the turn is
+// the same: its tool outputs reach the model and done holds every step.
+func TestAgentLoopOmitEvents(t *testing.T) {
+	t.Parallel()
+	informational := []exprdv1.AgentEvent{
+		exprdv1.AgentEvent_AGENT_EVENT_STEP_STARTED, exprdv1.AgentEvent_AGENT_EVENT_TEXT_DELTA,
+		exprdv1.AgentEvent_AGENT_EVENT_TOOL_CALL_ANNOUNCED, exprdv1.AgentEvent_AGENT_EVENT_STATE_WRITE,
+		exprdv1.AgentEvent_AGENT_EVENT_TOOL_RESULT, exprdv1.AgentEvent_AGENT_EVENT_STEP_FINISHED,
+	}
+	// kind is the informational event m is, or UNSPECIFIED for one that
+	// is always sent.
+	kind := func(m *exprdv1.AgentLoopRunResponse) exprdv1.AgentEvent {
+		switch ev := m.GetEvent().(type) {
+		case *exprdv1.AgentLoopRunResponse_StepStarted:
+			return exprdv1.AgentEvent_AGENT_EVENT_STEP_STARTED
+		case *exprdv1.AgentLoopRunResponse_TextDelta:
+			return exprdv1.AgentEvent_AGENT_EVENT_TEXT_DELTA
+		case *exprdv1.AgentLoopRunResponse_ToolCallRequested:
+			if !ev.ToolCallRequested.GetRunOnClient() {
+				return exprdv1.AgentEvent_AGENT_EVENT_TOOL_CALL_ANNOUNCED
+			}
+		case *exprdv1.AgentLoopRunResponse_StateWrite:
+			return exprdv1.AgentEvent_AGENT_EVENT_STATE_WRITE
+		case *exprdv1.AgentLoopRunResponse_ToolResult:
+			return exprdv1.AgentEvent_AGENT_EVENT_TOOL_RESULT
+		case *exprdv1.AgentLoopRunResponse_StepFinished:
+			return exprdv1.AgentEvent_AGENT_EVENT_STEP_FINISHED
+		}
+		return exprdv1.AgentEvent_AGENT_EVENT_UNSPECIFIED
+	}
+	tests := []struct {
+		name string
+		omit []exprdv1.AgentEvent
+	}{
+		{"none", nil},
+		{"all, one named twice", append(slices.Clone(informational), exprdv1.AgentEvent_AGENT_EVENT_TEXT_DELTA)},
+	}
+	for _, e := range informational {
+		tests = append(tests, struct {
+			name string
+			omit []exprdv1.AgentEvent
+		}{e.String(), []exprdv1.AgentEvent{e}})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, ms := agentServerModel(t, scripted.Script{Turns: []scripted.Turn{
+				{ToolCalls: []scripted.ToolCall{
+					{ID: "w1", Name: "expr", Arguments: args(map[string]any{"steps": []any{map[string]any{"set": "scopes.root.n", "expr": "1"}}})},
+					{ID: "q1", Name: "ask_user"},
+				}},
+				{Text: "Wrote it; the user said blue."},
+			}})
+			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("ask"), OmitEvents: tc.omit, Tools: []*exprdv1.AgentTool{
+				{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR},
+				{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT},
+			}})
+			count := map[exprdv1.AgentEvent]int{}
+			asked := 0
+			events, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
+				count[kind(m)]++
+				if r := m.GetToolCallRequested(); r.GetRunOnClient() {
+					asked++
+					_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{
+						CallId: r.GetCall().GetId(), OutputJson: `{"answer":"blue"}`}}})
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range informational {
+				if omitted := slices.Contains(tc.omit, e); omitted != (count[e] == 0) {
+					t.Errorf("%v: got %d events, omitted %v", e, count[e], omitted)
+				}
+			}
+			done := events[len(events)-1].GetDone()
+			if asked != 1 || len(done.GetSteps()) != 2 || done.GetText() != "Wrote it; the user said blue." {
+				t.Errorf("asked the client %d times, done %v; want once, and two steps with the answer", asked, done)
+			}
+			var got []string
+			for _, r := range ms.Requests() {
+				for _, m := range r.Chat.Messages {
+					if m.Role == "tool" {
+						got = append(got, m.ToolCallID+" "+m.Content)
+					}
+				}
+			}
+			if want := []string{"w1 {}", `q1 {"answer":"blue"}`}; !slices.Equal(got, want) {
+				t.Errorf("the model got tool messages %q, want %q", got, want)
+			}
+		})
+	}
+}
+
 // The expr tool's writes say which agent step and which expr call made
 // them, and at which step of that call's program: two expr calls of one
 // step are told apart (issue: a write carried only the program's step).

@@ -24,6 +24,24 @@ type turn struct {
 	outputs   *correlator[string, *exprdv1.ToolOutput]
 	hooks     *correlator[string, *exprdv1.HookReply]
 	approvals *correlator[string, *exprdv1.AgentApprovalReply]
+	omit      eventSet // the events Start asked not to be sent
+}
+
+// eventSet is a set of AgentEvent values.
+type eventSet uint32
+
+func (s eventSet) has(e exprdv1.AgentEvent) bool { return s&(1<<e) != 0 }
+
+// omittedEvents reads start.omit_events: named events only.
+func omittedEvents(evs []exprdv1.AgentEvent) (eventSet, error) {
+	var s eventSet
+	for _, e := range evs {
+		if _, known := exprdv1.AgentEvent_name[int32(e)]; !known || e == exprdv1.AgentEvent_AGENT_EVENT_UNSPECIFIED {
+			return 0, badRequest("start.omit_events", fmt.Sprintf("unknown event %v: AGENT_EVENT_STEP_STARTED, _TEXT_DELTA, _TOOL_CALL_ANNOUNCED, _STATE_WRITE, _TOOL_RESULT or _STEP_FINISHED", e))
+		}
+		s |= 1 << e
+	}
+	return s, nil
 }
 
 func newTurn(ctx context.Context, state *evaluator.State) *turn {
@@ -219,26 +237,38 @@ func (t *turn) postToolCall(ctx context.Context, step int, call agent.ToolCall, 
 	return res, nil
 }
 
+// events are the loop's events the client did not omit, sent as they
+// happen.
 func (t *turn) events() agent.Events {
 	send := func(m *exprdv1.AgentLoopRunResponse) { _ = t.send(m) }
-	return agent.Events{
-		StepStarted: func(step int) {
+	var ev agent.Events
+	if !t.omit.has(exprdv1.AgentEvent_AGENT_EVENT_STEP_STARTED) {
+		ev.StepStarted = func(step int) {
 			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StepStarted{StepStarted: &exprdv1.StepStarted{Step: uint32(step)}}})
-		},
-		TextDelta: func(step int, text string) {
+		}
+	}
+	if !t.omit.has(exprdv1.AgentEvent_AGENT_EVENT_TEXT_DELTA) {
+		ev.TextDelta = func(step int, text string) {
 			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_TextDelta{TextDelta: &exprdv1.TextDelta{Step: uint32(step), Text: text}}})
-		},
-		ToolCallRequested: func(step int, call agent.ToolCall) {
+		}
+	}
+	if !t.omit.has(exprdv1.AgentEvent_AGENT_EVENT_TOOL_CALL_ANNOUNCED) {
+		ev.ToolCallRequested = func(step int, call agent.ToolCall) {
 			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolCallRequested{ToolCallRequested: &exprdv1.ToolCallRequested{Step: uint32(step), Call: callProto(call)}}})
-		},
-		ToolResult: func(step int, call agent.ToolCall, r agent.Result) {
+		}
+	}
+	if !t.omit.has(exprdv1.AgentEvent_AGENT_EVENT_TOOL_RESULT) {
+		ev.ToolResult = func(step int, call agent.ToolCall, r agent.Result) {
 			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolResult{ToolResult: &exprdv1.ToolResult{
 				Step: uint32(step), CallId: call.ID, Name: call.Name, OutputJson: jsonText(r.Content), IsError: r.IsError}}})
-		},
-		StepFinished: func(s agent.Step) {
-			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StepFinished{StepFinished: stepProto(s)}})
-		},
+		}
 	}
+	if !t.omit.has(exprdv1.AgentEvent_AGENT_EVENT_STEP_FINISHED) {
+		ev.StepFinished = func(s agent.Step) {
+			send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StepFinished{StepFinished: stepProto(s)}})
+		}
+	}
+	return ev
 }
 
 // agentExprHost streams the expr tool's writes; nobody can confirm or run
@@ -246,6 +276,9 @@ func (t *turn) events() agent.Events {
 type agentExprHost struct{ t *turn }
 
 func (h *agentExprHost) Write(ctx context.Context, w evaluator.Write) error {
+	if h.t.omit.has(exprdv1.AgentEvent_AGENT_EVENT_STATE_WRITE) {
+		return nil
+	}
 	step, _ := agent.CallStep(ctx)
 	return h.t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_StateWrite{StateWrite: &exprdv1.AgentStateWrite{
 		Step: uint32(step), CallId: agent.CallID(ctx), ExprStep: uint32(w.Step), Path: w.Path, ValueJson: jsonText(w.ValueJSON)}}})

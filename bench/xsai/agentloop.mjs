@@ -6,9 +6,12 @@
 // it (tool_call_requested with run_on_client) this process runs it
 // (side.mjs's weather, as turn.mjs runs it for xsai) and answers with
 // tool_output; the turn ends when exprd ends the stream after done.
+// With --answer-only, Start names every informational event in
+// omit_events, as a backend that wants generateText's answer rather than
+// the play-by-play would: exprd then sends the tool request and done.
 //
 //	node agentloop.mjs --addr 127.0.0.1:P --proto-dir ../../proto \
-//	  --prompt 'Weather in Paris?' --city Paris --want-text '...' --warmup 10 --turns 50 [--sync]
+//	  --prompt 'Weather in Paris?' --city Paris --want-text '...' --warmup 10 --turns 50 [--sync] [--answer-only]
 //
 // The protos are loaded at run time with @grpc/proto-loader, with the
 // options examples/node/client.mjs uses. It prints one JSON object on
@@ -33,6 +36,7 @@ const { values: opts } = parseArgs({
     'warmup': { type: 'string', default: '10' },
     'turns': { type: 'string', default: '50' },
     'sync': { type: 'boolean', default: false },
+    'answer-only': { type: 'boolean', default: false },
   },
 })
 required('agentloop.mjs', opts, 'addr', 'proto-dir', 'prompt', 'city', 'want-text')
@@ -59,6 +63,9 @@ const start = {
       executor: 'EXECUTOR_CLIENT',
     }],
     stop: { max_steps: Number(opts['max-steps']) },
+    omit_events: opts['answer-only']
+      ? ['AGENT_EVENT_STEP_STARTED', 'AGENT_EVENT_TEXT_DELTA', 'AGENT_EVENT_TOOL_CALL_ANNOUNCED', 'AGENT_EVENT_STATE_WRITE', 'AGENT_EVENT_TOOL_RESULT', 'AGENT_EVENT_STEP_FINISHED']
+      : [],
   },
 }
 
@@ -68,7 +75,7 @@ let executed = 0
 // server has ended it.
 function turn() {
   return new Promise((resolve, reject) => {
-    const seen = { announced: [], requested: [], results: [], rejected: [], done: null }
+    const seen = { announced: [], requested: [], results: [], rejected: [], other: [], done: null }
     const call = client.Run()
     call.on('data', (m) => {
       const ev = m[m.event]
@@ -95,6 +102,8 @@ function turn() {
         case 'done':
           seen.done = ev
           break
+        default:
+          seen.other.push(m.event)
       }
     })
     call.on('error', reject)
@@ -108,7 +117,9 @@ const wantResult = weather.run(wantArgs)
 
 // verify checks one turn: get_weather announced, then asked of this
 // client once with the scripted arguments, its result passed on as it
-// was sent, and the scripted answer after two steps.
+// was sent, and the scripted answer after two steps. With --answer-only:
+// asked once, nothing but the request and done sent (the harness checks
+// that the result reached the model).
 function verify(seen) {
   const fail = (why) => {
     throw new Error(`turn not as scripted: ${why}: ${JSON.stringify(seen)}`)
@@ -117,14 +128,22 @@ function verify(seen) {
     fail('the stream ended without done')
   if (seen.rejected.length > 0)
     fail('a message of this client was rejected')
-  if (seen.announced.length !== 1 || seen.requested.length !== 1 || seen.requested[0].id !== seen.announced[0].id)
-    fail('want one call announced, then requested of the client')
+  if (seen.requested.length !== 1)
+    fail('want one call requested of the client')
   const call = seen.requested[0]
   if (call.name !== weather.name || !isDeepStrictEqual(JSON.parse(call.arguments_json), wantArgs))
     fail(`called ${call.name} with ${call.arguments_json}`)
-  const r = seen.results
-  if (r.length !== 1 || r[0].call_id !== call.id || r[0].is_error || !isDeepStrictEqual(JSON.parse(r[0].output_json), wantResult))
-    fail(`want the result ${JSON.stringify(wantResult)}`)
+  if (opts['answer-only']) {
+    if (seen.announced.length + seen.results.length + seen.other.length > 0)
+      fail('want no event but the request and done')
+  }
+  else {
+    if (seen.announced.length !== 1 || seen.announced[0].id !== call.id)
+      fail('want the call announced before it is requested')
+    const r = seen.results
+    if (r.length !== 1 || r[0].call_id !== call.id || r[0].is_error || !isDeepStrictEqual(JSON.parse(r[0].output_json), wantResult))
+      fail(`want the result ${JSON.stringify(wantResult)}`)
+  }
   const d = seen.done
   if (d.steps.length !== 2 || d.text !== opts['want-text'] || d.stop_reason !== 'STOP_REASON_COMPLETED')
     fail(`done after ${d.steps.length} steps (${d.stop_reason}) with ${JSON.stringify(d.text)}, want 2 steps and ${JSON.stringify(opts['want-text'])}`)

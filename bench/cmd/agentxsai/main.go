@@ -1,7 +1,7 @@
 // Command agentxsai benchmarks exprd's AgentLoop against the npm package
 // xsai's generateText on the same two-step turn: the model calls a tool,
-// gets its result, then answers with fixed text. Two workloads (workload.go)
-// differ in the tool:
+// gets its result, then answers with fixed text. Three workloads
+// (workload.go) differ in the tool and in what exprd streams:
 //
 //   - http-tool (the default): the math provider's add over HTTP, which
 //     gives {"result": 5}. exprd runs it with its UTCP executor; its client
@@ -14,6 +14,9 @@
 //     @grpc/grpc-js, the tool declared client-run (EXECUTOR_CLIENT) and
 //     answered on the AgentLoop stream; the xsai side is turn.mjs with
 //     the tool's execute in process.
+//   - client-tool-answer: the same turn, exprd's Start naming every
+//     informational event in omit_events, so that exprd sends only the
+//     tool request and done: what generateText returns.
 //
 // Both sides talk to the same scripted OpenAI-compatible server
 // (model/scripted, a loop script without any delay), served by this
@@ -44,7 +47,7 @@
 //
 // Usage (from bench/):
 //
-//	go run ./cmd/agentxsai [--workload http-tool|client-tool] [--rounds 5] [--turns 50] [--warmup 10] [--json out.json]
+//	go run ./cmd/agentxsai [--workload http-tool|client-tool|client-tool-answer] [--rounds 5] [--turns 50] [--warmup 10] [--json out.json]
 //
 // It prints a table on stderr and the report as JSON on stdout (or into
 // --json). It runs `npm ci` in bench/xsai when node_modules does not hold
@@ -86,7 +89,7 @@ func main() {
 	}
 	var o Options
 	fs := flag.NewFlagSet("agentxsai", flag.ExitOnError)
-	fs.StringVar(&o.Workload, "workload", workloads[0].name, "the turn to measure: http-tool or client-tool")
+	fs.StringVar(&o.Workload, "workload", workloads[0].name, "the turn to measure: http-tool, client-tool or client-tool-answer")
 	fs.IntVar(&o.Rounds, "rounds", 5, "rounds, each running both sides")
 	fs.IntVar(&o.Turns, "turns", 50, "measured turns per side per round")
 	fs.IntVar(&o.Warmup, "warmup", 10, "turns per side per round before measuring")

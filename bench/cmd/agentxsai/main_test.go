@@ -45,6 +45,7 @@ func TestHarness(t *testing.T) {
 	}{
 		{"", "Go client", 0}, // the default
 		{"client-tool", "node client", 400_000},
+		{"client-tool-answer", "node client", 400_000},
 	}
 	for _, tc := range tests {
 		t.Run(cmp.Or(tc.workload, "default"), func(t *testing.T) {

@@ -48,7 +48,7 @@ type env struct {
 }
 
 // workloads are the ones --workload names; the first is the default.
-var workloads = []workload{httpTool(), clientTool()}
+var workloads = []workload{httpTool(), clientTool(false), clientTool(true)}
 
 func findWorkload(name string) (workload, error) {
 	i := slices.IndexFunc(workloads, func(w workload) bool { return w.name == name })
@@ -93,15 +93,17 @@ func httpTool() workload {
 // clientTool is the second workload: get_weather runs in the calling node
 // process on both sides. exprd's side is bench/xsai/agentloop.mjs over
 // @grpc/grpc-js, the tool declared client-run and answered on the
-// AgentLoop stream; xsai's runs it in generateText's loop.
-func clientTool() workload {
+// AgentLoop stream; xsai's runs it in generateText's loop. answerOnly is
+// the third: the same turn, exprd's Start omitting every informational
+// event (omit_events), so that exprd sends what generateText returns.
+func clientTool(answerOnly bool) workload {
 	const (
 		city     = "Paris"
 		prompt   = "What is the weather in Paris?"
 		wantText = "It is 18 °C and clear in Paris."
 	)
 	args := []string{"--city", city, "--prompt", prompt, "--want-text", wantText}
-	return workload{
+	w := workload{
 		name:        "client-tool",
 		turn:        "two steps: the model calls get_weather(Paris), which runs in the calling node process, then answers",
 		fairness:    fairnessClientTool,
@@ -110,12 +112,6 @@ func clientTool() workload {
 		wantText:    wantText,
 		exprdClient: "node client",
 		cpuGoalNS:   400_000,
-		exprdCmd: func(ctx context.Context, e *env) *exec.Cmd {
-			cmd := exec.CommandContext(ctx, e.node, slices.Concat([]string{"agentloop.mjs", "--addr", e.exprdAddr,
-				"--proto-dir", filepath.Join(e.moduleDir, "proto"), "--max-steps", "10", "--sync"}, e.counts, args)...)
-			cmd.Dir = e.xsaiDir
-			return cmd
-		},
 		xsaiCmd: func(ctx context.Context, e *env) *exec.Cmd {
 			cmd := exec.CommandContext(ctx, e.node, slices.Concat([]string{"turn.mjs", "--tool", "get_weather",
 				"--base-url", e.modelURL, "--model", "scripted-model", "--max-steps", "10"}, e.counts, args)...)
@@ -123,6 +119,19 @@ func clientTool() workload {
 			return cmd
 		},
 	}
+	exprdArgs := []string{"agentloop.mjs"}
+	if answerOnly {
+		w.name += "-answer"
+		w.turn += "; exprd's Start omits every informational event, so it sends the tool request and done"
+		exprdArgs = append(exprdArgs, "--answer-only")
+	}
+	w.exprdCmd = func(ctx context.Context, e *env) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, e.node, slices.Concat(exprdArgs, []string{"--addr", e.exprdAddr,
+			"--proto-dir", filepath.Join(e.moduleDir, "proto"), "--max-steps", "10", "--sync"}, e.counts, args)...)
+		cmd.Dir = e.xsaiDir
+		return cmd
+	}
+	return w
 }
 
 const (

@@ -98,6 +98,11 @@ func run(ctx context.Context, o options) error {
 		"--rounds", fmt.Sprint(o.clientToolRounds), "--turns", fmt.Sprint(o.clientToolTurns), "--json", clientToolFile); err != nil {
 		return err
 	}
+	answerFile := filepath.Join(resultsDir, "agentxsai-clienttool-answer.json")
+	if _, err = step("AgentLoop vs xsai, client-run tool, answer only", benchDir, "run", "./cmd/agentxsai", "--workload", "client-tool-answer",
+		"--rounds", fmt.Sprint(o.clientToolRounds), "--turns", fmt.Sprint(o.clientToolTurns), "--json", answerFile); err != nil {
+		return err
+	}
 	sessionsOut, err := step("RSS per session", benchDir, "run", "./cmd/sessions", "--module", module, "--sessions", fmt.Sprint(o.sessions))
 	if err != nil {
 		return err
@@ -119,6 +124,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := readJSON(clientToolFile, &rep.xsaiClientTool); err != nil {
+		return err
+	}
+	if err := readJSON(answerFile, &rep.xsaiClientToolAnswer); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(sessionsOut, &rep.sessions); err != nil {

@@ -10,8 +10,9 @@ type report struct {
 	options  options
 	results  results
 	sessions sessionsReport
-	// xsai and xsaiClientTool are bench/cmd/agentxsai's workloads.
-	xsai, xsaiClientTool xsaiReport
+	// xsai, xsaiClientTool and xsaiClientToolAnswer are
+	// bench/cmd/agentxsai's workloads.
+	xsai, xsaiClientTool, xsaiClientToolAnswer xsaiReport
 }
 
 // sessionsReport is bench/cmd/sessions' output.

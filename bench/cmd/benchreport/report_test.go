@@ -124,6 +124,9 @@ func TestXSAISection(t *testing.T) {
 			"exprd/xsai: **1.35×** (rounds 1.30–1.40), goal ≤ 1× — **not met**.",
 			"exprd's CPU per turn: **1.1 ms**, goal ≤ 400 µs — **not met**.",
 			"against xsai's Node: 1.6 ms vs 900 µs (1.78×).",
+			"**Client-run tool, answer only** (`--workload client-tool-answer`)",
+			"exprd/xsai: **0.90×** (rounds 0.80–0.95), goal ≤ 1× — met.",
+			"exprd's CPU per turn: **1 ms**, goal ≤ 400 µs — **not met**.",
 		}},
 		{name: "goals met", ratio: 0.95, serverCPU: 400000, want: []string{
 			"exprd/xsai: **0.95×** (rounds 1.30–1.40), goal ≤ 1× — met.",
@@ -132,6 +135,7 @@ func TestXSAISection(t *testing.T) {
 		{name: "no client-tool report", noClientTool: true, want: []string{
 			"exprd/xsai: **0.67×** (rounds 0.60–0.70), goal ≤ 1× — met.",
 			"answered with `tool_output` on the stream; xsai runs it in `generateText`'s loop. Missing: no report from this run.\n",
+			"what `generateText` returns. Missing: no report from this run.\n",
 		}},
 	}
 	for _, tc := range tests {
@@ -142,6 +146,10 @@ func TestXSAISection(t *testing.T) {
 				if err := json.Unmarshal([]byte(j), &rep.xsaiClientTool); err != nil {
 					t.Fatal(err)
 				}
+				rep.xsaiClientToolAnswer = rep.xsaiClientTool
+				rep.xsaiClientToolAnswer.Workload = "client-tool-answer"
+				rep.xsaiClientToolAnswer.Ratio, rep.xsaiClientToolAnswer.RatioMin, rep.xsaiClientToolAnswer.RatioMax = 0.9, 0.8, 0.95
+				rep.xsaiClientToolAnswer.Exprd.ServerCPUPerTurnNS = 1e6
 			}
 			md := rep.xsaiSection()
 			for _, want := range tc.want {

@@ -39,8 +39,10 @@ type xsaiSide struct {
 	TotalCPUPerTurnNS  float64 `json:"total_cpu_per_turn_ns"`
 }
 
-// xsaiSection renders both workloads of bench/cmd/agentxsai: the HTTP
-// tool (agentxsai.json) and the client-run tool (agentxsai-clienttool.json).
+// xsaiSection renders the workloads of bench/cmd/agentxsai: the HTTP tool
+// (agentxsai.json) and the client-run tool with every event
+// (agentxsai-clienttool.json) and with the answer only
+// (agentxsai-clienttool-answer.json).
 func (r report) xsaiSection() string {
 	var b strings.Builder
 	b.WriteString("\n### AgentLoop vs xsai\n\nThe same two-step turn (the model calls a tool, then answers) against the same scripted OpenAI-compatible server: exprd's `AgentLoop` in a separate exprd process, and npm `xsai`'s `generateText` in Node, in the calling process (`bench/cmd/agentxsai`, rounds alternating the sides, every turn verified). CPU per turn is over the measured turns, warm-up excluded: exprd's from its process's utime+stime, each client's its own.\n")
@@ -53,12 +55,22 @@ func (r report) xsaiSection() string {
 	fmt.Fprintf(&b, "\n**Client-run tool** (`--workload client-tool`): `get_weather` runs in the calling Node process on both sides. exprd's `AgentLoop` is driven from Node over `@grpc/grpc-js` %s, the tool declared client-run (`EXECUTOR_CLIENT`) and answered with `tool_output` on the stream; xsai runs it in `generateText`'s loop.",
 		orUnknown(x.NodeModules["@grpc/grpc-js"]))
 	r.xsaiWorkload(&b, x)
+	xsaiCPU(&b, x)
+
+	x = r.xsaiClientToolAnswer
+	b.WriteString("\n**Client-run tool, answer only** (`--workload client-tool-answer`): the same turn, exprd's `Start` naming every informational event in `omit_events`, so that exprd sends the tool request and `done` (2 messages instead of 9): what `generateText` returns.")
+	r.xsaiWorkload(&b, x)
+	xsaiCPU(&b, x)
+	return b.String()
+}
+
+// xsaiCPU renders a client-run tool workload's CPU line.
+func xsaiCPU(b *strings.Builder, x xsaiReport) {
 	if x.Rounds > 0 {
-		fmt.Fprintf(&b, "exprd's CPU per turn: **%s**, goal %s. The whole CPU of a turn, exprd's and its Node client's against xsai's Node: %s vs %s (%.2f×).\n",
+		fmt.Fprintf(b, "exprd's CPU per turn: **%s**, goal %s. The whole CPU of a turn, exprd's and its Node client's against xsai's Node: %s vs %s (%.2f×).\n",
 			dur(x.Exprd.ServerCPUPerTurnNS), cpuGoal(x.CPUGoalNS, x.Exprd.ServerCPUPerTurnNS),
 			dur(x.Exprd.TotalCPUPerTurnNS), dur(x.XSAI.TotalCPUPerTurnNS), x.CPURatio)
 	}
-	return b.String()
 }
 
 // xsaiWorkload renders one workload's table and ratio, after the

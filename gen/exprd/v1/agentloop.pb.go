@@ -79,6 +79,72 @@ func (Hook) EnumDescriptor() ([]byte, []int) {
 	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{0}
 }
 
+// AgentEvent names an event of a turn that only tells the client what
+// happens, one it may leave out with AgentStart.omit_events. The events
+// that ask for an answer (a tool_call_requested with run_on_client, a
+// hook_request, an approval_request), rejected and done are always sent.
+type AgentEvent int32
+
+const (
+	AgentEvent_AGENT_EVENT_UNSPECIFIED  AgentEvent = 0
+	AgentEvent_AGENT_EVENT_STEP_STARTED AgentEvent = 1
+	AgentEvent_AGENT_EVENT_TEXT_DELTA   AgentEvent = 2
+	// A call's announcement: tool_call_requested without run_on_client.
+	AgentEvent_AGENT_EVENT_TOOL_CALL_ANNOUNCED AgentEvent = 3
+	AgentEvent_AGENT_EVENT_STATE_WRITE         AgentEvent = 4
+	AgentEvent_AGENT_EVENT_TOOL_RESULT         AgentEvent = 5
+	AgentEvent_AGENT_EVENT_STEP_FINISHED       AgentEvent = 6
+)
+
+// Enum value maps for AgentEvent.
+var (
+	AgentEvent_name = map[int32]string{
+		0: "AGENT_EVENT_UNSPECIFIED",
+		1: "AGENT_EVENT_STEP_STARTED",
+		2: "AGENT_EVENT_TEXT_DELTA",
+		3: "AGENT_EVENT_TOOL_CALL_ANNOUNCED",
+		4: "AGENT_EVENT_STATE_WRITE",
+		5: "AGENT_EVENT_TOOL_RESULT",
+		6: "AGENT_EVENT_STEP_FINISHED",
+	}
+	AgentEvent_value = map[string]int32{
+		"AGENT_EVENT_UNSPECIFIED":         0,
+		"AGENT_EVENT_STEP_STARTED":        1,
+		"AGENT_EVENT_TEXT_DELTA":          2,
+		"AGENT_EVENT_TOOL_CALL_ANNOUNCED": 3,
+		"AGENT_EVENT_STATE_WRITE":         4,
+		"AGENT_EVENT_TOOL_RESULT":         5,
+		"AGENT_EVENT_STEP_FINISHED":       6,
+	}
+)
+
+func (x AgentEvent) Enum() *AgentEvent {
+	p := new(AgentEvent)
+	*p = x
+	return p
+}
+
+func (x AgentEvent) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AgentEvent) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_agentloop_proto_enumTypes[1].Descriptor()
+}
+
+func (AgentEvent) Type() protoreflect.EnumType {
+	return &file_exprd_v1_agentloop_proto_enumTypes[1]
+}
+
+func (x AgentEvent) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AgentEvent.Descriptor instead.
+func (AgentEvent) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{1}
+}
+
 type AgentMessage_Role int32
 
 const (
@@ -118,11 +184,11 @@ func (x AgentMessage_Role) String() string {
 }
 
 func (AgentMessage_Role) Descriptor() protoreflect.EnumDescriptor {
-	return file_exprd_v1_agentloop_proto_enumTypes[1].Descriptor()
+	return file_exprd_v1_agentloop_proto_enumTypes[2].Descriptor()
 }
 
 func (AgentMessage_Role) Type() protoreflect.EnumType {
-	return &file_exprd_v1_agentloop_proto_enumTypes[1]
+	return &file_exprd_v1_agentloop_proto_enumTypes[2]
 }
 
 func (x AgentMessage_Role) Number() protoreflect.EnumNumber {
@@ -183,11 +249,11 @@ func (x AgentTool_Executor) String() string {
 }
 
 func (AgentTool_Executor) Descriptor() protoreflect.EnumDescriptor {
-	return file_exprd_v1_agentloop_proto_enumTypes[2].Descriptor()
+	return file_exprd_v1_agentloop_proto_enumTypes[3].Descriptor()
 }
 
 func (AgentTool_Executor) Type() protoreflect.EnumType {
-	return &file_exprd_v1_agentloop_proto_enumTypes[2]
+	return &file_exprd_v1_agentloop_proto_enumTypes[3]
 }
 
 func (x AgentTool_Executor) Number() protoreflect.EnumNumber {
@@ -243,11 +309,11 @@ func (x ToolChoice_Mode) String() string {
 }
 
 func (ToolChoice_Mode) Descriptor() protoreflect.EnumDescriptor {
-	return file_exprd_v1_agentloop_proto_enumTypes[3].Descriptor()
+	return file_exprd_v1_agentloop_proto_enumTypes[4].Descriptor()
 }
 
 func (ToolChoice_Mode) Type() protoreflect.EnumType {
-	return &file_exprd_v1_agentloop_proto_enumTypes[3]
+	return &file_exprd_v1_agentloop_proto_enumTypes[4]
 }
 
 func (x ToolChoice_Mode) Number() protoreflect.EnumNumber {
@@ -296,11 +362,11 @@ func (x AgentDone_StopReason) String() string {
 }
 
 func (AgentDone_StopReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_exprd_v1_agentloop_proto_enumTypes[4].Descriptor()
+	return file_exprd_v1_agentloop_proto_enumTypes[5].Descriptor()
 }
 
 func (AgentDone_StopReason) Type() protoreflect.EnumType {
-	return &file_exprd_v1_agentloop_proto_enumTypes[4]
+	return &file_exprd_v1_agentloop_proto_enumTypes[5]
 }
 
 func (x AgentDone_StopReason) Number() protoreflect.EnumNumber {
@@ -967,7 +1033,11 @@ type AgentStart struct {
 	// object; empty: the server's initial state), applied before the model
 	// is first called. State and StatePatch messages sent after Start reach
 	// the state whenever they arrive, possibly after a tool has run.
-	StateJson     string `protobuf:"bytes,14,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	StateJson string `protobuf:"bytes,14,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	// omit_events are events the server does not send on this turn (empty:
+	// every event), for a client that wants the answer rather than the
+	// play-by-play: done still carries every step.
+	OmitEvents    []AgentEvent `protobuf:"varint,15,rep,packed,name=omit_events,json=omitEvents,proto3,enum=exprd.v1.AgentEvent" json:"omit_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1098,6 +1168,13 @@ func (x *AgentStart) GetStateJson() string {
 		return x.StateJson
 	}
 	return ""
+}
+
+func (x *AgentStart) GetOmitEvents() []AgentEvent {
+	if x != nil {
+		return x.OmitEvents
+	}
+	return nil
 }
 
 // ToolOutput answers a ToolCallRequested with run_on_client. One that
@@ -2313,7 +2390,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\tMODE_AUTO\x10\x01\x12\r\n" +
 	"\tMODE_NONE\x10\x02\x12\x11\n" +
 	"\rMODE_REQUIRED\x10\x03\x12\r\n" +
-	"\tMODE_TOOL\x10\x04\"\xb1\x04\n" +
+	"\tMODE_TOOL\x10\x04\"\xe8\x04\n" +
 	"\n" +
 	"AgentStart\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
@@ -2332,7 +2409,9 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\vtool_choice\x18\r \x01(\v2\x14.exprd.v1.ToolChoiceR\n" +
 	"toolChoice\x12\x1d\n" +
 	"\n" +
-	"state_json\x18\x0e \x01(\tR\tstateJson\"a\n" +
+	"state_json\x18\x0e \x01(\tR\tstateJson\x125\n" +
+	"\vomit_events\x18\x0f \x03(\x0e2\x14.exprd.v1.AgentEventR\n" +
+	"omitEvents\"a\n" +
 	"\n" +
 	"ToolOutput\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
@@ -2432,7 +2511,16 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x10HOOK_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOOK_PREPARE_STEP\x10\x01\x12\x16\n" +
 	"\x12HOOK_PRE_TOOL_CALL\x10\x02\x12\x17\n" +
-	"\x13HOOK_POST_TOOL_CALL\x10\x032U\n" +
+	"\x13HOOK_POST_TOOL_CALL\x10\x03*\xe1\x01\n" +
+	"\n" +
+	"AgentEvent\x12\x1b\n" +
+	"\x17AGENT_EVENT_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18AGENT_EVENT_STEP_STARTED\x10\x01\x12\x1a\n" +
+	"\x16AGENT_EVENT_TEXT_DELTA\x10\x02\x12#\n" +
+	"\x1fAGENT_EVENT_TOOL_CALL_ANNOUNCED\x10\x03\x12\x1b\n" +
+	"\x17AGENT_EVENT_STATE_WRITE\x10\x04\x12\x1b\n" +
+	"\x17AGENT_EVENT_TOOL_RESULT\x10\x05\x12\x1d\n" +
+	"\x19AGENT_EVENT_STEP_FINISHED\x10\x062U\n" +
 	"\tAgentLoop\x12H\n" +
 	"\x03Run\x12\x1d.exprd.v1.AgentLoopRunRequest\x1a\x1e.exprd.v1.AgentLoopRunResponse(\x010\x01B-Z+github.com/exprd/exprd/gen/exprd/v1;exprdv1b\x06proto3"
 
@@ -2448,91 +2536,93 @@ func file_exprd_v1_agentloop_proto_rawDescGZIP() []byte {
 	return file_exprd_v1_agentloop_proto_rawDescData
 }
 
-var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_exprd_v1_agentloop_proto_goTypes = []any{
 	(Hook)(0),                    // 0: exprd.v1.Hook
-	(AgentMessage_Role)(0),       // 1: exprd.v1.AgentMessage.Role
-	(AgentTool_Executor)(0),      // 2: exprd.v1.AgentTool.Executor
-	(ToolChoice_Mode)(0),         // 3: exprd.v1.ToolChoice.Mode
-	(AgentDone_StopReason)(0),    // 4: exprd.v1.AgentDone.StopReason
-	(*AgentLoopRunRequest)(nil),  // 5: exprd.v1.AgentLoopRunRequest
-	(*AgentMessage)(nil),         // 6: exprd.v1.AgentMessage
-	(*AgentToolCall)(nil),        // 7: exprd.v1.AgentToolCall
-	(*AgentTool)(nil),            // 8: exprd.v1.AgentTool
-	(*StopCondition)(nil),        // 9: exprd.v1.StopCondition
-	(*StopConditions)(nil),       // 10: exprd.v1.StopConditions
-	(*ToolChoice)(nil),           // 11: exprd.v1.ToolChoice
-	(*AgentStart)(nil),           // 12: exprd.v1.AgentStart
-	(*ToolOutput)(nil),           // 13: exprd.v1.ToolOutput
-	(*HookReply)(nil),            // 14: exprd.v1.HookReply
-	(*AgentApprovalReply)(nil),   // 15: exprd.v1.AgentApprovalReply
-	(*AgentCancel)(nil),          // 16: exprd.v1.AgentCancel
-	(*AgentLoopRunResponse)(nil), // 17: exprd.v1.AgentLoopRunResponse
-	(*AgentStateWrite)(nil),      // 18: exprd.v1.AgentStateWrite
-	(*StepStarted)(nil),          // 19: exprd.v1.StepStarted
-	(*TextDelta)(nil),            // 20: exprd.v1.TextDelta
-	(*ToolCallRequested)(nil),    // 21: exprd.v1.ToolCallRequested
-	(*HookRequest)(nil),          // 22: exprd.v1.HookRequest
-	(*AgentApprovalRequest)(nil), // 23: exprd.v1.AgentApprovalRequest
-	(*ToolResult)(nil),           // 24: exprd.v1.ToolResult
-	(*Usage)(nil),                // 25: exprd.v1.Usage
-	(*StepFinished)(nil),         // 26: exprd.v1.StepFinished
-	(*AgentDone)(nil),            // 27: exprd.v1.AgentDone
-	(*State)(nil),                // 28: exprd.v1.State
-	(*StatePatch)(nil),           // 29: exprd.v1.StatePatch
-	(*Settings)(nil),             // 30: exprd.v1.Settings
-	(*Rejected)(nil),             // 31: exprd.v1.Rejected
+	(AgentEvent)(0),              // 1: exprd.v1.AgentEvent
+	(AgentMessage_Role)(0),       // 2: exprd.v1.AgentMessage.Role
+	(AgentTool_Executor)(0),      // 3: exprd.v1.AgentTool.Executor
+	(ToolChoice_Mode)(0),         // 4: exprd.v1.ToolChoice.Mode
+	(AgentDone_StopReason)(0),    // 5: exprd.v1.AgentDone.StopReason
+	(*AgentLoopRunRequest)(nil),  // 6: exprd.v1.AgentLoopRunRequest
+	(*AgentMessage)(nil),         // 7: exprd.v1.AgentMessage
+	(*AgentToolCall)(nil),        // 8: exprd.v1.AgentToolCall
+	(*AgentTool)(nil),            // 9: exprd.v1.AgentTool
+	(*StopCondition)(nil),        // 10: exprd.v1.StopCondition
+	(*StopConditions)(nil),       // 11: exprd.v1.StopConditions
+	(*ToolChoice)(nil),           // 12: exprd.v1.ToolChoice
+	(*AgentStart)(nil),           // 13: exprd.v1.AgentStart
+	(*ToolOutput)(nil),           // 14: exprd.v1.ToolOutput
+	(*HookReply)(nil),            // 15: exprd.v1.HookReply
+	(*AgentApprovalReply)(nil),   // 16: exprd.v1.AgentApprovalReply
+	(*AgentCancel)(nil),          // 17: exprd.v1.AgentCancel
+	(*AgentLoopRunResponse)(nil), // 18: exprd.v1.AgentLoopRunResponse
+	(*AgentStateWrite)(nil),      // 19: exprd.v1.AgentStateWrite
+	(*StepStarted)(nil),          // 20: exprd.v1.StepStarted
+	(*TextDelta)(nil),            // 21: exprd.v1.TextDelta
+	(*ToolCallRequested)(nil),    // 22: exprd.v1.ToolCallRequested
+	(*HookRequest)(nil),          // 23: exprd.v1.HookRequest
+	(*AgentApprovalRequest)(nil), // 24: exprd.v1.AgentApprovalRequest
+	(*ToolResult)(nil),           // 25: exprd.v1.ToolResult
+	(*Usage)(nil),                // 26: exprd.v1.Usage
+	(*StepFinished)(nil),         // 27: exprd.v1.StepFinished
+	(*AgentDone)(nil),            // 28: exprd.v1.AgentDone
+	(*State)(nil),                // 29: exprd.v1.State
+	(*StatePatch)(nil),           // 30: exprd.v1.StatePatch
+	(*Settings)(nil),             // 31: exprd.v1.Settings
+	(*Rejected)(nil),             // 32: exprd.v1.Rejected
 }
 var file_exprd_v1_agentloop_proto_depIdxs = []int32{
-	12, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
-	13, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
-	14, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
-	15, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
-	28, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
-	29, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
-	16, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
-	1,  // 7: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
-	7,  // 8: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
-	2,  // 9: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
-	10, // 10: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
-	10, // 11: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
-	9,  // 12: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
-	9,  // 13: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
-	3,  // 14: exprd.v1.ToolChoice.mode:type_name -> exprd.v1.ToolChoice.Mode
-	6,  // 15: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
-	8,  // 16: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
-	9,  // 17: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
+	13, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
+	14, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
+	15, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
+	16, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
+	29, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
+	30, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
+	17, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
+	2,  // 7: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
+	8,  // 8: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
+	3,  // 9: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
+	11, // 10: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
+	11, // 11: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
+	10, // 12: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
+	10, // 13: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
+	4,  // 14: exprd.v1.ToolChoice.mode:type_name -> exprd.v1.ToolChoice.Mode
+	7,  // 15: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
+	9,  // 16: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
+	10, // 17: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
 	0,  // 18: exprd.v1.AgentStart.hooks:type_name -> exprd.v1.Hook
-	30, // 19: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
-	11, // 20: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
-	11, // 21: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
-	6,  // 22: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
-	19, // 23: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
-	20, // 24: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
-	21, // 25: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
-	22, // 26: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
-	23, // 27: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
-	18, // 28: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
-	24, // 29: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
-	26, // 30: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
-	27, // 31: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
-	31, // 32: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
-	7,  // 33: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
-	0,  // 34: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
-	7,  // 35: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
-	7,  // 36: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
-	25, // 37: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
-	26, // 38: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
-	25, // 39: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
-	4,  // 40: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
-	5,  // 41: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
-	17, // 42: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
-	42, // [42:43] is the sub-list for method output_type
-	41, // [41:42] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	31, // 19: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
+	12, // 20: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
+	1,  // 21: exprd.v1.AgentStart.omit_events:type_name -> exprd.v1.AgentEvent
+	12, // 22: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
+	7,  // 23: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
+	20, // 24: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
+	21, // 25: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
+	22, // 26: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
+	23, // 27: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
+	24, // 28: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
+	19, // 29: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
+	25, // 30: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
+	27, // 31: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
+	28, // 32: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
+	32, // 33: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
+	8,  // 34: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
+	0,  // 35: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
+	8,  // 36: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
+	8,  // 37: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
+	26, // 38: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
+	27, // 39: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
+	26, // 40: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
+	5,  // 41: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
+	6,  // 42: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
+	18, // 43: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
+	43, // [43:44] is the sub-list for method output_type
+	42, // [42:43] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_agentloop_proto_init() }
@@ -2574,7 +2664,7 @@ func file_exprd_v1_agentloop_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_agentloop_proto_rawDesc), len(file_exprd_v1_agentloop_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
