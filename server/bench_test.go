@@ -3,7 +3,9 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -190,7 +192,8 @@ func startEcho(b *testing.B) grpc.ClientStream {
 // (bench/cmd/agentxsai --workload client-tool) in one process, for
 // profiling exprd's share: the model calls get_weather, the client answers
 // it over the stream, the model answers; the scripted model on loopback,
-// not streamed, as the harness configures it.
+// not streamed, as the harness configures it; with every event, and with
+// the answer only (omit_events).
 func BenchmarkAgentLoopClientToolTurn(b *testing.B) {
 	ms, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{
 		{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{{Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}}},
@@ -210,39 +213,49 @@ func BenchmarkAgentLoopClientToolTurn(b *testing.B) {
 	if err := models.Register("scripted", p); err != nil {
 		b.Fatal(err)
 	}
-	c := exprdv1.NewAgentLoopClient(serve(b, newServer(b, server.WithModels(models))))
-	start := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
-		Messages: userMsg("Weather in Paris?"),
-		Tools: []*exprdv1.AgentTool{{Name: "get_weather", Description: "The weather in a city.", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT,
-			ParametersJson: `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`}},
-	}}}
-	b.ReportAllocs()
-	for b.Loop() {
-		stream, err := c.Run(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := stream.Send(start); err != nil {
-			b.Fatal(err)
-		}
-		done := false
-		for {
-			m, err := stream.Recv()
+	// One caller runs turns back to back, faster than the default rate
+	// limit admits once its burst is spent.
+	c := exprdv1.NewAgentLoopClient(serve(b, newServer(b, server.WithModels(models), server.WithRateLimit(1e6, 1e6))))
+	turn := func(b *testing.B, omit []exprdv1.AgentEvent) {
+		start := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
+			Messages: userMsg("Weather in Paris?"),
+			Tools: []*exprdv1.AgentTool{{Name: "get_weather", Description: "The weather in a city.", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT,
+				ParametersJson: `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`}},
+			OmitEvents: omit,
+		}}}
+		b.ReportAllocs()
+		for b.Loop() {
+			stream, err := c.Run(context.Background())
 			if err != nil {
-				break
+				b.Fatal(err)
 			}
-			if r := m.GetToolCallRequested(); r.GetRunOnClient() {
-				out := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: r.GetCall().GetId(), OutputJson: `{"city":"Paris","temp_c":18,"sky":"clear"}`}}}
-				if err := stream.Send(out); err != nil {
-					b.Fatal(err)
+			if err := stream.Send(start); err != nil {
+				b.Fatal(err)
+			}
+			done := false
+			var end error
+			for end == nil {
+				var m *exprdv1.AgentLoopRunResponse
+				if m, end = stream.Recv(); end != nil {
+					break
 				}
+				if r := m.GetToolCallRequested(); r.GetRunOnClient() {
+					out := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: r.GetCall().GetId(), OutputJson: `{"city":"Paris","temp_c":18,"sky":"clear"}`}}}
+					if err := stream.Send(out); err != nil {
+						b.Fatal(err)
+					}
+				}
+				done = done || m.GetDone() != nil
 			}
-			if m.GetDone() != nil {
-				done = true
+			if !done || !errors.Is(end, io.EOF) {
+				b.Fatalf("the turn ended with %v, done %v", end, done)
 			}
-		}
-		if !done {
-			b.Fatal("the turn ended without done")
 		}
 	}
+	b.Run("all_events", func(b *testing.B) { turn(b, nil) })
+	b.Run("answer_only", func(b *testing.B) {
+		turn(b, []exprdv1.AgentEvent{exprdv1.AgentEvent_AGENT_EVENT_STEP_STARTED, exprdv1.AgentEvent_AGENT_EVENT_TEXT_DELTA,
+			exprdv1.AgentEvent_AGENT_EVENT_TOOL_CALL_ANNOUNCED, exprdv1.AgentEvent_AGENT_EVENT_STATE_WRITE,
+			exprdv1.AgentEvent_AGENT_EVENT_TOOL_RESULT, exprdv1.AgentEvent_AGENT_EVENT_STEP_FINISHED})
+	})
 }
