@@ -31,6 +31,7 @@ type config struct {
 	metricsListen string
 	demo          bool
 	logLevel      string
+	adaptProcs    bool
 	drain         time.Duration
 	cacheSize     int
 	maxRunning    int
@@ -84,6 +85,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":9090", "address to serve Prometheus /metrics on (empty: off)")
 	fs.BoolVar(&c.demo, "demo", false, "run the demo on loopback (cmd/exprd/demo.go): the scripted model as provider \"demo\", the math and catalog tool providers, the products state and functions")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.adaptProcs, "adapt-procs", true, "run Go on one core while exprd uses little CPU and on its default (GOMAXPROCS) once it uses most of one: at low concurrency a second core costs more in thread wakeups than it gives; off when the GOMAXPROCS variable is set")
 	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM, how long open streams may go on before they are stopped")
 	fs.IntVar(&c.cacheSize, "compile-cache-size", evaluator.DefaultCompileCacheSize, "compiled programs kept")
 	fs.IntVar(&c.maxRunning, "max-running-programs", 0, "ExprTool programs running at once; the others wait their turn, their time budget not yet counting (0: as many as the cores)")

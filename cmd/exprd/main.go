@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/exprd/exprd/internal/procs"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
 )
@@ -93,6 +94,11 @@ func run(args []string) error {
 	srv, err := server.New(opts...)
 	if err != nil {
 		return err
+	}
+	if c.adaptProcs && os.Getenv("GOMAXPROCS") == "" {
+		// After server.New, which reads the default for
+		// --max-running-programs.
+		go procs.Run(ctx, procs.DefaultPolicy, log)
 	}
 	lis, err := net.Listen("tcp", c.listen)
 	if err != nil {

@@ -1,0 +1,113 @@
+package procs
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The controller's decisions: one P after LowerAfter of low use at the
+// default, the default again after one interval of high use on one P,
+// nothing in between.
+func TestControllerDecisions(t *testing.T) {
+	p := Policy{Interval: 100 * time.Millisecond, Raise: 0.8, Lower: 0.6, LowerAfter: 400 * time.Millisecond}
+	tests := []struct {
+		name  string
+		cores []float64
+		want  string // after each interval: D at the default, 1 on one P
+	}{
+		{"idle: one P once the window is full", []float64{0, 0, 0, 0, 0}, "DDD11"},
+		{"the window's average, not its last interval", []float64{3, 0, 0, 0, 0}, "DDDD1"},
+		{"at Lower on average stays", []float64{0.6, 0.6, 0.6, 0.6, 0.6}, "DDDDD"},
+		{"under Lower on average", []float64{0.59, 0.59, 0.59, 0.59}, "DDD1"},
+		{"on one P, under Raise stays", []float64{0, 0, 0, 0, 0.79, 0.5, 0.79}, "DDD1111"},
+		{"on one P, Raise brings the default back at once", []float64{0, 0, 0, 0, 0.8}, "DDD1D"},
+		{"after raising, a whole window before lowering again", []float64{0, 0, 0, 0, 1, 0, 0, 0, 0}, "DDD1DDDD1"},
+		{"a steady load inside the band does not flip", []float64{0.7, 0.7, 0.7, 0.7, 0.7, 0.7}, "DDDDDD"},
+		{"a load that fits one P stays there", []float64{0.5, 0.5, 0.5, 0.5, 0.7, 0.7, 0.7}, "DDD1111"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var sets []string
+			c := newController(p, func() { sets = append(sets, "default") }, func() { sets = append(sets, "one") })
+			var got strings.Builder
+			changes := 0
+			for _, u := range tc.cores {
+				if c.observe(u) {
+					changes++
+				}
+				if c.one {
+					got.WriteByte('1')
+				} else {
+					got.WriteByte('D')
+				}
+			}
+			if got.String() != tc.want {
+				t.Errorf("got %s, want %s", got.String(), tc.want)
+			}
+			if changes != len(sets) {
+				t.Errorf("reported %d changes, made %d (%v)", changes, len(sets), sets)
+			}
+		})
+	}
+}
+
+// Run on the real runtime: it starts on one P, a busy process gets the
+// default back, an idle one goes back to one P, and the end of Run leaves
+// the default.
+func TestRunFollowsLoad(t *testing.T) {
+	def := runtime.GOMAXPROCS(0)
+	if def <= 1 {
+		t.Skipf("the runtime's default is %d P: nothing to adapt", def)
+	}
+	p := Policy{Interval: 10 * time.Millisecond, Raise: 0.8, Lower: 0.6, LowerAfter: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, p, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	waitFor := func(what string, want func(int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !want(runtime.GOMAXPROCS(0)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: GOMAXPROCS is %d after 10 s", what, runtime.GOMAXPROCS(0))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("started", func(n int) bool { return n == 1 })
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range def {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := 0; i < 1e5; i++ {
+					_ = i * i
+				}
+			}
+		})
+	}
+	waitFor("busy", func(n int) bool { return n == def })
+	close(stop)
+	wg.Wait()
+	waitFor("idle again", func(n int) bool { return n == 1 })
+
+	cancel()
+	<-done
+	if n := runtime.GOMAXPROCS(0); n != def {
+		t.Errorf("after Run: GOMAXPROCS %d, want the default %d", n, def)
+	}
+}
