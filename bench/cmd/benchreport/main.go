@@ -30,6 +30,7 @@ type options struct {
 	benchtime string
 	turns     int // AgentLoop vs xsai, HTTP tool: turns per round
 	rounds    int
+	warmup    int // AgentLoop vs xsai, every workload: warm-up turns per round and side
 	sessions  int
 	// AgentLoop vs xsai, client-run tool: more turns, for exprd's CPU
 	// per turn out of 10 ms ticks.
@@ -42,9 +43,10 @@ func main() {
 	flag.IntVar(&o.count, "count", 5, "runs of each Go benchmark")
 	flag.StringVar(&o.benchtime, "benchtime", "1s", "go test -benchtime")
 	flag.IntVar(&o.rounds, "xsai-rounds", 5, "AgentLoop vs xsai: alternating rounds")
-	flag.IntVar(&o.turns, "xsai-turns", 50, "AgentLoop vs xsai: turns per round and side")
+	flag.IntVar(&o.warmup, "xsai-warmup", 1000, "AgentLoop vs xsai: warm-up turns per round and side, every workload (node's JIT needs hundreds)")
+	flag.IntVar(&o.turns, "xsai-turns", 300, "AgentLoop vs xsai: turns per round and side")
 	flag.IntVar(&o.clientToolRounds, "client-tool-rounds", 6, "AgentLoop vs xsai with a client-run tool: alternating rounds")
-	flag.IntVar(&o.clientToolTurns, "client-tool-turns", 300, "AgentLoop vs xsai with a client-run tool: turns per round and side")
+	flag.IntVar(&o.clientToolTurns, "client-tool-turns", 500, "AgentLoop vs xsai with a client-run tool: turns per round and side")
 	flag.IntVar(&o.sessions, "sessions", 2000, "sessions of each kind for the RSS figures")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
@@ -90,17 +92,18 @@ func run(ctx context.Context, o options) error {
 	}
 	raw.Write(out)
 	xsaiFile := filepath.Join(resultsDir, "agentxsai.json")
-	if _, err = step("AgentLoop vs xsai", benchDir, "run", "./cmd/agentxsai", "--rounds", fmt.Sprint(o.rounds), "--turns", fmt.Sprint(o.turns), "--json", xsaiFile); err != nil {
+	if _, err = step("AgentLoop vs xsai", benchDir, "run", "./cmd/agentxsai", "--rounds", fmt.Sprint(o.rounds), "--turns", fmt.Sprint(o.turns),
+		"--warmup", fmt.Sprint(o.warmup), "--json", xsaiFile); err != nil {
 		return err
 	}
 	clientToolFile := filepath.Join(resultsDir, "agentxsai-clienttool.json")
 	if _, err = step("AgentLoop vs xsai, client-run tool", benchDir, "run", "./cmd/agentxsai", "--workload", "client-tool",
-		"--rounds", fmt.Sprint(o.clientToolRounds), "--turns", fmt.Sprint(o.clientToolTurns), "--json", clientToolFile); err != nil {
+		"--rounds", fmt.Sprint(o.clientToolRounds), "--turns", fmt.Sprint(o.clientToolTurns), "--warmup", fmt.Sprint(o.warmup), "--json", clientToolFile); err != nil {
 		return err
 	}
 	answerFile := filepath.Join(resultsDir, "agentxsai-clienttool-answer.json")
 	if _, err = step("AgentLoop vs xsai, client-run tool, answer only", benchDir, "run", "./cmd/agentxsai", "--workload", "client-tool-answer",
-		"--rounds", fmt.Sprint(o.clientToolRounds), "--turns", fmt.Sprint(o.clientToolTurns), "--json", answerFile); err != nil {
+		"--rounds", fmt.Sprint(o.clientToolRounds), "--turns", fmt.Sprint(o.clientToolTurns), "--warmup", fmt.Sprint(o.warmup), "--json", answerFile); err != nil {
 		return err
 	}
 	sessionsOut, err := step("RSS per session", benchDir, "run", "./cmd/sessions", "--module", module, "--sessions", fmt.Sprint(o.sessions))

@@ -92,7 +92,7 @@ func TestPlot(t *testing.T) {
 
 // clientToolJSON is bench/cmd/agentxsai's report of the client-tool
 // workload, cut to what the report reads; ratio and CPU are filled in.
-const clientToolJSON = `{"workload": "client-tool", "exprd_client": "node client", "rounds": 6, "turns_per_round": 300,
+const clientToolJSON = `{"workload": "client-tool", "exprd_client": "node client", "rounds": 6, "turns_per_round": 300, "warmup_per_round": 1000,
 	"node_version": "v20.20.2", "xsai_version": "0.4.4", "node_modules": {"@grpc/grpc-js": "1.14.7", "xsai": "0.4.4"},
 	"exprd": {"median_ns": 1650000, "min_round_median_ns": 1600000, "max_round_median_ns": 1700000, "turns": 1800, "verified_turns": 1800,
 		"client_peak_rss_mib": 70, "server_peak_rss_mib": 30, "total_peak_rss_mib": 100,
@@ -118,7 +118,7 @@ func TestXSAISection(t *testing.T) {
 			"| exprd | 2 ms (2 ms–2 ms) | 250/250 | 1.3 ms: exprd 1 ms + Go client 300 µs |",
 			"exprd/xsai: **0.67×** (rounds 0.60–0.70), goal ≤ 1× — met.",
 			"exprd's `AgentLoop` is driven from Node over `@grpc/grpc-js` 1.14.7",
-			"xsai 0.4.4, Node v20.20.2; 6 rounds of 300 turns per side.",
+			"xsai 0.4.4, Node v20.20.2; 6 rounds of 300 turns per side, each after 1000 warm-up turns.",
 			"| exprd | 1.65 ms (1.6 ms–1.7 ms) | 1800/1800 | 1.6 ms: exprd 1.1 ms + node client 500 µs | 100 MiB: exprd 30 MiB + node client 70 MiB |",
 			"| xsai | 1.25 ms (1.2 ms–1.3 ms) | 1800/1800 | 900 µs: node | 75 MiB: node |",
 			"exprd/xsai: **1.35×** (rounds 1.30–1.40), goal ≤ 1× — **not met**.",

@@ -12,6 +12,7 @@ type xsaiReport struct {
 	ExprdClient   string            `json:"exprd_client"`
 	Rounds        int               `json:"rounds"`
 	TurnsPerRound int               `json:"turns_per_round"`
+	WarmupPerRnd  int               `json:"warmup_per_round"`
 	NodeVersion   string            `json:"node_version"`
 	XSAIVersion   string            `json:"xsai_version"`
 	NodeModules   map[string]string `json:"node_modules"`
@@ -80,7 +81,7 @@ func (r report) xsaiWorkload(b *strings.Builder, x xsaiReport) {
 		b.WriteString(" Missing: no report from this run.\n")
 		return
 	}
-	fmt.Fprintf(b, " xsai %s, Node %s; %d rounds of %d turns per side.\n\n", x.XSAIVersion, x.NodeVersion, x.Rounds, x.TurnsPerRound)
+	fmt.Fprintf(b, " xsai %s, Node %s; %d rounds of %d turns per side, each after %d warm-up turns.\n\n", x.XSAIVersion, x.NodeVersion, x.Rounds, x.TurnsPerRound, x.WarmupPerRnd)
 	client := orUnknown(x.ExprdClient)
 	b.WriteString("| side | wall time per turn (median; round medians' range) | turns verified | CPU per turn | peak RSS |\n|---|---|---|---|---|\n")
 	fmt.Fprintf(b, "| exprd | %s (%s–%s) | %d/%d | %s: exprd %s + %s %s | %.0f MiB: exprd %.0f MiB + %s %.0f MiB |\n",
