@@ -13,6 +13,10 @@
 //	node agentloop.mjs --addr 127.0.0.1:P --proto-dir ../../proto \
 //	  --prompt 'Weather in Paris?' --city Paris --want-text '...' --warmup 10 --turns 50 [--sync] [--answer-only]
 //
+// bench/cmd/agentxsai also runs it against its gRPC floor, a stub
+// AgentLoop server that does no work; the report's events (the last
+// turn's, in order) show that both sent the same turn.
+//
 // The protos are loaded at run time with @grpc/proto-loader, with the
 // options examples/node/client.mjs uses. It prints one JSON object on
 // stdout (side.mjs's measure; --sync: the harness reads exprd's CPU time
@@ -70,15 +74,18 @@ const start = {
 }
 
 let executed = 0
+// extra goes into the report; events is the last turn's events, in order.
+const extra = { grpc_js: version('@grpc/grpc-js'), events: [] }
 
 // turn runs one turn and resolves with what its stream carried once the
 // server has ended it.
 function turn() {
   return new Promise((resolve, reject) => {
-    const seen = { announced: [], requested: [], results: [], rejected: [], other: [], done: null }
+    const seen = { announced: [], requested: [], results: [], rejected: [], other: [], events: [], done: null }
     const call = client.Run()
     call.on('data', (m) => {
       const ev = m[m.event]
+      seen.events.push(m.event === 'tool_call_requested' && ev.run_on_client ? 'tool_call_requested(run_on_client)' : m.event)
       switch (m.event) {
         case 'tool_call_requested':
           if (!ev.run_on_client) {
@@ -144,6 +151,7 @@ function verify(seen) {
     if (r.length !== 1 || r[0].call_id !== call.id || r[0].is_error || !isDeepStrictEqual(JSON.parse(r[0].output_json), wantResult))
       fail(`want the result ${JSON.stringify(wantResult)}`)
   }
+  extra.events = seen.events
   const d = seen.done
   if (d.steps.length !== 2 || d.text !== opts['want-text'] || d.stop_reason !== 'STOP_REASON_COMPLETED')
     fail(`done after ${d.steps.length} steps (${d.stop_reason}) with ${JSON.stringify(d.text)}, want 2 steps and ${JSON.stringify(opts['want-text'])}`)
@@ -156,6 +164,6 @@ await measure({
   turn,
   verify,
   toolCalls: () => executed,
-  extra: { grpc_js: version('@grpc/grpc-js') },
+  extra,
 })
 client.close()

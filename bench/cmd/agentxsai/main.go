@@ -158,12 +158,16 @@ type Report struct {
 	CPUs        int               `json:"cpus"`
 	Exprd       Side              `json:"exprd"`
 	XSAI        Side              `json:"xsai"`
-	Ratio       float64           `json:"ratio"`
-	RoundRatios []float64         `json:"round_ratios"`
-	RatioMin    float64           `json:"ratio_min"`
-	RatioMax    float64           `json:"ratio_max"`
-	Goal        float64           `json:"goal"`
-	GoalMet     bool              `json:"goal_met"`
+	// Floor is the exprd side's client against the gRPC floor (floor.go),
+	// for the node-client workloads; FloorRatio its median over xsai's.
+	Floor       *Side     `json:"grpc_floor,omitempty"`
+	FloorRatio  float64   `json:"floor_ratio,omitempty"`
+	Ratio       float64   `json:"ratio"`
+	RoundRatios []float64 `json:"round_ratios"`
+	RatioMin    float64   `json:"ratio_min"`
+	RatioMax    float64   `json:"ratio_max"`
+	Goal        float64   `json:"goal"`
+	GoalMet     bool      `json:"goal_met"`
 	// CPUGoalNS is exprd's CPU per turn to stay under (0: none);
 	// CPURatio is the exprd side's CPU per turn, exprd's and its client's,
 	// over the xsai side's.
@@ -353,8 +357,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		cpu1, err := procCPU(srv.Pid())
 		return res, cpu1 - cpu0, err
 	}
+	var floorEnv *env
+	if w.floor {
+		f := newFloorServer(w)
+		addr, stop, err := f.serve()
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		fe := *e
+		fe.exprdAddr = addr
+		floorEnv = &fe
+		rep.Floor = &Side{}
+	}
 	seen := 0
 	for r := range o.Rounds {
+		var events []string // the exprd side's, for the floor's to match
 		order := []string{"exprd", "xsai"}
 		if r%2 == 1 {
 			order[0], order[1] = order[1], order[0]
@@ -386,6 +404,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			side.add(res)
 			side.ClosedEarly += aborted
 			if name == "exprd" {
+				events = res.Events
 				med[0] = res.MedianNS
 				side.serverCPU += serverCPU
 				side.RoundServerCPUPerTurnNS = append(side.RoundServerCPUPerTurnNS, serverCPU.Nanoseconds()/int64(o.Turns))
@@ -398,6 +417,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			logf("round %d/%d %-5s median %s (%d turns verified)", r+1, o.Rounds, name, ms(res.MedianNS), res.Verified)
 		}
 		rep.RoundRatios = append(rep.RoundRatios, float64(med[0])/float64(med[1]))
+		if floorEnv != nil {
+			res, err := runSide(w.exprdCmd(ctx, floorEnv), "gRPC floor ("+w.exprdClient+")", func() error { return nil }, nil)
+			if err != nil {
+				return nil, fmt.Errorf("round %d: %w", r+1, err)
+			}
+			if res.Verified != o.Turns || res.ToolCalls != o.Turns+o.Warmup {
+				return nil, fmt.Errorf("round %d: the floor verified %d of %d turns, ran the tool %d times", r+1, res.Verified, o.Turns, res.ToolCalls)
+			}
+			if !slices.Equal(res.Events, events) || len(events) == 0 {
+				return nil, fmt.Errorf("round %d: the floor's turn sent %v, exprd's %v", r+1, res.Events, events)
+			}
+			rep.Floor.add(res)
+			logf("round %d/%d floor median %s (%d turns verified)", r+1, o.Rounds, ms(res.MedianNS), res.Verified)
+		}
 	}
 	peak, err := exprdproc.PeakRSSMiB(srv.Pid())
 	if err != nil {
@@ -406,6 +439,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Exprd.ServerPeakRSSMiB = round2(peak)
 	rep.Exprd.finish()
 	rep.XSAI.finish()
+	if rep.Floor != nil {
+		rep.Floor.finish()
+		rep.FloorRatio = round3(float64(rep.Floor.MedianNS) / float64(rep.XSAI.MedianNS))
+	}
 	rep.Ratio = float64(rep.Exprd.MedianNS) / float64(rep.XSAI.MedianNS)
 	rep.RatioMin, rep.RatioMax = slices.Min(rep.RoundRatios), slices.Max(rep.RoundRatios)
 	rep.Ratio, rep.RatioMin, rep.RatioMax = round3(rep.Ratio), round3(rep.RatioMin), round3(rep.RatioMax)
@@ -556,11 +593,17 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	row("exprd", r.Exprd, fmt.Sprintf("exprd %.1f MiB + %s %.1f MiB = %.1f MiB", r.Exprd.ServerPeakRSSMiB, r.ExprdClient, r.Exprd.ClientPeakRSSMiB, r.Exprd.TotalPeakRSSMiB))
 	row("xsai", r.XSAI, fmt.Sprintf("node %.1f MiB", r.XSAI.ClientPeakRSSMiB))
+	if r.Floor != nil {
+		row("floor", *r.Floor, fmt.Sprintf("%s %.1f MiB; CPU per turn %s", r.ExprdClient, r.Floor.ClientPeakRSSMiB, ms(r.Floor.ClientCPUPerTurnNS)))
+	}
 	verdict := "met"
 	if !r.GoalMet {
 		verdict = "NOT met"
 	}
 	fmt.Fprintf(w, "\nexprd/xsai per-turn wall time: %.3fx (rounds %.3fx - %.3fx); goal <= %.1fx: %s\n", r.Ratio, r.RatioMin, r.RatioMax, r.Goal, verdict)
+	if r.Floor != nil {
+		fmt.Fprintf(w, "gRPC floor/xsai: %.3fx (the %s against a stub that does no work)\n", r.FloorRatio, r.ExprdClient)
+	}
 	rounds := make([]string, len(r.Exprd.RoundServerCPUPerTurnNS))
 	for i, ns := range r.Exprd.RoundServerCPUPerTurnNS {
 		rounds[i] = ms(ns)

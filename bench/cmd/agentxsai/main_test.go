@@ -60,6 +60,13 @@ func TestHarness(t *testing.T) {
 			if rep.ExprdClient != tc.client || rep.CPUGoalNS != tc.cpuGoalNS {
 				t.Errorf("exprd client %q, CPU goal %d ns; want %q, %d ns", rep.ExprdClient, rep.CPUGoalNS, tc.client, tc.cpuGoalNS)
 			}
+			// The node client's workloads measure the gRPC floor too (the
+			// harness has checked that its turns carry exprd's events).
+			if wantFloor := tc.client == "node client"; (rep.Floor != nil) != wantFloor {
+				t.Errorf("floor %+v, want one: %v", rep.Floor, wantFloor)
+			} else if wantFloor && (rep.Floor.VerifiedTurns != 2 || rep.Floor.MedianNS <= 0 || rep.FloorRatio <= 0) {
+				t.Errorf("floor %+v, ratio %v: want 2 verified turns and times", rep.Floor, rep.FloorRatio)
+			}
 		})
 	}
 }

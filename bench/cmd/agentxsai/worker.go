@@ -45,6 +45,8 @@ type sideResult struct {
 	RSSBytes   int64 `json:"rss_bytes"`
 	// XSAI is the xsai version (turn.mjs only).
 	XSAI string `json:"xsai,omitempty"`
+	// Events are the last turn's events, in order (agentloop.mjs only).
+	Events []string `json:"events,omitempty"`
 }
 
 // workerMain runs the Go client's round: warm-up turns, then measured ones,

@@ -31,6 +31,9 @@ type workload struct {
 	exprdClient string
 	// cpuGoalNS is the exprd CPU per turn to stay under (0: none).
 	cpuGoalNS int64
+	// floor: the exprd side's client also runs against the gRPC floor
+	// (floor.go), each round.
+	floor bool
 	// exprdCmd and xsaiCmd make a round's client process of each side.
 	// The exprd side's takes --sync (see sync in bench/xsai/side.mjs).
 	exprdCmd, xsaiCmd func(ctx context.Context, e *env) *exec.Cmd
@@ -112,6 +115,7 @@ func clientTool(answerOnly bool) workload {
 		wantText:    wantText,
 		exprdClient: "node client",
 		cpuGoalNS:   400_000,
+		floor:       true,
 		xsaiCmd: func(ctx context.Context, e *env) *exec.Cmd {
 			cmd := exec.CommandContext(ctx, e.node, slices.Concat([]string{"turn.mjs", "--tool", "get_weather",
 				"--base-url", e.modelURL, "--model", "scripted-model", "--max-steps", "10"}, e.counts, args)...)

@@ -99,7 +99,9 @@ const clientToolJSON = `{"workload": "client-tool", "exprd_client": "node client
 		"client_cpu_per_turn_ns": 500000, "server_cpu_per_turn_ns": %d, "total_cpu_per_turn_ns": %d},
 	"xsai": {"median_ns": 1250000, "min_round_median_ns": 1200000, "max_round_median_ns": 1300000, "turns": 1800, "verified_turns": 1800,
 		"client_peak_rss_mib": 75, "total_peak_rss_mib": 75, "client_cpu_per_turn_ns": 900000, "total_cpu_per_turn_ns": 900000},
-	"ratio": %g, "ratio_min": 1.3, "ratio_max": 1.4, "goal": 1, "cpu_goal_ns": 400000, "cpu_ratio": 1.78}`
+	"grpc_floor": {"median_ns": 800000, "min_round_median_ns": 750000, "max_round_median_ns": 850000, "turns": 1800, "verified_turns": 1800,
+		"client_peak_rss_mib": 70, "client_cpu_per_turn_ns": 1100000},
+	"ratio": %g, "ratio_min": 1.3, "ratio_max": 1.4, "goal": 1, "cpu_goal_ns": 400000, "cpu_ratio": 1.78, "floor_ratio": 0.64}`
 
 func TestXSAISection(t *testing.T) {
 	httpTool := xsaiReport{Workload: "http-tool", ExprdClient: "Go client", Rounds: 5, TurnsPerRound: 50, XSAIVersion: "0.4.4", NodeVersion: "v20.20.2",
@@ -124,6 +126,8 @@ func TestXSAISection(t *testing.T) {
 			"exprd/xsai: **1.35×** (rounds 1.30–1.40), goal ≤ 1× — **not met**.",
 			"exprd's CPU per turn: **1.1 ms**, goal ≤ 400 µs — **not met**.",
 			"against xsai's Node: 1.6 ms vs 900 µs (1.78×).",
+			"| gRPC floor: the node client against a stub AgentLoop server that does no work (the same messages, no model) | 800 µs (750 µs–850 µs) | 1800/1800 | 1.1 ms: node client | 70 MiB: node client |",
+			"The gRPC floor alone is 0.64× xsai's whole turn; exprd's turn takes 850 µs more than the floor",
 			"**Client-run tool, answer only** (`--workload client-tool-answer`)",
 			"exprd/xsai: **0.90×** (rounds 0.80–0.95), goal ≤ 1× — met.",
 			"exprd's CPU per turn: **1 ms**, goal ≤ 400 µs — **not met**.",

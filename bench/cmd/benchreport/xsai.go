@@ -18,6 +18,8 @@ type xsaiReport struct {
 	NodeModules   map[string]string `json:"node_modules"`
 	Exprd         xsaiSide          `json:"exprd"`
 	XSAI          xsaiSide          `json:"xsai"`
+	Floor         *xsaiSide         `json:"grpc_floor"`
+	FloorRatio    float64           `json:"floor_ratio"`
 	Ratio         float64           `json:"ratio"`
 	RatioMin      float64           `json:"ratio_min"`
 	RatioMax      float64           `json:"ratio_max"`
@@ -91,7 +93,16 @@ func (r report) xsaiWorkload(b *strings.Builder, x xsaiReport) {
 	fmt.Fprintf(b, "| xsai | %s (%s–%s) | %d/%d | %s: node | %.0f MiB: node |\n",
 		dur(x.XSAI.MedianNS), dur(x.XSAI.MinRoundMedianNS), dur(x.XSAI.MaxRoundMedianNS), x.XSAI.VerifiedTurns, x.XSAI.Turns,
 		cpuDur(x.XSAI.TotalCPUPerTurnNS), x.XSAI.TotalPeakRSSMiB)
+	if f := x.Floor; f != nil {
+		fmt.Fprintf(b, "| gRPC floor: the %s against a stub AgentLoop server that does no work (the same messages, no model) | %s (%s–%s) | %d/%d | %s: %s | %.0f MiB: %s |\n",
+			client, dur(f.MedianNS), dur(f.MinRoundMedianNS), dur(f.MaxRoundMedianNS), f.VerifiedTurns, f.Turns,
+			cpuDur(f.ClientCPUPerTurnNS), client, f.ClientPeakRSSMiB, client)
+	}
 	fmt.Fprintf(b, "\nexprd/xsai: **%.2f×** (rounds %.2f–%.2f), goal %s.\n", x.Ratio, x.RatioMin, x.RatioMax, goal(x.Goal, x.Ratio))
+	if f := x.Floor; f != nil {
+		fmt.Fprintf(b, "The gRPC floor alone is %.2f× xsai's whole turn; exprd's turn takes %s more than the floor: its two model requests, the loop and the hops between processes.\n",
+			x.FloorRatio, dur(x.Exprd.MedianNS-f.MedianNS))
+	}
 }
 
 // cpuGoal says whether exprd's CPU per turn is within the goal.
