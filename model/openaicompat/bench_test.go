@@ -180,3 +180,81 @@ func bareTurn(b *testing.B, client *http.Client, url string, body []byte) int {
 	b.Fatal("stream ended without [DONE]")
 	return n
 }
+
+// BenchmarkCompleteTurn is BenchmarkStreamTurn's turn with the provider
+// configured not to stream (stream: false, as bench/cmd/agentxsai runs
+// exprd against xsai): the provider against a bare net/http client that
+// posts the same body and decodes the completion's message with
+// encoding/json.
+func BenchmarkCompleteTurn(b *testing.B) {
+	srv, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{benchTurn}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	stream := false
+	p, err := openaicompat.New("bench", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m", Stream: &stream})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	if _, err := model.Complete(ctx, p, benchRequest); err != nil {
+		b.Fatal(err)
+	}
+	body := srv.Requests()[0].Body // what the provider sends
+
+	b.Run("provider", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r, err := model.Complete(ctx, p, benchRequest)
+			if err != nil || len(r.Message.ToolCalls) != 1 {
+				b.Fatalf("got %+v, %v", r, err)
+			}
+		}
+	})
+
+	b.Run("bare-http", func(b *testing.B) {
+		client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		defer client.CloseIdleConnections()
+		url := srv.BaseURL() + "/chat/completions"
+		b.ReportAllocs()
+		for b.Loop() {
+			req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			res, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var c bareCompletion
+			err = json.NewDecoder(res.Body).Decode(&c)
+			res.Body.Close()
+			if err != nil || len(c.Choices) != 1 || len(c.Choices[0].Message.ToolCalls) != 1 {
+				b.Fatalf("got %+v, %v", c, err)
+			}
+		}
+	})
+}
+
+type bareCompletion struct {
+	Choices []struct {
+		Message struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
