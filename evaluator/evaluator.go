@@ -67,8 +67,8 @@ func WithCacheSize(n int) Option {
 	}
 }
 
-// WithMaxRunning lets at most n programs run at once (default
-// DefaultMaxRunning): the others wait, taking turns by caller
+// WithMaxRunning lets at most n programs run at once (default: as many as
+// GOMAXPROCS is at the time, DefaultMaxRunning): the others wait, taking turns by caller
 // (WithCaller), and their time budget starts when they run. A call waiting on the user or on
 // a host function is not running. So a program has a core while its time
 // budget counts, whatever the load (many programs sharing the cores would
@@ -91,10 +91,21 @@ func WithMaxRunning(n int) Option {
 // more working memory at once.
 func DefaultMaxRunning() int { return runtime.GOMAXPROCS(0) }
 
+// withRunningOnCores is the default of WithMaxRunning: as many programs
+// as GOMAXPROCS is when each asks for its turn, so that a process whose
+// GOMAXPROCS changes with its load (cmd/exprd's --adapt-procs) still
+// gives each running program a core.
+func withRunningOnCores() Option {
+	return func(e *Evaluator) error {
+		e.running = newTurnsOf(DefaultMaxRunning)
+		return nil
+	}
+}
+
 // New returns an Evaluator.
 func New(opts ...Option) (*Evaluator, error) {
 	e := &Evaluator{}
-	for _, o := range append([]Option{WithCacheSize(DefaultCompileCacheSize), WithMaxRunning(DefaultMaxRunning())}, opts...) {
+	for _, o := range append([]Option{WithCacheSize(DefaultCompileCacheSize), withRunningOnCores()}, opts...) {
 		if err := o(e); err != nil {
 			return nil, err
 		}

@@ -6,25 +6,33 @@ import (
 	"sync"
 )
 
-// turns lets at most n programs run at once. Those that wait are let in
-// by caller in turn (round robin), first come, first served within a
-// caller: one caller's many programs delay another caller's by at most
+// turns lets at most capacity() programs run at once. Those that wait are
+// let in by caller in turn (round robin), first come, first served within
+// a caller: one caller's many programs delay another caller's by at most
 // one of theirs each turn, whatever their number. A caller is kept only
-// while it has programs waiting.
+// while it has programs waiting. The capacity is read at each acquire and
+// release, so it may follow the cores Go runs on (GOMAXPROCS), which
+// exprd changes with its load.
 type turns struct {
-	mu      sync.Mutex
-	free    int
-	waiting map[string][]chan struct{} // by caller, in order
-	ring    []string                   // the callers that wait, in turn order
+	mu       sync.Mutex
+	capacity func() int
+	running  int
+	waiting  map[string][]chan struct{} // by caller, in order
+	ring     []string                   // the callers that wait, in turn order
 }
 
-func newTurns(n int) *turns { return &turns{free: n, waiting: map[string][]chan struct{}{}} }
+// newTurns lets n programs run at once.
+func newTurns(n int) *turns { return newTurnsOf(func() int { return n }) }
+
+func newTurnsOf(capacity func() int) *turns {
+	return &turns{capacity: capacity, waiting: map[string][]chan struct{}{}}
+}
 
 // acquire waits for a turn for caller, or for ctx to end (its error).
 func (t *turns) acquire(ctx context.Context, caller string) error {
 	t.mu.Lock()
-	if t.free > 0 { // then nobody waits: release hands a turn to a waiter first
-		t.free--
+	if len(t.ring) == 0 && t.running < t.capacity() {
+		t.running++
 		t.mu.Unlock()
 		return nil
 	}
@@ -34,6 +42,7 @@ func (t *turns) acquire(ctx context.Context, caller string) error {
 		t.ring = append(t.ring, caller)
 	}
 	t.waiting[caller] = append(q, ready)
+	t.fill() // the capacity may have grown since the last release
 	t.mu.Unlock()
 	select {
 	case <-ready:
@@ -52,22 +61,29 @@ func (t *turns) acquire(ctx context.Context, caller string) error {
 	return ctx.Err()
 }
 
-// release gives a turn back: to the next caller that waits, else free.
+// release gives a turn back: to the next callers that wait, as many as
+// the capacity lets run.
 func (t *turns) release() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.ring) == 0 {
-		t.free++
-		return
+	t.running--
+	t.fill()
+}
+
+// fill hands turns to waiting callers, in turn, while the capacity allows.
+// t.mu is held.
+func (t *turns) fill() {
+	for len(t.ring) > 0 && t.running < t.capacity() {
+		caller := t.ring[0]
+		q := t.waiting[caller]
+		close(q[0])
+		t.running++
+		t.ring = t.ring[1:]
+		if len(q) > 1 {
+			t.ring = append(t.ring, caller)
+		}
+		t.drop(caller, q[1:])
 	}
-	caller := t.ring[0]
-	q := t.waiting[caller]
-	close(q[0])
-	t.ring = t.ring[1:]
-	if len(q) > 1 {
-		t.ring = append(t.ring, caller)
-	}
-	t.drop(caller, q[1:])
 }
 
 // drop sets caller's queue to q, forgetting the caller when q is empty.

@@ -3,6 +3,7 @@ package evaluator
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -60,7 +61,51 @@ func TestTurnsByCaller(t *testing.T) {
 		t.Fatalf("turns went to %q, want %q", order, want)
 	}
 	tr.release()
-	if tr.free != 1 || len(tr.waiting) != 0 || len(tr.ring) != 0 {
-		t.Fatalf("after every turn: free %d, waiting %v, ring %v", tr.free, tr.waiting, tr.ring)
+	if tr.running != 0 || len(tr.waiting) != 0 || len(tr.ring) != 0 {
+		t.Fatalf("after every turn: running %d, waiting %v, ring %v", tr.running, tr.waiting, tr.ring)
+	}
+}
+
+// The capacity is read at each acquire and release: when it grows, the
+// next acquire lets in those that waited before it, in turn; when it
+// shrinks, releases let nobody in until the running fit under it.
+func TestTurnsFollowCapacity(t *testing.T) {
+	var capacity atomic.Int64
+	capacity.Store(1)
+	tr := newTurnsOf(func() int { return int(capacity.Load()) })
+	if err := tr.acquire(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 8)
+	waitFor(t, tr, context.Background(), "b", got)
+	capacity.Store(3)
+	acquireNow := func(caller string) {
+		t.Helper()
+		go func() {
+			if tr.acquire(context.Background(), caller) == nil {
+				got <- caller
+			}
+		}()
+	}
+	acquireNow("c") // lets b in, then itself
+	if in := []string{<-got, <-got}; !slices.Contains(in, "b") || !slices.Contains(in, "c") {
+		t.Fatalf("after the capacity grew: %v got turns, want b and c", in)
+	}
+	capacity.Store(1)
+	waitFor(t, tr, context.Background(), "d", got)
+	tr.release() // 2 running, capacity 1: d waits
+	tr.release() // 1 running: d still waits
+	select {
+	case c := <-got:
+		t.Fatalf("%s got a turn over the capacity", c)
+	case <-time.After(20 * time.Millisecond):
+	}
+	tr.release()
+	if c := <-got; c != "d" {
+		t.Fatalf("got %s, want d", c)
+	}
+	tr.release()
+	if tr.running != 0 || len(tr.ring) != 0 {
+		t.Fatalf("after every turn: running %d, ring %v", tr.running, tr.ring)
 	}
 }

@@ -372,15 +372,12 @@ func TestAgentLoopClientOutputReachesModel(t *testing.T) {
 }
 
 // Start's omit_events leaves out exactly the events it names; the events
-// that ask for an answer and done come whatever it names, and the turn is
-// the same: its tool outputs reach the model and done holds every step.
+// that ask for an answer (the client's tool, an approval, a hook) and done
+// come whatever it names, and the turn is the same: its tool outputs
+// reach the model and done holds every step.
 func TestAgentLoopOmitEvents(t *testing.T) {
 	t.Parallel()
-	informational := []exprdv1.AgentEvent{
-		exprdv1.AgentEvent_AGENT_EVENT_STEP_STARTED, exprdv1.AgentEvent_AGENT_EVENT_TEXT_DELTA,
-		exprdv1.AgentEvent_AGENT_EVENT_TOOL_CALL_ANNOUNCED, exprdv1.AgentEvent_AGENT_EVENT_STATE_WRITE,
-		exprdv1.AgentEvent_AGENT_EVENT_TOOL_RESULT, exprdv1.AgentEvent_AGENT_EVENT_STEP_FINISHED,
-	}
+	informational := omittable()
 	// kind is the informational event m is, or UNSPECIFIED for one that
 	// is always sent.
 	kind := func(m *exprdv1.AgentLoopRunResponse) exprdv1.AgentEvent {
@@ -401,6 +398,9 @@ func TestAgentLoopOmitEvents(t *testing.T) {
 			return exprdv1.AgentEvent_AGENT_EVENT_STEP_FINISHED
 		}
 		return exprdv1.AgentEvent_AGENT_EVENT_UNSPECIFIED
+	}
+	if len(informational) != 6 {
+		t.Fatalf("%d events to omit: %v; a new one needs its case in kind", len(informational), informational)
 	}
 	tests := []struct {
 		name string
@@ -425,18 +425,35 @@ func TestAgentLoopOmitEvents(t *testing.T) {
 				}},
 				{Text: "Wrote it; the user said blue."},
 			}})
-			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("ask"), OmitEvents: tc.omit, Tools: []*exprdv1.AgentTool{
-				{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR},
-				{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT},
-			}})
+			stream := startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("ask"), OmitEvents: tc.omit,
+				Hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_POST_TOOL_CALL},
+				Tools: []*exprdv1.AgentTool{
+					{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR},
+					{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, NeedsApproval: true},
+				}})
 			count := map[exprdv1.AgentEvent]int{}
-			asked := 0
+			asked, approvals, hooks := 0, 0, 0
 			events, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
 				count[kind(m)]++
-				if r := m.GetToolCallRequested(); r.GetRunOnClient() {
-					asked++
-					_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{
-						CallId: r.GetCall().GetId(), OutputJson: `{"answer":"blue"}`}}})
+				var reply *exprdv1.AgentLoopRunRequest
+				switch ev := m.GetEvent().(type) {
+				case *exprdv1.AgentLoopRunResponse_ToolCallRequested:
+					if ev.ToolCallRequested.GetRunOnClient() {
+						asked++
+						reply = &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{
+							CallId: ev.ToolCallRequested.GetCall().GetId(), OutputJson: `{"answer":"blue"}`}}}
+					}
+				case *exprdv1.AgentLoopRunResponse_ApprovalRequest:
+					approvals++
+					reply = &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ApprovalReply{ApprovalReply: &exprdv1.AgentApprovalReply{
+						CallId: ev.ApprovalRequest.GetCall().GetId(), Approved: true}}}
+				case *exprdv1.AgentLoopRunResponse_HookRequest:
+					hooks++
+					reply = &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_HookReply{HookReply: &exprdv1.HookReply{
+						HookId: ev.HookRequest.GetHookId(), CallId: ev.HookRequest.GetCallId()}}}
+				}
+				if reply != nil {
+					_ = stream.Send(reply)
 				}
 			})
 			if err != nil {
@@ -448,8 +465,9 @@ func TestAgentLoopOmitEvents(t *testing.T) {
 				}
 			}
 			done := events[len(events)-1].GetDone()
-			if asked != 1 || len(done.GetSteps()) != 2 || done.GetText() != "Wrote it; the user said blue." {
-				t.Errorf("asked the client %d times, done %v; want once, and two steps with the answer", asked, done)
+			if asked != 1 || approvals != 1 || hooks != 2 || len(done.GetSteps()) != 2 || done.GetText() != "Wrote it; the user said blue." {
+				t.Errorf("asked the client to run a tool %d times, to approve %d, hooks %d; done %v; want 1, 1, 2, and two steps with the answer",
+					asked, approvals, hooks, done)
 			}
 			var got []string
 			for _, r := range ms.Requests() {
@@ -463,6 +481,17 @@ func TestAgentLoopOmitEvents(t *testing.T) {
 				t.Errorf("the model got tool messages %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// omittable is every AgentEvent but AGENT_EVENT_UNSPECIFIED, in order.
+func omittable() []exprdv1.AgentEvent {
+	var evs []exprdv1.AgentEvent
+	for n := int32(1); ; n++ {
+		if _, ok := exprdv1.AgentEvent_name[n]; !ok {
+			return evs
+		}
+		evs = append(evs, exprdv1.AgentEvent(n))
 	}
 }
 

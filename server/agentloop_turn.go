@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
@@ -28,7 +29,7 @@ type turn struct {
 }
 
 // eventSet is a set of AgentEvent values.
-type eventSet uint32
+type eventSet uint64
 
 func (s eventSet) has(e exprdv1.AgentEvent) bool { return s&(1<<e) != 0 }
 
@@ -36,12 +37,25 @@ func (s eventSet) has(e exprdv1.AgentEvent) bool { return s&(1<<e) != 0 }
 func omittedEvents(evs []exprdv1.AgentEvent) (eventSet, error) {
 	var s eventSet
 	for _, e := range evs {
-		if _, known := exprdv1.AgentEvent_name[int32(e)]; !known || e == exprdv1.AgentEvent_AGENT_EVENT_UNSPECIFIED {
-			return 0, badRequest("start.omit_events", fmt.Sprintf("unknown event %v: AGENT_EVENT_STEP_STARTED, _TEXT_DELTA, _TOOL_CALL_ANNOUNCED, _STATE_WRITE, _TOOL_RESULT or _STEP_FINISHED", e))
+		if _, known := exprdv1.AgentEvent_name[int32(e)]; !known || e <= exprdv1.AgentEvent_AGENT_EVENT_UNSPECIFIED || e >= 64 {
+			return 0, badRequest("start.omit_events", fmt.Sprintf("unknown event %v: want one of %s", e, strings.Join(omittableEvents(), ", ")))
 		}
 		s |= 1 << e
 	}
 	return s, nil
+}
+
+// omittableEvents are the names of the events omit_events may name: every
+// AgentEvent but AGENT_EVENT_UNSPECIFIED, in their order.
+func omittableEvents() []string {
+	var names []string
+	for n := int32(1); ; n++ {
+		name, ok := exprdv1.AgentEvent_name[n]
+		if !ok {
+			return names
+		}
+		names = append(names, name)
+	}
 }
 
 func newTurn(ctx context.Context, state *evaluator.State) *turn {

@@ -162,7 +162,7 @@ func WithCacheSize(n int) Option {
 
 // WithMaxRunningPrograms lets at most n ExprTool programs run at once
 // over the whole server, the others waiting their turn with their time
-// budget not yet counting (0: evaluator.DefaultMaxRunning, the cores;
+// budget not yet counting (0: as many as GOMAXPROCS at the time;
 // see evaluator.WithMaxRunning).
 func WithMaxRunningPrograms(n int) Option {
 	return func(o *options) error {

@@ -7,7 +7,7 @@
 // (side.mjs's weather, as turn.mjs runs it for xsai) and answers with
 // tool_output; the turn ends when exprd ends the stream after done.
 // With --answer-only, Start names every informational event in
-// omit_events, as a backend that wants generateText's answer rather than
+// omit_events, as a backend that needs only the answer rather than
 // the play-by-play would: exprd then sends the tool request and done.
 //
 //	node agentloop.mjs --addr 127.0.0.1:P --proto-dir ../../proto \

@@ -88,7 +88,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.adaptProcs, "adapt-procs", true, "run Go on one core while exprd uses little CPU and on its default (GOMAXPROCS) once it uses most of one: at low concurrency a second core costs more in thread wakeups than it gives; off when the GOMAXPROCS variable is set")
 	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM, how long open streams may go on before they are stopped")
 	fs.IntVar(&c.cacheSize, "compile-cache-size", evaluator.DefaultCompileCacheSize, "compiled programs kept")
-	fs.IntVar(&c.maxRunning, "max-running-programs", 0, "ExprTool programs running at once; the others wait their turn, their time budget not yet counting (0: as many as the cores)")
+	fs.IntVar(&c.maxRunning, "max-running-programs", 0, "ExprTool programs running at once; the others wait their turn, their time budget not yet counting (0: as many as Go's cores, GOMAXPROCS, at the time)")
 
 	fs.IntVar(&c.maxCallsInFlight, "max-calls-in-flight", server.DefaultMaxCallsInFlight, "calls running at once on one stream")
 	fs.IntVar(&c.maxRecvMsgSize, "max-recv-msg-size", server.DefaultMaxRecvMsgSize, "bytes of one received message")

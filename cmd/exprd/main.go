@@ -95,10 +95,8 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.adaptProcs && os.Getenv("GOMAXPROCS") == "" {
-		// After server.New, which reads the default for
-		// --max-running-programs.
-		go procs.Run(ctx, procs.DefaultPolicy, log)
+	if c.adaptProcs {
+		go procs.Run(ctx, log)
 	}
 	lis, err := net.Listen("tcp", c.listen)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,7 +16,7 @@ import (
 // default, the default again after one interval of high use on one P,
 // nothing in between.
 func TestControllerDecisions(t *testing.T) {
-	p := Policy{Interval: 100 * time.Millisecond, Raise: 0.8, Lower: 0.6, LowerAfter: 400 * time.Millisecond}
+	p := policy{interval: 100 * time.Millisecond, raise: 0.8, lower: 0.6, lowerAfter: 400 * time.Millisecond}
 	tests := []struct {
 		name  string
 		cores []float64
@@ -61,16 +62,22 @@ func TestControllerDecisions(t *testing.T) {
 // default back, an idle one goes back to one P, and the end of Run leaves
 // the default.
 func TestRunFollowsLoad(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set: TestRunKeepsTheOperatorsValue covers it")
+	}
 	def := runtime.GOMAXPROCS(0)
 	if def <= 1 {
+		if os.Getenv("CI") != "" { // a skip must not pass silently in CI
+			t.Fatalf("the runtime's default is %d P: nothing to adapt", def)
+		}
 		t.Skipf("the runtime's default is %d P: nothing to adapt", def)
 	}
-	p := Policy{Interval: 10 * time.Millisecond, Raise: 0.8, Lower: 0.6, LowerAfter: 50 * time.Millisecond}
+	p := policy{interval: 10 * time.Millisecond, raise: 0.8, lower: 0.6, lowerAfter: 50 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Run(ctx, p, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		run(ctx, p, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	waitFor := func(what string, want func(int) bool) {
 		t.Helper()
@@ -109,5 +116,30 @@ func TestRunFollowsLoad(t *testing.T) {
 	<-done
 	if n := runtime.GOMAXPROCS(0); n != def {
 		t.Errorf("after Run: GOMAXPROCS %d, want the default %d", n, def)
+	}
+}
+
+// With the GOMAXPROCS variable set, Run leaves the operator's value and
+// says so.
+func TestRunKeepsTheOperatorsValue(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "3")
+	before := runtime.GOMAXPROCS(3)
+	defer runtime.GOMAXPROCS(before)
+	var log strings.Builder
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(context.Background(), slog.New(slog.NewTextHandler(&log, nil)))
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return with GOMAXPROCS set")
+	}
+	if n := runtime.GOMAXPROCS(0); n != 3 {
+		t.Errorf("GOMAXPROCS %d, want the operator's 3", n)
+	}
+	if !strings.Contains(log.String(), "the GOMAXPROCS variable is set") {
+		t.Errorf("the log says %q", log.String())
 	}
 }

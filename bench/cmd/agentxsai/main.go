@@ -16,7 +16,7 @@
 //     the tool's execute in process.
 //   - client-tool-answer: the same turn, exprd's Start naming every
 //     informational event in omit_events, so that exprd sends only the
-//     tool request and done: what generateText returns.
+//     tool request and done: the answer without the play-by-play.
 //
 // Both sides talk to the same scripted OpenAI-compatible server
 // (model/scripted, a loop script without any delay), served by this

@@ -98,7 +98,7 @@ func httpTool() workload {
 // @grpc/grpc-js, the tool declared client-run and answered on the
 // AgentLoop stream; xsai's runs it in generateText's loop. answerOnly is
 // the third: the same turn, exprd's Start omitting every informational
-// event (omit_events), so that exprd sends what generateText returns.
+// event (omit_events), so that exprd sends the tool request and done.
 func clientTool(answerOnly bool) workload {
 	const (
 		city     = "Paris"

@@ -139,7 +139,7 @@ func TestXSAISection(t *testing.T) {
 		{name: "no client-tool report", noClientTool: true, want: []string{
 			"exprd/xsai: **0.67×** (rounds 0.60–0.70), goal ≤ 1× — met.",
 			"answered with `tool_output` on the stream; xsai runs it in `generateText`'s loop. Missing: no report from this run.\n",
-			"what `generateText` returns. Missing: no report from this run.\n",
+			"the answer without the play-by-play. Missing: no report from this run.\n",
 		}},
 	}
 	for _, tc := range tests {

@@ -61,7 +61,7 @@ func (r report) xsaiSection() string {
 	xsaiCPU(&b, x)
 
 	x = r.xsaiClientToolAnswer
-	b.WriteString("\n**Client-run tool, answer only** (`--workload client-tool-answer`): the same turn, exprd's `Start` naming every informational event in `omit_events`, so that exprd sends the tool request and `done` (2 messages instead of 9): what `generateText` returns.")
+	b.WriteString("\n**Client-run tool, answer only** (`--workload client-tool-answer`): the same turn, exprd's `Start` naming every informational event in `omit_events`, so that exprd sends the tool request and `done` (2 messages instead of 9): the answer without the play-by-play.")
 	r.xsaiWorkload(&b, x)
 	xsaiCPU(&b, x)
 	return b.String()

@@ -1036,7 +1036,9 @@ type AgentStart struct {
 	StateJson string `protobuf:"bytes,14,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
 	// omit_events are events the server does not send on this turn (empty:
 	// every event), for a client that wants the answer rather than the
-	// play-by-play: done still carries every step.
+	// play-by-play. done still carries each step's finish reason, usage and
+	// text; the calls' announcements and results and the expr tool's writes
+	// are only in the events.
 	OmitEvents    []AgentEvent `protobuf:"varint,15,rep,packed,name=omit_events,json=omitEvents,proto3,enum=exprd.v1.AgentEvent" json:"omit_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
