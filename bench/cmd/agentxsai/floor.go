@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -17,11 +23,66 @@ import (
 // the node client takes against it is what the protocol alone costs that
 // client: grpc-js opening a stream, encoding and decoding the messages.
 // The harness checks that its turns carry the same events, in the same
-// order, as exprd's.
+// order, as exprd's. It runs in a process of its own, as exprd does
+// (floorEnv): served from the harness's process, which holds the scripted
+// server's record of every request, the same client took half as long
+// again.
 type floorServer struct {
 	exprdv1.UnimplementedAgentLoopServer
 	call *exprdv1.AgentToolCall
 	text string
+}
+
+// floorEnv, set to a workload's name, makes this program (or its test
+// binary) serve that workload's floor: it prints the address on stdout
+// and serves until its stdin closes.
+const floorEnv = "EXPRD_AGENTXSAI_FLOOR"
+
+// floorMain is the floor's process.
+func floorMain(name string) error {
+	w, err := findWorkload(name)
+	if err != nil {
+		return err
+	}
+	addr, stop, err := newFloorServer(w).serve()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if _, err := fmt.Println(addr); err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, os.Stdin) // until the harness goes
+	return err
+}
+
+// startFloor starts w's floor in a process of its own (self run again);
+// stop ends it.
+func startFloor(self string, w workload) (addr string, stop func(), err error) {
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), floorEnv+"="+w.name)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("the floor's process: %w", err)
+	}
+	return strings.TrimSpace(line), stop, nil
 }
 
 func newFloorServer(w workload) *floorServer {

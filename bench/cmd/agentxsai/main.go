@@ -87,6 +87,13 @@ func main() {
 		}
 		return
 	}
+	if name := os.Getenv(floorEnv); name != "" {
+		if err := floorMain(name); err != nil {
+			fmt.Fprintln(os.Stderr, "agentxsai floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o Options
 	fs := flag.NewFlagSet("agentxsai", flag.ExitOnError)
 	fs.StringVar(&o.Workload, "workload", workloads[0].name, "the turn to measure: http-tool, client-tool or client-tool-answer")
@@ -359,8 +366,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	var floorEnv *env
 	if w.floor {
-		f := newFloorServer(w)
-		addr, stop, err := f.serve()
+		addr, stop, err := startFloor(self, w)
 		if err != nil {
 			return nil, err
 		}
