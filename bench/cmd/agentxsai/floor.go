@@ -24,9 +24,7 @@ import (
 // client: grpc-js opening a stream, encoding and decoding the messages.
 // The harness checks that its turns carry the same events, in the same
 // order, as exprd's. It runs in a process of its own, as exprd does
-// (floorEnv): served from the harness's process, which holds the scripted
-// server's record of every request, the same client took half as long
-// again.
+// (floorEnv), not in the harness's beside the scripted server.
 type floorServer struct {
 	exprdv1.UnimplementedAgentLoopServer
 	call *exprdv1.AgentToolCall
