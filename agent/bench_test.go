@@ -3,11 +3,10 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/exprd/exprd/agent"
+	"github.com/exprd/exprd/internal/benchpair"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/model/scripted"
 )
@@ -75,28 +74,6 @@ func BenchmarkTwoStepTurn(b *testing.B) {
 		}
 	})
 	// The two, one after the other in each iteration, so that the load of
-	// a shared machine falls on both alike: agent/plain is the ratio.
-	b.Run("interleaved", func(b *testing.B) {
-		var ta, tp, ca, cp time.Duration
-		for b.Loop() {
-			start, cstart := time.Now(), cpuTime()
-			viaAgent(b)
-			mid, cmid := time.Now(), cpuTime()
-			plain(b)
-			ta, tp = ta+mid.Sub(start), tp+time.Since(mid)
-			ca, cp = ca+cmid-cstart, cp+cpuTime()-cmid
-		}
-		b.ReportMetric(float64(ta)/float64(tp), "agent/plain")
-		b.ReportMetric(float64(ta-tp)/float64(2*b.N), "ns-overhead/step")
-		// The process's CPU time (the scripted server's included, alike in
-		// both) is steadier than wall time on a loaded machine.
-		b.ReportMetric(float64(ca)/float64(cp), "cpu-agent/plain")
-	})
-}
-
-// cpuTime is the CPU time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	// a shared machine falls on both alike: "ratio" is agent/plain.
+	b.Run("interleaved", func(b *testing.B) { benchpair.Interleave(b, viaAgent, plain) })
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/internal/benchpair"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"
@@ -39,12 +40,15 @@ func BenchmarkChain(b *testing.B) {
 let r2 = codemode.CallTool("math.multiply", {"a": codemode.Get(r1, "result"), "b": 3});
 codemode.CallTool("math.subtract", {"a": codemode.Get(r2, "result"), "b": 1})`
 	opts := codemode.RunOptions{Tools: []string{"math.add", "math.multiply", "math.subtract"}}
+	viaCodemode := func(b *testing.B) {
+		res, err := rt.Run(context.Background(), code, opts)
+		if err != nil || string(res.ValueJSON) != `{"result":35}` {
+			b.Fatalf("got %s, %v", res.ValueJSON, err)
+		}
+	}
 	b.Run("codemode", func(b *testing.B) {
 		for b.Loop() {
-			res, err := rt.Run(context.Background(), code, opts)
-			if err != nil || string(res.ValueJSON) != `{"result":35}` {
-				b.Fatalf("got %s, %v", res.ValueJSON, err)
-			}
+			viaCodemode(b)
 		}
 	})
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
@@ -58,18 +62,23 @@ codemode.CallTool("math.subtract", {"a": codemode.Get(r2, "result"), "b": 1})`
 		var out struct{ Result float64 }
 		return out.Result, json.NewDecoder(resp.Body).Decode(&out)
 	}
+	direct := func(b *testing.B) {
+		r1, err := call("add", 5, 7)
+		if err == nil {
+			r1, err = call("multiply", r1, 3)
+		}
+		if err == nil {
+			r1, err = call("subtract", r1, 1)
+		}
+		if err != nil || r1 != 35 {
+			b.Fatalf("got %v, %v", r1, err)
+		}
+	}
 	b.Run("direct", func(b *testing.B) {
 		for b.Loop() {
-			r1, err := call("add", 5, 7)
-			if err == nil {
-				r1, err = call("multiply", r1, 3)
-			}
-			if err == nil {
-				r1, err = call("subtract", r1, 1)
-			}
-			if err != nil || r1 != 35 {
-				b.Fatalf("got %v, %v", r1, err)
-			}
+			direct(b)
 		}
 	})
+	// The two in each iteration: "ratio" is codemode/direct.
+	b.Run("interleaved", func(b *testing.B) { benchpair.Interleave(b, viaCodemode, direct) })
 }

@@ -25,9 +25,12 @@ type sessionsReport struct {
 }
 
 // A pair is exprd's benchmark and the baseline doing the same work bare.
+// interleaved, when set, is the benchmark that runs the two one after the
+// other in each iteration (internal/benchpair): its row follows the pair's.
 type pair struct {
 	what, exprd, baseline string
 	goal                  float64 // the ratio to stay under; 0: none
+	interleaved           string
 }
 
 var sections = []struct {
@@ -35,36 +38,36 @@ var sections = []struct {
 	pairs []pair
 }{
 	{"Evaluator (issue 2)", []pair{
-		{"one-step call (the ids of the 5 cheapest of 20 products) through `evaluator/` vs a bare `expr.Run` of the same precompiled program", "bench:Engines/small/exprd", "bench:Engines/small/expr", 1.3},
-		{"the same step, bare in cel-go (context)", "bench:Engines/small/exprd", "bench:Engines/small/cel", 0},
-		{"the same step, bare in goja (context)", "bench:Engines/small/exprd", "bench:Engines/small/goja", 0},
-		{"10,000-item `filter`/`map` step through `evaluator/` vs a bare `expr.Run`", "bench:Engines/large/exprd", "bench:Engines/large/expr", 1.1},
-		{"the same step, bare in cel-go (context)", "bench:Engines/large/exprd", "bench:Engines/large/cel", 0},
-		{"the same step, bare in goja (context)", "bench:Engines/large/exprd", "bench:Engines/large/goja", 0},
-		{"the seed step with `fromPairs` (`evaluator` `BenchmarkOneStep`) vs a bare `expr.Run`", "evaluator:OneStep/exprd", "evaluator:OneStep/bare_expr", 1.3},
-		{"compile-cache hit vs a compile of the same step", "evaluator:Compile/cache_hit", "evaluator:Compile/compile", 0},
-		{"applying a 1 MB state snapshot vs `encoding/json.Unmarshal` into `map[string]any`", "evaluator:StateSnapshot/exprd", "evaluator:StateSnapshot/encoding_json", 1},
+		{"one-step call (the ids of the 5 cheapest of 20 products) through `evaluator/` vs a bare `expr.Run` of the same precompiled program", "bench:Engines/small/exprd", "bench:Engines/small/expr", 1.3, ""},
+		{"the same step, bare in cel-go (context)", "bench:Engines/small/exprd", "bench:Engines/small/cel", 0, ""},
+		{"the same step, bare in goja (context)", "bench:Engines/small/exprd", "bench:Engines/small/goja", 0, ""},
+		{"10,000-item `filter`/`map` step through `evaluator/` vs a bare `expr.Run`", "bench:Engines/large/exprd", "bench:Engines/large/expr", 1.1, ""},
+		{"the same step, bare in cel-go (context)", "bench:Engines/large/exprd", "bench:Engines/large/cel", 0, ""},
+		{"the same step, bare in goja (context)", "bench:Engines/large/exprd", "bench:Engines/large/goja", 0, ""},
+		{"the seed step with `fromPairs` (`evaluator` `BenchmarkOneStep`) vs a bare `expr.Run`", "evaluator:OneStep/exprd", "evaluator:OneStep/bare_expr", 1.3, ""},
+		{"compile-cache hit vs a compile of the same step", "evaluator:Compile/cache_hit", "evaluator:Compile/compile", 0, ""},
+		{"applying a 1 MB state snapshot vs `encoding/json.Unmarshal` into `map[string]any`", "evaluator:StateSnapshot/exprd", "evaluator:StateSnapshot/encoding_json", 1, ""},
 	}},
 	{"ExprTool over gRPC (issue 2)", []pair{
-		{"one-step call round trip on an open `Session` vs a bare grpc-go bidi echo of the same payload, loopback TCP", "server:SessionRoundTrip/exprd", "server:SessionRoundTrip/bare_grpc_echo", 2},
-		{"the same round trip vs the call answered by a two-message echo (its write and its answer) registered on an exprd server, through its interceptors and stats handler: the evaluator's and the Session protocol's share (context)", "server:SessionRoundTrip/exprd", "server:SessionEcho/exprd_server", 0},
-		{"that echo through exprd's server vs the bare grpc-go echo: the interceptors', stats handler's and second message's share (context)", "server:SessionEcho/exprd_server", "server:SessionRoundTrip/bare_grpc_echo", 0},
-		{"the round trip with the memory budget, as cmd/exprd runs (and so the gate of received messages, which reads every HTTP/2 frame), vs without one (context)", "server:SessionRoundTrip/exprd", "server:SessionRoundTrip/exprd_without_memory_budget", 0},
+		{"one-step call round trip on an open `Session` vs a bare grpc-go bidi echo of the same payload, loopback TCP", "server:SessionRoundTrip/exprd", "server:SessionRoundTrip/bare_grpc_echo", 2, ""},
+		{"the same round trip vs the call answered by a two-message echo (its write and its answer) registered on an exprd server, through its interceptors and stats handler: the evaluator's and the Session protocol's share (context)", "server:SessionRoundTrip/exprd", "server:SessionEcho/exprd_server", 0, ""},
+		{"that echo through exprd's server vs the bare grpc-go echo: the interceptors', stats handler's and second message's share (context)", "server:SessionEcho/exprd_server", "server:SessionRoundTrip/bare_grpc_echo", 0, ""},
+		{"the round trip with the memory budget, as cmd/exprd runs (and so the gate of received messages, which reads every HTTP/2 frame), vs without one (context)", "server:SessionRoundTrip/exprd", "server:SessionRoundTrip/exprd_without_memory_budget", 0, ""},
 	}},
 	{"UTCP tools (issue 3)", []pair{
-		{"warm HTTP tool call through the registry vs the same request with bare `net/http`", "utcp:WarmCall/registry", "utcp:WarmCall/bare", 1.1},
-		{"the same, against a bare call with the same 10 s deadline", "utcp:WarmCall/registry", "utcp:WarmCall/bare+deadline", 0},
-		{"warm go-utcp `UTCPService` `CallTool` through the registry vs a bare generated stub", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare", 1.1},
-		{"the same, against a bare stub call with the same 10 s deadline", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare+deadline", 0},
+		{"warm HTTP tool call through the registry vs the same request with bare `net/http`", "utcp:WarmCall/registry", "utcp:WarmCall/bare", 1.1, "utcp:WarmCall/interleaved"},
+		{"the same, against a bare call with the same 10 s deadline", "utcp:WarmCall/registry", "utcp:WarmCall/bare+deadline", 0, ""},
+		{"warm go-utcp `UTCPService` `CallTool` through the registry vs a bare generated stub", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare", 1.1, ""},
+		{"the same, against a bare stub call with the same 10 s deadline", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare+deadline", 0, ""},
 	}},
 	{"Model provider (issue 4)", []pair{
-		{"streamed turn (57 chunks) through the OpenAI-compatible provider vs a bare `net/http` read of the same SSE stream", "openaicompat:StreamTurn/provider", "openaicompat:StreamTurn/bare-http", 1.2},
+		{"streamed turn (57 chunks) through the OpenAI-compatible provider vs a bare `net/http` read of the same SSE stream", "openaicompat:StreamTurn/provider", "openaicompat:StreamTurn/bare-http", 1.2, ""},
 	}},
 	{"CodeMode (issue 5)", []pair{
-		{"three-call chain over the loopback HTTP math provider vs the same three calls with `net/http`", "codemode:Chain/codemode", "codemode:Chain/direct", 1.15},
+		{"three-call chain over the loopback HTTP math provider vs the same three calls with `net/http`", "codemode:Chain/codemode", "codemode:Chain/direct", 1.15, "codemode:Chain/interleaved"},
 	}},
 	{"AgentLoop in process (issue 6)", []pair{
-		{"two-step turn through `agent.Run` vs a plain Go loop over the model and tools", "agent:TwoStepTurn/agent", "agent:TwoStepTurn/plain", 1.1},
+		{"two-step turn through `agent.Run` vs a plain Go loop over the model and tools", "agent:TwoStepTurn/agent", "agent:TwoStepTurn/plain", 1.1, "agent:TwoStepTurn/interleaved"},
 	}},
 }
 
@@ -79,9 +82,9 @@ func (r report) markdown() string {
 		fmt.Fprintf(&b, "\n### %s\n\n| benchmark | exprd | baseline | ratio | goal |\n|---|---|---|---|---|\n", s.title)
 		for _, p := range s.pairs {
 			b.WriteString(r.pairRow(p))
+			b.WriteString(r.interleavedRow(p))
 		}
 	}
-	b.WriteString(r.interleavedRow())
 	b.WriteString(r.throughput())
 	b.WriteString(r.xsaiSection())
 	b.WriteString(r.scaleSection())
@@ -99,16 +102,19 @@ func (r report) pairRow(p pair) string {
 		p.what, p.exprd, p.baseline, durRange(x), r.allocs(p.exprd), durRange(y), r.allocs(p.baseline), ratioText(ratio), goal(p.goal, ratio))
 }
 
-// interleavedRow adds the agent benchmark that alternates the two sides in
-// each iteration, the steadier figure on a loaded machine.
-func (r report) interleavedRow() string {
-	wall, ok := r.results.stat("agent:TwoStepTurn/interleaved", "agent/plain")
-	if !ok {
+// interleavedRow is the row of p's interleaved benchmark, the steadier
+// figure on a loaded machine; "" when p has none or the run lacks it.
+func (r report) interleavedRow(p pair) string {
+	if p.interleaved == "" {
 		return ""
 	}
-	cpu, _ := r.results.stat("agent:TwoStepTurn/interleaved", "cpu-agent/plain")
-	return fmt.Sprintf("| the same two sides alternating within each iteration (`agent:TwoStepTurn/interleaved`): wall time, and CPU time of the process | | | **%.2f×** (%.2f–%.2f); CPU %.2f× | %s |\n",
-		wall.Median, wall.Min, wall.Max, cpu.Median, goal(1.1, wall.Median))
+	wall, ok := r.results.stat(p.interleaved, "ratio")
+	if !ok {
+		return fmt.Sprintf("| the same two sides alternating within each iteration (`%s`) | | | missing | %s |\n", p.interleaved, goal(p.goal, 0))
+	}
+	cpu, _ := r.results.stat(p.interleaved, "cpu-ratio")
+	return fmt.Sprintf("| the same two sides alternating within each iteration (`%s`): wall time, and CPU time of the process | | | **%.2f×** (%.2f–%.2f); CPU %.2f× | %s |\n",
+		p.interleaved, wall.Median, wall.Min, wall.Max, cpu.Median, goal(p.goal, wall.Median))
 }
 
 func (r report) throughput() string {

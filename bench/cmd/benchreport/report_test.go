@@ -24,6 +24,7 @@ func sampleResults(t *testing.T) results {
 		out.WriteString("BenchmarkSteps/steps=" + n + "-2 10 " + n + "000 ns/op\n")
 	}
 	out.WriteString("BenchmarkEngines/small/exprd-2 10 1200 ns/op 5 allocs/op\nBenchmarkEngines/small/expr-2 10 1000 ns/op 4 allocs/op\n")
+	out.WriteString("pkg: github.com/exprd/exprd/codemode\nBenchmarkChain/interleaved-2 10 5000 ns/op 1.10 cpu-ratio 1.12 ratio\n")
 	r := results{}
 	if err := r.parse(strings.NewReader(out.String())); err != nil {
 		t.Fatal(err)
@@ -36,6 +37,8 @@ func TestMarkdown(t *testing.T) {
 	md := rep.markdown()
 	for _, want := range []string{
 		"| one-step call (the ids of the 5 cheapest of 20 products)", "**1.20×** | ≤ 1.3× — met |",
+		"| the same two sides alternating within each iteration (`codemode:Chain/interleaved`): wall time, and CPU time of the process | | | **1.12×** (1.12–1.12); CPU 1.10× | ≤ 1.15× — met |",
+		"| the same two sides alternating within each iteration (`agent:TwoStepTurn/interleaved`) | | | missing | ≤ 1.1× |",
 		"| 10,000-item `filter`/`map` step through `evaluator/` vs a bare `expr.Run` | missing | missing | — | ≤ 1.1× |",
 		"| 10MB | 1 µs (1 µs–1 µs) | 2 µs (2 µs–2 µs) | 3 µs (3 µs–3 µs) |",
 		"| 50 | 50 µs (50 µs–50 µs) | 1 µs |",
