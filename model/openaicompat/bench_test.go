@@ -37,21 +37,8 @@ var benchRequest = model.Request{
 // provider's overhead; bare-http-bytes, which only scans the lines, is
 // the floor: the server's and the network's share of a turn.
 func BenchmarkStreamTurn(b *testing.B) {
-	srv, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{benchTurn}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	p, err := openaicompat.New("bench", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	srv, p, body := benchProvider(b, true)
 	ctx := context.Background()
-	if _, err := model.Complete(ctx, p, benchRequest); err != nil {
-		b.Fatal(err)
-	}
-	body := srv.Requests()[0].Body // what the provider sends
 
 	b.Run("provider", func(b *testing.B) {
 		b.ReportAllocs()
@@ -102,7 +89,28 @@ func BenchmarkStreamTurn(b *testing.B) {
 	})
 }
 
-func bareBytes(b *testing.B, client *http.Client, url string, body []byte) int {
+// benchProvider serves benchTurn from the scripted server and returns a
+// provider for it, streamed or not, and the body the provider sends; both
+// end with the benchmark.
+func benchProvider(b *testing.B, stream bool) (*scripted.Server, *openaicompat.Provider, []byte) {
+	srv, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{benchTurn}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Close)
+	p, err := openaicompat.New("bench", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m", Stream: &stream})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	if _, err := model.Complete(context.Background(), p, benchRequest); err != nil {
+		b.Fatal(err)
+	}
+	return srv, p, srv.Requests()[0].Body
+}
+
+// post posts body to url as JSON, the bare client's request.
+func post(b *testing.B, client *http.Client, url string, body []byte) *http.Response {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
@@ -112,6 +120,11 @@ func bareBytes(b *testing.B, client *http.Client, url string, body []byte) int {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return res
+}
+
+func bareBytes(b *testing.B, client *http.Client, url string, body []byte) int {
+	res := post(b, client, url, body)
 	defer res.Body.Close()
 	sc := bufio.NewScanner(res.Body)
 	n := 0
@@ -147,15 +160,7 @@ type bareChunk struct {
 }
 
 func bareTurn(b *testing.B, client *http.Client, url string, body []byte) int {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		b.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := client.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
+	res := post(b, client, url, body)
 	defer res.Body.Close()
 	sc := bufio.NewScanner(res.Body)
 	n := 0
@@ -187,22 +192,8 @@ func bareTurn(b *testing.B, client *http.Client, url string, body []byte) int {
 // posts the same body and decodes the completion's message with
 // encoding/json.
 func BenchmarkCompleteTurn(b *testing.B) {
-	srv, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{benchTurn}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	stream := false
-	p, err := openaicompat.New("bench", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m", Stream: &stream})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	srv, p, body := benchProvider(b, false)
 	ctx := context.Background()
-	if _, err := model.Complete(ctx, p, benchRequest); err != nil {
-		b.Fatal(err)
-	}
-	body := srv.Requests()[0].Body // what the provider sends
 
 	b.Run("provider", func(b *testing.B) {
 		b.ReportAllocs()
@@ -220,17 +211,9 @@ func BenchmarkCompleteTurn(b *testing.B) {
 		url := srv.BaseURL() + "/chat/completions"
 		b.ReportAllocs()
 		for b.Loop() {
-			req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-			if err != nil {
-				b.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			res, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
+			res := post(b, client, url, body)
 			var c bareCompletion
-			err = json.NewDecoder(res.Body).Decode(&c)
+			err := json.NewDecoder(res.Body).Decode(&c)
 			res.Body.Close()
 			if err != nil || len(c.Choices) != 1 || len(c.Choices[0].Message.ToolCalls) != 1 {
 				b.Fatalf("got %+v, %v", c, err)

@@ -79,21 +79,28 @@ import (
 	"github.com/exprd/exprd/model/scripted"
 )
 
+// runAsChild runs this program (or its test binary) as the child the
+// environment names, the Go client worker or the gRPC floor, and exits;
+// it returns when the environment names none.
+func runAsChild() {
+	var err error
+	switch name := os.Getenv(floorEnv); {
+	case os.Getenv(workerEnv) == "1":
+		err = workerMain(os.Args[1:])
+	case name != "":
+		err = floorMain(name)
+	default:
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentxsai:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
 func main() {
-	if os.Getenv(workerEnv) == "1" {
-		if err := workerMain(os.Args[1:]); err != nil {
-			fmt.Fprintln(os.Stderr, "agentxsai worker:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if name := os.Getenv(floorEnv); name != "" {
-		if err := floorMain(name); err != nil {
-			fmt.Fprintln(os.Stderr, "agentxsai floor:", err)
-			os.Exit(1)
-		}
-		return
-	}
+	runAsChild()
 	var o Options
 	fs := flag.NewFlagSet("agentxsai", flag.ExitOnError)
 	fs.StringVar(&o.Workload, "workload", workloads[0].name, "the turn to measure: http-tool, client-tool or client-tool-answer")

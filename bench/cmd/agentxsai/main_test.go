@@ -17,20 +17,7 @@ import (
 // TestMain lets the harness run this test binary again as its Go client
 // worker and as its gRPC floor, as it does the command.
 func TestMain(m *testing.M) {
-	if os.Getenv(workerEnv) == "1" {
-		if err := workerMain(os.Args[1:]); err != nil {
-			os.Stderr.WriteString("agentxsai worker: " + err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if name := os.Getenv(floorEnv); name != "" {
-		if err := floorMain(name); err != nil {
-			os.Stderr.WriteString("agentxsai floor: " + err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	runAsChild()
 	os.Exit(m.Run())
 }
 
