@@ -37,8 +37,15 @@ func newOperations(l Limits) *operations {
 //   - the builtins that build strings, abs and int, sortBy and sort.
 type opsPass struct{ ops *operations }
 
-// Visit swaps one node; use it with ast.Walk on a checked tree.
+// Visit swaps one node; use it with ast.Walk on a checked, optimised tree.
+// ast.Walk does not descend into a builtin's Map, the body of a map that
+// the optimiser fused into the filter before it (map(filter(xs, p), b)
+// runs b in filter's loop), so Visit walks it: the body's operations are
+// swapped like any other.
 func (o opsPass) Visit(node *ast.Node) {
+	if n, ok := (*node).(*ast.BuiltinNode); ok && n.Map != nil {
+		ast.Walk(&n.Map, o)
+	}
 	switch n := (*node).(type) {
 	case *ast.BinaryNode:
 		if swapBinary(n) {
