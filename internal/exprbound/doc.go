@@ -15,6 +15,9 @@
 //     refuse a string over the limit before allocating it, measure a value
 //     before toJSON or string renders it, refuse an integer overflow, a
 //     division or a modulo by zero ([ArithmeticError]), and sort stably.
+//     A member read by name of a value that may be a JSON object reads a
+//     map[string]any directly, where expr goes through reflect; anything
+//     else is expr's own (FuzzMemberAccess holds the two alike).
 //   - [Cache] keeps compiled programs (a bounded LRU); [VMs] pools the VMs
 //     that run them, in the caller's goroutine.
 //   - [Normalize] turns what a program, a host function or a tool produced

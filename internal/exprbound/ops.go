@@ -5,6 +5,7 @@ import (
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm/runtime"
 )
 
 // operations are the bounded and checked operators and builtins, called
@@ -47,6 +48,10 @@ func (o opsPass) Visit(node *ast.Node) {
 		ast.Walk(&n.Map, o)
 	}
 	switch n := (*node).(type) {
+	case *ast.MemberNode:
+		if fastMember(n) {
+			replaceWithCall(node, fetch, n.Node, n.Property)
+		}
 	case *ast.BinaryNode:
 		if swapBinary(n) {
 			replaceWithCall(node, o.ops.binary[n.Operator], n.Left, n.Right)
@@ -64,6 +69,37 @@ func (o opsPass) Visit(node *ast.Node) {
 			stableSort(node, n)
 		}
 	}
+}
+
+// fastMember reports whether n is a member access by name on a value that
+// may be a JSON object at run time: not optional (its compiled jump must
+// stay), its property a name, its value's type unknown or map[string]any.
+// expr fetches such a member with runtime.Fetch, through reflect; [fetch]
+// reads a map[string]any directly.
+func fastMember(n *ast.MemberNode) bool {
+	if n.Optional || n.Method {
+		return false
+	}
+	if _, ok := n.Property.(*ast.StringNode); !ok {
+		return false
+	}
+	t := n.Node.Type()
+	return t != nil && (t.Kind() == reflect.Interface || t == jsonObject)
+}
+
+var jsonObject = reflect.TypeFor[map[string]any]()
+
+// fetch is runtime.Fetch, a JSON object's member read first: a decoded
+// state is maps of strings all the way down, and runtime.Fetch reaches
+// each through reflect, several times slower. Anything else, a missing
+// value's panic too, is runtime.Fetch's. A missing key is nil, as there.
+func fetch(from, key any) any {
+	if m, ok := from.(map[string]any); ok {
+		if k, ok := key.(string); ok {
+			return m[k]
+		}
+	}
+	return runtime.Fetch(from, key)
 }
 
 // swapBinary reports whether n's operation is swapped for its bounded or
