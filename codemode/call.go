@@ -94,8 +94,8 @@ func (r *run) emit(kind EventKind, c Call, chunk any) {
 	}
 }
 
-func (r *run) callTool(p ...any) (any, error)       { return r.call(false, p) }
-func (r *run) callToolStream(p ...any) (any, error) { return r.call(true, p) }
+func (r *run) callTool(p ...any) any       { return must(r.call(false, p)) }
+func (r *run) callToolStream(p ...any) any { return must(r.call(true, p)) }
 
 // call is codemode.CallTool and CallToolStream: the whitelist, the call
 // budget, approval, then the registry under the run's context.

@@ -9,8 +9,21 @@ import (
 	"github.com/exprd/exprd/internal/exprbound"
 )
 
-// toolFunc is the type of the namespace's functions in the environment.
-type toolFunc = func(args ...any) (any, error)
+// toolFunc is the type of the namespace's functions in the environment:
+// expr's VM calls a func(...any) any directly, and any other through
+// reflect, which cost a tenth of a chain's time on loopback. A function
+// fails by panicking with its error (must), as the VM itself does with a
+// function's returned error: either way Run gets it wrapped with the
+// call's position.
+type toolFunc = func(args ...any) any
+
+// must is v, or a panic with err for the VM to recover.
+func must(v any, err error) any {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
 
 // namespace is `codemode` in the environment: the functions bound to one
 // run.

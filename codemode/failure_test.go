@@ -19,14 +19,15 @@ func TestToolErrors(t *testing.T) {
 	tests := []struct {
 		name, code, tool string
 		reason           codemode.Reason
+		line, column     int // the call's position
 		sentinel         error
 		outcome          codemode.Outcome
 	}{
 		{"the provider fails", `let x = 1;
-codemode.CallTool("math.divide", {"a": 1, "b": 0})`, "math.divide", codemode.HostFunction, utcp.ErrTransport, codemode.OutcomeError},
-		{"arguments the schema refuses", `codemode.CallTool("math.add", {"a": "two", "b": 3})`, "math.add", codemode.InvalidArguments, utcp.ErrInvalidArguments, codemode.OutcomeError},
-		{"a gRPC provider fails", `codemode.CallTool("catalog.get", {"id": "nope"})`, "catalog.get", codemode.HostFunction, utcp.ErrTransport, codemode.OutcomeError},
-		{"a broken stream", `codemode.CallToolStream("local.broken", {})`, "local.broken", codemode.HostFunction, utcp.ErrTransport, codemode.OutcomeError},
+codemode.CallTool("math.divide", {"a": 1, "b": 0})`, "math.divide", codemode.HostFunction, 2, 10, utcp.ErrTransport, codemode.OutcomeError},
+		{"arguments the schema refuses", `codemode.CallTool("math.add", {"a": "two", "b": 3})`, "math.add", codemode.InvalidArguments, 1, 10, utcp.ErrInvalidArguments, codemode.OutcomeError},
+		{"a gRPC provider fails", `codemode.CallTool("catalog.get", {"id": "nope"})`, "catalog.get", codemode.HostFunction, 1, 10, utcp.ErrTransport, codemode.OutcomeError},
+		{"a broken stream", `codemode.CallToolStream("local.broken", {})`, "local.broken", codemode.HostFunction, 1, 10, utcp.ErrTransport, codemode.OutcomeError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,8 +35,8 @@ codemode.CallTool("math.divide", {"a": 1, "b": 0})`, "math.divide", codemode.Hos
 			var chunks int
 			res, err := e.rt.Run(context.Background(), tt.code, codemode.RunOptions{Tools: allTools, OnChunk: func(string, any) { chunks++ }})
 			ce := codeError(t, err)
-			if ce.Reason != tt.reason || ce.Tool != tt.tool || !strings.Contains(ce.Message, tt.tool) || ce.Line == 0 {
-				t.Errorf("got %s on %q at line %d (%s), want %s on %s with a position", ce.Reason, ce.Tool, ce.Line, ce.Message, tt.reason, tt.tool)
+			if ce.Reason != tt.reason || ce.Tool != tt.tool || !strings.Contains(ce.Message, tt.tool) || ce.Line != tt.line || ce.Column != tt.column {
+				t.Errorf("got %s on %q at %d:%d (%s), want %s on %s at %d:%d", ce.Reason, ce.Tool, ce.Line, ce.Column, ce.Message, tt.reason, tt.tool, tt.line, tt.column)
 			}
 			if !errors.Is(err, tt.sentinel) {
 				t.Errorf("got %v, want it to match %v", err, tt.sentinel)

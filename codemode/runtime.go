@@ -227,19 +227,19 @@ func (r *run) failure(err error) *Error {
 }
 
 // get is codemode.Get: value[key] when value is an object, else nil.
-func get(p ...any) (any, error) {
+func get(p ...any) any {
 	if len(p) != 2 {
-		return nil, errorf(ExpressionType, "codemode.Get takes (value, key)")
+		panic(errorf(ExpressionType, "codemode.Get takes (value, key)"))
 	}
 	m, ok := p[0].(map[string]any)
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	k, ok := p[1].(string)
 	if !ok {
-		return nil, nil
+		return nil
 	}
-	return m[k], nil
+	return m[k]
 }
 
 // A toolSet holds tool names as the registry knows them: the manual's part
