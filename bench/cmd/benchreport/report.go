@@ -57,8 +57,8 @@ var sections = []struct {
 	{"UTCP tools (issue 3)", []pair{
 		{"warm HTTP tool call through the registry vs the same request with bare `net/http`", "utcp:WarmCall/registry", "utcp:WarmCall/bare", 1.1, "utcp:WarmCall/interleaved"},
 		{"the same, against a bare call with the same 10 s deadline", "utcp:WarmCall/registry", "utcp:WarmCall/bare+deadline", 0, ""},
-		{"warm go-utcp `UTCPService` `CallTool` through the registry vs a bare generated stub", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare", 1.1, ""},
-		{"the same, against a bare stub call with the same 10 s deadline", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare+deadline", 0, ""},
+		{"warm go-utcp `UTCPService` `CallTool` through the registry (its span per call included) vs a bare generated stub with the same 10 s deadline", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare+deadline", 1.1, "grpctransport:WarmCallTool/interleaved"},
+		{"the same, against a bare stub call without a deadline (context)", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare", 0, ""},
 	}},
 	{"Model provider (issue 4)", []pair{
 		{"streamed turn (57 chunks) through the OpenAI-compatible provider vs a bare `net/http` read of the same SSE stream", "openaicompat:StreamTurn/provider", "openaicompat:StreamTurn/bare-http", 1.2, ""},
