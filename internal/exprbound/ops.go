@@ -71,32 +71,53 @@ func (o opsPass) Visit(node *ast.Node) {
 	}
 }
 
-// fastMember reports whether n is a member access by name on a value that
-// may be a JSON object at run time: not optional (its compiled jump must
-// stay), its property a name, its value's type unknown or map[string]any.
-// expr fetches such a member with runtime.Fetch, through reflect; [fetch]
-// reads a map[string]any directly.
+// fastMember reports whether n reads a member that may be a JSON value's at
+// run time: not optional (its compiled jump must stay), by a constant name
+// or index, of a value whose type is unknown or the JSON object's or
+// array's. expr reads such a member with runtime.Fetch, through reflect;
+// [fetch] reads a map[string]any or an []any directly.
 func fastMember(n *ast.MemberNode) bool {
 	if n.Optional || n.Method {
 		return false
 	}
-	if _, ok := n.Property.(*ast.StringNode); !ok {
+	t := n.Node.Type()
+	if t == nil {
 		return false
 	}
-	t := n.Node.Type()
-	return t != nil && (t.Kind() == reflect.Interface || t == jsonObject)
+	switch n.Property.(type) {
+	case *ast.StringNode:
+		return t.Kind() == reflect.Interface || t == jsonObject
+	case *ast.IntegerNode:
+		return t.Kind() == reflect.Interface || t == jsonArray
+	}
+	return false
 }
 
-var jsonObject = reflect.TypeFor[map[string]any]()
+var (
+	jsonObject = reflect.TypeFor[map[string]any]()
+	jsonArray  = reflect.TypeFor[[]any]()
+)
 
-// fetch is runtime.Fetch, a JSON object's member read first: a decoded
-// state is maps of strings all the way down, and runtime.Fetch reaches
-// each through reflect, several times slower. Anything else, a missing
-// value's panic too, is runtime.Fetch's. A missing key is nil, as there.
+// fetch is runtime.Fetch, a JSON object's member and a JSON array's item
+// read first: a decoded state is maps and slices all the way down, and
+// runtime.Fetch reaches each through reflect, several times slower.
+// Anything else, an index out of range and a missing value's panics too,
+// is runtime.Fetch's. A missing key is nil, and a negative index counts
+// from the end, as there.
 func fetch(from, key any) any {
-	if m, ok := from.(map[string]any); ok {
+	switch x := from.(type) {
+	case map[string]any:
 		if k, ok := key.(string); ok {
-			return m[k]
+			return x[k]
+		}
+	case []any:
+		if i, ok := key.(int); ok {
+			if i < 0 {
+				i += len(x)
+			}
+			if i >= 0 && i < len(x) {
+				return x[i]
+			}
 		}
 	}
 	return runtime.Fetch(from, key)
