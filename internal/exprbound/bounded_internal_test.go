@@ -1,0 +1,173 @@
+package exprbound
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/expr-lang/expr/ast"
+)
+
+// sources are the strings under the keys "read" and "expr" anywhere in a
+// decoded JSON document: the programs of a table of calls.
+func sources(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if s, ok := x.(string); ok && (k == "read" || k == "expr") {
+				out = append(out, s)
+			}
+			out = append(out, sources(x)...)
+		}
+	case []any:
+		for _, x := range v {
+			out = append(out, sources(x)...)
+		}
+	}
+	return out
+}
+
+// everyNode calls visit on n and on every node under it, reached through
+// every field of type ast.Node or []ast.Node by reflection: not ast.Walk,
+// which skips fields the optimiser fills (a builtin's Map), so that a node
+// it hides cannot hide from this check too.
+func everyNode(n ast.Node, visit func(ast.Node)) {
+	if n == nil || reflect.ValueOf(n).IsNil() {
+		return
+	}
+	visit(n)
+	v := reflect.ValueOf(n).Elem()
+	for i := range v.NumField() {
+		switch f := v.Field(i); {
+		case f.Type() == nodeType:
+			if !f.IsNil() {
+				everyNode(f.Interface().(ast.Node), visit)
+			}
+		case f.Type() == nodesType:
+			for _, c := range f.Interface().([]ast.Node) {
+				everyNode(c, visit)
+			}
+		}
+	}
+}
+
+var (
+	nodeType  = reflect.TypeFor[ast.Node]()
+	nodesType = reflect.TypeFor[[]ast.Node]()
+)
+
+// unbounded lists what the sandbox left as expr has it in a compiled
+// tree: an operation opsPass swaps, or a predicate body that neither
+// counts its iteration nor is trivial. Trivial bodies are the sandbox's
+// own, run once an item of an array that already exists: the stable
+// sort's key of sort(xs), the items themselves, and sum(xs)'s checked
+// #acc + #.
+func unbounded(root ast.Node) []string {
+	var found []string
+	counted := func(body ast.Node, where string) {
+		ticked, trivial := false, true
+		everyNode(body, func(n ast.Node) {
+			switch n := n.(type) {
+			case *ast.CallNode:
+				if id, ok := n.Callee.(*ast.IdentifierNode); ok && id.Value == TickName {
+					ticked = true
+				} else if _, ok := n.Callee.(*ast.ConstantNode); !ok {
+					trivial = false
+				}
+			case *ast.PointerNode, *ast.ConstantNode, *ast.IdentifierNode:
+			default:
+				trivial = false
+			}
+		})
+		if !ticked && !trivial {
+			found = append(found, fmt.Sprintf("%s at %v does not count its iterations", where, body.Location()))
+		}
+	}
+	everyNode(root, func(n ast.Node) {
+		switch n := n.(type) {
+		case *ast.BinaryNode:
+			if swapBinary(n) {
+				found = append(found, fmt.Sprintf("%s at %v is expr's own", n.Operator, n.Location()))
+			}
+		case *ast.UnaryNode:
+			if k := n.Type().Kind(); n.Operator == "-" && (k == reflect.Int || k == reflect.Interface) {
+				found = append(found, fmt.Sprintf("unary - at %v is expr's own", n.Location()))
+			}
+		case *ast.BuiltinNode:
+			_, bounded := boundedBuiltins[n.Name]
+			_, unary := newOperations(Limits{}).unary[n.Name]
+			if bounded || unary || n.Name == "sortBy" || n.Name == "sort" {
+				found = append(found, fmt.Sprintf("builtin %s at %v is expr's own", n.Name, n.Location()))
+			}
+			if n.Map != nil {
+				counted(n.Map, "the fused map body")
+			}
+		case *ast.PredicateNode:
+			counted(n.Node, "the predicate")
+		}
+	})
+	return found
+}
+
+// FuzzCompiledIsBounded compiles programs and holds the compiled tree,
+// every node of it, to the sandbox: every operation swapped, every
+// predicate counted. Its seeds are the shapes expr's optimiser rewrites and
+// every program of the evaluator's table of calls.
+func FuzzCompiledIsBounded(f *testing.F) {
+	for _, src := range []string{
+		`map(filter(xs, # > 1), # * 2)`,
+		`map(filter(xs, # > 1), # * 2)[0]`,
+		`last(map(filter(xs, # > 1), -#))`,
+		`first(map(filter(xs, true), repeat("a", #)))`,
+		`sum(map(xs, # * #))`,
+		`sum([n, n * 2, n - 1])`,
+		`len(filter(xs, # % 2 == 0))`,
+		`count(xs, # > 1) > 2`,
+		`all(xs, # > 1) && all(xs, # < n * 3)`,
+		`any(xs, # > 1) || any(xs, # + 1 < 0)`,
+		`none(xs, # > 1) && none(xs, # ** 2 > 10)`,
+		`sortBy(map(xs, {"k": # * 2}), .k, "desc")`,
+		`sort(map(xs, -#))`,
+		`reduce(xs, #acc + # * n, 0)`,
+		`groupBy(xs, # % 3)`,
+		`abs(n) + int(s) + n / 2`,
+		`map(filter(xs, # > 0), join(map(filter(ys, true), string(#)), s + s))`,
+		`let f = n * 2; map(filter(xs, # > f), toJSON(# / f))`,
+		`n in 1..10 ? n % 3 : replace(s, "a", "b")`,
+	} {
+		f.Add(src)
+	}
+	if data, err := os.ReadFile("../../evaluator/testdata/calls.json"); err == nil {
+		var calls any
+		if err := json.Unmarshal(data, &calls); err != nil {
+			f.Fatal(err)
+		}
+		for _, src := range sources(calls) {
+			f.Add(src)
+		}
+	}
+	env := map[string]any{
+		"xs": []any{1, 2, 3}, "ys": []any{"a"}, "n": 4, "s": "ab",
+		"scopes": map[string]any{"root": map[string]any{}}, TickName: func() bool { return true },
+	}
+	allow := &Policy{
+		Size: func(int) error { return nil }, Let: func(*ast.VariableDeclaratorNode) error { return nil },
+		Call: func(*ast.CallNode) error { return nil },
+		Name: func(*ast.IdentifierNode, bool, *ast.MemberNode) error { return nil },
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		if len(src) > 400 {
+			return
+		}
+		p, err := Compile(src, env, Limits{MaxString: 100}, allow)
+		if err != nil {
+			return
+		}
+		if found := unbounded(p.Node()); len(found) > 0 {
+			t.Fatalf("%s compiles with %q", src, found)
+		}
+	})
+}
