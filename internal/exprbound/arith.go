@@ -251,6 +251,8 @@ func finite(v any) bool {
 // which would fold integer constants with wrapping and sum a range by a
 // formula that wraps:
 //
+//   - a unary + of a number constant is the constant, so that nothing is
+//     left for the optimiser to turn into one and fold unchecked;
 //   - integer + - * and unary - of constants are folded here, checked; an
 //     operation of constants that overflows, divides or takes a modulo by
 //     zero, or has no finite result, becomes its checked call, so that it
@@ -265,6 +267,16 @@ type foldPass struct{ ops *operations }
 func (f foldPass) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.UnaryNode:
+		if n.Operator == "+" {
+			// +K is K: folded here, before the optimiser's own folding would
+			// make it a constant and then fold the operation around it
+			// unchecked (+9223372036854775807 + 1, +1 / 0).
+			switch n.Node.(type) {
+			case *ast.IntegerNode, *ast.FloatNode:
+				ast.Patch(node, n.Node)
+			}
+			return
+		}
 		x, ok := n.Node.(*ast.IntegerNode)
 		if !ok || n.Operator != "-" || x.Type().Kind() != reflect.Int {
 			return
