@@ -15,7 +15,9 @@ import (
 // chain on loopback (BenchmarkChain). A function
 // fails by panicking with its error (must), as the VM itself does with a
 // function's returned error: either way Run gets it wrapped with the
-// call's position.
+// call's position. It must stay an alias: expr picks OpCallFast by the
+// function's shape, then asserts func(...any) any at run time, which a
+// defined type would fail.
 type toolFunc = func(args ...any) any
 
 // must is v, or a panic with err for the VM to recover.

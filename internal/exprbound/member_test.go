@@ -23,20 +23,43 @@ var memberSegments = []string{
 	".a", ".b", ".c", ".list", ".n", ".s", ".x", ".missing",
 	"?.a", "?.b", "?.list", "?.missing",
 	"[0]", "[1]", "[-1]", "[7]", `["a"]`, `["b"]`, `?.["b"]`,
+	".Name", ".Items",
 }
 
-// memberProgram turns the fuzzer's bytes into a program: a chain of
-// accesses on v, or, when the first byte is odd, the rest of the chain
-// inside a map over the first part.
+// memberRoots are the values a program starts from: the document as an
+// unknown type, a JSON array and object typed as such, a struct and a map
+// of a named type.
+var memberRoots = []string{"v", "arr", "obj", "st", "named"}
+
+// memberStruct is a Go value among JSON ones: its fields are read through
+// expr's own access.
+type memberStruct struct {
+	Name  string
+	Items []any
+}
+
+type namedObject map[string]any
+
+// memberProgram turns the fuzzer's bytes into a program: the first picks
+// the root, the rest a chain of accesses on it, or, when the second is
+// odd, the rest of the chain inside a map over its first part (a
+// predicate), or a filter of it when the map's place is even.
 func memberProgram(path []byte) string {
+	if len(path) == 0 {
+		return "v"
+	}
+	root, path := memberRoots[int(path[0])%len(memberRoots)], path[1:]
 	var b strings.Builder
-	b.WriteString("v")
+	b.WriteString(root)
 	mapAt := -1
 	if len(path) > 0 && path[0]%2 == 1 {
 		mapAt = int(path[0]/2) % (len(path) + 1)
 	}
 	for i, c := range path {
 		if i == mapAt {
+			if i%2 == 0 {
+				return "filter(" + b.String() + ", #" + memberChain(path[i:]) + " != nil)"
+			}
 			return "map(" + b.String() + ", #" + memberChain(path[i:]) + ")"
 		}
 		b.WriteString(memberSegments[int(c)%len(memberSegments)])
@@ -60,6 +83,7 @@ func FuzzMemberAccess(f *testing.F) {
 		{}, {0}, {0, 1, 2}, {0, 3, 12}, {0, 7, 2}, {0, 6, 7}, {9, 1}, {0, 8, 0, 1},
 		{3, 3, 12, 0}, {5, 3, 0, 1}, {0, 13, 1}, {0, 16, 1}, {0, 17, 18}, {0, 4, 0}, {0, 5, 0}, {0, 14, 15},
 		{0, 3, 14}, {0, 3, 15}, {0, 0, 3, 13, 1}, {0, 3, 12, 14},
+		{1, 12, 0, 1}, {1, 14, 15}, {2, 0, 3, 12}, {3, 19}, {3, 20, 12, 0}, {4, 0, 1}, {0, 3, 3, 1}, {0, 4, 3, 1, 0}, {0, 5, 3, 12, 1},
 	} {
 		f.Add(seed)
 	}
@@ -67,7 +91,19 @@ func FuzzMemberAccess(f *testing.F) {
 	if err := json.Unmarshal([]byte(memberDoc), &doc); err != nil {
 		f.Fatal(err)
 	}
-	env := map[string]any{"v": doc, exprbound.TickName: func() bool { return true }}
+	var arr []any
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(`[{"a": {"b": 1}}, null, "s", [1, {"b": 2}]]`), &arr); err != nil {
+		f.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(memberDoc), &obj); err != nil {
+		f.Fatal(err)
+	}
+	env := map[string]any{
+		"v": doc, "arr": arr, "obj": obj, "named": namedObject(obj),
+		"st":               memberStruct{Name: "n", Items: arr},
+		exprbound.TickName: func() bool { return true },
+	}
 	f.Fuzz(func(t *testing.T, path []byte) {
 		if len(path) > 12 {
 			return
