@@ -85,7 +85,8 @@ func policy(src string, b *Budgets, a *Analysis) *exprbound.Policy {
 			}
 			return nil
 		},
-		Call: func(call *ast.CallNode) error { return checkCall(call, src, a) },
+		Call:   func(call *ast.CallNode) error { return checkCall(call, src, a) },
+		Effect: callsTool,
 		Name: func(id *ast.IdentifierNode, declared bool, _ *ast.MemberNode) error {
 			switch {
 			case id.Value == "$env":
@@ -139,6 +140,17 @@ func checkCall(call *ast.CallNode, src string, a *Analysis) error {
 	ref := at(&Error{}, lit, src)
 	a.Tools = append(a.Tools, ToolRef{Name: lit.Value, Stream: stream, Line: ref.Line, Column: ref.Column})
 	return nil
+}
+
+// callsTool reports whether a call (one checkCall allowed) runs a tool:
+// codemode.CallTool or CallToolStream, not Get.
+func callsTool(call *ast.CallNode) bool {
+	m, ok := call.Callee.(*ast.MemberNode)
+	if !ok {
+		return false
+	}
+	prop, ok := m.Property.(*ast.StringNode)
+	return ok && (prop.Value == fnCallTool || prop.Value == fnCallToolStrm)
 }
 
 // checkTools refuses literal tool names outside the whitelist, at their

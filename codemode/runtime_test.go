@@ -69,3 +69,40 @@ func TestRunGoPanicsAreWorded(t *testing.T) {
 		})
 	}
 }
+
+// Every tool call a program names runs as many times as the program says:
+// expr's optimiser, which keeps a value but would skip a map's body under
+// len or stop a count or a first at one item, is off for a program that
+// calls tools. any, all and none stop at their answer, as the language
+// says.
+func TestToolCallsRunAsWritten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const add = `codemode.CallTool("math.add", {"a": #, "b": 1})`
+	tests := []struct {
+		code, want string
+		calls      int
+	}{
+		{`len(map(filter([1, 2, 3], true), ` + add + `))`, `3`, 3},
+		{`map(filter([1, 2, 3], true), ` + add + `)[0]`, `{"result":2}`, 3},
+		{`last(map(filter([1, 2, 3], true), ` + add + `))`, `{"result":4}`, 3},
+		{`filter([1, 2, 3], ` + add + `.result > 0)[0]`, `1`, 3},
+		{`len(filter([1, 2, 3], ` + add + `.result > 0))`, `3`, 3},
+		{`count([1, 2, 3], ` + add + `.result > 0) > 0`, `true`, 3},
+		{`sum(map([1, 2, 3], ` + add + `.result))`, `9`, 3},
+		{`any([1, 2, 3], ` + add + `.result > 0)`, `true`, 1},
+		{`len(map(filter([1, 2, 3], true), codemode.Get({"a": #}, "a")))`, `3`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			t.Parallel()
+			res, err := e.rt.Run(context.Background(), tt.code, codemode.RunOptions{Tools: allTools})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(res.ValueJSON); got != tt.want || len(res.Trace) != tt.calls {
+				t.Errorf("got %s after %d calls, want %s after %d", got, len(res.Trace), tt.want, tt.calls)
+			}
+		})
+	}
+}

@@ -175,6 +175,7 @@ func FuzzCompiledIsBounded(f *testing.F) {
 		`map(filter(xs, # > 0), join(map(filter(ys, true), string(#)), s + s))`,
 		`let f = n * 2; map(filter(xs, # > f), toJSON(# / f))`,
 		`n in 1..10 ? n % 3 : replace(s, "a", "b")`,
+		`len(map(filter(xs, f(#) > 0), # * n))`,
 	} {
 		f.Add(src)
 	}
@@ -188,7 +189,7 @@ func FuzzCompiledIsBounded(f *testing.F) {
 		}
 	}
 	env := map[string]any{
-		"xs": []any{1, 2, 3}, "ys": []any{"a"}, "n": 4, "s": "ab",
+		"xs": []any{1, 2, 3}, "ys": []any{"a"}, "n": 4, "s": "ab", "f": func(x any) any { return x },
 		"scopes": map[string]any{"root": map[string]any{}}, TickName: func() bool { return true },
 	}
 	allow := &Policy{
@@ -196,16 +197,21 @@ func FuzzCompiledIsBounded(f *testing.F) {
 		Call: func(*ast.CallNode) error { return nil },
 		Name: func(*ast.IdentifierNode, bool, *ast.MemberNode) error { return nil },
 	}
+	// The same, with every call an effect: compiled without the optimiser.
+	effects := *allow
+	effects.Effect = func(*ast.CallNode) bool { return true }
 	f.Fuzz(func(t *testing.T, src string) {
 		if len(src) > 400 {
 			return
 		}
-		p, err := Compile(src, env, Limits{MaxString: 100}, allow)
-		if err != nil {
-			return
-		}
-		if found := unbounded(p.Node()); len(found) > 0 {
-			t.Fatalf("%s compiles with %q", src, found)
+		for _, policy := range []*Policy{allow, &effects} {
+			p, err := Compile(src, env, Limits{MaxString: 100}, policy)
+			if err != nil {
+				return
+			}
+			if found := unbounded(p.Node()); len(found) > 0 {
+				t.Fatalf("%s compiles (effects: %v) with %q", src, policy.Effect != nil, found)
+			}
 		}
 	})
 }

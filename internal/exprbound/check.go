@@ -31,6 +31,15 @@ type Policy struct {
 	// Done, when set, is asked last, once every name has passed: a policy
 	// may keep a refusal for it, to report it after those of the names.
 	Done func() error
+	// Effect, when set, reports whether a call may have an effect beyond
+	// its value (a tool, a host function). A program with such a call is
+	// compiled without expr's optimiser, whose rewrites keep the value but
+	// run a body fewer times than the program says:
+	// len(map(filter(xs, p), f(#))) calls f for no item, map(...)[0] and
+	// count(xs, f(#)) > 0 stop at the first. Each call then runs as
+	// written (any, all and none still stop at their answer, as the
+	// language says).
+	Effect func(c *ast.CallNode) bool
 	// LetPrefix, when not empty, is put before every let name and every
 	// read of one once the check has passed, so that a let may shadow a
 	// builtin (`let sum = ...`), which expr's checker refuses to redeclare.

@@ -37,8 +37,8 @@ func (e *StageError) Unwrap() error { return e.Err }
 // builtins), then patches every predicate with the iteration counter
 // (TickName must be in env as func() bool), type-checks, folds integer
 // constants with overflow checked and makes sums checked (foldPass),
-// optimises, swaps in the bounded and checked operations (opsPass) and
-// compiles that same tree. The policy's error is returned as it is; the
+// optimises (unless a call has an effect: Policy.Effect), swaps in the
+// bounded and checked operations (opsPass) and compiles that same tree. The policy's error is returned as it is; the
 // others are *StageError.
 func Compile(src string, env any, l Limits, p *Policy) (*vm.Program, error) {
 	ops := newOperations(l)
@@ -55,12 +55,18 @@ func Compile(src string, env any, l Limits, p *Policy) (*vm.Program, error) {
 	if err := Check(tree, p); err != nil {
 		return nil, err
 	}
+	effects := p.Effect != nil && ast.Find(tree.Node, func(n ast.Node) bool {
+		c, ok := n.(*ast.CallNode)
+		return ok && p.Effect(c)
+	}) != nil
 	if _, err := new(checker.Checker).PatchAndCheck(tree, cfg); err != nil {
 		return nil, &StageError{StageType, err}
 	}
 	ast.Walk(&tree.Node, foldPass{ops})
-	if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
-		return nil, &StageError{StageRuntime, err}
+	if !effects {
+		if err := optimizer.Optimize(&tree.Node, cfg); err != nil {
+			return nil, &StageError{StageRuntime, err}
+		}
 	}
 	ast.Walk(&tree.Node, opsPass{ops})
 	prog, err := compiler.Compile(tree, cfg)
