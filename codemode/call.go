@@ -65,6 +65,7 @@ type Event struct {
 // run is one run's state; only the run's goroutine (the VM's) touches it.
 type run struct {
 	ctx, parent context.Context
+	toolCtx     context.Context // ctx with the tool calls' response limit
 	reg         Registry
 	opts        *RunOptions
 	b           *Budgets
@@ -150,7 +151,7 @@ func (r *run) call(stream bool, p []any) (any, error) {
 		if stream {
 			v, c.Chunks, err = r.stream(c)
 		} else {
-			v, err = r.reg.Call(r.toolCtx(), name, args)
+			v, err = r.reg.Call(r.toolCtx, name, args)
 			if err == nil {
 				v, err = jsonValue(v, r.b.MaxResultBytes)
 			}
@@ -231,19 +232,19 @@ func toolError(name string, err error) *Error {
 	return e
 }
 
-// toolCtx is the run's context for a tool call: a provider's answer is
+// toolCtx is the run's context for its tool calls, made once a run: a provider's answer is
 // read only up to what the result budget could take (utcp's response
 // limit), with room for the whitespace a provider may indent its JSON
 // with. A 5 MiB answer to a 1 MiB budget stops at 2 MiB, not at the
 // registry's 8 MiB.
-func (r *run) toolCtx() context.Context {
-	return utcp.WithResponseLimit(r.ctx, 2*int64(r.b.MaxResultBytes)+1024)
+func toolCtx(ctx context.Context, b *Budgets) context.Context {
+	return utcp.WithResponseLimit(ctx, 2*int64(b.MaxResultBytes)+1024)
 }
 
 // stream collects a stream's chunks, reporting each as it arrives. A
 // stream that ends with an error is the tool's error, never a clean end.
 func (r *run) stream(c Call) (any, int, error) {
-	st, err := r.reg.CallStream(r.toolCtx(), c.Tool, c.Args)
+	st, err := r.reg.CallStream(r.toolCtx, c.Tool, c.Args)
 	if err != nil {
 		return nil, 0, err
 	}

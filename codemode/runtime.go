@@ -162,7 +162,7 @@ func (rt *Runtime) Run(ctx context.Context, code string, opts RunOptions) (Resul
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.Timeout)
 	defer cancel()
-	r := &run{ctx: rctx, parent: ctx, reg: rt.reg, opts: &opts, b: &b, allowed: allowed, approval: set(opts.NeedsApproval),
+	r := &run{ctx: rctx, parent: ctx, toolCtx: toolCtx(rctx, &b), reg: rt.reg, opts: &opts, b: &b, allowed: allowed, approval: set(opts.NeedsApproval),
 		// Room for the calls the source names, the usual case: the trace
 		// grows from there only for calls in a loop or computed names.
 		trace: make([]Call, 0, min(len(p.analysis.Tools), b.MaxToolCalls))}

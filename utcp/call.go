@@ -36,7 +36,7 @@ func (r *Registry) Call(ctx context.Context, name string, args map[string]any) (
 	defer cancel()
 	// What the call reads of its answer is reserved from the memory
 	// budget as it reads, and given back once the value is returned.
-	mem := r.cfg.memory.Empty("tool " + e.tool.Name + "'s answer")
+	mem := r.cfg.memory.Empty(e.answer)
 	defer mem.Release()
 	v, err := tr.Call(withCallMemory(cctx, mem), e.tool, args)
 	if err != nil {
@@ -79,7 +79,7 @@ func (r *Registry) CallStream(ctx context.Context, name string, args map[string]
 	cctx, cancel := withDeadline(ctx, timeout)
 	// What the stream reads whole (a non-streamed answer) is reserved as
 	// for Call, until the stream ends.
-	mem := r.cfg.memory.Empty("tool " + e.tool.Name + "'s answer")
+	mem := r.cfg.memory.Empty(e.answer)
 	cctx = withCallMemory(cctx, mem)
 	st, err := tr.Stream(cctx, e.tool, args)
 	if err != nil {

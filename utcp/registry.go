@@ -51,6 +51,9 @@ type toolEntry struct {
 	short  *Tool // as the manual gave it, for Resolved.Manual
 	env    Env
 	static Transport // built once when the template has no variables
+	// answer names the reservation of the memory budget a call's answer
+	// takes, made once rather than on every call.
+	answer string
 	last   atomic.Pointer[builtTransport]
 }
 
@@ -300,7 +303,7 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 			return nil, nil, &ManualError{Manual: name, Path: path + ".name", Msg: fmt.Sprintf("%q is also the full name of tools[%d]", tc.Name, j)}
 		}
 		seen[tc.Name] = i
-		e := &toolEntry{tool: &tc, env: env, short: t}
+		e := &toolEntry{tool: &tc, env: env, short: t, answer: "tool " + tc.Name + "'s answer"}
 		if !t.Template.hasVars {
 			e.static = tr
 		}
