@@ -38,8 +38,8 @@ func (e *StageError) Unwrap() error { return e.Err }
 // (TickName must be in env as func() bool), type-checks, folds integer
 // constants with overflow checked and makes sums checked (foldPass),
 // optimises (unless a call has an effect: Policy.Effect), swaps in the
-// bounded and checked operations (opsPass) and compiles that same tree. The policy's error is returned as it is; the
-// others are *StageError.
+// bounded and checked operations (opsPass) and compiles that same tree.
+// The policy's error is returned as it is; the others are *StageError.
 func Compile(src string, env any, l Limits, p *Policy) (*vm.Program, error) {
 	ops := newOperations(l)
 	cfg := conf.CreateNew()
