@@ -11,7 +11,15 @@ package benchpair
 import (
 	"testing"
 	"time"
+
+	"github.com/exprd/exprd/internal/procs"
 )
+
+// cpuTime is the process's CPU time, 0 where it cannot be read.
+func cpuTime() time.Duration {
+	t, _ := procs.CPUTime()
+	return t
+}
 
 // Interleave runs side then base once per iteration of b and reports
 // side's time over base's.
@@ -26,6 +34,7 @@ func Interleave(b *testing.B, side, base func(b *testing.B)) {
 		cs, cb = cs+c1-c0, cb+cpuTime()-c1
 	}
 	b.ReportMetric(float64(ts)/float64(tb), "ratio")
+	// Where the process's CPU time cannot be read it is 0: no cpu-ratio.
 	if cb > 0 {
 		b.ReportMetric(float64(cs)/float64(cb), "cpu-ratio")
 	}

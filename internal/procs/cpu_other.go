@@ -4,5 +4,5 @@ package procs
 
 import "time"
 
-// cpuTime cannot be read here: Run changes nothing.
-func cpuTime() (time.Duration, bool) { return 0, false }
+// CPUTime cannot be read here: Run changes nothing.
+func CPUTime() (time.Duration, bool) { return 0, false }

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// cpuTime is the CPU time the process has used, user and system.
-func cpuTime() (time.Duration, bool) {
+// CPUTime is the CPU time the process has used, user and system, and
+// whether it could be read.
+func CPUTime() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0, false

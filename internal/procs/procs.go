@@ -50,7 +50,7 @@ func Run(ctx context.Context, log *slog.Logger) { run(ctx, defaultPolicy, log) }
 
 func run(ctx context.Context, p policy, log *slog.Logger) {
 	why := ""
-	if _, ok := cpuTime(); !ok {
+	if _, ok := CPUTime(); !ok {
 		why = "the process's CPU time cannot be read on this system"
 	} else if os.Getenv("GOMAXPROCS") != "" {
 		why = "the GOMAXPROCS variable is set"
@@ -68,7 +68,7 @@ func run(ctx context.Context, p policy, log *slog.Logger) {
 	log.Debug("GOMAXPROCS changed", "procs", 1)
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
-	last, _ := cpuTime()
+	last, _ := CPUTime()
 	lastAt := time.Now()
 	for {
 		select {
@@ -76,7 +76,7 @@ func run(ctx context.Context, p policy, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
-		cpu, ok := cpuTime()
+		cpu, ok := CPUTime()
 		now := time.Now()
 		if ok && now.After(lastAt) && c.observe(float64(cpu-last)/float64(now.Sub(lastAt))) {
 			log.Debug("GOMAXPROCS changed", "procs", runtime.GOMAXPROCS(0))

@@ -5,8 +5,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/exprd/exprd/internal/procs"
 )
 
 // clockTick is the unit of /proc/<pid>/stat's times: USER_HZ, 100 on
@@ -38,11 +39,9 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * clockTick, nil
 }
 
-// selfCPU is this process's user+system CPU time so far.
+// selfCPU is this process's user+system CPU time so far (0 where it cannot
+// be read).
 func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := procs.CPUTime()
+	return d
 }
