@@ -33,6 +33,7 @@ var allowed = map[string][]string{
 	"internal/exprbound":         {},
 	"internal/exprdproc":         {},
 	"internal/layout":            {},
+	"internal/overload":          {},
 	"internal/procs":             {},
 	"internal/readme":            {},
 	"internal/recvgate":          {"membudget"},

@@ -1,0 +1,390 @@
+package overload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The defaults. The thresholds are fractions of the line.
+const (
+	// DefaultInterval is how often the heap is read: often enough that a
+	// program allocating as fast as one can (about 50 MB in 100 ms) moves
+	// the heap by a few percent of a line of hundreds of MiB between two
+	// reads; a read costs microseconds.
+	DefaultInterval = 100 * time.Millisecond
+	// DefaultRefuse is the part of the line past which new work is
+	// refused: what is in flight may still grow by the rest before the
+	// line.
+	DefaultRefuse = 0.90
+	// DefaultShed is the part of the line past which calls in flight are
+	// cancelled, one each interval: refusing alone did not stop the heap.
+	DefaultShed = 0.95
+	// DefaultLineOverBudget is how far past the memory budget the line
+	// is, as a part of the budget: the budget holds what is reserved, and
+	// the quarter more is for what is not (the runtime, connections,
+	// compiled programs, a program's working memory).
+	DefaultLineOverBudget = 0.25
+)
+
+// collectShare bounds the collections the Manager runs because a call
+// ended (not one it cancelled) while the heap is past the refuse
+// threshold: after one that took d, none for (collectShare-1)·d, so that
+// they take at most 1/collectShare of the time however many calls end.
+const collectShare = 10
+
+// LineFor is the line for a memory budget of budget bytes: the budget and
+// DefaultLineOverBudget of it more.
+func LineFor(budget int64) int64 {
+	return budget + int64(float64(budget)*DefaultLineOverBudget)
+}
+
+// ErrOverloaded is what every error of this package is (errors.Is): the
+// process is short of memory.
+var ErrOverloaded = errors.New("overload: the server is short of memory")
+
+// RefusedError is Admit's refusal of new work.
+type RefusedError struct {
+	Heap     int64 // the measure at the last check
+	RefuseAt int64 // the refuse threshold, in bytes
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("overload: new work refused: the heap holds %d bytes, past %d", e.Heap, e.RefuseAt)
+}
+
+// Is makes a RefusedError ErrOverloaded.
+func (e *RefusedError) Is(target error) bool { return target == ErrOverloaded }
+
+// ShedError is the cause a cancelled call's context is cancelled with.
+type ShedError struct {
+	Name   string // the call's name, as given to Track
+	Held   int64  // what the call's counts said it held
+	Heap   int64  // the measure when it was cancelled
+	ShedAt int64  // the shed threshold, in bytes
+}
+
+func (e *ShedError) Error() string {
+	return fmt.Sprintf("overload: %s cancelled: the heap holds %d bytes, past %d, and it held the most (%d counted)", e.Name, e.Heap, e.ShedAt, e.Held)
+}
+
+// Is makes a ShedError ErrOverloaded.
+func (e *ShedError) Is(target error) bool { return target == ErrOverloaded }
+
+// Reading is one look at the process's memory.
+type Reading struct {
+	// Heap is the measure, in bytes: what the last GC found live on the
+	// heap plus goroutine stacks.
+	Heap int64
+	// GCs is the count of GC cycles completed.
+	GCs uint64
+}
+
+// A Reader reads the process's memory. A Manager never calls it from two
+// goroutines at once.
+type Reader func() Reading
+
+// RuntimeReader reads the runtime's metrics: /gc/heap/live:bytes plus
+// /memory/classes/heap/stacks:bytes, and /gc/cycles/total:gc-cycles.
+func RuntimeReader() Reader {
+	samples := []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/stacks:bytes"},
+		{Name: "/gc/cycles/total:gc-cycles"},
+	}
+	u := func(i int) uint64 {
+		if samples[i].Value.Kind() != metrics.KindUint64 {
+			return 0 // not supported by this runtime
+		}
+		return samples[i].Value.Uint64()
+	}
+	return func() Reading {
+		metrics.Read(samples)
+		return Reading{Heap: int64(u(0) + u(1)), GCs: u(2)}
+	}
+}
+
+// Config configures a Manager.
+type Config struct {
+	// Line is the most the measure should reach, in bytes (LineFor of the
+	// memory budget); it must be positive.
+	Line int64
+	// Refuse and Shed are the thresholds, as parts of Line, each in
+	// (0, 1], Refuse at most Shed (0: DefaultRefuse, DefaultShed).
+	Refuse, Shed float64
+	// Interval is how often Run checks (0: DefaultInterval).
+	Interval time.Duration
+	// Logger logs what the Manager does (nil: slog.Default()).
+	Logger *slog.Logger
+	// Read reads the process's memory (nil: RuntimeReader()).
+	Read Reader
+	// Collect runs a GC and returns once it is complete (nil: runtime.GC).
+	Collect func()
+}
+
+// Manager watches the heap and acts on it. Its methods are safe for
+// concurrent use.
+type Manager struct {
+	line, refuseAt, shedAt int64
+	interval               time.Duration
+	log                    *slog.Logger
+	read                   Reader
+	collect                func()
+
+	refusing    atomic.Bool
+	heap        atomic.Int64 // the measure at the last check
+	refused     atomic.Int64
+	shed        atomic.Int64 // calls cancelled
+	shedEnded   atomic.Int64 // of those, the ones whose work has ended
+	ended       atomic.Int64 // tracked calls ended, the cancelled ones too
+	collections atomic.Int64
+	seq         atomic.Uint64
+
+	mu    sync.Mutex
+	calls map[*Call]struct{}
+
+	// Check's own, under checkMu.
+	checkMu          sync.Mutex
+	lastGCs          uint64
+	atCollect        struct{ ended, shed, shedEnded int64 }
+	nextCollect      time.Time // no collection for a call that ended before it
+	saidNothingToCut bool
+	now              func() time.Time
+}
+
+// New returns a Manager; it checks nothing until Run (or Check) is called.
+func New(c Config) (*Manager, error) {
+	if c.Refuse == 0 {
+		c.Refuse = DefaultRefuse
+	}
+	if c.Shed == 0 {
+		c.Shed = DefaultShed
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	switch {
+	case c.Line <= 0:
+		return nil, fmt.Errorf("overload: line %d bytes: want a positive size", c.Line)
+	case !(c.Refuse > 0 && c.Refuse <= 1) || !(c.Shed > 0 && c.Shed <= 1):
+		return nil, fmt.Errorf("overload: refuse %v, shed %v: want each in (0, 1]", c.Refuse, c.Shed)
+	case c.Refuse > c.Shed:
+		return nil, fmt.Errorf("overload: refuse %v is past shed %v: want refuse at most shed", c.Refuse, c.Shed)
+	case c.Interval < 0:
+		return nil, fmt.Errorf("overload: interval %v: want a positive duration", c.Interval)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Read == nil {
+		c.Read = RuntimeReader()
+	}
+	if c.Collect == nil {
+		c.Collect = runtime.GC
+	}
+	return &Manager{line: c.Line, refuseAt: int64(float64(c.Line) * c.Refuse), shedAt: int64(float64(c.Line) * c.Shed),
+		interval: c.Interval, log: c.Logger, read: c.Read, collect: c.Collect, calls: map[*Call]struct{}{}, now: time.Now}, nil
+}
+
+// Stats is what a Manager has seen and done.
+type Stats struct {
+	Line, RefuseAt, ShedAt int64 // the line and the thresholds, in bytes
+	Heap                   int64 // the measure at the last check
+	Refusing               bool  // Admit refuses
+	InFlight               int   // calls tracked now
+	Refused                int64 // Admit's refusals
+	Shed                   int64 // calls cancelled
+	Collections            int64 // GCs the Manager ran
+}
+
+// Stats returns the Manager's figures now.
+func (m *Manager) Stats() Stats {
+	m.mu.Lock()
+	n := len(m.calls)
+	m.mu.Unlock()
+	return Stats{Line: m.line, RefuseAt: m.refuseAt, ShedAt: m.shedAt, Heap: m.heap.Load(), Refusing: m.refusing.Load(),
+		InFlight: n, Refused: m.refused.Load(), Shed: m.shed.Load(), Collections: m.collections.Load()}
+}
+
+// Admit says whether new work may start: nil, or a *RefusedError while
+// the measure is past the refuse threshold.
+func (m *Manager) Admit() error {
+	if !m.refusing.Load() {
+		return nil
+	}
+	m.refused.Add(1)
+	return &RefusedError{Heap: m.heap.Load(), RefuseAt: m.refuseAt}
+}
+
+// Call is one call in flight, as Track registered it.
+type Call struct {
+	name   string
+	seq    uint64
+	start  time.Time
+	held   atomic.Int64
+	cancel context.CancelCauseFunc
+	shed   bool // under the Manager's mu
+	m      *Manager
+}
+
+type callKey struct{}
+
+// FromContext is the Call ctx was tracked as, or nil.
+func FromContext(ctx context.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
+}
+
+// Add counts n more bytes (less, when negative) as held by the call: a
+// reservation made for it, bytes a meter counted. On nil it does nothing.
+func (c *Call) Add(n int64) {
+	if c != nil {
+		c.held.Add(n)
+	}
+}
+
+// Held is the bytes counted for the call (0 for nil).
+func (c *Call) Held() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.held.Load()
+}
+
+// Shed reports whether the Manager cancelled the call.
+func (c *Call) Shed() bool {
+	if c == nil {
+		return false
+	}
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.shed
+}
+
+// Track registers a call named name (a method) until done is called, once,
+// when its work has ended. The call's work runs in the returned context,
+// which the Manager cancels with a *ShedError to shed it, and in which
+// FromContext finds the Call.
+func (m *Manager) Track(ctx context.Context, name string) (context.Context, *Call, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	c := &Call{name: name, seq: m.seq.Add(1), start: time.Now(), cancel: cancel, m: m}
+	ctx = context.WithValue(ctx, callKey{}, c)
+	m.mu.Lock()
+	m.calls[c] = struct{}{}
+	m.mu.Unlock()
+	return ctx, c, func() {
+		m.mu.Lock()
+		delete(m.calls, c)
+		shed := c.shed
+		m.mu.Unlock()
+		if shed {
+			m.shedEnded.Add(1)
+		}
+		m.ended.Add(1)
+		cancel(context.Canceled)
+	}
+}
+
+// Run checks every interval until ctx ends; then Admit admits again.
+func (m *Manager) Run(ctx context.Context) {
+	defer m.refusing.Store(false)
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		m.Check()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Check reads the heap once and acts: it refuses or admits from now on,
+// and past the shed threshold cancels one call. Run calls it every
+// interval; a test may call it instead.
+func (m *Manager) Check() {
+	m.checkMu.Lock()
+	defer m.checkMu.Unlock()
+	r := m.read()
+	gcRan := r.GCs != m.lastGCs
+	if start := m.now(); r.Heap > m.refuseAt && m.mayHaveFreed(gcRan, start) {
+		m.atCollect.ended, m.atCollect.shed, m.atCollect.shedEnded = m.ended.Load(), m.shed.Load(), m.shedEnded.Load()
+		m.collect()
+		end := m.now()
+		m.nextCollect = end.Add((collectShare - 1) * end.Sub(start))
+		m.collections.Add(1)
+		before := r.Heap
+		r = m.read()
+		m.log.Debug("overload: collected garbage to see what was freed", "heap_bytes_before", before, "heap_bytes", r.Heap, "took", end.Sub(start).String())
+	}
+	m.lastGCs = r.GCs
+	m.heap.Store(r.Heap)
+	refusing := r.Heap > m.refuseAt
+	if refusing != m.refusing.Load() {
+		m.refusing.Store(refusing)
+		if refusing {
+			m.log.Warn("overload: refusing new work", "heap_bytes", r.Heap, "refuse_at_bytes", m.refuseAt, "line_bytes", m.line)
+		} else {
+			m.log.Info("overload: admitting new work again", "heap_bytes", r.Heap, "refuse_at_bytes", m.refuseAt, "line_bytes", m.line)
+		}
+	}
+	if r.Heap > m.shedAt {
+		m.shedOne(r.Heap)
+	} else {
+		m.saidNothingToCut = false
+	}
+}
+
+// mayHaveFreed says whether a GC of the Manager's own could show memory
+// freed that the last reading does not: a cancelled call has ended since
+// its last one (whatever GCs ran meanwhile: one may have started before
+// the call let go), or, when no GC has completed since the last check, a
+// call ended or was cancelled since its last one (and collectShare allows
+// one now).
+func (m *Manager) mayHaveFreed(gcRan bool, now time.Time) bool {
+	if m.shedEnded.Load() != m.atCollect.shedEnded {
+		return true
+	}
+	changed := m.ended.Load() != m.atCollect.ended || m.shed.Load() != m.atCollect.shed
+	return changed && !gcRan && !now.Before(m.nextCollect)
+}
+
+// shedOne cancels the call holding the most (the oldest among equals)
+// that is not cancelled yet.
+func (m *Manager) shedOne(heap int64) {
+	m.mu.Lock()
+	var victim *Call
+	var most int64
+	for c := range m.calls {
+		if c.shed {
+			continue
+		}
+		held := c.held.Load()
+		if victim == nil || held > most || (held == most && c.seq < victim.seq) {
+			victim, most = c, held
+		}
+	}
+	if victim != nil {
+		victim.shed = true
+	}
+	inFlight := len(m.calls)
+	m.mu.Unlock()
+	if victim == nil {
+		if !m.saidNothingToCut {
+			m.log.Warn("overload: past the shed threshold with no call left to cancel", "heap_bytes", heap, "shed_at_bytes", m.shedAt, "line_bytes", m.line)
+			m.saidNothingToCut = true
+		}
+		return
+	}
+	m.shed.Add(1)
+	victim.cancel(&ShedError{Name: victim.name, Held: most, Heap: heap, ShedAt: m.shedAt})
+	m.log.Warn("overload: cancelled the call holding the most", "call", victim.name, "held_bytes", most,
+		"age", time.Since(victim.start).String(), "heap_bytes", heap, "shed_at_bytes", m.shedAt, "line_bytes", m.line, "in_flight", inFlight)
+}

@@ -1,0 +1,423 @@
+package overload
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// gcHeap is a heap as a GC sees it: what is held now (held) shows in a
+// reading only after a GC, natural (gc) or the Manager's (collect).
+type gcHeap struct {
+	mu       sync.Mutex
+	held     int64 // bytes held now
+	live     int64 // what the last GC found
+	gcs      uint64
+	collects int
+}
+
+func (h *gcHeap) read() Reading {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Reading{Heap: h.live, GCs: h.gcs}
+}
+
+func (h *gcHeap) set(held int64) {
+	h.mu.Lock()
+	h.held = held
+	h.mu.Unlock()
+}
+
+// gc is a GC of the runtime's own.
+func (h *gcHeap) gc() {
+	h.mu.Lock()
+	h.live = h.held
+	h.gcs++
+	h.mu.Unlock()
+}
+
+func (h *gcHeap) collect() {
+	h.gc()
+	h.mu.Lock()
+	h.collects++
+	h.mu.Unlock()
+}
+
+func (h *gcHeap) collected() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.collects
+}
+
+// newManager is a Manager of a 1000-byte line over h: refusing past 900,
+// cancelling past 950.
+func newManager(t *testing.T, h *gcHeap) *Manager {
+	t.Helper()
+	m, err := New(Config{Line: 1000, Logger: quiet, Read: h.read, Collect: h.collect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Stats(); s.RefuseAt != 900 || s.ShedAt != 950 {
+		t.Fatalf("thresholds %d, %d; want 900, 950", s.RefuseAt, s.ShedAt)
+	}
+	return m
+}
+
+// at makes the heap read n at the next check, as after a GC.
+func (h *gcHeap) at(n int64) { h.set(n); h.gc() }
+
+func TestLineFor(t *testing.T) {
+	for _, tc := range []struct{ budget, want int64 }{{0, 0}, {4, 5}, {1000, 1250}, {512 << 20, 640 << 20}} {
+		if got := LineFor(tc.budget); got != tc.want {
+			t.Errorf("LineFor(%d) = %d, want %d", tc.budget, got, tc.want)
+		}
+	}
+}
+
+func TestNewChecksItsConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want string // "" for none
+	}{
+		{"the defaults", Config{Line: 1}, ""},
+		{"no line", Config{Line: 0}, "line 0 bytes"},
+		{"a negative line", Config{Line: -1}, "line -1 bytes"},
+		{"thresholds at the line", Config{Line: 1, Refuse: 1, Shed: 1}, ""},
+		{"shed past the line", Config{Line: 1, Refuse: 0.9, Shed: 1.01}, "want each in (0, 1]"},
+		{"refuse past the line", Config{Line: 1, Refuse: 1.01, Shed: 1}, "want each in (0, 1]"},
+		{"a negative threshold", Config{Line: 1, Refuse: -0.1}, "want each in (0, 1]"},
+		{"refuse at shed", Config{Line: 1, Refuse: 0.5, Shed: 0.5}, ""},
+		{"refuse past shed", Config{Line: 1, Refuse: 0.51, Shed: 0.5}, "refuse 0.51 is past shed 0.5"},
+		{"a negative interval", Config{Line: 1, Interval: -time.Millisecond}, "want a positive duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.c)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("New: %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("New: %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// At the refuse threshold work is admitted; one byte past it, refused;
+// back at it, admitted again.
+func TestRefusesPastTheRefuseThreshold(t *testing.T) {
+	h := &gcHeap{}
+	m := newManager(t, h)
+	for _, tc := range []struct {
+		heap   int64
+		refuse bool
+	}{{0, false}, {900, false}, {901, true}, {950, true}, {900, false}} {
+		h.at(tc.heap)
+		m.Check()
+		err := m.Admit()
+		if got := err != nil; got != tc.refuse {
+			t.Fatalf("heap %d: Admit %v, want refused %v", tc.heap, err, tc.refuse)
+		}
+		var re *RefusedError
+		if tc.refuse && (!errors.Is(err, ErrOverloaded) || !errors.As(err, &re) || re.Heap != tc.heap || re.RefuseAt != 900) {
+			t.Errorf("heap %d: refused with %#v, want a *RefusedError of heap %d past 900 that is ErrOverloaded", tc.heap, err, tc.heap)
+		}
+	}
+	if got := m.Stats().Refused; got != 2 {
+		t.Errorf("Stats.Refused = %d, want 2", got)
+	}
+}
+
+// At the shed threshold nothing is cancelled; one byte past it, one call
+// is, with a *ShedError as its context's cause.
+func TestShedsPastTheShedThreshold(t *testing.T) {
+	h := &gcHeap{}
+	m := newManager(t, h)
+	ctx, c, done := m.Track(context.Background(), "/svc/M")
+	defer done()
+	c.Add(700)
+	h.at(950)
+	m.Check()
+	if ctx.Err() != nil || c.Shed() {
+		t.Fatalf("at the shed threshold the call was cancelled: %v", context.Cause(ctx))
+	}
+	h.at(951)
+	m.Check()
+	if ctx.Err() == nil || !c.Shed() {
+		t.Fatal("one byte past the shed threshold no call was cancelled")
+	}
+	var se *ShedError
+	if cause := context.Cause(ctx); !errors.Is(cause, ErrOverloaded) || !errors.As(cause, &se) || *se != (ShedError{Name: "/svc/M", Held: 700, Heap: 951, ShedAt: 950}) {
+		t.Errorf("cancelled with %#v, want a *ShedError naming the call, what it held and the heap", cause)
+	}
+	if s := m.Stats(); s.Shed != 1 || s.InFlight != 1 {
+		t.Errorf("Stats: %d shed, %d in flight; want 1, 1", s.Shed, s.InFlight)
+	}
+}
+
+// One call a check: the one holding the most, the oldest among equal
+// counts; with nothing counted at all, the oldest.
+func TestShedsTheCallHoldingTheMostFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		holds []int64 // by age, oldest first
+		order string  // the calls cancelled, check by check
+	}{
+		{"the largest count first", []int64{10, 500, 20}, "bca"},
+		{"the oldest of equal counts", []int64{10, 500, 500}, "bca"},
+		{"nothing counted: the oldest", []int64{0, 0, 0}, "abc"},
+		{"a negative count is less than none", []int64{-5, 0}, "ba"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &gcHeap{}
+			m := newManager(t, h)
+			var ctxs []context.Context
+			for _, n := range tc.holds {
+				ctx, c, done := m.Track(context.Background(), "call")
+				defer done()
+				c.Add(n)
+				ctxs = append(ctxs, ctx)
+			}
+			h.at(1000)
+			var got strings.Builder
+			for range tc.holds {
+				m.Check()
+				cancelled := 0
+				for i, ctx := range ctxs {
+					if ctx.Err() != nil {
+						cancelled++
+						if !strings.ContainsRune(got.String(), rune('a'+i)) {
+							got.WriteRune(rune('a' + i))
+						}
+					}
+				}
+				if cancelled != got.Len() {
+					t.Fatalf("a check cancelled more than one call (%d after %q)", cancelled, got.String())
+				}
+			}
+			if got.String() != tc.order {
+				t.Errorf("cancelled %q, want %q", got.String(), tc.order)
+			}
+			m.Check() // nothing left to cancel: nothing happens
+		})
+	}
+}
+
+// FromContext finds the tracked call in the work's context; elsewhere it
+// is nil, and Add on nil does nothing.
+func TestFromContext(t *testing.T) {
+	m := newManager(t, &gcHeap{})
+	ctx, c, done := m.Track(context.Background(), "call")
+	FromContext(ctx).Add(40)
+	FromContext(context.WithoutCancel(ctx)).Add(2)
+	if c.Held() != 42 || FromContext(ctx) != c {
+		t.Errorf("held %d, want 42 counted through the context", c.Held())
+	}
+	none := FromContext(context.Background())
+	none.Add(1)
+	if none != nil || none.Held() != 0 || none.Shed() {
+		t.Errorf("FromContext of an untracked context: %v", none)
+	}
+	if m.Stats().InFlight != 1 {
+		t.Errorf("in flight %d, want 1", m.Stats().InFlight)
+	}
+	done()
+	if ctx.Err() == nil || m.Stats().InFlight != 0 {
+		t.Errorf("after done: context %v, %d in flight; want cancelled, none", ctx.Err(), m.Stats().InFlight)
+	}
+}
+
+// A reading is as of the last GC. After a cancelled call ends, the
+// Manager collects before it judges again, so it cancels no second call
+// for memory the first let go of, and admits again once the heap is
+// down, although the runtime runs no GC of its own.
+func TestCollectsOnceACancelledCallHasEnded(t *testing.T) {
+	h := &gcHeap{}
+	m := newManager(t, h)
+	_, hog, hogDone := m.Track(context.Background(), "hog")
+	hog.Add(900)
+	smallCtx, small, smallDone := m.Track(context.Background(), "small")
+	defer smallDone()
+	small.Add(10)
+	h.at(1000)
+	m.Check()
+	if !hog.Shed() || m.Admit() == nil {
+		t.Fatal("the hog was not cancelled, or new work was admitted")
+	}
+	// The hog lets go; no GC has run since: the heap still reads 1000.
+	h.set(100)
+	hogDone()
+	m.Check()
+	if h.collected() != 1 {
+		t.Fatalf("the Manager collected %d times, want once", h.collected())
+	}
+	if smallCtx.Err() != nil {
+		t.Error("the small call was cancelled for memory the hog had let go of")
+	}
+	if err := m.Admit(); err != nil {
+		t.Errorf("the heap is down to 100 and work is still refused: %v", err)
+	}
+	m.Check()
+	if h.collected() != 1 {
+		t.Errorf("collected again under the refuse threshold (%d)", h.collected())
+	}
+}
+
+// A natural GC since a cancelled call ended may have started before it
+// let go: the Manager collects anyway.
+func TestCollectsAfterACancelledCallEndsDespiteANaturalGC(t *testing.T) {
+	h := &gcHeap{}
+	m := newManager(t, h)
+	_, hog, hogDone := m.Track(context.Background(), "hog")
+	hog.Add(900)
+	h.at(1000)
+	m.Check()
+	hogDone()
+	h.gc() // marked before the hog let go: still 1000
+	h.set(100)
+	m.Check()
+	if h.collected() != 1 || m.Admit() != nil {
+		t.Errorf("collected %d times, Admit %v; want once, admitted", h.collected(), m.Admit())
+	}
+}
+
+// While refusing with nothing shed: a call that ends may have freed
+// memory, and an idle process runs no GC, so the Manager collects; while
+// nothing ended, or a GC ran on its own since the last check, it does not.
+func TestCollectsWhenRefusingOnlyIfSomethingEndedAndNoGCRan(t *testing.T) {
+	h := &gcHeap{}
+	m := newManager(t, h)
+	_, _, done := m.Track(context.Background(), "call")
+	h.at(920)
+	m.Check()
+	m.Check()
+	if h.collected() != 0 || m.Admit() == nil {
+		t.Fatalf("collected %d times with nothing freed, or admitted at 920", h.collected())
+	}
+	done()
+	h.gc() // the runtime's: something else still holds the 920
+	m.Check()
+	if h.collected() != 0 || m.Admit() == nil {
+		t.Fatalf("collected %d times although a GC had just run", h.collected())
+	}
+	h.set(300) // now let go, and no GC runs
+	m.Check()
+	if h.collected() != 1 || m.Admit() != nil {
+		t.Errorf("collected %d times, Admit %v; want once, admitted", h.collected(), m.Admit())
+	}
+}
+
+// Collections for calls that ended take at most a tenth of the time:
+// after one that took 50 ms, none for 450 ms; for a cancelled call that
+// ended, at once.
+func TestCollectionsForEndedCallsTakeATenthOfTheTime(t *testing.T) {
+	h := &gcHeap{}
+	m := newManager(t, h)
+	now := time.Unix(0, 0)
+	m.now = func() time.Time { return now }
+	m.collect = func() { h.collect(); now = now.Add(50 * time.Millisecond) }
+	end := func() {
+		_, _, done := m.Track(context.Background(), "call")
+		done()
+	}
+	h.at(920)
+	m.Check()
+	end()
+	m.Check()
+	if h.collected() != 1 {
+		t.Fatalf("collected %d times, want once", h.collected())
+	}
+	end()
+	now = now.Add(450*time.Millisecond - time.Nanosecond)
+	m.Check()
+	if h.collected() != 1 {
+		t.Fatalf("collected again 1 ns before 9 times the last collection's time")
+	}
+	now = now.Add(time.Nanosecond)
+	m.Check()
+	if h.collected() != 2 {
+		t.Fatalf("collected %d times at 9 times the last collection's time, want 2", h.collected())
+	}
+	_, hog, done := m.Track(context.Background(), "hog")
+	hog.Add(1)
+	h.at(960)
+	m.Check()
+	if !hog.Shed() {
+		t.Fatal("the hog was not cancelled")
+	}
+	done()
+	m.Check()
+	if h.collected() != 3 {
+		t.Errorf("collected %d times, want 3: a cancelled call's end is not rationed", h.collected())
+	}
+}
+
+// Run checks at once and then every interval, and admits again when it
+// ends.
+func TestRunChecksEveryIntervalUntilItsContextEnds(t *testing.T) {
+	reads := make(chan struct{})
+	m, err := New(Config{Line: 1000, Interval: time.Millisecond, Logger: quiet, Collect: func() {},
+		Read: func() Reading { reads <- struct{}{}; return Reading{Heap: 999} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { m.Run(ctx); close(ran) }()
+	for range 3 {
+		<-reads
+	}
+	for m.Admit() == nil { // the third read's check may not have stored its result yet
+		<-reads
+	}
+	cancel()
+	for {
+		select {
+		case <-reads:
+			continue
+		case <-ran:
+		}
+		break
+	}
+	if err := m.Admit(); err != nil {
+		t.Errorf("after Run: %v, want admitted", err)
+	}
+}
+
+// The runtime's reader counts what is held, not garbage.
+func TestRuntimeReaderCountsLiveMemory(t *testing.T) {
+	read := RuntimeReader()
+	runtime.GC()
+	base := read()
+	if base.Heap <= 0 || base.GCs == 0 {
+		t.Fatalf("reading %+v after a GC, want a heap and a GC", base)
+	}
+	const size = 64 << 20
+	held := make([]byte, size)
+	for i := 0; i < len(held); i += 4096 {
+		held[i] = 1
+	}
+	runtime.GC()
+	withHeld := read()
+	if withHeld.Heap < base.Heap+size*9/10 || withHeld.GCs <= base.GCs {
+		t.Errorf("holding %d bytes: %+v, base %+v", size, withHeld, base)
+	}
+	runtime.KeepAlive(held)
+	held = nil
+	garbage := make([]byte, size)
+	garbage[0] = 1
+	garbage = nil
+	runtime.GC()
+	if after := read(); after.Heap > base.Heap+size/4 {
+		t.Errorf("after dropping %d bytes: %+v, base %+v: garbage counted", 2*size, after, base)
+	}
+	_ = held
+	_ = garbage
+}
