@@ -31,6 +31,10 @@ const (
 	// DefaultMaxResultBytes bounds the JSON of the result, of a tool's
 	// arguments and of a stream's collected chunks.
 	DefaultMaxResultBytes = 1 << 20
+	// DefaultMaxAllocBytes bounds what a run builds, in bytes: strings,
+	// arrays and maps as they are made, and tool results as they arrive
+	// (three bytes a byte of their JSON), as ExprTool bounds a call.
+	DefaultMaxAllocBytes = evaluator.DefaultMaxAllocBytes
 	// DefaultCacheSize is how many compiled programs a Runtime keeps.
 	DefaultCacheSize = 1024
 )
@@ -45,6 +49,7 @@ type Budgets struct {
 	MaxStringLength int
 	MaxToolCalls    int
 	MaxResultBytes  int
+	MaxAllocBytes   int
 }
 
 // withDefaults fills zero fields and refuses negative ones.
@@ -67,6 +72,7 @@ func (b Budgets) withDefaults() (Budgets, error) {
 		{"max_string_length", &b.MaxStringLength, DefaultMaxStringLength},
 		{"max_tool_calls", &b.MaxToolCalls, DefaultMaxToolCalls},
 		{"max_result_bytes", &b.MaxResultBytes, DefaultMaxResultBytes},
+		{"max_alloc_bytes", &b.MaxAllocBytes, DefaultMaxAllocBytes},
 	} {
 		switch {
 		case *f.v < 0:

@@ -31,6 +31,8 @@ func TestBudgets(t *testing.T) {
 		{"a repeated string", `repeat("é", 5)`, codemode.Budgets{MaxStringLength: 5}, codemode.Budgets{MaxStringLength: 4}, codemode.BudgetString},
 		{"tool calls", three, codemode.Budgets{MaxToolCalls: 3}, codemode.Budgets{MaxToolCalls: 2}, codemode.BudgetToolCalls},
 		{"result size", `"1234567890"`, codemode.Budgets{MaxResultBytes: 12}, codemode.Budgets{MaxResultBytes: 11}, codemode.BudgetResult},
+		{"bytes built", `len(repeat("x", 1000))`, codemode.Budgets{MaxAllocBytes: 1016}, codemode.Budgets{MaxAllocBytes: 1015}, codemode.BudgetAlloc},
+		{"bytes of a tool's result", `codemode.CallTool("math.add", {"a": 1, "b": 1}).result`, codemode.Budgets{MaxAllocBytes: 182}, codemode.Budgets{MaxAllocBytes: 181}, codemode.BudgetAlloc},
 		{"a stream's size", `len(codemode.CallToolStream("local.ticks", {"n": 2}))`, codemode.Budgets{MaxResultBytes: 32}, codemode.Budgets{MaxResultBytes: 31}, codemode.BudgetResult},
 	}
 	for _, tt := range tests {
@@ -66,5 +68,17 @@ func TestDefaults(t *testing.T) {
 	}
 	if codemode.DefaultTimeout.Milliseconds() != 30_000 || codemode.ToolHandlerTimeout.Milliseconds() != 3_000 {
 		t.Errorf("got timeouts %v and %v, want 30s and 3s", codemode.DefaultTimeout, codemode.ToolHandlerTimeout)
+	}
+}
+
+// Strings built in a loop, each under the string limit, are counted
+// against the run's byte budget as they are made: the run stops at it
+// instead of building two gigabytes.
+func TestAllocBudgetStopsBuiltStrings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.rt.Run(context.Background(), `len(map(1..20000, repeat("x", 100000)))`, codemode.RunOptions{Tools: allTools})
+	if ce := codeError(t, err); ce.Reason != codemode.BudgetExceeded || ce.Budget != codemode.BudgetAlloc {
+		t.Fatalf("got %v (budget %q), want budget-exceeded (budget %q)", err, ce.Budget, codemode.BudgetAlloc)
 	}
 }

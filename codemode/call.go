@@ -74,6 +74,8 @@ type run struct {
 	calls       int
 	iterations  int
 	trace       []Call
+	alarm       exprbound.Alarm // rings when ctx ends
+	bytes       exprbound.Meter // what the run built and its tools returned
 }
 
 // tick counts one iteration. It panics with an error, which the VM
@@ -83,7 +85,7 @@ func (r *run) tick() bool {
 	if r.iterations > r.b.MaxIterations {
 		panic(budgetError(BudgetIterations, "over the limit of %d iterations: map, filter and the other predicates ran too often", r.b.MaxIterations))
 	}
-	if r.iterations%exprbound.TickCheckEvery == 0 && r.ctx.Err() != nil {
+	if (r.alarm.Rung() || r.iterations%exprbound.TickCheckEvery == 0) && r.ctx.Err() != nil {
 		panic(r.ctx.Err())
 	}
 	return true
@@ -153,7 +155,10 @@ func (r *run) call(stream bool, p []any) (any, error) {
 		} else {
 			v, err = r.reg.Call(r.toolCtx, name, args)
 			if err == nil {
-				v, err = jsonValue(v, r.b.MaxResultBytes)
+				var size int
+				if v, size, err = jsonValueSized(v, r.b.MaxResultBytes); err == nil {
+					err = r.bytes.Charge(resultFactor * int64(size))
+				}
 			}
 		}
 	}
@@ -259,7 +264,11 @@ func (r *run) stream(c Call) (any, int, error) {
 		if err != nil {
 			return nil, len(chunks), err
 		}
+		before := n.Size()
 		if chunk, err = normalize(&n, chunk); err != nil {
+			return nil, len(chunks), err
+		}
+		if err := r.bytes.Charge(resultFactor * int64(n.Size()-before)); err != nil {
 			return nil, len(chunks), err
 		}
 		chunks = append(chunks, chunk)

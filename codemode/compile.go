@@ -55,12 +55,14 @@ func compile(src string, b *Budgets) (*program, *Error) {
 	if err := checkSource(src, b); err != nil {
 		return nil, err
 	}
-	env := map[string]any{nsName: namespace{}, exprbound.TickName: func() bool { return true }}
+	env := map[string]any{nsName: namespace{}, exprbound.TickName: func() bool { return true },
+		exprbound.AllocName: func(v any) any { return v }, exprbound.AllocDeepName: func(v any) any { return v }}
 	limit := b.MaxStringLength
 	a := &Analysis{}
 	p, err := exprbound.Compile(src, env, exprbound.Limits{
 		MaxString: limit,
 		TooLong:   func(msg string) error { return budgetError(BudgetString, "%s", msg) },
+		TooCostly: func(msg string) error { return budgetError(BudgetTime, "%s", msg) },
 		Normalize: func(v any) (any, error) { return jsonValue(v, limit*utf8.UTFMax) },
 	}, policy(src, b, a))
 	if err != nil {

@@ -39,6 +39,7 @@ const (
 	BudgetIterations = evaluator.BudgetIterations
 	BudgetMemory     = evaluator.BudgetMemory
 	BudgetString     = evaluator.BudgetString
+	BudgetAlloc      = evaluator.BudgetAlloc
 	BudgetToolCalls  = "tool_calls"
 	BudgetResult     = "result_bytes"
 )

@@ -12,6 +12,7 @@ import (
 	"github.com/expr-lang/expr/file"
 
 	"github.com/exprd/exprd/internal/exprbound"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -41,6 +42,19 @@ type Runtime struct {
 	reg      Registry
 	programs *exprbound.Cache[programKey, *program]
 	vms      exprbound.VMs
+	memory   *membudget.Budget
+}
+
+// WithMemoryBudget reserves what each run builds past a small allowance
+// (exprbound.DefaultAllocAllowance) from b, until the run ends (default:
+// nil, nothing reserved; the byte budget still bounds each run).
+func WithMemoryBudget(b *membudget.Budget) Option {
+	return func(rt *Runtime) error { rt.memory = b; return nil }
+}
+
+// overAlloc is the error of a run that built more than its byte budget.
+func overAlloc(used, max int64) error {
+	return budgetError(BudgetAlloc, "the run built %d bytes, over the limit of %d bytes (strings, arrays and maps, and the results of tools): build less, e.g. map over fewer items or keep shorter strings", used, max)
 }
 
 // Option configures a Runtime.
@@ -166,9 +180,27 @@ func (rt *Runtime) Run(ctx context.Context, code string, opts RunOptions) (Resul
 		// Room for the calls the source names, the usual case: the trace
 		// grows from there only for calls in a loop or computed names.
 		trace: make([]Call, 0, min(len(p.analysis.Tools), b.MaxToolCalls))}
+	r.bytes = exprbound.Meter{Max: int64(b.MaxAllocBytes), Over: overAlloc}
+	if rt.memory != nil {
+		var mem *membudget.Reservation
+		defer func() { mem.Close() }()
+		r.bytes.Reserve = func(n int64) error {
+			if mem == nil {
+				mem = rt.memory.Empty("a CodeMode run's values")
+			}
+			if err := mem.TryResize(n); err != nil {
+				return budgetError(BudgetMemory, "the server's memory budget cannot hold what this run builds now: build less, or retry later")
+			}
+			return nil
+		}
+	}
+	r.alarm.Watch(rctx)
+	defer r.alarm.Release()
 	env := map[string]any{
-		nsName:             namespace{CallTool: r.callTool, CallToolStream: r.callToolStream, Get: get},
-		exprbound.TickName: r.tick,
+		nsName:                  namespace{CallTool: r.callTool, CallToolStream: r.callToolStream, Get: get},
+		exprbound.TickName:      r.tick,
+		exprbound.AllocName:     r.bytes.Alloc,
+		exprbound.AllocDeepName: r.bytes.AllocDeep,
 	}
 	out, err := rt.vms.Run(p.prog, env, uint(b.MemoryBudget))
 	res := Result{Trace: r.trace}

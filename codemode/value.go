@@ -10,9 +10,21 @@ import (
 // refusing one whose JSON would be over limit bytes before building it
 // (exprbound.Normalize).
 func jsonValue(v any, limit int) (any, error) {
-	n := exprbound.Normalizer{Limits: exprbound.ValueLimits{MaxBytes: limit}}
-	return normalize(&n, v)
+	out, _, err := jsonValueSized(v, limit)
+	return out, err
 }
+
+// jsonValueSized is jsonValue with the bytes of JSON it counted.
+func jsonValueSized(v any, limit int) (any, int, error) {
+	n := exprbound.Normalizer{Limits: exprbound.ValueLimits{MaxBytes: limit}}
+	out, err := normalize(&n, v)
+	return out, n.Size(), err
+}
+
+// resultFactor is what a tool's result is charged to the run's byte
+// budget per byte of its JSON: the decoded value in Go, as the memory
+// budget counts the answers of tools being read.
+const resultFactor = 3
 
 // normalize is n.Normalize with its error as a *Error: result_bytes, or
 // expression-runtime for a value that is not JSON.

@@ -8,17 +8,26 @@ import (
 
 // The server's maxima. A session may lower each one and never raise it.
 const (
-	DefaultTimeout          = 100 * time.Millisecond
-	DefaultMaxIterations    = 1_000_000
-	DefaultMemoryBudget     = 1_000_000
-	DefaultMaxSourceLength  = 8_000
-	DefaultMaxNodes         = 2_000
-	DefaultMaxStringLength  = 100_000
-	DefaultMaxArrayLength   = 100_000
-	DefaultMaxReadChars     = 8_000
-	DefaultFunctionTimeout  = 10 * time.Second
-	DefaultMaxSteps         = 50
-	DefaultMaxValueBytes    = 8 << 20
+	DefaultTimeout         = 100 * time.Millisecond
+	DefaultMaxIterations   = 1_000_000
+	DefaultMemoryBudget    = 1_000_000
+	DefaultMaxSourceLength = 8_000
+	DefaultMaxNodes        = 2_000
+	DefaultMaxStringLength = 100_000
+	DefaultMaxArrayLength  = 100_000
+	DefaultMaxReadChars    = 8_000
+	DefaultFunctionTimeout = 10 * time.Second
+	DefaultMaxSteps        = 50
+	DefaultMaxValueBytes   = 8 << 20
+	// DefaultMaxAllocBytes bounds what one call's programs build, in bytes
+	// (strings, arrays, maps, and the host functions' answers they hold),
+	// counted as they are made: the programs of the call cases allocate
+	// at most a few hundred kilobytes; 64 MiB leaves room for a sort or a
+	// map over a state's largest arrays.
+	DefaultMaxAllocBytes = 64 << 20
+	// DefaultMaxFunctionCalls bounds the host-function calls of one call,
+	// as CodeMode bounds a run's tool calls.
+	DefaultMaxFunctionCalls = 64
 	DefaultCompileCacheSize = 4_096
 )
 
@@ -49,22 +58,31 @@ type Budgets struct {
 	// MaxValueBytes bounds the JSON size of a value written, read, passed to
 	// a function or rendered by toJSON and string.
 	MaxValueBytes int
+	// MaxAllocBytes bounds the bytes a call's programs build (strings,
+	// arrays, maps) and the host-function answers they receive, over all
+	// its steps; past an allowance it is reserved from the server's memory
+	// budget.
+	MaxAllocBytes int
+	// MaxFunctionCalls bounds the host-function calls of one call.
+	MaxFunctionCalls int
 }
 
 // DefaultBudgets returns the server's maxima.
 func DefaultBudgets() Budgets {
 	return Budgets{
-		Timeout:         DefaultTimeout,
-		MaxIterations:   DefaultMaxIterations,
-		MemoryBudget:    DefaultMemoryBudget,
-		MaxSourceLength: DefaultMaxSourceLength,
-		MaxNodes:        DefaultMaxNodes,
-		MaxStringLength: DefaultMaxStringLength,
-		MaxArrayLength:  DefaultMaxArrayLength,
-		MaxReadChars:    DefaultMaxReadChars,
-		FunctionTimeout: DefaultFunctionTimeout,
-		MaxSteps:        DefaultMaxSteps,
-		MaxValueBytes:   DefaultMaxValueBytes,
+		Timeout:          DefaultTimeout,
+		MaxIterations:    DefaultMaxIterations,
+		MemoryBudget:     DefaultMemoryBudget,
+		MaxSourceLength:  DefaultMaxSourceLength,
+		MaxNodes:         DefaultMaxNodes,
+		MaxStringLength:  DefaultMaxStringLength,
+		MaxArrayLength:   DefaultMaxArrayLength,
+		MaxReadChars:     DefaultMaxReadChars,
+		FunctionTimeout:  DefaultFunctionTimeout,
+		MaxSteps:         DefaultMaxSteps,
+		MaxValueBytes:    DefaultMaxValueBytes,
+		MaxAllocBytes:    DefaultMaxAllocBytes,
+		MaxFunctionCalls: DefaultMaxFunctionCalls,
 	}
 }
 
@@ -134,6 +152,8 @@ var budgetFields = []budgetField{
 	{"function_timeout_ms", "ms", func(b *Budgets) budgetValue { return millis(b.FunctionTimeout) }, func(b, o *Budgets) { b.FunctionTimeout = o.FunctionTimeout }},
 	{"max_steps", "steps", func(b *Budgets) budgetValue { return count(b.MaxSteps) }, func(b, o *Budgets) { b.MaxSteps = o.MaxSteps }},
 	{"max_value_bytes", "bytes", func(b *Budgets) budgetValue { return count(b.MaxValueBytes) }, func(b, o *Budgets) { b.MaxValueBytes = o.MaxValueBytes }},
+	{"max_alloc_bytes", "bytes", func(b *Budgets) budgetValue { return count(b.MaxAllocBytes) }, func(b, o *Budgets) { b.MaxAllocBytes = o.MaxAllocBytes }},
+	{"max_function_calls", "calls", func(b *Budgets) budgetValue { return count(b.MaxFunctionCalls) }, func(b, o *Budgets) { b.MaxFunctionCalls = o.MaxFunctionCalls }},
 }
 
 // withUnit renders v in f's unit: "1000 ms", "9 steps".

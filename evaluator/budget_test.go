@@ -146,9 +146,11 @@ func TestBudgetsValidateMessages(t *testing.T) {
 		{"negative function timeout", func(b *evaluator.Budgets) { b.FunctionTimeout = -time.Second }, "budget function_timeout_ms: -1000 ms, want a positive value"},
 		{"zero iterations", func(b *evaluator.Budgets) { b.MaxIterations = 0 }, "budget max_iterations: 0 iterations, want a positive value"},
 		{"zero value bytes", func(b *evaluator.Budgets) { b.MaxValueBytes = 0 }, "budget max_value_bytes: 0 bytes, want a positive value"},
+		{"zero alloc bytes", func(b *evaluator.Budgets) { b.MaxAllocBytes = 0 }, "budget max_alloc_bytes: 0 bytes, want a positive value"},
+		{"zero function calls", func(b *evaluator.Budgets) { b.MaxFunctionCalls = 0 }, "budget max_function_calls: 0 calls, want a positive value"},
 		{"the smallest positive values pass", func(b *evaluator.Budgets) {
 			*b = evaluator.Budgets{Timeout: 1, MaxIterations: 1, MemoryBudget: 1, MaxSourceLength: 1, MaxNodes: 1, MaxStringLength: 1,
-				MaxArrayLength: 1, MaxReadChars: 1, FunctionTimeout: 1, MaxSteps: 1, MaxValueBytes: 1}
+				MaxArrayLength: 1, MaxReadChars: 1, FunctionTimeout: 1, MaxSteps: 1, MaxValueBytes: 1, MaxAllocBytes: 1, MaxFunctionCalls: 1}
 		}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

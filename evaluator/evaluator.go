@@ -17,6 +17,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
 	"github.com/exprd/exprd/internal/exprbound"
+	"github.com/exprd/exprd/membudget"
 )
 
 // tracer makes the spans of a run and of each compile, children of the
@@ -43,6 +44,16 @@ type Evaluator struct {
 	envs     sync.Pool // *callEnv
 	// running admits the programs that run at once (WithMaxRunning).
 	running *turns
+	// memory is the server's budget, which what a call builds past
+	// exprbound.DefaultAllocAllowance is reserved from (WithMemoryBudget).
+	memory *membudget.Budget
+}
+
+// WithMemoryBudget reserves what each call's programs build past a small
+// allowance (exprbound.DefaultAllocAllowance) from b, until the call ends
+// (default: nil, nothing reserved; the byte budget still bounds each call).
+func WithMemoryBudget(b *membudget.Budget) Option {
+	return func(e *Evaluator) error { e.memory = b; return nil }
 }
 
 // programKey is the source and what, besides it, changes how it compiles
@@ -362,6 +373,7 @@ func compileChecked(src string, t *Tool) (*vm.Program, *Error) {
 	p, err := exprbound.Compile(src, envSample(t), exprbound.Limits{
 		MaxString: b.MaxStringLength,
 		TooLong:   func(msg string) error { return budgetError(BudgetString, "%s", msg) },
+		TooCostly: func(msg string) error { return budgetError(BudgetTime, "%s", msg) },
 		Normalize: func(v any) (any, error) { return normalize(v, b) },
 	}, t.policy(src))
 	if err != nil {
@@ -405,8 +417,10 @@ type hostFunc = func(arg any) (any, error)
 // object of unknown fields, functions take one argument.
 func envSample(t *Tool) map[string]any {
 	env := map[string]any{
-		"scopes": map[string]any{"root": map[string]any{}},
-		tickName: func() bool { return true },
+		"scopes":                map[string]any{"root": map[string]any{}},
+		tickName:                func() bool { return true },
+		exprbound.AllocName:     func(v any) any { return v },
+		exprbound.AllocDeepName: func(v any) any { return v },
 	}
 	for name := range t.funcs {
 		env[name] = hostFunc(nil)
@@ -419,10 +433,16 @@ func envSample(t *Tool) map[string]any {
 // a call's env is only the VM's while the call runs, and the whitelist keeps
 // scopes from becoming a value.
 type callEnv struct {
-	m      meter
-	tick   func() bool // m.tick, bound once
-	env    map[string]any
-	scopes map[string]any
+	m         meter
+	alarm     exprbound.Alarm
+	tick      func() bool // m.tick, bound once
+	alloc     func(any) any
+	allocDeep func(any) any
+	reserve   func(n int64) error
+	overAlloc func(used, max int64) error
+	mem       *membudget.Reservation // what the call's programs built past the allowance; nil: none yet
+	env       map[string]any
+	scopes    map[string]any
 }
 
 func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
@@ -430,9 +450,29 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 	if !ok {
 		ce = &callEnv{env: map[string]any{}, scopes: map[string]any{}}
 		ce.tick = ce.m.tick
+		ce.alloc = ce.m.bytes.Alloc
+		ce.allocDeep = ce.m.bytes.AllocDeep
+		ce.overAlloc = overAlloc
+		ce.reserve = func(n int64) error {
+			if ce.mem == nil {
+				ce.mem = e.memory.Empty("a call's values")
+			}
+			if err := ce.mem.TryResize(n); err != nil {
+				return budgetError(BudgetMemory, "the server's memory budget cannot hold what this call builds now: build less, or retry later")
+			}
+			return nil
+		}
 	}
-	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout, now: t.now, running: e.running, caller: callerOf(ctx)}
+	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout, now: t.now, running: e.running, caller: callerOf(ctx),
+		alarm: &ce.alarm, maxCalls: t.budgets.MaxFunctionCalls,
+		bytes: exprbound.Meter{Max: int64(t.budgets.MaxAllocBytes), Over: ce.overAlloc}}
+	if e.memory != nil {
+		ce.m.bytes.Reserve = ce.reserve
+	}
+	ce.alarm.Watch(ctx)
 	ce.env[tickName] = ce.tick
+	ce.env[exprbound.AllocName] = ce.alloc
+	ce.env[exprbound.AllocDeepName] = ce.allocDeep
 	ce.env["scopes"] = ce.scopes
 	for name, f := range t.funcs {
 		ce.env[name] = bind(ctx, f, t, &ce.m, h)
@@ -445,8 +485,17 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 func (e *Evaluator) releaseCallEnv(ce *callEnv) {
 	clear(ce.env)
 	clear(ce.scopes)
+	ce.alarm.Release()
+	ce.mem.Close()
+	ce.mem = nil
 	ce.m = meter{}
 	e.envs.Put(ce)
+}
+
+// overAlloc is the error of a call whose programs built more than its
+// byte budget.
+func overAlloc(used, max int64) error {
+	return budgetError(BudgetAlloc, "the call's programs built %d bytes, over the limit of %d bytes (strings, arrays and maps, and the answers of functions): build less, e.g. map over fewer items or keep shorter strings", used, max)
 }
 
 // bind makes a host function callable from expr: it checks the argument
@@ -464,6 +513,9 @@ func bind(ctx context.Context, f *function, t *Tool, m *meter, h Host) hostFunc 
 		}
 		if err := f.input.Validate(args); err != nil {
 			return nil, errorf(InvalidArguments, "%s: %s", f.Name, schemaMessage(err))
+		}
+		if m.calls++; m.calls > m.maxCalls {
+			return nil, budgetError(BudgetCalls, "over the limit of %d host-function calls in one call: call %s fewer times, e.g. once with more in its argument", m.maxCalls, f.Name)
 		}
 		m.pause()
 		// Running again may wait for its turn; a call cancelled meanwhile
@@ -485,8 +537,12 @@ func bind(ctx context.Context, f *function, t *Tool, m *meter, h Host) hostFunc 
 		case err != nil:
 			return nil, errorf(HostFunction, "%s failed: %v", f.Name, err)
 		}
-		if res, err = normalize(res, &t.budgets); err != nil {
+		res, size, err := normalizeSized(res, &t.budgets)
+		if err != nil {
 			return nil, errorf(HostFunction, "%s returned a value that is not JSON: %s", f.Name, reasonOf(err).Message)
+		}
+		if err := m.charge(answerFactor * int64(size)); err != nil {
+			return nil, err
 		}
 		if f.output != nil {
 			if err := f.output.Validate(res); err != nil {

@@ -11,9 +11,13 @@ import (
 // body.
 const tickName = exprbound.TickName
 
-// meter enforces a call's iteration and time budgets. The time budget
-// counts evaluation only: waits on the user and on host functions (client-
-// or server-run) are paused. It reads the tool's clock (WithClock).
+// meter enforces a call's iteration, time, byte and function-call
+// budgets. The time budget counts evaluation only: waits on the user and
+// on host functions (client- or server-run) are paused. It reads the
+// tool's clock (WithClock) every TickCheckEvery iterations, and at once
+// when its alarm rings (the context ended or the budget's time passed), so
+// that an expensive iteration overruns the budget by one iteration, not
+// by a thousand.
 type meter struct {
 	ctx        context.Context
 	now        func() time.Time
@@ -25,6 +29,10 @@ type meter struct {
 	on         bool      // in a running period
 	running    *turns    // the evaluator's turns to run; nil: no wait
 	caller     string    // whose turn it waits for
+	alarm      *exprbound.Alarm
+	bytes      exprbound.Meter // what the call's programs built and received
+	calls      int             // host-function calls made
+	maxCalls   int
 }
 
 // tick counts one iteration. It panics with an *Error, which the VM
@@ -34,13 +42,21 @@ func (m *meter) tick() bool {
 	if m.iterations > m.max {
 		panic(budgetError(BudgetIterations, "over the limit of %d iterations: filter, map and the other predicates ran too often", m.max))
 	}
-	if m.iterations%exprbound.TickCheckEvery == 0 {
+	if m.alarm.Rung() || m.iterations%exprbound.TickCheckEvery == 0 {
 		if err := m.check(); err != nil {
 			panic(err)
+		}
+		if m.alarm.Rung() {
+			m.alarm.Quiet(m.ctx)
+			m.alarm.Arm(m.timeout - m.elapsed())
 		}
 	}
 	return true
 }
+
+// charge counts n bytes a host function's answer brought, or the error
+// the program stops with.
+func (m *meter) charge(n int64) error { return m.bytes.Charge(n) }
 
 // check reports a cancelled call or a spent time budget.
 func (m *meter) check() error {
@@ -69,12 +85,14 @@ func (m *meter) resume() error {
 		}
 	}
 	m.since, m.on = m.now(), true
+	m.alarm.Arm(m.timeout - m.used)
 	return nil
 }
 
 // pause ends a running period and gives up the call's turn.
 func (m *meter) pause() {
 	if m.on {
+		m.alarm.Disarm()
 		m.used += m.now().Sub(m.since)
 		m.on = false
 		if m.running != nil {

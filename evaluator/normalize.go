@@ -11,11 +11,23 @@ import (
 // returns v itself when nothing needs to change, so normalising a subtree
 // of the state allocates nothing.
 func normalize(v any, b *Budgets) (any, error) {
-	out, err := exprbound.Normalize(v, exprbound.ValueLimits{MaxBytes: b.MaxValueBytes, MaxString: b.MaxStringLength, MaxArray: b.MaxArrayLength})
+	out, _, err := normalizeSized(v, b)
+	return out, err
+}
+
+// answerFactor is what a host function's answer is charged to the call's
+// byte budget per byte of its JSON: the decoded value in Go, as the memory
+// budget counts the answers of tools being read.
+const answerFactor = 3
+
+// normalizeSized is normalize, with the bytes of JSON it counted.
+func normalizeSized(v any, b *Budgets) (any, int, error) {
+	n := exprbound.Normalizer{Limits: exprbound.ValueLimits{MaxBytes: b.MaxValueBytes, MaxString: b.MaxStringLength, MaxArray: b.MaxArrayLength}}
+	out, err := n.Normalize(v)
 	if err != nil {
-		return nil, valueError(err)
+		return nil, 0, valueError(err)
 	}
-	return out, nil
+	return out, n.Size(), nil
 }
 
 // valueError gives a refused value its reason: the budget it is over, or

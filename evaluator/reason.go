@@ -53,6 +53,8 @@ const (
 	BudgetValue      = "value_bytes"
 	BudgetRead       = "read_chars"
 	BudgetState      = "state_bytes"
+	BudgetAlloc      = "alloc_bytes"
+	BudgetCalls      = "function_calls"
 )
 
 // budgetError is a budget-exceeded error naming its budget.

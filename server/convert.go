@@ -71,17 +71,19 @@ func (s *Server) functions(in []*exprdv1.Function, field string) ([]evaluator.Fu
 // budgets lowers the server's maxima by a request's overrides.
 func (s *Server) budgets(in *exprdv1.Budgets) (evaluator.Budgets, error) {
 	o := evaluator.Budgets{
-		Timeout:         time.Duration(in.GetTimeoutMs()) * time.Millisecond,
-		MaxIterations:   in.GetMaxIterations(),
-		MemoryBudget:    in.GetMemoryBudget(),
-		MaxSourceLength: int(in.GetMaxSourceLength()),
-		MaxNodes:        int(in.GetMaxNodes()),
-		MaxStringLength: int(in.GetMaxStringLength()),
-		MaxArrayLength:  int(in.GetMaxArrayLength()),
-		MaxReadChars:    int(in.GetMaxReadChars()),
-		FunctionTimeout: time.Duration(in.GetFunctionTimeoutMs()) * time.Millisecond,
-		MaxSteps:        int(in.GetMaxSteps()),
-		MaxValueBytes:   int(in.GetMaxValueBytes()),
+		Timeout:          time.Duration(in.GetTimeoutMs()) * time.Millisecond,
+		MaxIterations:    in.GetMaxIterations(),
+		MemoryBudget:     in.GetMemoryBudget(),
+		MaxSourceLength:  int(in.GetMaxSourceLength()),
+		MaxNodes:         int(in.GetMaxNodes()),
+		MaxStringLength:  int(in.GetMaxStringLength()),
+		MaxArrayLength:   int(in.GetMaxArrayLength()),
+		MaxReadChars:     int(in.GetMaxReadChars()),
+		FunctionTimeout:  time.Duration(in.GetFunctionTimeoutMs()) * time.Millisecond,
+		MaxSteps:         int(in.GetMaxSteps()),
+		MaxValueBytes:    int(in.GetMaxValueBytes()),
+		MaxAllocBytes:    int(in.GetMaxAllocBytes()),
+		MaxFunctionCalls: int(in.GetMaxFunctionCalls()),
 	}
 	b, err := s.opts.budgets.Lower(o)
 	if err != nil {
@@ -103,6 +105,8 @@ func budgetsProto(b evaluator.Budgets) *exprdv1.Budgets {
 		FunctionTimeoutMs: uint32(b.FunctionTimeout / time.Millisecond),
 		MaxSteps:          uint32(b.MaxSteps),
 		MaxValueBytes:     uint32(b.MaxValueBytes),
+		MaxAllocBytes:     uint64(b.MaxAllocBytes),
+		MaxFunctionCalls:  uint32(b.MaxFunctionCalls),
 	}
 }
 

@@ -62,6 +62,8 @@ type Limits struct {
 	MaxReadChars      uint32 `json:"max_read_chars,omitempty"`
 	FunctionTimeoutMS uint32 `json:"function_timeout_ms,omitempty"`
 	MaxSteps          uint32 `json:"max_steps,omitempty"`
+	MaxAllocBytes     uint64 `json:"max_alloc_bytes,omitempty"`
+	MaxFunctionCalls  uint32 `json:"max_function_calls,omitempty"`
 }
 
 // Want is the answer a case expects: exactly Answer, or an error with
@@ -231,16 +233,18 @@ func (c Case) Budgets() evaluator.Budgets {
 
 func (l Limits) budgets() evaluator.Budgets {
 	return evaluator.Budgets{
-		Timeout:         time.Duration(l.TimeoutMS) * time.Millisecond,
-		MaxIterations:   l.MaxIterations,
-		MemoryBudget:    l.MemoryBudget,
-		MaxSourceLength: int(l.MaxSourceLength),
-		MaxNodes:        int(l.MaxNodes),
-		MaxStringLength: int(l.MaxStringLength),
-		MaxArrayLength:  int(l.MaxArrayLength),
-		MaxReadChars:    int(l.MaxReadChars),
-		FunctionTimeout: time.Duration(l.FunctionTimeoutMS) * time.Millisecond,
-		MaxSteps:        int(l.MaxSteps),
+		Timeout:          time.Duration(l.TimeoutMS) * time.Millisecond,
+		MaxIterations:    l.MaxIterations,
+		MemoryBudget:     l.MemoryBudget,
+		MaxSourceLength:  int(l.MaxSourceLength),
+		MaxNodes:         int(l.MaxNodes),
+		MaxStringLength:  int(l.MaxStringLength),
+		MaxArrayLength:   int(l.MaxArrayLength),
+		MaxReadChars:     int(l.MaxReadChars),
+		FunctionTimeout:  time.Duration(l.FunctionTimeoutMS) * time.Millisecond,
+		MaxSteps:         int(l.MaxSteps),
+		MaxAllocBytes:    int(l.MaxAllocBytes),
+		MaxFunctionCalls: int(l.MaxFunctionCalls),
 	}
 }
 

@@ -45,6 +45,9 @@ type Limits struct {
 	MaxString int
 	// TooLong is the error for a string over MaxString; what names it.
 	TooLong func(what string) error
+	// TooCostly is the error for an operation refused because of what it
+	// would cost to run (a match past MaxMatchCost); nil: a plain error.
+	TooCostly func(msg string) error
 	// Normalize turns a value into JSON types, refusing one too large to
 	// render: toJSON and string call it first.
 	Normalize func(v any) (any, error)

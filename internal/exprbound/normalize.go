@@ -286,3 +286,7 @@ func Kind(v any) string {
 	}
 	return strconv.Quote(reflect.TypeOf(v).String())
 }
+
+// Size is the bytes of JSON of the values n normalised, as counted
+// against MaxBytes.
+func (n *Normalizer) Size() int { return n.size }

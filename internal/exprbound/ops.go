@@ -16,14 +16,16 @@ import (
 type operations struct {
 	binary map[string]func(a, b any) any // by operator
 	unary  map[string]func(a any) any    // "-", and the builtins abs and int
+	bounds bounds
 }
 
 func newOperations(l Limits) *operations {
 	return &operations{
+		bounds: bounds{l},
 		binary: map[string]func(a, b any) any{
 			"+": bounds{l}.add, "-": sub, "*": mul, "%": mod, "/": div, "**": pow, "^": pow,
 		},
-		unary: map[string]func(a any) any{"-": neg, "abs": abs, "int": toInt},
+		unary: map[string]func(a any) any{"-": neg, "abs": abs, "int": toInt, "uniq": bounds{l}.uniq},
 	}
 }
 
@@ -47,13 +49,24 @@ func (o opsPass) Visit(node *ast.Node) {
 	if n, ok := (*node).(*ast.BuiltinNode); ok && n.Map != nil {
 		ast.Walk(&n.Map, o)
 	}
+	alloc := allocates(*node)
+	o.swap(node)
+	if alloc != "" {
+		wrapAlloc(node, alloc)
+	}
+}
+
+// swap swaps one node's operation.
+func (o opsPass) swap(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.MemberNode:
 		if fastMember(n) {
 			replaceWithCall(node, fetch, n.Node, n.Property)
 		}
 	case *ast.BinaryNode:
-		if swapBinary(n) {
+		if n.Operator == "matches" {
+			o.ops.bounds.swapMatches(node, n)
+		} else if swapBinary(n) {
 			replaceWithCall(node, o.ops.binary[n.Operator], n.Left, n.Right)
 		}
 	case *ast.UnaryNode:

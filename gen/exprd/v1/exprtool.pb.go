@@ -318,8 +318,16 @@ type Budgets struct {
 	// Bytes of JSON of a value written, read, passed to a function, or built
 	// by toJSON and string.
 	MaxValueBytes uint32 `protobuf:"varint,11,opt,name=max_value_bytes,json=maxValueBytes,proto3" json:"max_value_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Bytes the call's programs build, over all its steps: strings, arrays
+	// and maps as they are made, and the answers of host functions (three
+	// bytes a byte of their JSON). Past it the call fails with
+	// budget-exceeded (budget "alloc_bytes").
+	MaxAllocBytes uint64 `protobuf:"varint,12,opt,name=max_alloc_bytes,json=maxAllocBytes,proto3" json:"max_alloc_bytes,omitempty"`
+	// Host-function calls of one call. Past it the call fails with
+	// budget-exceeded (budget "function_calls").
+	MaxFunctionCalls uint32 `protobuf:"varint,13,opt,name=max_function_calls,json=maxFunctionCalls,proto3" json:"max_function_calls,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Budgets) Reset() {
@@ -425,6 +433,20 @@ func (x *Budgets) GetMaxSteps() uint32 {
 func (x *Budgets) GetMaxValueBytes() uint32 {
 	if x != nil {
 		return x.MaxValueBytes
+	}
+	return 0
+}
+
+func (x *Budgets) GetMaxAllocBytes() uint64 {
+	if x != nil {
+		return x.MaxAllocBytes
+	}
+	return 0
+}
+
+func (x *Budgets) GetMaxFunctionCalls() uint32 {
+	if x != nil {
+		return x.MaxFunctionCalls
 	}
 	return 0
 }
@@ -1804,7 +1826,7 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\x06Runner\x12\x16\n" +
 	"\x12RUNNER_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rRUNNER_CLIENT\x10\x01\x12\x11\n" +
-	"\rRUNNER_SERVER\x10\x02\"\xae\x03\n" +
+	"\rRUNNER_SERVER\x10\x02\"\x84\x04\n" +
 	"\aBudgets\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\rR\ttimeoutMs\x12%\n" +
@@ -1818,7 +1840,9 @@ const file_exprd_v1_exprtool_proto_rawDesc = "" +
 	"\x13function_timeout_ms\x18\t \x01(\rR\x11functionTimeoutMs\x12\x1b\n" +
 	"\tmax_steps\x18\n" +
 	" \x01(\rR\bmaxSteps\x12&\n" +
-	"\x0fmax_value_bytes\x18\v \x01(\rR\rmaxValueBytes\"A\n" +
+	"\x0fmax_value_bytes\x18\v \x01(\rR\rmaxValueBytes\x12&\n" +
+	"\x0fmax_alloc_bytes\x18\f \x01(\x04R\rmaxAllocBytes\x12,\n" +
+	"\x12max_function_calls\x18\r \x01(\rR\x10maxFunctionCalls\"A\n" +
 	"\x0fDescribeRequest\x12.\n" +
 	"\bsettings\x18\x01 \x01(\v2\x12.exprd.v1.SettingsR\bsettings\"\xee\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
