@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -22,21 +23,42 @@ const noArguments = `{}`
 
 func isEmpty(args string) bool { return strings.TrimSpace(args) == "" }
 
+// stepRun is what a step's calls share: the step, its active tools, the
+// calls that are not run and why, and the missing-tool messages made so
+// far.
+type stepRun struct {
+	index  int
+	active map[string]*compiledTool
+	// refused[j], when set, is the error result of call j, which does not
+	// run (no hook is asked): the reply was cut at its length limit, or
+	// it made more calls than a step runs.
+	refused []string
+
+	mu      sync.Mutex
+	missing map[string]string // the message of each missing tool's name, made once a step
+}
+
+func (s *stepRun) refusal(j int) string {
+	if j < len(s.refused) {
+		return s.refused[j]
+	}
+	return ""
+}
+
 // runCalls runs a step's tool calls at once, at most Parallelism at a time,
 // and returns their results and the calls as they ran (a PreToolCall hook
 // may have replaced one), in call order. Its error (a hook's) fails the
 // turn; every other failure is a result.
-func (l *loop) runCalls(ctx context.Context, step int, active map[string]*compiledTool, length bool,
-	raw []model.ToolCall, calls []ToolCall) ([]Result, []ToolCall, error) {
+func (l *loop) runCalls(ctx context.Context, s *stepRun, raw []model.ToolCall, calls []ToolCall) ([]Result, []ToolCall, error) {
 	if f := l.cfg.Events.ToolCallRequested; f != nil {
 		for _, c := range calls {
-			f(step, c)
+			f(s.index, c)
 		}
 	}
 	results := make([]Result, len(calls))
 	ran := slices.Clone(calls)
 	if len(calls) == 1 {
-		r, err := l.runCall(ctx, step, active, length, raw[0].ArgumentsErr, &ran[0])
+		r, err := l.runCall(ctx, s, s.refusal(0), raw[0].ArgumentsErr, &ran[0])
 		results[0] = r
 		return results, ran, err
 	}
@@ -52,10 +74,10 @@ func (l *loop) runCalls(ctx context.Context, step int, active map[string]*compil
 				}
 			}()
 			if gctx.Err() != nil {
-				results[j] = ErrorResult(fmt.Sprintf("tool %q was cancelled before it ran", calls[j].Name))
+				results[j] = ErrorResult(fmt.Sprintf("tool %s was cancelled before it ran", quoteName(calls[j].Name)))
 				return nil
 			}
-			results[j], err = l.runCall(gctx, step, active, length, raw[j].ArgumentsErr, &ran[j])
+			results[j], err = l.runCall(gctx, s, s.refusal(j), raw[j].ArgumentsErr, &ran[j])
 			return err
 		})
 	}
@@ -65,34 +87,33 @@ func (l *loop) runCalls(ctx context.Context, step int, active map[string]*compil
 
 // runCall takes one call through hooks, checks, approval and its executor;
 // *call ends as the call ran.
-func (l *loop) runCall(ctx context.Context, step int, active map[string]*compiledTool, length bool,
-	argsErr error, call *ToolCall) (Result, error) {
-	r, post, err := l.resolve(ctx, step, active, length, argsErr, call)
+func (l *loop) runCall(ctx context.Context, s *stepRun, refused string, argsErr error, call *ToolCall) (Result, error) {
+	r, post, err := l.resolve(ctx, s, refused, argsErr, call)
 	if err != nil {
 		return Result{}, err
 	}
 	if post {
 		if h := l.cfg.Hooks.PostToolCall; h != nil {
-			if r, err = h(ctx, step, *call, r); err != nil {
-				return Result{}, &HookError{Hook: HookPostToolCall, Step: step, CallID: call.ID, Err: err}
+			if r, err = h(ctx, s.index, *call, r); err != nil {
+				return Result{}, &HookError{Hook: HookPostToolCall, Step: s.index, CallID: call.ID, Err: err}
 			}
 			r = normalize(r)
 		}
 	}
 	if f := l.cfg.Events.ToolResult; f != nil {
-		f(step, *call, r)
+		f(s.index, *call, r)
 	}
 	return r, nil
 }
 
 // resolve returns a call's result and whether PostToolCall may see it.
-func (l *loop) resolve(ctx context.Context, step int, active map[string]*compiledTool, length bool,
-	argsErr error, call *ToolCall) (Result, bool, error) {
+func (l *loop) resolve(ctx context.Context, s *stepRun, refused string, argsErr error, call *ToolCall) (Result, bool, error) {
+	step := s.index
 	if isEmpty(string(call.Arguments)) {
 		call.Arguments = json.RawMessage(noArguments) // as the model package reads no arguments
 	}
-	if length {
-		return ErrorResult("the reply was cut off at its length limit, so the call may be incomplete: it was not run"), false, nil
+	if refused != "" {
+		return ErrorResult(refused), false, nil
 	}
 	if h := l.cfg.Hooks.PreToolCall; h != nil {
 		pre, err := h(ctx, step, *call)
@@ -113,9 +134,9 @@ func (l *loop) resolve(ctx context.Context, step int, active map[string]*compile
 			return normalize(*pre.Result), false, nil
 		}
 	}
-	t := active[call.Name]
+	t := s.active[call.Name]
 	if t == nil {
-		return ErrorResult(missingTool(call.Name, active, l.names)), false, nil
+		return ErrorResult(l.missingTool(s, call.Name)), false, nil
 	}
 	if argsErr != nil {
 		return ErrorResult(argsErr.Error()), false, nil
@@ -222,15 +243,24 @@ func normalize(r Result) Result {
 	return r
 }
 
-func missingTool(name string, active map[string]*compiledTool, order []string) string {
+// missingTool is the message of a call of a tool the step does not have,
+// made once a step for each name.
+func (l *loop) missingTool(s *stepRun, name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if msg, ok := s.missing[name]; ok {
+		return msg
+	}
 	var names []string
-	for _, n := range order {
-		if active[n] != nil {
+	for _, n := range l.names {
+		if s.active[n] != nil {
 			names = append(names, n)
 		}
 	}
-	if len(names) == 0 {
-		return fmt.Sprintf("there is no tool %q, and no tools are available", name)
+	msg := missingToolMessage(name, names)
+	if s.missing == nil {
+		s.missing = map[string]string{}
 	}
-	return fmt.Sprintf("there is no tool %q; the tools are: %s", name, strings.Join(names, ", "))
+	s.missing[name] = msg
+	return msg
 }

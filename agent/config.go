@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -19,6 +20,21 @@ const (
 	DefaultStepTimeout = 2 * time.Minute
 	// DefaultTurnTimeout bounds the whole turn.
 	DefaultTurnTimeout = 10 * time.Minute
+	// DefaultStepLimit bounds the steps of a turn whatever Config.Stop
+	// says: a condition that never matches (has_tool_call of a tool the
+	// model does not call, not(max_steps)) still ends.
+	DefaultStepLimit = 100
+	// DefaultMaxCallsPerStep bounds the tool calls of one step that run
+	// and enter the history. A model's reply is at most 8 MiB, room for
+	// some 100,000 calls; 64 is CodeMode's calls per run, and more than
+	// models make at once.
+	DefaultMaxCallsPerStep = 64
+	// DefaultMaxHistoryBytes bounds the history a model request carries,
+	// in bytes of JSON: the system prompt, the tools declared and the
+	// messages so far. 8 MiB is more than the context of any model today
+	// (2M tokens at 4 bytes a token); a turn past it ends with a
+	// *HistoryError.
+	DefaultMaxHistoryBytes = 8 << 20
 )
 
 // Config is one turn.
@@ -45,7 +61,32 @@ type Config struct {
 	Parallelism int
 	// Timeouts; 0: the Default of each.
 	ToolTimeout, StepTimeout, TurnTimeout time.Duration
-	Events                                Events
+	// StepLimit bounds the turn's steps whatever Stop says: after that
+	// many the turn ends as if Stop had matched (StopConditionMet); 0:
+	// DefaultStepLimit.
+	StepLimit int
+	// MaxCallsPerStep bounds the calls of one step that run: of a reply
+	// with more, the first MaxCallsPerStep run, the next one is answered
+	// with an error result saying how many calls the reply made and that
+	// those after it were left out, and the rest are in neither the step
+	// nor the history. 0: DefaultMaxCallsPerStep.
+	MaxCallsPerStep int
+	// MaxHistoryBytes bounds what one model request carries, in bytes of
+	// JSON as the providers send it: the system prompt, the tools and the
+	// messages (a PrepareStep hook's too). A turn whose Config is over it
+	// fails before anything is sent; a step that would grow the history
+	// past it ends the turn once its tools have run, and the next request
+	// is not sent. Either is a *HistoryError (ErrHistoryTooLarge). 0:
+	// DefaultMaxHistoryBytes.
+	MaxHistoryBytes int64
+	// ReserveHistory, when set, is asked to hold memory for a history of
+	// bytes (as counted for MaxHistoryBytes) before the history grows to
+	// it: at the start, when a step's request carries a PrepareStep hook's
+	// messages, and when a step adds the model's reply and the results.
+	// bytes only grows; the caller releases what it holds once Run has
+	// returned. Its error ends the turn with a *HistoryError wrapping it.
+	ReserveHistory func(ctx context.Context, bytes int64) error
+	Events         Events
 }
 
 // turn is a checked Config with its defaults filled in.
@@ -55,6 +96,8 @@ type turn struct {
 	names  []string // in Config order
 	stop   StopCondition
 	system []model.Message
+	// history is the size of what the first request carries.
+	history historyBytes
 }
 
 func newTurn(cfg Config) (*turn, error) {
@@ -81,23 +124,43 @@ func newTurn(cfg Config) (*turn, error) {
 			*d.d = d.def
 		}
 	}
-	switch {
-	case cfg.Parallelism < 0:
-		return nil, invalid("parallelism", "%d is negative", cfg.Parallelism)
-	case cfg.Parallelism == 0:
-		cfg.Parallelism = DefaultParallelism
+	counts := []struct {
+		name string
+		n    *int
+		def  int
+	}{
+		{"parallelism", &cfg.Parallelism, DefaultParallelism},
+		{"step_limit", &cfg.StepLimit, DefaultStepLimit},
+		{"max_calls_per_step", &cfg.MaxCallsPerStep, DefaultMaxCallsPerStep},
 	}
-	t := &turn{cfg: cfg, tools: make(map[string]*compiledTool, len(cfg.Tools)), stop: cfg.Stop}
+	for _, c := range counts {
+		switch {
+		case *c.n < 0:
+			return nil, invalid(c.name, "%d is negative", *c.n)
+		case *c.n == 0:
+			*c.n = c.def
+		}
+	}
+	switch {
+	case cfg.MaxHistoryBytes < 0:
+		return nil, invalid("max_history_bytes", "%d is negative", cfg.MaxHistoryBytes)
+	case cfg.MaxHistoryBytes == 0:
+		cfg.MaxHistoryBytes = DefaultMaxHistoryBytes
+	}
+	t := &turn{cfg: cfg, tools: make(map[string]*compiledTool, len(cfg.Tools)), stop: cfg.Stop,
+		history: historyBytes{fixed: 2}} // the tools' [ ]
 	if t.stop == nil {
 		t.stop = MaxSteps(DefaultMaxSteps)
 	}
 	if cfg.System != "" {
 		t.system = []model.Message{model.System(cfg.System)}
+		t.history.fixed += messageBytes(&t.system[0]) + 1
 	}
 	for i, tool := range cfg.Tools {
 		if err := t.addTool(i, tool); err != nil {
 			return nil, err
 		}
+		t.history.fixed += toolBytes(&t.tools[tool.Name].desc)
 	}
 	// What the model package would refuse to send is the caller's mistake:
 	// refused here, naming the field, before anything is sent.
@@ -106,6 +169,10 @@ func newTurn(cfg Config) (*turn, error) {
 	}
 	if fe := checkToolChoice(cfg.ToolChoice, t.names); fe != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, fe)
+	}
+	t.history.messages = messagesBytes(cfg.Messages)
+	if n := t.history.total(); n > cfg.MaxHistoryBytes {
+		return nil, &HistoryError{Start: true, Bytes: n, Limit: cfg.MaxHistoryBytes}
 	}
 	return t, nil
 }

@@ -24,15 +24,17 @@
 //     run (StopConditionMet; default MaxSteps(DefaultMaxSteps)).
 //     HasToolCall, And, Or and Not combine conditions.
 //   - Every failure of one call is an is_error result, {"error": "..."},
-//     and the loop goes on: a missing tool (the message lists the step's
-//     tools), arguments that are not JSON or not an object (the model
+//     and the loop goes on: a missing tool (the message names at most
+//     MaxToolsNamed of the step's tools: all, the closest to the name
+//     called, or the first, then how many more), arguments that are not JSON or not an object (the model
 //     package's ToolCall.ArgumentsErr, checked again here), arguments that
 //     fail the tool's JSON Schema (santhosh-tekuri/jsonschema, draft
 //     2020-12 by default; compiled schemas are cached, SchemaCacheSize), a
 //     tool with no executor, a denied approval, an executor's error or
-//     panic, content that is not JSON, a call past its timeout. A step
-//     that stopped for length answers each of its calls with an error
-//     result and runs nothing (no hooks either).
+//     panic, content that is not JSON, a call past its timeout. The text
+//     of an error result is at most MaxErrorBytes. A step that stopped
+//     for length answers each of its calls with an error result and runs
+//     nothing (no hooks either).
 //   - Hooks (nil: not subscribed): PrepareStep may change the messages,
 //     active tools, tool choice and model of its step only; PreToolCall may
 //     replace a call (same id, else ErrCallIDMismatch) or return its
@@ -44,6 +46,19 @@
 //     a step's tools run.
 //
 // # Limits and ends
+//
+// A step runs at most Config.MaxCallsPerStep calls (DefaultMaxCallsPerStep):
+// of a reply with more, the next call is one error result saying how many
+// the reply made, and the calls after it are left out of the step and the
+// history. A turn makes at most Config.StepLimit steps (DefaultStepLimit)
+// whatever its Stop says, ending as if Stop matched. What one model
+// request carries (the system prompt, the tools and the messages, as
+// JSON) is at most Config.MaxHistoryBytes (DefaultMaxHistoryBytes) by
+// construction: a Config over it, a PrepareStep hook's messages over it,
+// or a step that would grow the history past it ends the turn with a
+// *HistoryError (ErrHistoryTooLarge, StopHistoryLimit), the last once the
+// step's tools have run and before the next request; Config.ReserveHistory
+// is asked to hold memory for the history before it grows.
 //
 // Each call runs under Tool.Timeout (0: Config.ToolTimeout, default
 // DefaultToolTimeout); a call past it is answered at once with an error

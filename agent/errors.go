@@ -30,6 +30,11 @@ var (
 	// ErrTurnTimeout: the turn outlived Config.TurnTimeout. The error is a
 	// *TimeoutError.
 	ErrTurnTimeout = errors.New("the turn timed out")
+	// ErrHistoryTooLarge: the turn's history (what a model request
+	// carries) would be over Config.MaxHistoryBytes, or the memory for it
+	// could not be reserved (Config.ReserveHistory). The error is a
+	// *HistoryError.
+	ErrHistoryTooLarge = errors.New("the turn's history is too large")
 )
 
 // The hooks a *HookError names.
@@ -112,6 +117,42 @@ func (e *TimeoutError) Error() string {
 func (e *TimeoutError) Is(target error) bool {
 	return e.Turn && target == ErrTurnTimeout || !e.Turn && target == ErrStepTimeout
 }
+
+// HistoryError is a turn whose history would be over
+// Config.MaxHistoryBytes (Err nil), or whose history's memory
+// Config.ReserveHistory refused (Err is its error). It matches
+// ErrHistoryTooLarge and wraps Err.
+type HistoryError struct {
+	// Start is set when the Config's own messages, system prompt and tools
+	// are over the limit, before any step; else Step is the step whose
+	// request or messages would be.
+	Start bool
+	Step  int
+	// Prepared is set when the messages a PrepareStep hook gave the step
+	// make the request over the limit.
+	Prepared bool
+	// Bytes is the size the history would have, in bytes of JSON; Limit
+	// is Config.MaxHistoryBytes.
+	Bytes, Limit int64
+	Err          error
+}
+
+func (e *HistoryError) Error() string {
+	switch {
+	case e.Err != nil:
+		return fmt.Sprintf("step %d: the memory for the turn's history (%d bytes of JSON) could not be reserved: %v", e.Step, e.Bytes, e.Err)
+	case e.Start:
+		return fmt.Sprintf("the turn's messages, system prompt and tools are %d bytes of JSON, over the history limit of %d", e.Bytes, e.Limit)
+	case e.Prepared:
+		return fmt.Sprintf("step %d: the messages the prepare_step hook gave, with the system prompt and tools, are %d bytes of JSON, over the history limit of %d", e.Step, e.Bytes, e.Limit)
+	}
+	return fmt.Sprintf("step %d: the turn's history would grow to %d bytes of JSON, over its limit of %d", e.Step, e.Bytes, e.Limit)
+}
+
+// Is reports whether target is ErrHistoryTooLarge.
+func (e *HistoryError) Is(target error) bool { return target == ErrHistoryTooLarge }
+
+func (e *HistoryError) Unwrap() error { return e.Err }
 
 // invalid is the ErrInvalidConfig of field: a *FieldError naming it.
 func invalid(field, format string, args ...any) error {

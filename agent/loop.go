@@ -41,6 +41,9 @@ const (
 	// StopStepTimeout: a step's model call outlived Config.StepTimeout; Run
 	// returns ErrStepTimeout.
 	StopStepTimeout StopReason = "step-timeout"
+	// StopHistoryLimit: the history would be over Config.MaxHistoryBytes,
+	// or its memory could not be reserved; Run returns a *HistoryError.
+	StopHistoryLimit StopReason = "history-limit"
 	// StopError: the model request or a hook failed; Run returns the error.
 	StopError StopReason = "error"
 )
@@ -66,13 +69,20 @@ type Outcome struct {
 func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	t, err := newTurn(cfg)
 	if err != nil {
-		return Outcome{StopReason: StopError}, err
+		reason := StopError
+		if errors.Is(err, ErrHistoryTooLarge) {
+			reason = StopHistoryLimit
+		}
+		return Outcome{StopReason: reason}, err
 	}
-	l := &loop{turn: t, parent: ctx, messages: slices.Clone(cfg.Messages)}
+	l := &loop{turn: t, parent: ctx, messages: slices.Clone(cfg.Messages), history: t.history}
 	defer l.executors.Wait()
 	var cancel context.CancelFunc
 	l.ctx, cancel = context.WithTimeoutCause(ctx, t.cfg.TurnTimeout, ErrTurnTimeout)
 	defer cancel()
+	if err := l.reserve(l.ctx, 0, l.history, 0); err != nil {
+		return l.fail(err)
+	}
 	return l.run()
 }
 
@@ -81,6 +91,11 @@ type loop struct {
 	parent   context.Context // the caller's
 	ctx      context.Context // the turn's: parent + TurnTimeout
 	messages []model.Message
+	// history is the size of what the next request carries (without a
+	// PrepareStep hook's messages), reserved the largest size
+	// ReserveHistory was asked for.
+	history  historyBytes
+	reserved int64
 	out      Outcome
 	// executors are the goroutines running Executors (execute).
 	executors sync.WaitGroup
@@ -102,7 +117,7 @@ func (l *loop) run() (Outcome, error) {
 		case len(step.ToolCalls) == 0:
 			l.out.StopReason = StopCompleted
 			return l.out, nil
-		case l.stop.Stop(l.out.Steps):
+		case l.stop.Stop(l.out.Steps), len(l.out.Steps) >= l.cfg.StepLimit:
 			l.out.StopReason = StopConditionMet
 			return l.out, nil
 		}
@@ -121,6 +136,8 @@ func (l *loop) fail(err error) (Outcome, error) {
 		return l.out, &TimeoutError{Turn: true, Step: len(l.out.Steps), Timeout: l.cfg.TurnTimeout}
 	case errors.Is(err, ErrStepTimeout):
 		l.out.StopReason = StopStepTimeout
+	case errors.Is(err, ErrHistoryTooLarge):
+		l.out.StopReason = StopHistoryLimit
 	default:
 		l.out.StopReason = StopError
 	}
@@ -147,6 +164,10 @@ func (l *loop) step(i int) (Step, error) {
 		if fe := checkPrepared(p); fe != nil {
 			return Step{}, &HookError{Hook: HookPrepareStep, Step: i, Err: fe}
 		}
+		// The request carries the hook's messages: within the limit too.
+		if err := l.reserve(l.ctx, i, l.history, messagesBytes(p.Messages)); err != nil {
+			return Step{}, err
+		}
 	}
 	active, err := l.activeTools(p.ActiveTools)
 	if err != nil {
@@ -167,6 +188,25 @@ func (l *loop) step(i int) (Step, error) {
 		return Step{}, &ModelError{Step: i, Model: p.Model, ModelFromHook: p.Model != l.cfg.Model, Err: err}
 	}
 	step := Step{Index: i, Text: resp.Message.Content, FinishReason: resp.FinishReason, Usage: resp.Usage}
+	run := &stepRun{index: i, active: active}
+	if n, most := len(resp.Message.ToolCalls), l.cfg.MaxCallsPerStep; n > most {
+		// The calls past the limit are one error result, on the first of
+		// them; the others are in neither the step nor the history.
+		resp.Message.ToolCalls = resp.Message.ToolCalls[: most+1 : most+1]
+		run.refused = make([]string, most+1)
+		run.refused[most] = fmt.Sprintf("the reply made %d tool calls, over the limit of %d a step: the first %d ran, this one and the %d after it did not, and the history leaves those after it out", n, most, most, n-most-1)
+	}
+	if resp.FinishReason == model.FinishLength && len(resp.Message.ToolCalls) > 0 {
+		if run.refused == nil {
+			run.refused = make([]string, len(resp.Message.ToolCalls))
+		}
+		for j := range run.refused {
+			if run.refused[j] == "" {
+				run.refused[j] = "the reply was cut off at its length limit, so the call may be incomplete: it was not run"
+			}
+		}
+	}
+	grown := l.history
 	if len(resp.Message.ToolCalls) > 0 {
 		step.ToolCalls = make([]ToolCall, len(resp.Message.ToolCalls))
 		for j, c := range resp.Message.ToolCalls {
@@ -177,20 +217,37 @@ func (l *loop) step(i int) (Step, error) {
 			}
 			step.ToolCalls[j] = ToolCall{ID: c.ID, Name: c.Name, Arguments: []byte(c.Arguments)}
 		}
+		// The reply alone must fit before any of its calls runs.
+		assistant := model.Assistant(resp.Message.Content, resp.Message.ToolCalls...)
+		grown.messages += messageBytes(&assistant) + 1
+		if err := l.reserve(l.ctx, i, grown, 0); err != nil {
+			return Step{}, err
+		}
 		var ran []ToolCall
-		if step.Results, ran, err = l.runCalls(sctx, i, active, resp.FinishReason == model.FinishLength,
-			resp.Message.ToolCalls, step.ToolCalls); err != nil {
+		if step.Results, ran, err = l.runCalls(sctx, run, resp.Message.ToolCalls, step.ToolCalls); err != nil {
 			return Step{}, err
 		}
 		if err := l.ctx.Err(); err != nil {
 			return Step{}, err
 		}
 		resp.Message.ToolCalls = asRan(resp.Message.ToolCalls, ran)
+		grown = l.history
 	}
-	l.messages = append(l.messages, model.Assistant(resp.Message.Content, resp.Message.ToolCalls...))
+	msgs := make([]model.Message, 0, 1+len(step.ToolCalls))
+	msgs = append(msgs, model.Assistant(resp.Message.Content, resp.Message.ToolCalls...))
 	for j, c := range step.ToolCalls {
-		l.messages = append(l.messages, model.ToolResult(c.ID, string(step.Results[j].Content)))
+		msgs = append(msgs, model.ToolResult(c.ID, string(step.Results[j].Content)))
 	}
+	for j := range msgs {
+		grown.messages += messageBytes(&msgs[j]) + 1
+	}
+	// The next request carries them: the turn ends here when they would
+	// make it too large.
+	if err := l.reserve(l.ctx, i, grown, 0); err != nil {
+		return Step{}, err
+	}
+	l.messages = append(l.messages, msgs...)
+	l.history = grown
 	return step, nil
 }
 

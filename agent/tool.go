@@ -54,8 +54,9 @@ type Tool struct {
 	Timeout time.Duration
 }
 
-// ErrorResult is the is_error result carrying msg: {"error": msg}.
+// ErrorResult is the is_error result carrying msg: {"error": msg}, msg
+// cut to MaxErrorBytes.
 func ErrorResult(msg string) Result {
-	b, _ := json.Marshal(map[string]string{"error": msg}) // a string always marshals
+	b, _ := json.Marshal(map[string]string{"error": cutText(msg, MaxErrorBytes)}) // a string always marshals
 	return Result{Content: b, IsError: true}
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/exprd/exprd/model"
 )
@@ -70,9 +69,9 @@ func checkToolChoice(c model.ToolChoice, tools []string) *FieldError {
 		if !slices.Contains(tools, c.Name) {
 			list := "there are no tools"
 			if len(tools) > 0 {
-				list = "the tools are: " + strings.Join(tools, ", ")
+				list = "the tools are: " + listNames(tools)
 			}
-			return &FieldError{"tool_choice.tool", fmt.Sprintf("%q is not the name of a declared tool; %s", c.Name, list)}
+			return &FieldError{"tool_choice.tool", fmt.Sprintf("%s is not the name of a declared tool; %s", quoteName(c.Name), list)}
 		}
 		return nil
 	default:
