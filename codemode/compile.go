@@ -56,7 +56,8 @@ func compile(src string, b *Budgets) (*program, *Error) {
 		return nil, err
 	}
 	env := map[string]any{nsName: namespace{}, exprbound.TickName: func() bool { return true },
-		exprbound.AllocName: func(v any) any { return v }, exprbound.AllocDeepName: func(v any) any { return v }}
+		exprbound.AllocName: func(v any) any { return v }, exprbound.AllocDeepName: func(v any) any { return v },
+		exprbound.MeterName: (*exprbound.Meter)(nil)}
 	limit := b.MaxStringLength
 	a := &Analysis{}
 	p, err := exprbound.Compile(src, env, exprbound.Limits{

@@ -201,6 +201,7 @@ func (rt *Runtime) Run(ctx context.Context, code string, opts RunOptions) (Resul
 		exprbound.TickName:      r.tick,
 		exprbound.AllocName:     r.bytes.Alloc,
 		exprbound.AllocDeepName: r.bytes.AllocDeep,
+		exprbound.MeterName:     &r.bytes,
 	}
 	out, err := rt.vms.Run(p.prog, env, uint(b.MemoryBudget))
 	res := Result{Trace: r.trace}

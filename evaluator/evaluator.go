@@ -164,7 +164,7 @@ func (e *Evaluator) Run(ctx context.Context, t *Tool, st *State, input []byte, h
 	ce := e.newCallEnv(ctx, t, h)
 	defer e.releaseCallEnv(ce)
 	a := e.runSteps(ctx, t, st, h, ce, steps, read)
-	a.EvalTime = ce.m.elapsed()
+	a.EvalTime, a.Allocated = ce.m.elapsed(), ce.m.bytes.Used()
 	span.SetAttributes(attribute.Int("exprd.steps", len(steps)), attribute.String("exprd.reason", string(a.Reason())))
 	return a
 }
@@ -421,6 +421,7 @@ func envSample(t *Tool) map[string]any {
 		tickName:                func() bool { return true },
 		exprbound.AllocName:     func(v any) any { return v },
 		exprbound.AllocDeepName: func(v any) any { return v },
+		exprbound.MeterName:     (*exprbound.Meter)(nil),
 	}
 	for name := range t.funcs {
 		env[name] = hostFunc(nil)
@@ -473,6 +474,7 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 	ce.env[tickName] = ce.tick
 	ce.env[exprbound.AllocName] = ce.alloc
 	ce.env[exprbound.AllocDeepName] = ce.allocDeep
+	ce.env[exprbound.MeterName] = &ce.m.bytes
 	ce.env["scopes"] = ce.scopes
 	for name, f := range t.funcs {
 		ce.env[name] = bind(ctx, f, t, &ce.m, h)

@@ -91,6 +91,9 @@ type Answer struct {
 	// EvalTime is the evaluation time the call used: the time budget's
 	// measure, without waits on the user or on host functions.
 	EvalTime time.Duration
+	// Allocated is what the call's programs built and its host functions
+	// answered, in bytes, as the byte budget (MaxAllocBytes) counts them.
+	Allocated int64
 }
 
 // JSON renders the answer in the shapes of DESIGN.md.

@@ -140,6 +140,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&b.FunctionTimeout, "max-function-timeout", b.FunctionTimeout, "wait for one host function's result (client-run, server-run or UTCP)")
 	fs.IntVar(&b.MaxSteps, "max-steps", b.MaxSteps, "steps of one call")
 	fs.IntVar(&b.MaxValueBytes, "max-value-bytes", b.MaxValueBytes, "bytes of JSON of a value written, read or passed to a function")
+	fs.IntVar(&b.MaxAllocBytes, "max-alloc-bytes", b.MaxAllocBytes, "bytes a call's programs build (strings, arrays, maps) and its host functions answer")
+	fs.IntVar(&b.MaxFunctionCalls, "max-function-calls", b.MaxFunctionCalls, "host-function calls of one call")
 	return fs
 }
 
@@ -330,6 +332,8 @@ func (c config) budgetErrors() []error {
 		{"max-function-timeout", b.FunctionTimeout > 0, b.FunctionTimeout},
 		{"max-steps", b.MaxSteps > 0, b.MaxSteps},
 		{"max-value-bytes", b.MaxValueBytes > 0, b.MaxValueBytes},
+		{"max-alloc-bytes", b.MaxAllocBytes > 0, b.MaxAllocBytes},
+		{"max-function-calls", b.MaxFunctionCalls > 0, b.MaxFunctionCalls},
 	} {
 		if f.ok {
 			continue

@@ -101,7 +101,7 @@ func TestConfigBudgetErrorsNameTheFlag(t *testing.T) {
 	t.Run("the smallest positive values pass", func(t *testing.T) {
 		args := []string{"--max-timeout", "1ns", "--max-function-timeout", "1ms", "--max-iterations", "1", "--max-memory-budget", "1",
 			"--max-source-length", "1", "--max-nodes", "1", "--max-string-length", "1", "--max-array-length", "1",
-			"--max-read-chars", "1", "--max-steps", "1", "--max-value-bytes", "1"}
+			"--max-read-chars", "1", "--max-steps", "1", "--max-value-bytes", "1", "--max-alloc-bytes", "1", "--max-function-calls", "1"}
 		if _, err := parseConfig(args, io.Discard); err != nil {
 			t.Errorf("got %v, want none", err)
 		}

@@ -65,6 +65,12 @@ var (
 // without a count are the sandbox's own, run once an item of an array
 // that already exists: the stable sort's key of sort(xs), the item, and
 // sum(xs)'s checked #acc + #.
+//
+// It also lists what builds a value uncharged: a node that allocates (a
+// builtin that builds, + of strings, a range, a literal) that is not the
+// argument of the meter's AllocName or AllocDeepName. The one exception is
+// the sandbox's own array of a stable sort's keys (map(__sorting, ...)),
+// as large as the sorted array the sort's charge counts.
 func unbounded(root ast.Node) []string {
 	var found []string
 	counted := func(body ast.Node, where string) {
@@ -72,10 +78,21 @@ func unbounded(root ast.Node) []string {
 			found = append(found, fmt.Sprintf("%s at %v does not count its iterations", where, body.Location()))
 		}
 	}
+	charged := map[ast.Node]bool{}
 	everyNode(root, func(n ast.Node) {
+		if c, ok := n.(*ast.CallNode); ok && len(c.Arguments) == 1 {
+			if id, ok := c.Callee.(*ast.IdentifierNode); ok && (id.Value == AllocName || id.Value == AllocDeepName) {
+				charged[c.Arguments[0]] = true
+			}
+		}
+	})
+	everyNode(root, func(n ast.Node) {
+		if allocates(n) != "" && !charged[n] && !sortKeys(n) {
+			found = append(found, fmt.Sprintf("%T at %v builds a value the meter does not charge", n, n.Location()))
+		}
 		switch n := n.(type) {
 		case *ast.BinaryNode:
-			if swapBinary(n) {
+			if swapBinary(n) || n.Operator == "matches" {
 				found = append(found, fmt.Sprintf("%s at %v is expr's own", n.Operator, n.Location()))
 			}
 		case *ast.UnaryNode:
@@ -85,7 +102,7 @@ func unbounded(root ast.Node) []string {
 		case *ast.BuiltinNode:
 			_, bounded := boundedBuiltins[n.Name]
 			_, unary := newOperations(Limits{}).unary[n.Name]
-			if bounded || unary || n.Name == "sortBy" || n.Name == "sort" || n.Name == "sum" {
+			if bounded || unary || n.Name == "sortBy" || n.Name == "sort" || n.Name == "sum" || n.Name == "uniq" {
 				found = append(found, fmt.Sprintf("builtin %s at %v is expr's own", n.Name, n.Location()))
 			}
 			if n.Map != nil {
@@ -96,6 +113,16 @@ func unbounded(root ast.Node) []string {
 		}
 	})
 	return found
+}
+
+// sortKeys reports whether n is the stable sort's array of keys.
+func sortKeys(n ast.Node) bool {
+	b, ok := n.(*ast.BuiltinNode)
+	if !ok || b.Name != "map" || len(b.Arguments) == 0 {
+		return false
+	}
+	id, ok := b.Arguments[0].(*ast.IdentifierNode)
+	return ok && id.Value == sortingVar
 }
 
 // ticked reports whether body counts its iteration before anything else:
@@ -176,6 +203,13 @@ func FuzzCompiledIsBounded(f *testing.F) {
 		`let f = n * 2; map(filter(xs, # > f), toJSON(# / f))`,
 		`n in 1..10 ? n % 3 : replace(s, "a", "b")`,
 		`len(map(filter(xs, f(#) > 0), # * n))`,
+		`uniq(map(xs, [#, s + s]))`,
+		`s matches "a+" && s matches s + "b"`,
+		`fromJSON(toJSON({"a": xs}))`,
+		`toPairs({"a": 1})[0]`,
+		`concat(xs, 1..n, flatten([[1], ys]))`,
+		`keys({"a": 1}) + values({"b": 2})`,
+		`upper(s) + lower(s) + join(split(s, ""), "-")`,
 	} {
 		f.Add(src)
 	}
@@ -191,6 +225,7 @@ func FuzzCompiledIsBounded(f *testing.F) {
 	env := map[string]any{
 		"xs": []any{1, 2, 3}, "ys": []any{"a"}, "n": 4, "s": "ab", "f": func(x any) any { return x },
 		"scopes": map[string]any{"root": map[string]any{}}, TickName: func() bool { return true },
+		AllocName: func(v any) any { return v }, AllocDeepName: func(v any) any { return v }, MeterName: (*Meter)(nil),
 	}
 	allow := &Policy{
 		Size: func(int) error { return nil }, Let: func(*ast.VariableDeclaratorNode) error { return nil },

@@ -72,23 +72,31 @@ func (b bounds) matchConst(m matcher) func(any) any {
 	}
 }
 
-// matchDynamic is `s matches p` for a pattern known at run time.
-func (b bounds) matchDynamic(s, p any) any {
-	if runtime.IsNil(s) || runtime.IsNil(p) {
-		return false
+// patternCost is what compiling a pattern allocates, per byte of it
+// (measured here: about 400 bytes for `(.*a){300}b`), charged to the
+// run's meter before it is compiled.
+const patternCost = 512
+
+// matchDynamic is `s matches p` for a pattern known at run time (p[0],
+// p[1]), charging its compilation to the meter p[2].
+func (b bounds) matchDynamic(p ...any) (any, error) {
+	s, pattern := p[0], p[1]
+	if runtime.IsNil(s) || runtime.IsNil(pattern) {
+		return false, nil
 	}
-	pat, ok := p.(string)
+	pat, ok := pattern.(string)
 	if !ok {
-		panic(fmt.Errorf("matches: the pattern is %s, not a string", Kind(p)))
+		return nil, fmt.Errorf("matches: the pattern is %s, not a string", Kind(pattern))
 	}
 	if len(pat) > MaxPatternLength {
-		panic(b.tooCostly(fmt.Sprintf("matches: a pattern built at run time is %d bytes, over the limit of %d", len(pat), MaxPatternLength)))
+		return nil, b.tooCostly(fmt.Sprintf("matches: a pattern built at run time is %d bytes, over the limit of %d", len(pat), MaxPatternLength))
 	}
+	chargeFrom(p[2], patternCost*int64(len(pat)))
 	m, err := compileMatcher(pat)
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
-	return b.match(s, m)
+	return b.match(s, m), nil
 }
 
 // swapMatches replaces n, a matches, with the bounded one.
@@ -101,8 +109,21 @@ func (b bounds) swapMatches(node *ast.Node, n *ast.BinaryNode) {
 		replaceWithCall(node, b.matchConst(m), n.Left)
 		return
 	}
-	replaceWithCall(node, b.matchDynamic, n.Left, n.Right)
+	ast.Patch(node, newNamedCall(matchesName, n.Type(), n.Location(), n.Left, n.Right, meterRef(n.Location())))
 }
+
+// matchesName is the bounded matches of a pattern known at run time,
+// declared with expr.Function (Functions).
+const matchesName = ReservedPrefix + "matches"
+
+// uniqName is the linear uniq.
+const uniqName = ReservedPrefix + "uniq"
+
+// uniqSlot is what uniq holds an item in while it runs (its key and
+// index in a map, its place in the answer and in the chains of equal
+// keys, and the item as an interface when the array is of ints), charged
+// before it runs.
+const uniqSlot = 160
 
 func (b bounds) tooCostly(msg string) error {
 	if b.TooCostly != nil {
@@ -114,69 +135,102 @@ func (b bounds) tooCostly(msg string) error {
 // uniq is expr's uniq (the first of each run of equal items, in order,
 // equal as == says) in time linear in the array: expr compares every item
 // with every one kept, which took 9.9 s for 30,000 distinct numbers.
-// Items are put in buckets by a key that equal items share (a number's
-// float64 value, a string, a bool, nil; an array's or an object's JSON), and
-// compared with == only within their bucket.
-func (b bounds) uniq(xs any) any {
-	items := anySliceOf(xs)
-	out := make([]any, 0, min(len(items), 64))
-	buckets := make(map[any][]any, min(len(items), 1024))
+// Items are keyed so that equal items share a key (a number by its
+// float64 value, a string by itself, an array or an object by its JSON),
+// and an item is compared with == only with the kept items of its key.
+func (b bounds) uniq(p ...any) (any, error) {
+	items := anySliceOf(p[0])
+	chargeFrom(p[1], uniqSlot*int64(len(items)))
+	// Made to hold every item at once: one allocation each, which the
+	// charge above covers, rather than growing by doubling.
+	out := make([]any, 0, len(items))
+	next := make([]int32, 0, len(items)) // for each kept item, the next kept one of its key; -1: none
+	heads := make(map[uniqKey]int32, len(items))
 	for _, x := range items {
 		k := b.uniqKey(x)
-		seen := false
-		for _, y := range buckets[k] {
-			if runtime.Equal(x, y) {
+		head, ok := heads[k]
+		last, seen := int32(-1), false
+		for i := head; ok && i >= 0; i = next[i] {
+			if runtime.Equal(x, out[i]) {
 				seen = true
 				break
 			}
+			last = i
 		}
-		if !seen {
-			buckets[k] = append(buckets[k], x)
-			out = append(out, x)
+		if seen {
+			continue
+		}
+		i := int32(len(out))
+		out = append(out, x)
+		next = append(next, -1)
+		if !ok {
+			heads[k] = i
+		} else {
+			next[last] = i
 		}
 	}
-	return out
+	return out, nil
 }
 
-// uniqKeyOther is the bucket of items uniqKey cannot key.
-type uniqKeyOther struct{}
+// uniqKey is what uniq keys an item by: equal items (runtime.Equal) share
+// one, and distinct items seldom do (numbers past 2^53 that round to the
+// same float64; objects that == tells apart but render the same JSON).
+type uniqKey struct {
+	kind uint8
+	num  float64
+	str  string
+}
 
-// uniqKey is an item's bucket: equal items (runtime.Equal) share one.
-func (b bounds) uniqKey(x any) any {
+// The kinds of uniqKey.
+const (
+	keyNil uint8 = iota
+	keyFalse
+	keyTrue
+	keyNumber
+	keyString
+	keyJSON
+	keyOther // a value that renders no JSON
+)
+
+func (b bounds) uniqKey(x any) uniqKey {
 	switch v := x.(type) {
 	case nil:
-		return nil
-	case string, bool:
-		return v
+		return uniqKey{kind: keyNil}
+	case bool:
+		if v {
+			return uniqKey{kind: keyTrue}
+		}
+		return uniqKey{kind: keyFalse}
+	case string:
+		return uniqKey{kind: keyString, str: v}
 	case int:
-		return float64(v)
+		return uniqKey{kind: keyNumber, num: float64(v)}
 	case float64:
-		return v
+		return uniqKey{kind: keyNumber, num: v}
 	}
 	r := reflect.ValueOf(x)
 	switch {
 	case r.CanInt():
-		return float64(r.Int())
+		return uniqKey{kind: keyNumber, num: float64(r.Int())}
 	case r.CanUint():
-		return float64(r.Uint())
+		return uniqKey{kind: keyNumber, num: float64(r.Uint())}
 	case r.CanFloat():
-		return r.Float()
+		return uniqKey{kind: keyNumber, num: r.Float()}
 	}
 	// Arrays and objects: equal ones (reflect.DeepEqual, as == compares
 	// them) render the same JSON, measured first (a value of shared parts
-	// may render far larger than it is); a value that does not render
-	// shares one bucket.
+	// may render far larger than it is).
 	if b.Normalize != nil {
 		v, err := b.Normalize(x)
 		if err != nil {
-			return uniqKeyOther{}
+			return uniqKey{kind: keyOther}
 		}
 		x = v
 	}
 	if js, err := json.Marshal(x); err == nil {
-		return string(js)
+		return uniqKey{kind: keyJSON, str: string(js)}
 	}
-	return uniqKeyOther{}
+	return uniqKey{kind: keyOther}
 }
 
 // anySliceOf is xs's items, for uniq's argument of any array type.

@@ -59,6 +59,8 @@ func Functions(l Limits) []expr.Option {
 	b := bounds{l}
 	return []expr.Option{
 		expr.Function(sortByName, sortBy),
+		expr.Function(uniqName, b.uniq),
+		expr.Function(matchesName, b.matchDynamic),
 		expr.Function(repeatName, func(p ...any) (any, error) {
 			s, n := p[0].(string), runtime.ToInt(p[1])
 			if n < 0 {

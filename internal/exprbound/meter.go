@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
 )
 
 // AllocName is the function the sandbox calls on the value of every
@@ -18,6 +19,11 @@ import (
 // not the strings: `map(1..20000, repeat("x", 100000))` is 20,000 items
 // and two gigabytes.
 const AllocName = ReservedPrefix + "alloc"
+
+// MeterName is the run's [Meter] itself in the environment (bind it as
+// a *Meter), passed to the operations that charge their working memory
+// before they run: uniq's buckets, a pattern compiled at run time.
+const MeterName = ReservedPrefix + "meter"
 
 // DefaultAllocAllowance is what a run may allocate before its meter
 // reserves from the server's memory budget: most runs stay under it and
@@ -96,6 +102,21 @@ func (m *Meter) AllocDeep(v any) any {
 		panic(err)
 	}
 	return v
+}
+
+// chargeFrom charges n bytes to the meter m, an environment's MeterName
+// (nil when the caller bound none), panicking with the error.
+func chargeFrom(m any, n int64) {
+	if mt, ok := m.(*Meter); ok && mt != nil {
+		if err := mt.Charge(n); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// meterRef is a read of MeterName, for an operation's last argument.
+func meterRef(loc file.Location) ast.Node {
+	return typed(&ast.IdentifierNode{Value: MeterName}, anyType, loc)
 }
 
 // Used is what the run allocated so far.

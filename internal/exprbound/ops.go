@@ -25,7 +25,7 @@ func newOperations(l Limits) *operations {
 		binary: map[string]func(a, b any) any{
 			"+": bounds{l}.add, "-": sub, "*": mul, "%": mod, "/": div, "**": pow, "^": pow,
 		},
-		unary: map[string]func(a any) any{"-": neg, "abs": abs, "int": toInt, "uniq": bounds{l}.uniq},
+		unary: map[string]func(a any) any{"-": neg, "abs": abs, "int": toInt},
 	}
 }
 
@@ -78,6 +78,8 @@ func (o opsPass) swap(node *ast.Node) {
 			ast.Patch(node, newNamedCall(name, n.Type(), n.Location(), n.Arguments...))
 		} else if f, ok := o.ops.unary[n.Name]; ok && len(n.Arguments) == 1 {
 			replaceWithCall(node, f, n.Arguments[0])
+		} else if n.Name == "uniq" && len(n.Arguments) == 1 {
+			ast.Patch(node, newNamedCall(uniqName, n.Type(), n.Location(), n.Arguments[0], meterRef(n.Location())))
 		} else if n.Name == "sortBy" || n.Name == "sort" {
 			stableSort(node, n)
 		}
