@@ -1,8 +1,8 @@
 package server
 
 // The one place that turns errors into gRPC statuses: the core's typed
-// errors (agent, model, utcp, toolstore, codemode, evaluator, membudget)
-// are mapped by statusOf, and every status the server builds goes through
+// errors (agent, model, utcp, toolstore, codemode, evaluator, membudget,
+// overload) are mapped by statusOf and overloadStatus, and every status the server builds goes through
 // statusErr, so each carries a google.rpc.ErrorInfo (domain "exprd", a
 // stable reason) and, where a retry can help, a RetryInfo. A status that
 // reaches a handler's return without one (made by grpc-go, or by code that
@@ -27,6 +27,7 @@ import (
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/codemode"
+	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/toolstore"
@@ -48,6 +49,8 @@ const errorDomain = "exprd"
 //	QUOTA_EXCEEDED             RESOURCE_EXHAUSTED  a limit of the server; QuotaFailure names it (metadata quota)
 //	MEMORY_BUDGET              RESOURCE_EXHAUSTED  the memory budget; QuotaFailure memory_budget, RetryInfo when it is only busy
 //	SLOW_READER                RESOURCE_EXHAUSTED  the client did not read a stream; QuotaFailure slow_reader_timeout
+//	OVERLOADED                 RESOURCE_EXHAUSTED  the server's heap neared its line: a new RPC refused (RetryInfo), or one in flight
+//	                                               cancelled to free memory (metadata action: refused, cancelled); QuotaFailure overload
 //	CANCELLED                  CANCELLED           the client cancelled the call
 //	DEADLINE_EXCEEDED          DEADLINE_EXCEEDED   the client's deadline passed
 //	ABORTED_BY_CLIENT          CANCELLED           the client aborted an agent turn (AgentCancel)
@@ -94,6 +97,7 @@ const (
 	reasonQuotaExceeded    = "QUOTA_EXCEEDED"
 	reasonMemoryBudget     = "MEMORY_BUDGET"
 	reasonSlowReader       = "SLOW_READER"
+	reasonOverloaded       = "OVERLOADED"
 	reasonCancelled        = "CANCELLED"
 	reasonDeadline         = "DEADLINE_EXCEEDED"
 	reasonAbortedByClient  = "ABORTED_BY_CLIENT"
@@ -136,6 +140,7 @@ const (
 	metaScope      = "scope"          // the scope a token lacks
 	metaHTTPStatus = "http_status"    // the status a model server answered
 	metaRetryAfter = "retry_after_ms" // the model server's Retry-After
+	metaAction     = "action"         // what the overload manager did: refused, cancelled
 )
 
 // defaultRetryDelay is a RetryInfo's delay when nothing says better.
@@ -233,6 +238,22 @@ func contextStatus(err error) error {
 	return statusErr(codes.Canceled, "the call was cancelled", errorInfo(reasonCancelled))
 }
 
+// overloadStatus is the status of an RPC the overload manager refused
+// (err a *overload.RefusedError: a retry may be admitted) or cancelled (a
+// *overload.ShedError): RESOURCE_EXHAUSTED, OVERLOADED. The heap's figures
+// stay in the manager's log.
+func overloadStatus(err error) error {
+	var se *overload.ShedError
+	if errors.As(err, &se) {
+		const desc = "the server ran short of memory and cancelled this call to free what it held"
+		return statusErr(codes.ResourceExhausted, desc, errorInfo(reasonOverloaded, metaQuota, quotaOverload, metaAction, "cancelled"),
+			quotaFailure(quotaOverload, desc))
+	}
+	const desc = "the server is short of memory and refuses new calls for now; retry later"
+	return statusErr(codes.ResourceExhausted, desc, errorInfo(reasonOverloaded, metaQuota, quotaOverload, metaAction, "refused"),
+		quotaFailure(quotaOverload, desc), retryInfo(defaultRetryDelay))
+}
+
 // abortedByClient ends an agent turn the client aborted.
 func abortedByClient() error {
 	return statusErr(codes.Canceled, errAborted.Error(), errorInfo(reasonAbortedByClient))
@@ -281,6 +302,8 @@ func statusOf(ctx context.Context, log *slog.Logger, err error, field string) er
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(context.Cause(ctx), overload.ErrOverloaded):
+		return overloadStatus(context.Cause(ctx))
 	case ctx.Err() != nil:
 		return contextStatus(ctx.Err())
 

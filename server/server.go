@@ -24,6 +24,7 @@ import (
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/internal/recvgate"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
@@ -103,6 +104,7 @@ type options struct {
 	registry                  *utcp.Registry
 	store                     toolstore.Store
 	memory                    *membudget.Budget
+	overload                  *overload.Manager
 	models                    *model.Registry
 	grpcOpts                  []grpc.ServerOption
 	newClock                  func() func() time.Time // nil: time.Now
@@ -330,6 +332,16 @@ func WithMemoryBudget(b *membudget.Budget) Option {
 	return func(o *options) error { o.memory = b; return nil }
 }
 
+// WithOverload puts the server's RPCs under the overload manager m
+// (default: none): while m refuses, new RPCs are refused
+// (RESOURCE_EXHAUSTED, OVERLOADED, with a RetryInfo), and those m cancels
+// end RESOURCE_EXHAUSTED, OVERLOADED. Health checks and reflection are
+// never refused nor tracked. The caller runs m (m.Run); code that holds
+// memory for a call counts it with overload.FromContext(ctx).Add.
+func WithOverload(m *overload.Manager) Option {
+	return func(o *options) error { o.overload = m; return nil }
+}
+
 // WithToolStore sets where ToolRegistry's writes go: the registry's own
 // memory (toolstore.Local, the default, made when New runs: the manuals the
 // registry holds then are the operator's) or a store shared by replicas
@@ -417,7 +429,7 @@ func New(opts ...Option) (*Server, error) {
 	}
 	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: newStreamLimits(o.maxStreamsPerConn, o.maxSessions),
 		rate: newCallerLimiter(o.ratePerSecond, o.rateBurst, o.maxRateBuckets, o.trustedProxies), tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
-	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store, o.memory); err != nil {
+	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store, o.memory, o.overload); err != nil {
 		return nil, err
 	}
 	if o.memory != nil {
@@ -432,6 +444,10 @@ func New(opts ...Option) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(o.enforcement),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptors()...),
 		grpc.ChainStreamInterceptor(s.streamInterceptors()...),
+	}
+	if o.overload != nil { // innermost: the handler works in the context it tracks
+		unary, stream := s.overloadInterceptors()
+		gopts = append(gopts, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	}
 	creds := o.creds
 	if s.gate != nil {

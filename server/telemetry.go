@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
@@ -30,7 +31,7 @@ type metrics struct {
 	reg        metric.Registration
 }
 
-func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstore.Store, mem *membudget.Budget) (*metrics, error) {
+func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstore.Store, mem *membudget.Budget, ovl *overload.Manager) (*metrics, error) {
 	m := mp.Meter(meterName)
 	var out metrics
 	var err error
@@ -80,10 +81,39 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 	if err != nil {
 		return nil, err
 	}
+	ovlHeap, err := m.Int64ObservableGauge("exprd.overload.heap", metric.WithUnit("By"),
+		metric.WithDescription("The heap the overload manager last read: what the last GC found live, plus goroutine stacks."))
+	if err != nil {
+		return nil, err
+	}
+	ovlLine, err := m.Int64ObservableGauge("exprd.overload.line", metric.WithUnit("By"), metric.WithDescription("The line the overload manager keeps the heap under."))
+	if err != nil {
+		return nil, err
+	}
+	ovlRefused, err := m.Int64ObservableCounter("exprd.overload.refusals", metric.WithDescription("RPCs the overload manager refused while the heap was past its refuse threshold."))
+	if err != nil {
+		return nil, err
+	}
+	ovlShed, err := m.Int64ObservableCounter("exprd.overload.shed", metric.WithDescription("RPCs in flight the overload manager cancelled while the heap was past its shed threshold."))
+	if err != nil {
+		return nil, err
+	}
+	ovlGCs, err := m.Int64ObservableCounter("exprd.overload.collections", metric.WithDescription("GCs the overload manager ran to see memory freed."))
+	if err != nil {
+		return nil, err
+	}
 	out.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(memLimit, mem.Limit())
 		o.ObserveInt64(memUsed, mem.InUse())
 		o.ObserveInt64(memRefused, mem.Refusals())
+		if ovl != nil {
+			st := ovl.Stats()
+			o.ObserveInt64(ovlHeap, st.Heap)
+			o.ObserveInt64(ovlLine, st.Line)
+			o.ObserveInt64(ovlRefused, st.Refused)
+			o.ObserveInt64(ovlShed, st.Shed)
+			o.ObserveInt64(ovlGCs, st.Collections)
+		}
 		s := ev.CacheStats()
 		o.ObserveInt64(hits, int64(s.Hits))
 		o.ObserveInt64(misses, int64(s.Misses))
@@ -93,7 +123,7 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 			o.ObserveInt64(rev, st.Revision)
 		}
 		return nil
-	}, hits, misses, stale, rev, memLimit, memUsed, memRefused)
+	}, hits, misses, stale, rev, memLimit, memUsed, memRefused, ovlHeap, ovlLine, ovlRefused, ovlShed, ovlGCs)
 	if err != nil {
 		return nil, err
 	}
