@@ -55,6 +55,10 @@ func run(args []string) error {
 	budget, from := memoryBudget(c.memoryBudget, "/sys/fs/cgroup", "/proc/meminfo")
 	log.Info("memory budget", "bytes", budget, "from", from)
 	c.memory = membudget.New(budget, c.memoryBudgetWait)
+	ovl, err := c.overload.manager(budget, log)
+	if err != nil {
+		return fmt.Errorf("overload: %w", err)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -91,12 +95,18 @@ func run(args []string) error {
 	tel.handle("/readyz", readyz(store))
 	opts = append(opts, dm.serverOptions(log)...)
 	opts = append(opts, server.WithRegistry(tl.reg), server.WithToolStore(store), server.WithModels(md.reg), server.WithMemoryBudget(c.memory))
+	if ovl != nil {
+		opts = append(opts, server.WithOverload(ovl))
+	}
 	srv, err := server.New(opts...)
 	if err != nil {
 		return err
 	}
 	if c.adaptProcs {
 		go procs.Run(ctx, log)
+	}
+	if ovl != nil {
+		go ovl.Run(ctx)
 	}
 	lis, err := net.Listen("tcp", c.listen)
 	if err != nil {
