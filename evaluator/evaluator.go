@@ -17,6 +17,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
 	"github.com/exprd/exprd/internal/exprbound"
+	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
 )
 
@@ -442,6 +443,7 @@ type callEnv struct {
 	reserve   func(n int64) error
 	overAlloc func(used, max int64) error
 	mem       *membudget.Reservation // what the call's programs built past the allowance; nil: none yet
+	held      *overload.Call         // the RPC the call runs in, told what mem holds; nil: none
 	env       map[string]any
 	scopes    map[string]any
 }
@@ -458,9 +460,11 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 			if ce.mem == nil {
 				ce.mem = e.memory.Empty("a call's values")
 			}
+			before := ce.mem.Size()
 			if err := ce.mem.TryResize(n); err != nil {
 				return budgetError(BudgetMemory, "the server's memory budget cannot hold what this call builds now: build less, or retry later")
 			}
+			ce.held.Add(n - before)
 			return nil
 		}
 	}
@@ -470,6 +474,7 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 	if e.memory != nil {
 		ce.m.bytes.Reserve = ce.reserve
 	}
+	ce.held = overload.FromContext(ctx)
 	ce.alarm.Watch(ctx)
 	ce.env[tickName] = ce.tick
 	ce.env[exprbound.AllocName] = ce.alloc
@@ -488,8 +493,9 @@ func (e *Evaluator) releaseCallEnv(ce *callEnv) {
 	clear(ce.env)
 	clear(ce.scopes)
 	ce.alarm.Release()
+	ce.held.Add(-ce.mem.Size())
 	ce.mem.Close()
-	ce.mem = nil
+	ce.mem, ce.held = nil, nil
 	ce.m = meter{}
 	e.envs.Put(ce)
 }
