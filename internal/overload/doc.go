@@ -22,7 +22,8 @@
 //     burst of short-lived allocations would read as an overload.
 //   - /memory/classes/heap/stacks:bytes: goroutine stacks, which are
 //     resident, live as long as their goroutines, and are in no budget
-//     (twenty thousand sessions' goroutines hold hundreds of MiB).
+//     (every open stream has goroutines of its own, and a deep recursion
+//     grows one's stack).
 //
 // The measure (Reading.Heap) is the sum. It is as of the last GC: what is
 // allocated since shows at the next one, which the runtime starts by the
