@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -151,11 +153,13 @@ func TestOverloadShedsTheCallHoldingTheMost(t *testing.T) {
 	started := make(chan string, 3)
 	release := make(chan struct{})
 	reached := make(chan string, 1)
-	conn := serve(t, newServer(t, server.WithMemoryBudget(budget), server.WithOverload(m), server.WithFunctions(
-		holder("small", 16<<10, heap, true, release, started),
-		holder("hog", 960<<10, heap, true, nil, started),
-		evaluator.Function{Name: "later", Impl: func(context.Context, map[string]any) (any, error) { reached <- "later"; return 1, nil }},
-	)))
+	reader := metric.NewManualReader()
+	conn := serve(t, newServer(t, server.WithMeterProvider(metric.NewMeterProvider(metric.WithReader(reader))),
+		server.WithMemoryBudget(budget), server.WithOverload(m), server.WithFunctions(
+			holder("small", 16<<10, heap, true, release, started),
+			holder("hog", 960<<10, heap, true, nil, started),
+			evaluator.Function{Name: "later", Impl: func(context.Context, map[string]any) (any, error) { reached <- "later"; return 1, nil }},
+		)))
 	c := exprdv1.NewExprToolClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -204,6 +208,33 @@ func TestOverloadShedsTheCallHoldingTheMost(t *testing.T) {
 	if err := <-done["small"]; err != nil {
 		t.Errorf("the small call: %v, want its answer", err)
 	}
+	for name, want := range map[string]int64{"exprd.overload.shed": 1, "exprd.overload.refusals": 2, "exprd.overload.collections": 1} {
+		if got := counterSum(t, reader, name); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+	for name, want := range map[string]int64{"exprd.overload.heap": 16 << 10, "exprd.overload.line": 1000 << 10} {
+		if got := gaugeValue(t, reader, name); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+}
+
+// gaugeValue is the value of the int64 gauge name, or -1.
+func gaugeValue(t *testing.T, r *metric.ManualReader, name string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == name && len(d.DataPoints) == 1 {
+				return d.DataPoints[0].Value
+			}
+		}
+	}
+	return -1
 }
 
 // A Session the manager cancels: its call's function sees its context
