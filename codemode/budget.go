@@ -15,6 +15,11 @@ const (
 	// ToolHandlerTimeout bounds a run made through the tool handler
 	// (CodeMode.CallTool, the AgentLoop's codemode tool).
 	ToolHandlerTimeout = 3 * time.Second
+	// DefaultMaxTimeout is the server's maximum of a request's timeout
+	// (exprd's --codemode-max-timeout): a run holds its tool calls and
+	// their answers, and a Run stream its approvals, for as long as it
+	// lasts; 64 calls of the default 10 s UTCP timeout fit in it.
+	DefaultMaxTimeout = 15 * time.Minute
 	// DefaultMaxIterations bounds predicate bodies (map, filter, ...) per run.
 	DefaultMaxIterations = evaluator.DefaultMaxIterations
 	// DefaultMemoryBudget is the expr VM's memory budget per run.

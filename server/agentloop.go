@@ -74,6 +74,9 @@ func (a *agentLoop) Run(stream agentStream) error {
 	if err != nil {
 		return err
 	}
+	history, reserve := historyReservation(a.s.opts.memory)
+	defer history.Close() // agent.Run has returned: nothing grows it after
+	cfg.ReserveHistory = reserve
 	go receive(ctx, a.s, stream, cancel, func(m *exprdv1.AgentLoopRunRequest) bool { return t.handle(m, cancel) }, t.halfClosed)
 
 	out, err := agent.Run(ctx, cfg)
@@ -99,15 +102,30 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 	if t.omit, err = omittedEvents(start.GetOmitEvents()); err != nil {
 		return agent.Config{}, err
 	}
+	lim := a.s.opts.runLimits.agentLimits()
 	cfg := agent.Config{
 		Provider: p, Model: start.GetModel(), System: start.GetSystem(),
-		ToolChoice:  choice,
-		Parallelism: int(start.GetParallelism()),
-		ToolTimeout: time.Duration(start.GetToolTimeoutMs()) * time.Millisecond,
-		StepTimeout: time.Duration(start.GetStepTimeoutMs()) * time.Millisecond,
-		TurnTimeout: time.Duration(start.GetTurnTimeoutMs()) * time.Millisecond,
-		Events:      t.events(),
-		Approve:     t.approve,
+		ToolChoice:      choice,
+		Parallelism:     int(start.GetParallelism()),
+		StepLimit:       lim.MaxSteps,
+		MaxCallsPerStep: lim.MaxCallsPerStep,
+		MaxHistoryBytes: lim.MaxHistoryBytes,
+		Events:          t.events(),
+		Approve:         t.approve,
+	}
+	for _, d := range []struct {
+		field    string
+		ms       uint32
+		def, max time.Duration
+		set      *time.Duration
+	}{
+		{"start.tool_timeout_ms", start.GetToolTimeoutMs(), agent.DefaultToolTimeout, lim.MaxToolTimeout, &cfg.ToolTimeout},
+		{"start.step_timeout_ms", start.GetStepTimeoutMs(), agent.DefaultStepTimeout, lim.MaxStepTimeout, &cfg.StepTimeout},
+		{"start.turn_timeout_ms", start.GetTurnTimeoutMs(), agent.DefaultTurnTimeout, lim.MaxTurnTimeout, &cfg.TurnTimeout},
+	} {
+		if *d.set, err = limitedTimeout(d.field, d.ms, d.def, d.max); err != nil {
+			return cfg, err
+		}
 	}
 	for i, m := range start.GetMessages() {
 		msg, err := messageFromProto(m, fmt.Sprintf("start.messages[%d]", i))
@@ -127,6 +145,9 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 		stop, err := stopFromProto(start.GetStop())
 		if err != nil {
 			return cfg, badRequest("start.stop", err.Error())
+		}
+		if err := checkStopSteps(start.GetStop(), "start.stop", lim.MaxSteps); err != nil {
+			return cfg, err
 		}
 		cfg.Stop = stop
 	}
@@ -150,7 +171,13 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start *exprdv1.AgentStart, t *turn) (agent.Tool, error) {
 	field := fmt.Sprintf("start.tools[%d]", i)
 	tool := agent.Tool{Name: tp.GetName(), Description: tp.GetDescription(), Parameters: json.RawMessage(tp.GetParametersJson()),
-		NeedsApproval: tp.GetNeedsApproval(), Timeout: time.Duration(tp.GetTimeoutMs()) * time.Millisecond}
+		NeedsApproval: tp.GetNeedsApproval()}
+	if ms := tp.GetTimeoutMs(); ms > 0 { // 0: the turn's tool_timeout_ms
+		var err error
+		if tool.Timeout, err = limitedTimeout(field+".timeout_ms", ms, 0, a.s.opts.runLimits.agentLimits().MaxToolTimeout); err != nil {
+			return tool, err
+		}
+	}
 	switch tp.GetExecutor() {
 	case exprdv1.AgentTool_EXECUTOR_UNSPECIFIED:
 	case exprdv1.AgentTool_EXECUTOR_CLIENT:

@@ -7,6 +7,9 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
+
+	"github.com/exprd/exprd/agent"
+	"github.com/exprd/exprd/membudget"
 )
 
 // errAborted is the cause of a turn the client aborted (AgentCancel).
@@ -19,6 +22,19 @@ var errAborted = errors.New("the client aborted the turn")
 func (a *agentLoop) status(ctx context.Context, err error) error {
 	if errors.Is(context.Cause(ctx), errAborted) {
 		return abortedByClient()
+	}
+	var (
+		he    *agent.HistoryError
+		spent *membudget.ExhaustedError
+	)
+	switch {
+	case ctx.Err() != nil:
+	case errors.As(err, &he) && he.Err == nil:
+		// The history's limit: RESOURCE_EXHAUSTED, as a state over
+		// max_state_bytes is.
+		return exhausted(quotaHistoryBytes, he.Error())
+	case errors.As(err, &he) && errors.As(he.Err, &spent):
+		return memoryStatus(spent)
 	}
 	return statusOf(ctx, a.s.opts.logger, err, "start")
 }

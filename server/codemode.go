@@ -26,17 +26,20 @@ type codeMode struct {
 	rt *codemode.Runtime
 }
 
-func ms(n uint32, def time.Duration) time.Duration {
-	if n == 0 {
-		return def
-	}
-	return time.Duration(n) * time.Millisecond
+// timeout reads a request's timeout_ms (field): 0 is def, or the server's
+// maximum when that is lower; above the maximum is INVALID_ARGUMENT.
+func (c *codeMode) timeout(field string, n uint32, def time.Duration) (time.Duration, error) {
+	return limitedTimeout(field, n, def, c.s.opts.runLimits.codeModeMaxTimeout())
 }
 
 // Execute runs code and returns its value, its trace, or its error.
 func (c *codeMode) Execute(ctx context.Context, req *exprdv1.ExecuteRequest) (*exprdv1.ExecuteResponse, error) {
+	timeout, err := c.timeout("timeout_ms", req.GetTimeoutMs(), codemode.DefaultTimeout)
+	if err != nil {
+		return nil, err
+	}
 	res, err := c.rt.Run(ctx, req.GetCode(), codemode.RunOptions{
-		Tools: req.GetTools(), Budgets: codemode.Budgets{Timeout: ms(req.GetTimeoutMs(), codemode.DefaultTimeout)},
+		Tools: req.GetTools(), Budgets: codemode.Budgets{Timeout: timeout},
 	})
 	if err := runStatus(ctx, err); err != nil {
 		return nil, err
@@ -47,12 +50,16 @@ func (c *codeMode) Execute(ctx context.Context, req *exprdv1.ExecuteRequest) (*e
 // CallTool plans a prompt with a model and runs the plan, as go-utcp's
 // CodeMode CallTool(ctx, prompt) does, with the tool handler's 3 s default.
 func (c *codeMode) CallTool(ctx context.Context, req *exprdv1.CallToolRequest) (*exprdv1.CallToolResponse, error) {
+	timeout, err := c.timeout("timeout_ms", req.GetTimeoutMs(), codemode.ToolHandlerTimeout)
+	if err != nil {
+		return nil, err
+	}
 	p, err := c.provider(req.GetProvider(), "provider")
 	if err != nil {
 		return nil, err
 	}
 	o, err := c.rt.Orchestrate(ctx, req.GetPrompt(), p, codemode.OrchestrateOptions{
-		Run: codemode.RunOptions{Budgets: codemode.Budgets{Timeout: ms(req.GetTimeoutMs(), codemode.ToolHandlerTimeout)}},
+		Run: codemode.RunOptions{Budgets: codemode.Budgets{Timeout: timeout}},
 	})
 	c.logModelFailure(ctx, err)
 	if err := runStatus(ctx, err); err != nil {
@@ -93,6 +100,10 @@ func (c *codeMode) Run(stream runStream) error {
 	if start == nil {
 		return errFirstNotStart
 	}
+	timeout, err := c.timeout("start.timeout_ms", start.GetTimeoutMs(), codemode.DefaultTimeout)
+	if err != nil {
+		return err
+	}
 	var p model.Provider
 	switch start.GetSource().(type) {
 	case *exprdv1.RunStart_Code:
@@ -117,7 +128,7 @@ func (c *codeMode) Run(stream runStream) error {
 
 	opts := codemode.RunOptions{
 		Tools:         start.GetTools(),
-		Budgets:       codemode.Budgets{Timeout: ms(start.GetTimeoutMs(), codemode.DefaultTimeout)},
+		Budgets:       codemode.Budgets{Timeout: timeout},
 		NeedsApproval: start.GetNeedsApproval(),
 		Approve:       r.approve,
 		OnEvent:       r.event,

@@ -108,6 +108,7 @@ type options struct {
 	models                    *model.Registry
 	grpcOpts                  []grpc.ServerOption
 	newClock                  func() func() time.Time // nil: time.Now
+	runLimits                 runLimits               // AgentLoop's and CodeMode's maxima (agentloop_limits.go); zero: the defaults
 }
 
 // Option configures a Server.
