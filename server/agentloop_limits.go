@@ -36,6 +36,9 @@ const (
 	// carries, in bytes of JSON (agent.Config.MaxHistoryBytes); a turn
 	// past it ends RESOURCE_EXHAUSTED, QuotaFailure max_history_bytes.
 	DefaultAgentMaxHistoryBytes = agent.DefaultMaxHistoryBytes
+	// DefaultCodeModeMaxTimeout bounds CodeMode's timeout_ms
+	// (codemode.DefaultMaxTimeout).
+	DefaultCodeModeMaxTimeout = codemode.DefaultMaxTimeout
 )
 
 // historyMemoryFactor is what a turn's history reserves from the memory
@@ -104,14 +107,14 @@ func (l AgentLimits) withDefaults() AgentLimits {
 // the zero value is every default.
 type runLimits struct {
 	agent           AgentLimits
-	codeModeTimeout time.Duration // 0: codemode.DefaultMaxTimeout
+	codeModeTimeout time.Duration // 0: DefaultCodeModeMaxTimeout
 }
 
 func (r runLimits) agentLimits() AgentLimits { return r.agent.withDefaults() }
 
 func (r runLimits) codeModeMaxTimeout() time.Duration {
 	if r.codeModeTimeout == 0 {
-		return codemode.DefaultMaxTimeout
+		return DefaultCodeModeMaxTimeout
 	}
 	return r.codeModeTimeout
 }
@@ -143,7 +146,7 @@ func WithAgentLimits(l AgentLimits) Option {
 }
 
 // WithCodeModeMaxTimeout bounds the timeout_ms a CodeMode request may ask
-// for (default codemode.DefaultMaxTimeout); 0 keeps the default.
+// for (default DefaultCodeModeMaxTimeout); 0 keeps the default.
 func WithCodeModeMaxTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {

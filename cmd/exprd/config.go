@@ -71,6 +71,7 @@ type config struct {
 	memoryBudgetWait          time.Duration
 	memory                    *membudget.Budget // made from the two above at start
 	overload                  overloadConfig
+	runLimits                 runLimitsConfig // AgentLoop's and CodeMode's maxima (runlimits.go)
 
 	maxConnAge      time.Duration
 	maxConnAgeGrace time.Duration
@@ -125,6 +126,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Int64Var(&c.memoryBudget, "memory-budget", 0, "bytes the states of sessions, turns and calls and the tools' answers being read may hold at once (0: 70% of the cgroup's memory limit, else of GOMEMLIMIT, else of the machine's memory)")
 	fs.DurationVar(&c.memoryBudgetWait, "memory-budget-wait", 250*time.Millisecond, "how long work waits for room in a spent memory budget before it is refused (RESOURCE_EXHAUSTED)")
 	c.overload.flags(fs)
+	c.runLimits.flags(fs)
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
 	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")
@@ -302,6 +304,9 @@ func (c config) validate() error {
 		errs = append(errs, fmt.Errorf("memory-budget %d, memory-budget-wait %s: want neither negative", c.memoryBudget, c.memoryBudgetWait))
 	}
 	if err := c.overload.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.runLimits.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.store.validate(); err != nil {

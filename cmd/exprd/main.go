@@ -149,6 +149,8 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 		server.WithMaxRateBuckets(c.rateCallers),
 		server.WithFlowControlWindows(c.windowSize, c.connWindowSize),
 		server.WithSlowReaderTimeout(c.slowReader),
+		server.WithAgentLimits(c.runLimits.agent),
+		server.WithCodeModeMaxTimeout(c.runLimits.codeModeTimeout),
 		server.WithKeepalive(keepalive.ServerParameters{
 			MaxConnectionAge: c.maxConnAge, MaxConnectionAgeGrace: c.maxConnAgeGrace,
 			Time: server.DefaultKeepaliveTime, Timeout: server.DefaultKeepaliveTimeout,
