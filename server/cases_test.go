@@ -79,7 +79,7 @@ func wireBudgets(c evaltest.Case) *exprdv1.Budgets {
 		TimeoutMs: l.TimeoutMS, MaxIterations: l.MaxIterations, MemoryBudget: l.MemoryBudget,
 		MaxSourceLength: l.MaxSourceLength, MaxNodes: l.MaxNodes, MaxStringLength: l.MaxStringLength,
 		MaxArrayLength: l.MaxArrayLength, MaxReadChars: l.MaxReadChars, FunctionTimeoutMs: l.FunctionTimeoutMS,
-		MaxSteps: l.MaxSteps,
+		MaxSteps: l.MaxSteps, MaxAllocBytes: l.MaxAllocBytes, MaxFunctionCalls: l.MaxFunctionCalls,
 	}
 }
 

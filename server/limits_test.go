@@ -37,6 +37,8 @@ func TestBudgetAboveMaximumMessage(t *testing.T) {
 		"function_timeout_ms": {10_001, "budget function_timeout_ms: 10001 ms is above the server's maximum of 10000 ms"},
 		"max_steps":           {51, "budget max_steps: 51 steps is above the server's maximum of 50 steps"},
 		"max_value_bytes":     {8<<20 + 1, "budget max_value_bytes: 8388609 bytes is above the server's maximum of 8388608 bytes"},
+		"max_alloc_bytes":     {64<<20 + 1, "budget max_alloc_bytes: 67108865 bytes is above the server's maximum of 67108864 bytes"},
+		"max_function_calls":  {65, "budget max_function_calls: 65 calls is above the server's maximum of 64 calls"},
 	}
 	c := startServer(t)
 	fields := (&exprdv1.Budgets{}).ProtoReflect().Descriptor().Fields()

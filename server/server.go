@@ -420,7 +420,7 @@ func New(opts ...Option) (*Server, error) {
 	if size := o.initialState.Size(); size > o.maxStateBytes {
 		return nil, fmt.Errorf("initial state: %d bytes, over the max state bytes %d", size, o.maxStateBytes)
 	}
-	evOpts := []evaluator.Option{evaluator.WithCacheSize(o.cacheSize)}
+	evOpts := []evaluator.Option{evaluator.WithCacheSize(o.cacheSize), evaluator.WithMemoryBudget(o.memory)}
 	if o.maxRunning > 0 {
 		evOpts = append(evOpts, evaluator.WithMaxRunning(o.maxRunning))
 	}
@@ -464,7 +464,7 @@ func New(opts ...Option) (*Server, error) {
 	exprdv1.RegisterExprToolServer(s.grpc, &exprTool{s: s})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	if o.registry != nil {
-		rt, err := codemode.New(o.registry)
+		rt, err := codemode.New(o.registry, codemode.WithMemoryBudget(o.memory))
 		if err != nil {
 			return nil, err
 		}
