@@ -48,6 +48,24 @@ func testConn(window uint32) (*conn, *sink) {
 	return g.wrap(s).(*conn), s
 }
 
+// feedAll gives the reader all of p, as grpc-go reads on: a header block
+// ended (with admission) is admitted, as a tap would, before the rest.
+func feedAll(t *testing.T, c *conn, p []byte) {
+	for len(p) > 0 {
+		n, wait := c.in.feed(c, p)
+		if wait != nil {
+			t.Fatal("the reader waits for room it has no budget to reserve from")
+		}
+		if n < len(p) && c.undecided.Load() == 0 {
+			t.Fatalf("the reader stopped after %d of %d bytes with no header block ended", n, len(p))
+		}
+		if c.undecided.Load() != 0 {
+			c.admitted(0)
+		}
+		p = p[n:]
+	}
+}
+
 // What grpc-go writes reaches the client unchanged, in any cuts, except
 // the WINDOW_UPDATE frames of a stream waiting for admission, which are
 // summed; a stream ends with its trailers or a reset, and its window
@@ -99,19 +117,30 @@ func FuzzWriter(f *testing.F) {
 
 // A client's gRPC message, in DATA frames of any sizes and paddings, cut
 // anywhere, is seen whole: one message of its length, complete at its
-// last byte; and no bytes at all make the reader fail.
+// last byte; with admission, the reader stops at the end of the header
+// block (HEADERS, or its last CONTINUATION) and the stream admitted then
+// is the one followed; and no bytes at all make the reader fail.
 func FuzzReader(f *testing.F) {
-	f.Add(uint32(100), []byte{10, 0, 50, 3}, []byte{7})
-	f.Add(uint32(5), []byte{1}, []byte{1})
-	f.Add(uint32(0), []byte{}, []byte{})
-	f.Add(uint32(16), []byte{7}, []byte{3}) // the window: not gated
-	f.Add(uint32(17), []byte{7}, []byte{3}) // one past it: gated
-	f.Fuzz(func(t *testing.T, size uint32, frames, cuts []byte) {
+	f.Add(uint32(100), []byte{10, 0, 50, 3}, []byte{7}, false, false)
+	f.Add(uint32(5), []byte{1}, []byte{1}, false, false)
+	f.Add(uint32(0), []byte{}, []byte{}, false, false)
+	f.Add(uint32(16), []byte{7}, []byte{3}, false, false) // the window: not gated
+	f.Add(uint32(17), []byte{7}, []byte{3}, false, false) // one past it: gated
+	f.Add(uint32(17), []byte{7}, []byte{3}, true, false)  // admitted at its header block's end
+	f.Add(uint32(100), []byte{9, 2}, []byte{5}, true, true)
+	f.Fuzz(func(t *testing.T, size uint32, frames, cuts []byte, admission, continued bool) {
 		size %= 4096
 		c, _ := testConn(16)
+		c.g.admission = admission
 		var in bytes.Buffer
 		in.WriteString("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-		in.Write(frame(typeHeaders, 0x4, 1, []byte{0x88}))
+		if continued {
+			in.Write(frame(typeHeaders, 0, 1, []byte{0x88}))
+			in.Write(frame(typeContinue, 0, 1, []byte{0x88}))
+			in.Write(frame(typeContinue, 0x4, 1, []byte{0x88}))
+		} else {
+			in.Write(frame(typeHeaders, 0x4, 1, []byte{0x88}))
+		}
 		msg := binary.BigEndian.AppendUint32([]byte{0}, size)
 		msg = append(msg, make([]byte, size)...)
 		for i := 0; len(msg) > 0; i++ {
@@ -131,7 +160,10 @@ func FuzzReader(f *testing.F) {
 			msg = msg[n:]
 		}
 		for _, p := range chunks(in.Bytes(), cuts) {
-			c.in.feed(c, p)
+			feedAll(t, c, p)
+		}
+		if n := c.g.unmatched.Load(); n != 0 {
+			t.Fatalf("%d admissions found no stream", n)
 		}
 		c.mu.Lock()
 		s := c.streams[1]
@@ -147,7 +179,11 @@ func FuzzReader(f *testing.F) {
 		}
 		// Then anything at all.
 		for _, p := range chunks(frames, cuts) {
-			c.in.feed(c, p)
+			for len(p) > 0 && !c.in.lost {
+				n, _ := c.in.feed(c, p)
+				c.undecided.Store(0)
+				p = p[n:]
+			}
 		}
 		_ = c.Close()
 	})

@@ -32,6 +32,28 @@
 // So the memory of messages being received is bounded by the budget, the
 // overdraft, and one flow-control window per open stream, instead of one
 // largest message per open stream.
+//
+// With WithAdmission, the gate reserves only for the streams a
+// grpc.InTapHandle admitted (Admit): a stream grpc-go refuses, for want
+// of a token or anything else, never holds a byte of the budget, however
+// long its messages claim to be. The gate learns which stream the tap
+// decides on by giving grpc-go the bytes of a connection up to the end of
+// each header block and no further: grpc-go decides on a stream (the tap
+// runs in its reading goroutine) before it reads again. An admitted
+// stream may also be given a limit of its own, smaller than the largest
+// message: a longer message resets it before grpc-go is given the frame
+// after the one that carries its length.
+//
+// With WithPeerLimit, what one peer's messages hold at once is bounded,
+// so that one client cannot take the whole budget and overdraft from the
+// others; its further messages wait for its own to be released. With
+// WithArrivalTimeout, a message whose room was reserved must arrive
+// within the timeout, else its stream is reset (a RST_STREAM to the
+// client, and one given to grpc-go as if the client had sent it) and its
+// room released: a client that claims a length and stops sending holds
+// the room for that long at most. With WithCompressed, a compressed
+// message reserves its inflated bound instead of its length, and grpc-go
+// is not given its last byte before the room is reserved.
 package recvgate
 
 import (
@@ -39,6 +61,8 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
@@ -58,7 +82,55 @@ type Gate struct {
 	overdraftLimit int64
 	window         uint32 // messages longer than this are admitted
 	conns          sync.Map
+
+	admission bool          // only streams Admit admitted are reserved for
+	arrival   time.Duration // a reserved message must arrive within this; 0: no bound
+	inflated  int64         // a compressed message's bound once inflated; 0: its length counts
+	peerLimit int64         // bytes one peer's messages hold at once; 0: no bound
+	peerKey   func(net.Addr) string
+
+	peerMu sync.Mutex
+	peers  map[string]*peer
+
+	resets    atomic.Int64 // streams the gate reset
+	unmatched atomic.Int64 // Admit calls with no stream to decide on
+	reserves  atomic.Int64 // messages reserved for, or waiting to be
+	holding   atomic.Int64 // reads waiting for a message's room before its last byte
 }
+
+// peer is what one peer's connections hold.
+type peer struct {
+	sem   *semaphore.Weighted // first come, first served
+	conns int
+}
+
+// An Option configures a Gate.
+type Option func(*Gate)
+
+// WithAdmission makes the gate reserve only for the streams admitted by
+// a grpc.InTapHandle that calls Admit: a stream grpc-go refuses (no token,
+// too many streams, a header list too long) is never reserved for.
+// Without it, every stream is admitted.
+func WithAdmission() Option { return func(g *Gate) { g.admission = true } }
+
+// WithPeerLimit bounds what the messages of one peer hold at once, over
+// its connections: key names a connection's peer from its remote address
+// ("" for a peer without a bound). A message that would pass it waits for
+// the peer's own to be released. A limit below what the largest message
+// needs is raised to it, so that one can always arrive.
+func WithPeerLimit(limit int64, key func(net.Addr) string) Option {
+	return func(g *Gate) { g.peerLimit, g.peerKey = limit, key }
+}
+
+// WithArrivalTimeout bounds how long a message whose room was reserved may
+// take to arrive: past d, its stream is reset and the room released.
+func WithArrivalTimeout(d time.Duration) Option { return func(g *Gate) { g.arrival = d } }
+
+// WithCompressed makes a compressed message reserve twice inflated, the
+// most it may inflate to (grpc-go refuses more), instead of twice its
+// length, whatever its length: grpc-go is not given its last byte before
+// the room is reserved. Use it when grpc-go decompresses messages.
+func WithCompressed(inflated int) Option { return func(g *Gate) { g.inflated = int64(inflated) } }
 
 // New returns a gate that reserves from budget the messages longer than
 // window, a stream's flow-control window. The overdraft is a quarter of
@@ -67,14 +139,61 @@ type Gate struct {
 // small for its quarter to hold what the largest message (maxMsg) needs
 // gets an overdraft of that size on top of it instead, so that one can
 // always arrive.
-func New(budget *membudget.Budget, window, maxMsg int) *Gate {
+func New(budget *membudget.Budget, window, maxMsg int, opts ...Option) *Gate {
 	overdraft := budget.Limit() / 4
 	if overdraft < 2*int64(maxMsg) {
 		overdraft = 2 * int64(maxMsg)
 	} else if _, err := budget.Reserve(context.Background(), "the overdraft of received messages", overdraft); err != nil {
 		overdraft = 2 * int64(maxMsg) // a budget already in use: on top of it
 	}
-	return &Gate{budget: budget, overdraft: semaphore.NewWeighted(overdraft), overdraftLimit: overdraft, window: uint32(window)}
+	g := &Gate{budget: budget, overdraft: semaphore.NewWeighted(overdraft), overdraftLimit: overdraft, window: uint32(window), peers: map[string]*peer{}}
+	for _, o := range opts {
+		o(g)
+	}
+	if g.peerLimit > 0 {
+		g.peerLimit = max(g.peerLimit, 2*int64(maxMsg), 2*g.inflated)
+	}
+	return g
+}
+
+// Admit tells the gate that the stream whose headers grpc-go is deciding
+// on, in ctx (a grpc.InTapHandle's), is admitted; limit, when positive,
+// bounds its messages' length below the largest message: a longer one
+// resets the stream, and grpc-go is given no frame of it after the one
+// that carries its length. It must be called from the tap, which grpc-go
+// runs before it reads on.
+func (g *Gate) Admit(ctx context.Context, limit int) {
+	c, ok := ctx.Value(connKey{}).(*conn)
+	if !ok {
+		return
+	}
+	c.admitted(uint32(max(limit, 0)))
+}
+
+// Resets is the number of streams the gate has reset: their message did
+// not arrive in time, or was longer than their limit.
+func (g *Gate) Resets() int64 { return g.resets.Load() }
+
+// attach counts a connection of the peer key and returns the peer.
+func (g *Gate) attach(key string) *peer {
+	g.peerMu.Lock()
+	defer g.peerMu.Unlock()
+	p := g.peers[key]
+	if p == nil {
+		p = &peer{sem: semaphore.NewWeighted(g.peerLimit)}
+		g.peers[key] = p
+	}
+	p.conns++
+	return p
+}
+
+// detach forgets a connection of the peer key.
+func (g *Gate) detach(key string, p *peer) {
+	g.peerMu.Lock()
+	defer g.peerMu.Unlock()
+	if p.conns--; p.conns == 0 && g.peers[key] == p {
+		delete(g.peers, key)
+	}
 }
 
 // Overdraft is the bytes messages may hold once the budget is spent.
@@ -226,10 +345,20 @@ const (
 	typeRSTStream  = 0x3
 	typeWindowUpd  = 0x8
 	flagEndStream  = 0x1
+	flagEndHeaders = 0x4
 	flagPadded     = 0x8
+	typeContinue   = 0x9
+	rstLen         = 4 // a RST_STREAM frame's payload
+	codeCancel     = 0x8
+	codeCalm       = 0xb // ENHANCE_YOUR_CALM
 	streamIDMask   = 1<<31 - 1
 	maxTrackedSIDs = 1 << 16 // streams tracked on one connection
 )
+
+// ResetGrace is how long a connection may go on after the gate reset one
+// of its streams while the client was in the middle of a frame, which the
+// gate cannot cut: past it, the connection is closed.
+const ResetGrace = time.Second
 
 // frameHeader is a decoded frame header.
 type frameHeader struct {
@@ -245,6 +374,16 @@ func parseHeader(b []byte) frameHeader {
 		typ:    b[3], flags: b[4],
 		stream: binary.BigEndian.Uint32(b[5:9]) & streamIDMask,
 	}
+}
+
+// rstStream is a RST_STREAM frame for stream with code.
+func rstStream(stream, code uint32) []byte {
+	b := make([]byte, headerLen+rstLen)
+	b[2] = rstLen
+	b[3] = typeRSTStream
+	binary.BigEndian.PutUint32(b[5:9], stream)
+	binary.BigEndian.PutUint32(b[9:], code)
+	return b
 }
 
 // windowUpdate is a WINDOW_UPDATE frame for stream of inc bytes.
