@@ -250,7 +250,9 @@ func TestAgentLoopMaxima(t *testing.T) {
 	}{
 		{"max_steps at the limit", func(s *exprdv1.AgentStart) { s.Stop = maxSteps(3) }, "", 3},
 		{"max_steps one past", func(s *exprdv1.AgentStart) { s.Stop = maxSteps(4) }, "start.stop.max_steps", 0},
-		{"a nested max_steps one past", func(s *exprdv1.AgentStart) { s.Stop = or(never, &exprdv1.StopCondition{Cond: &exprdv1.StopCondition_Not{Not: maxSteps(4)}}) },
+		{"a nested max_steps one past", func(s *exprdv1.AgentStart) {
+			s.Stop = or(never, &exprdv1.StopCondition{Cond: &exprdv1.StopCondition_Not{Not: maxSteps(4)}})
+		},
 			"start.stop.or.conditions[1].not.max_steps", 0},
 		{"a condition that never stops", func(s *exprdv1.AgentStart) { s.Stop = never }, "", 3},
 		{"tool_timeout_ms at the limit", func(s *exprdv1.AgentStart) { s.ToolTimeoutMs = 2000 }, "", 3},
