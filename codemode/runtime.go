@@ -12,7 +12,6 @@ import (
 	"github.com/expr-lang/expr/file"
 
 	"github.com/exprd/exprd/internal/exprbound"
-	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/utcp"
 )
@@ -183,20 +182,16 @@ func (rt *Runtime) Run(ctx context.Context, code string, opts RunOptions) (Resul
 		trace: make([]Call, 0, min(len(p.analysis.Tools), b.MaxToolCalls))}
 	r.bytes = exprbound.Meter{Max: int64(b.MaxAllocBytes), Over: overAlloc}
 	if rt.memory != nil {
-		// What the reservation holds is told to the overload manager, if
-		// the RPC is tracked by one, so that it knows which call to shed.
 		var mem *membudget.Reservation
-		held := overload.FromContext(ctx)
-		defer func() { held.Add(-mem.Size()); mem.Close() }()
+		defer func() { mem.Close() }()
 		r.bytes.Reserve = func(n int64) error {
 			if mem == nil {
-				mem = rt.memory.Empty("a CodeMode run's values")
+				// The RPC's holder (an overload manager's call) is told.
+				mem = rt.memory.EmptyFor(ctx, "a CodeMode run's values")
 			}
-			before := mem.Size()
 			if err := mem.TryResize(n); err != nil {
 				return budgetError(BudgetMemory, "the server's memory budget cannot hold what this run builds now: build less, or retry later")
 			}
-			held.Add(n - before)
 			return nil
 		}
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
 	"github.com/exprd/exprd/internal/exprbound"
-	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
 )
 
@@ -443,7 +442,7 @@ type callEnv struct {
 	reserve   func(n int64) error
 	overAlloc func(used, max int64) error
 	mem       *membudget.Reservation // what the call's programs built past the allowance; nil: none yet
-	held      *overload.Call         // the RPC the call runs in, told what mem holds; nil: none
+	ctx       context.Context        // the call's, for the reservation's holder
 	env       map[string]any
 	scopes    map[string]any
 }
@@ -458,13 +457,12 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 		ce.overAlloc = overAlloc
 		ce.reserve = func(n int64) error {
 			if ce.mem == nil {
-				ce.mem = e.memory.Empty("a call's values")
+				// The RPC's holder (an overload manager's call) is told.
+				ce.mem = e.memory.EmptyFor(ce.ctx, "a call's values")
 			}
-			before := ce.mem.Size()
 			if err := ce.mem.TryResize(n); err != nil {
 				return budgetError(BudgetMemory, "the server's memory budget cannot hold what this call builds now: build less, or retry later")
 			}
-			ce.held.Add(n - before)
 			return nil
 		}
 	}
@@ -474,7 +472,7 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 	if e.memory != nil {
 		ce.m.bytes.Reserve = ce.reserve
 	}
-	ce.held = overload.FromContext(ctx)
+	ce.ctx = ctx
 	ce.alarm.Watch(ctx)
 	ce.env[tickName] = ce.tick
 	ce.env[exprbound.AllocName] = ce.alloc
@@ -493,9 +491,8 @@ func (e *Evaluator) releaseCallEnv(ce *callEnv) {
 	clear(ce.env)
 	clear(ce.scopes)
 	ce.alarm.Release()
-	ce.held.Add(-ce.mem.Size())
 	ce.mem.Close()
-	ce.mem, ce.held = nil, nil
+	ce.mem, ce.ctx = nil, nil
 	ce.m = meter{}
 	e.envs.Put(ce)
 }

@@ -89,10 +89,48 @@ func (e *ExhaustedError) Error() string {
 type Reservation struct {
 	b       *Budget
 	what    string
+	holder  Holder // told of every change of n; nil: none
 	mu      sync.Mutex
 	n       int64
 	inSmall bool // n is held in the budget's small part
 	closed  bool // Close was called: it may not grow again
+}
+
+// Holder is told what the reservations made for it hold: the work a
+// context carries (an RPC an overload manager tracks), so that it can be
+// judged by what it holds. Add gets each change, positive or negative.
+type Holder interface{ Add(n int64) }
+
+type holderKey struct{}
+
+// WithHolder is ctx carrying h: a reservation made with it (Reserve,
+// EmptyFor, or the first Resize of an Empty one) tells h of what it holds.
+func WithHolder(ctx context.Context, h Holder) context.Context {
+	return context.WithValue(ctx, holderKey{}, h)
+}
+
+func holderFrom(ctx context.Context) Holder {
+	h, _ := ctx.Value(holderKey{}).(Holder)
+	return h
+}
+
+// EmptyFor is Empty for the work ctx carries: its Holder is told of what
+// the reservation holds, however it is resized later (TryResize too).
+func (b *Budget) EmptyFor(ctx context.Context, what string) *Reservation {
+	r := b.Empty(what)
+	if r != nil {
+		r.holder = holderFrom(ctx)
+	}
+	return r
+}
+
+// count moves n bytes into (out of, when negative) what the reservation
+// holds, for the budget and the holder.
+func (r *Reservation) count(n int64) {
+	r.b.inUse.Add(n)
+	if r.holder != nil {
+		r.holder.Add(n)
+	}
 }
 
 // Reserve reserves n bytes for what, waiting at most the budget's wait
@@ -146,6 +184,9 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	n = max(n, 0)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.holder == nil {
+		r.holder = holderFrom(ctx)
+	}
 	b := r.b
 	switch {
 	case n == r.n:
@@ -153,7 +194,7 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	case n < r.n:
 		// Counted out before the pool frees it, so that InUse never
 		// shows more than the pools hold.
-		b.inUse.Add(n - r.n)
+		r.count(n - r.n)
 		r.pool().release(r.n - n)
 		r.n = n
 		r.inSmall = r.inSmall && n > 0
@@ -169,7 +210,7 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	// A small reservation grows in the small part while it fits there.
 	if (r.inSmall || r.n == 0) && n <= b.smallMax && b.small.try(grow) {
 		r.inSmall = true
-		b.inUse.Add(grow)
+		r.count(grow)
 		r.n = n
 		return nil
 	}
@@ -190,7 +231,7 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 		b.small.release(r.n)
 		r.inSmall = false
 	}
-	b.inUse.Add(grow)
+	r.count(grow)
 	r.n = n
 	return nil
 }

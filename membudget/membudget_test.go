@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,5 +223,62 @@ func TestClose(t *testing.T) {
 	}
 	if got := b.InUse(); got != 0 {
 		t.Errorf("in use %d after Close, want 0", got)
+	}
+}
+
+// holderCount is a Holder that sums what it is told.
+type holderCount struct{ n atomic.Int64 }
+
+func (h *holderCount) Add(n int64) { h.n.Add(n) }
+
+// A reservation made for the work a context carries tells its Holder of
+// every change, however it is made: Reserve, the first Resize of an Empty
+// one, EmptyFor then TryResize; shrinking and Close give it back.
+func TestHolderIsToldWhatReservationsHold(t *testing.T) {
+	t.Parallel()
+	b := membudget.New(1<<20, time.Millisecond)
+	h := &holderCount{}
+	ctx := membudget.WithHolder(context.Background(), h)
+	r1, err := b.Reserve(ctx, "a", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := b.Empty("b")
+	if err := r2.Resize(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	r3 := b.EmptyFor(ctx, "c")
+	if err := r3.TryResize(300_000); err != nil { // past the small part: held in the large one
+		t.Fatal(err)
+	}
+	if got, want := h.n.Load(), int64(100+2000+300_000); got != want {
+		t.Errorf("after growing: the holder has %d, want %d", got, want)
+	}
+	if err := r3.TryResize(1 << 30); err == nil {
+		t.Fatal("a reservation past the budget was made")
+	}
+	if got, want := h.n.Load(), int64(100+2000+300_000); got != want {
+		t.Errorf("after a refused growth: the holder has %d, want %d", got, want)
+	}
+	r1.Release()
+	r2.Close()
+	if err := r3.TryResize(1000); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.n.Load(); got != 1000 {
+		t.Errorf("after shrinking: the holder has %d, want 1000", got)
+	}
+	r3.Close()
+	if got := h.n.Load(); got != 0 {
+		t.Errorf("after closing: the holder has %d, want 0", got)
+	}
+	// A reservation made without a holder tells nobody.
+	r4, err := b.Reserve(context.Background(), "d", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r4.Close()
+	if got := h.n.Load(); got != 0 {
+		t.Errorf("a reservation of another context: the holder has %d, want 0", got)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/exprd/exprd/membudget"
 )
 
 // The defaults. The thresholds are fractions of the line.
@@ -274,7 +276,9 @@ func (c *Call) Shed() bool {
 func (m *Manager) Track(ctx context.Context, name string) (context.Context, *Call, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	c := &Call{name: name, seq: m.seq.Add(1), start: time.Now(), cancel: cancel, m: m}
-	ctx = context.WithValue(ctx, callKey{}, c)
+	// What the memory budget reserves for the call is counted as held by
+	// it, as are the bytes a meter counts (Add).
+	ctx = membudget.WithHolder(context.WithValue(ctx, callKey{}, c), c)
 	m.mu.Lock()
 	m.calls[c] = struct{}{}
 	m.mu.Unlock()

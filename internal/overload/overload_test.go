@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/exprd/exprd/membudget"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -231,6 +233,27 @@ func TestFromContext(t *testing.T) {
 	done()
 	if ctx.Err() == nil || m.Stats().InFlight != 0 {
 		t.Errorf("after done: context %v, %d in flight; want cancelled, none", ctx.Err(), m.Stats().InFlight)
+	}
+}
+
+// What the memory budget reserves with a tracked context counts as held
+// by its call, and is given back with the reservation.
+func TestReservationsCountAsHeld(t *testing.T) {
+	m := newManager(t, &gcHeap{})
+	ctx, c, done := m.Track(context.Background(), "call")
+	defer done()
+	b := membudget.New(1<<20, time.Millisecond)
+	r, err := b.Reserve(ctx, "a state", 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(7) // and what a meter counts besides
+	if c.Held() != 5007 {
+		t.Errorf("held %d, want 5007", c.Held())
+	}
+	r.Close()
+	if c.Held() != 7 {
+		t.Errorf("after the reservation's release: held %d, want 7", c.Held())
 	}
 }
 
