@@ -60,9 +60,9 @@ func (a *agentLoop) Run(stream agentStream) error {
 	t := newTurn(ctx, a.s.opts.initialState.Fork(a.s.opts.maxStateBytes))
 	// What the turn sends is queued and sent by one goroutine: a client
 	// that stops reading ends the turn after the slow-reader timeout.
-	t.out = newOutbox(a.s.opts.outboxBytes, a.s.opts.slowReaderTimeout, func(m *exprdv1.AgentLoopRunResponse) int { return proto.Size(m) }, recoveredSend(ctx, a.s, stream.Send), cancelOnDead(cancel), a.s.opts.memory.Empty(outboxWhat))
+	t.out = newOutbox(a.s.opts.outboxBytes, a.s.opts.slowReaderTimeout, func(m *exprdv1.AgentLoopRunResponse) int { return proto.Size(m) }, recoveredSend(ctx, a.s, stream.Send), cancelOnDead(cancel), a.s.opts.memory.EmptyFor(ctx, outboxWhat))
 	defer t.out.close()
-	mem := a.s.opts.memory.Empty("the turn's state")
+	mem := a.s.opts.memory.EmptyFor(ctx, "the turn's state")
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	t.state.UseMemory(mem)
 	if js := start.GetStateJson(); len(js) > 0 {

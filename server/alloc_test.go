@@ -33,13 +33,16 @@ const allocBound = 256 << 20
 // build gigabytes), and nothing stays reserved once the call has ended.
 // Not parallel: the process's allocation counter is shared.
 func TestBuiltStringsStopAtTheByteBudget(t *testing.T) {
+	// The byte budgets are small enough to be reached well within the
+	// time budget on a loaded machine.
 	for _, tt := range []struct {
-		name   string
-		budget int64 // the server's memory budget
-		want   string
+		name     string
+		budget   int64  // the server's memory budget
+		maxAlloc uint64 // the call's byte budget; 0: the server's
+		want     string
 	}{
-		{"the call's byte budget", 1 << 30, "over the limit of 67108864 bytes"},
-		{"the server's memory budget", 16 << 20, "the server's memory budget cannot hold what this call builds now"},
+		{"the call's byte budget", 1 << 30, 4 << 20, "over the limit of 4194304 bytes"},
+		{"the server's memory budget", 4 << 20, 0, "the server's memory budget cannot hold what this call builds now"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := membudget.New(tt.budget, time.Millisecond)
@@ -50,6 +53,7 @@ func TestBuiltStringsStopAtTheByteBudget(t *testing.T) {
 				var err error
 				resp, err = c.Call(context.Background(), &exprdv1.CallRequest{
 					Settings:  &exprdv1.Settings{Read: true},
+					Budgets:   &exprdv1.Budgets{MaxAllocBytes: tt.maxAlloc},
 					InputJson: `{"read": "len(map(1..100000, repeat(\"x\", 100000)))"}`,
 				})
 				if err != nil {

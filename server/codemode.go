@@ -122,7 +122,7 @@ func (c *codeMode) Run(stream runStream) error {
 	// What the run sends is queued and sent by one goroutine: a client
 	// that stops reading ends the run after the slow-reader timeout
 	// instead of holding it, and what it pins, for ever.
-	r.out = newOutbox(c.s.opts.outboxBytes, c.s.opts.slowReaderTimeout, func(m *exprdv1.RunResponse) int { return proto.Size(m) }, recoveredSend(ctx, c.s, stream.Send), cancelOnDead(cancel), c.s.opts.memory.Empty(outboxWhat))
+	r.out = newOutbox(c.s.opts.outboxBytes, c.s.opts.slowReaderTimeout, func(m *exprdv1.RunResponse) int { return proto.Size(m) }, recoveredSend(ctx, c.s, stream.Send), cancelOnDead(cancel), c.s.opts.memory.EmptyFor(ctx, outboxWhat))
 	defer r.out.close()
 	go receive(ctx, c.s, stream, cancel, func(m *exprdv1.RunRequest) bool { return r.handle(m, cancel) }, r.approvals.close)
 

@@ -43,7 +43,7 @@ func (e *exprTool) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1
 		return nil, err
 	}
 	st := evaluator.NewState(s.opts.maxStateBytes)
-	mem := s.opts.memory.Empty("the call's state")
+	mem := s.opts.memory.EmptyFor(ctx, "the call's state")
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	st.UseMemory(mem)
 	if len(req.GetStateJson()) > 0 {

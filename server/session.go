@@ -91,10 +91,10 @@ func (e *exprTool) Session(stream sessionStream) error {
 		results: newCorrelator[functionKey, *exprdv1.FunctionResult](func(k functionKey) string {
 			return fmt.Sprintf("no function call %q is waiting in call %q", k.function, k.call)
 		})}
-	mem := s.opts.memory.Empty("the session's state")
+	mem := s.opts.memory.EmptyFor(ctx, "the session's state")
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	ss.state.UseMemory(mem)
-	ss.out = newOutbox(s.opts.outboxBytes, s.opts.slowReaderTimeout, func(m *exprdv1.SessionResponse) int { return proto.Size(m) }, recoveredSend(ctx, s, stream.Send), nil, s.opts.memory.Empty(outboxWhat))
+	ss.out = newOutbox(s.opts.outboxBytes, s.opts.slowReaderTimeout, func(m *exprdv1.SessionResponse) int { return proto.Size(m) }, recoveredSend(ctx, s, stream.Send), nil, s.opts.memory.EmptyFor(ctx, outboxWhat))
 	s.metrics.sessions.Add(ctx, 1)
 	defer s.metrics.sessions.Add(context.WithoutCancel(ctx), -1)
 	// Every call and worker ends before the handler returns, then what
