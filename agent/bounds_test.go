@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/model"
@@ -112,6 +113,7 @@ func TestStepLimitBoundsEveryCondition(t *testing.T) {
 			srv := serveScript(t, scripted.Script{Loop: true, Turns: []scripted.Turn{{ToolCalls: calls(1, "search")}}})
 			cfg := config(t, srv, agent.Tool{Name: "search", Exec: &counting{}})
 			cfg.Stop, cfg.StepLimit = tc.stop, tc.limit
+			cfg.TurnTimeout = 10 * time.Second // without the limit, the turn ends here, failing
 			out := run(t, cfg)
 			if len(out.Steps) != tc.wantSteps || out.StopReason != agent.StopConditionMet {
 				t.Errorf("got %d steps (%s), want %d (%s)", len(out.Steps), out.StopReason, tc.wantSteps, agent.StopConditionMet)
