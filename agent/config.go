@@ -25,9 +25,9 @@ const (
 	// model does not call, not(max_steps)) still ends.
 	DefaultStepLimit = 100
 	// DefaultMaxCallsPerStep bounds the tool calls of one step that run
-	// and enter the history. A model's reply is at most 8 MiB, room for
-	// some 100,000 calls; 64 is CodeMode's calls per run, and more than
-	// models make at once.
+	// and enter the history. A model's reply holds at most 8 MiB of text,
+	// names and arguments, room for millions of calls; 64 is CodeMode's
+	// calls per run, and more than models make at once.
 	DefaultMaxCallsPerStep = 64
 	// DefaultMaxHistoryBytes bounds the history a model request carries,
 	// in bytes of JSON: the system prompt, the tools declared and the
