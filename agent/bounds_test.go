@@ -141,9 +141,9 @@ func wireBytes(t *testing.T, r scripted.Request) int64 {
 
 // The history's limit holds by construction: a Config over it fails
 // before anything is sent, at the limit the first request is sent, and a
-// model that keeps calling tools ends the turn with a *HistoryError once
-// the next request would be over it. No request the model got is over it,
-// as the model server received it.
+// model that keeps calling tools ends the turn with a *HistoryError before
+// the first request that would be over it; the steps before it finished.
+// No request the model got is over it, as the model server received it.
 func TestHistoryBounded(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -177,8 +177,11 @@ func TestHistoryBounded(t *testing.T) {
 				t.Errorf("got %+v, want start %v, bytes over the limit %d", he, tc.wantStart, cfg.MaxHistoryBytes)
 			}
 			reqs := srv.Requests()
-			if len(reqs) != tc.wantReqs || len(out.Steps) != max(0, tc.wantReqs-1) {
-				t.Fatalf("got %d requests and %d steps, want %d and a step finished for each request but the last", len(reqs), len(out.Steps), tc.wantReqs)
+			if len(reqs) != tc.wantReqs || len(out.Steps) != tc.wantReqs {
+				t.Fatalf("got %d requests and %d steps, want %d and a step finished for each: the turn ends before the request over the limit", len(reqs), len(out.Steps), tc.wantReqs)
+			}
+			if !tc.wantStart && he.Step != tc.wantReqs {
+				t.Errorf("got the error of step %d, want step %d, whose request was not sent", he.Step, tc.wantReqs)
 			}
 			for i, r := range reqs {
 				if n := wireBytes(t, r); n > cfg.MaxHistoryBytes {
@@ -194,10 +197,15 @@ func TestHistoryBounded(t *testing.T) {
 			if len(reserved) == 0 || reserved[0] < wireBytes(t, reqs[0]) {
 				t.Errorf("reserved %v, want the first request's %d bytes first", reserved, wireBytes(t, reqs[0]))
 			}
+			// Reserved as it grew, up to the history the turn ended with
+			// (past the limit by the last step's growth), and no more.
 			for i := 1; i < len(reserved); i++ {
-				if reserved[i] <= reserved[i-1] || reserved[i] > cfg.MaxHistoryBytes {
-					t.Errorf("reserved %v, want a growing size within the limit", reserved)
+				if reserved[i] <= reserved[i-1] {
+					t.Errorf("reserved %v, want a growing size", reserved)
 				}
+			}
+			if last := reserved[len(reserved)-1]; last != he.Bytes {
+				t.Errorf("reserved %v, want the last to be the history the turn ended with, %d", reserved, he.Bytes)
 			}
 		})
 	}

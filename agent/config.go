@@ -73,11 +73,11 @@ type Config struct {
 	MaxCallsPerStep int
 	// MaxHistoryBytes bounds what one model request carries, in bytes of
 	// JSON as the providers send it: the system prompt, the tools and the
-	// messages (a PrepareStep hook's too). A turn whose Config is over it
-	// fails before anything is sent; a step that would grow the history
-	// past it ends the turn once its tools have run, and the next request
-	// is not sent. Either is a *HistoryError (ErrHistoryTooLarge). 0:
-	// DefaultMaxHistoryBytes.
+	// messages (a PrepareStep hook's instead, when it gives some). A turn
+	// whose Config is over it fails before anything is sent; a history
+	// that a step grew past it ends the turn before the next request,
+	// which is not sent (the step itself ran and finished). Either is a
+	// *HistoryError (ErrHistoryTooLarge). 0: DefaultMaxHistoryBytes.
 	MaxHistoryBytes int64
 	// ReserveHistory, when set, is asked to hold memory for a history of
 	// bytes (as counted for MaxHistoryBytes) before the history grows to

@@ -54,11 +54,12 @@
 // whatever its Stop says, ending as if Stop matched. What one model
 // request carries (the system prompt, the tools and the messages, as
 // JSON) is at most Config.MaxHistoryBytes (DefaultMaxHistoryBytes) by
-// construction: a Config over it, a PrepareStep hook's messages over it,
-// or a step that would grow the history past it ends the turn with a
-// *HistoryError (ErrHistoryTooLarge, StopHistoryLimit), the last once the
-// step's tools have run and before the next request; Config.ReserveHistory
-// is asked to hold memory for the history before it grows.
+// construction: a Config over it fails before anything is sent, and a
+// request over it (a step grew the history past it, or a PrepareStep
+// hook's messages are) is not sent: the turn ends with a *HistoryError
+// (ErrHistoryTooLarge, StopHistoryLimit), the steps before it finished.
+// Config.ReserveHistory is asked to hold memory for the history before it
+// grows.
 //
 // Each call runs under Tool.Timeout (0: Config.ToolTimeout, default
 // DefaultToolTimeout); a call past it is answered at once with an error

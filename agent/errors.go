@@ -125,7 +125,8 @@ func (e *TimeoutError) Is(target error) bool {
 type HistoryError struct {
 	// Start is set when the Config's own messages, system prompt and tools
 	// are over the limit, before any step; else Step is the step whose
-	// request or messages would be.
+	// request would be (the steps before it have run), or whose
+	// reservation was refused.
 	Start bool
 	Step  int
 	// Prepared is set when the messages a PrepareStep hook gave the step
@@ -146,7 +147,7 @@ func (e *HistoryError) Error() string {
 	case e.Prepared:
 		return fmt.Sprintf("step %d: the messages the prepare_step hook gave, with the system prompt and tools, are %d bytes of JSON, over the history limit of %d", e.Step, e.Bytes, e.Limit)
 	}
-	return fmt.Sprintf("step %d: the turn's history would grow to %d bytes of JSON, over its limit of %d", e.Step, e.Bytes, e.Limit)
+	return fmt.Sprintf("step %d: the turn's history is %d bytes of JSON, over its limit of %d: the step's request is not sent", e.Step, e.Bytes, e.Limit)
 }
 
 // Is reports whether target is ErrHistoryTooLarge.

@@ -119,21 +119,27 @@ func rawBytes(raw json.RawMessage) int64 {
 	return n
 }
 
-// reserve checks that the history may grow to h, then asks the caller to
-// hold memory for it (Config.ReserveHistory). step is the step it grows
-// in, prepared the size of the messages a PrepareStep hook gave the step
-// (0: none).
-func (l *loop) reserve(ctx context.Context, step int, h historyBytes, prepared int64) error {
-	size := h.total()
-	if prepared > 0 {
-		if req := h.fixed + prepared; req > l.cfg.MaxHistoryBytes {
-			return &HistoryError{Step: step, Prepared: true, Bytes: req, Limit: l.cfg.MaxHistoryBytes}
-		}
-		size = h.fixed + max(h.messages, prepared)
+// request checks the size of the request step i is about to send: the
+// history, or the messages a PrepareStep hook gave the step (prepared,
+// their size; -1: none), with the system prompt and the tools. A history
+// over the limit ends the turn here, before the request: the step that
+// grew it has run and finished.
+func (l *loop) request(step int, prepared int64) error {
+	size := l.history.total()
+	if prepared >= 0 {
+		size = l.history.fixed + prepared
 	}
 	if size > l.cfg.MaxHistoryBytes {
-		return &HistoryError{Step: step, Bytes: size, Limit: l.cfg.MaxHistoryBytes}
+		return &HistoryError{Step: step, Prepared: prepared >= 0, Bytes: size, Limit: l.cfg.MaxHistoryBytes}
 	}
+	// The prepared messages are held beside the turn's while the step runs.
+	return l.reserve(l.ctx, step, l.history.fixed+max(l.history.messages, prepared))
+}
+
+// reserve asks the caller to hold memory for a history of size bytes
+// (Config.ReserveHistory) before it grows to it; the reservation only
+// grows.
+func (l *loop) reserve(ctx context.Context, step int, size int64) error {
 	if f := l.cfg.ReserveHistory; f != nil && size > l.reserved {
 		if err := f(ctx, size); err != nil {
 			return &HistoryError{Step: step, Bytes: size, Limit: l.cfg.MaxHistoryBytes, Err: err}

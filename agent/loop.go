@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	var cancel context.CancelFunc
 	l.ctx, cancel = context.WithTimeoutCause(ctx, t.cfg.TurnTimeout, ErrTurnTimeout)
 	defer cancel()
-	if err := l.reserve(l.ctx, 0, l.history, 0); err != nil {
+	if err := l.reserve(l.ctx, 0, l.history.total()); err != nil {
 		return l.fail(err)
 	}
 	return l.run()
@@ -93,7 +93,7 @@ type loop struct {
 	messages []model.Message
 	// history is the size of what the next request carries (without a
 	// PrepareStep hook's messages), reserved the largest size
-	// ReserveHistory was asked for.
+	// ReserveHistory held.
 	history  historyBytes
 	reserved int64
 	out      Outcome
@@ -154,6 +154,7 @@ func (l *loop) step(i int) (Step, error) {
 	sctx, cancel := context.WithTimeoutCause(l.ctx, l.cfg.StepTimeout, ErrStepTimeout)
 	defer cancel()
 	p := PrepareStep{Step: i, Messages: l.messages, ActiveTools: l.names, ToolChoice: l.cfg.ToolChoice, Model: l.cfg.Model}
+	prepared := int64(-1) // the size of the hook's messages
 	if h := l.cfg.Hooks.PrepareStep; h != nil {
 		// The hook gets copies: what it changes holds for this step only.
 		p.Messages, p.ActiveTools = slices.Clone(p.Messages), slices.Clone(p.ActiveTools)
@@ -164,10 +165,12 @@ func (l *loop) step(i int) (Step, error) {
 		if fe := checkPrepared(p); fe != nil {
 			return Step{}, &HookError{Hook: HookPrepareStep, Step: i, Err: fe}
 		}
-		// The request carries the hook's messages: within the limit too.
-		if err := l.reserve(l.ctx, i, l.history, messagesBytes(p.Messages)); err != nil {
-			return Step{}, err
-		}
+		prepared = messagesBytes(p.Messages)
+	}
+	// What the request carries is within the limit: the turn ends here
+	// when the last step grew the history past it.
+	if err := l.request(i, prepared); err != nil {
+		return Step{}, err
 	}
 	active, err := l.activeTools(p.ActiveTools)
 	if err != nil {
@@ -217,10 +220,10 @@ func (l *loop) step(i int) (Step, error) {
 			}
 			step.ToolCalls[j] = ToolCall{ID: c.ID, Name: c.Name, Arguments: []byte(c.Arguments)}
 		}
-		// The reply alone must fit before any of its calls runs.
+		// The reply is held while its calls run.
 		assistant := model.Assistant(resp.Message.Content, resp.Message.ToolCalls...)
 		grown.messages += messageBytes(&assistant) + 1
-		if err := l.reserve(l.ctx, i, grown, 0); err != nil {
+		if err := l.reserve(l.ctx, i, grown.total()); err != nil {
 			return Step{}, err
 		}
 		var ran []ToolCall
@@ -241,9 +244,8 @@ func (l *loop) step(i int) (Step, error) {
 	for j := range msgs {
 		grown.messages += messageBytes(&msgs[j]) + 1
 	}
-	// The next request carries them: the turn ends here when they would
-	// make it too large.
-	if err := l.reserve(l.ctx, i, grown, 0); err != nil {
+	// Held until the turn ends; the next step's request checks the limit.
+	if err := l.reserve(l.ctx, i, grown.total()); err != nil {
 		return Step{}, err
 	}
 	l.messages = append(l.messages, msgs...)

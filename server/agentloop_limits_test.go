@@ -159,7 +159,7 @@ func TestAgentLoopHistoryLimit(t *testing.T) {
 		wantReqs  int  // -1: some
 	}{
 		{"the start one byte over", first - 1, false, 0},
-		{"the start at the limit", first, false, 1},
+		{"the start at the limit", first, true, 1},
 		{"a model that keeps calling tools", limit, true, -1},
 	}
 	for _, tc := range tests {
