@@ -115,10 +115,11 @@ func closest(name string, names []string) []string {
 	type scored struct {
 		i, d int
 	}
-	a := foldName(name)
+	a := foldName(nil, name)
 	var found []scored
+	var b []byte
 	for i, n := range names[:min(len(names), maxToolsCompared)] {
-		b := foldName(n)
+		b = foldName(b[:0], n)
 		d := editDistance(a, b, maxEditDistance)
 		if d > maxEditDistance && prefixed(a, b) {
 			d = maxEditDistance + 1 // after the near ones
@@ -135,16 +136,17 @@ func closest(name string, names []string) []string {
 	return out
 }
 
-// foldName is the first MaxNameBytes of name, ASCII letters in lower
-// case.
-func foldName(name string) []byte {
-	b := []byte(name[:min(len(name), MaxNameBytes)])
-	for i, c := range b {
+// foldName appends to dst the first MaxNameBytes of name, ASCII letters
+// in lower case.
+func foldName(dst []byte, name string) []byte {
+	for i := 0; i < len(name) && i < MaxNameBytes; i++ {
+		c := name[i]
 		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
+			c += 'a' - 'A'
 		}
+		dst = append(dst, c)
 	}
-	return b
+	return dst
 }
 
 func prefixed(a, b []byte) bool {
@@ -163,8 +165,13 @@ func editDistance(a, b []byte, k int) int {
 		return k + 1
 	}
 	inf := k + 1
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+	var rows [2][MaxNameBytes + 1]int // names are compared cut to MaxNameBytes: no allocation
+	var prev, cur []int
+	if len(b) <= MaxNameBytes {
+		prev, cur = rows[0][:len(b)+1], rows[1][:len(b)+1]
+	} else {
+		prev, cur = make([]int, len(b)+1), make([]int, len(b)+1)
+	}
 	for j := range prev {
 		prev[j] = min(j, inf)
 	}
