@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -18,11 +20,14 @@ import (
 	"github.com/exprd/exprd/internal/exprdproc"
 )
 
-// env is what the loads share: exprd's address, the settings and the
-// payloads, built once.
+// env is what the loads share: exprd's address, the settings, the
+// tokens, the servers the harness runs and the payloads, built once.
 type env struct {
-	addr string
-	cfg  *config
+	addr    string
+	cfg     *config
+	tokens  *tokens
+	model   *hostileModel
+	openAPI *openAPIServer
 
 	hostileState, legalState string
 	legalItems               int
@@ -31,42 +36,156 @@ type env struct {
 	allocCall                string
 	searchQuery              string
 	silentCall               string
+	gzipBody                 []byte
+	gzipInflated             int
+	legitState               string
+	legitItems               int
+	megabyteJSON             string
+	foreverJSON              string
 }
 
-// A load is one hostile case's clients: run sends until ctx ends (each
+// A load is one kind of hostile client: run sends until ctx ends (each
 // client finishing at least one round and every answer it waits for),
 // tallies what came back, and describes what it did.
 type load struct {
+	id   string // "3", or "8a" for a case of several loads
 	name string
 	run  func(ctx context.Context, e *env, t *tally) (string, error)
 }
 
+// A hostileCase is one class of hostile client: its loads run at once.
+type hostileCase struct {
+	n     int
+	name  string
+	loads []load
+}
+
 // The cases, in the order they run alone; the mix runs them all.
-func cases() []load {
-	return []load{
-		{"1 big states", stateFlood},
-		{"2 CodeMode, 5 MiB tool", bigAnswers},
-		{"3 deep addresses", deepAddresses},
-		{"4 search flood", searchFlood},
-		{"5 distinct callers", manyCallers(0)},
-		{"6 clients that never read", silentReaders},
-		{"7 allocating programs", allocatingPrograms},
+func cases() []hostileCase {
+	one := func(n int, name string, run func(context.Context, *env, *tally) (string, error)) hostileCase {
+		return hostileCase{n, name, []load{{strconv.Itoa(n), name, run}}}
+	}
+	some := func(n int, name string, loads ...load) hostileCase {
+		for i := range loads {
+			loads[i].id = strconv.Itoa(n) + string(rune('a'+i))
+		}
+		return hostileCase{n, name, loads}
+	}
+	return []hostileCase{
+		one(1, "big states", stateFlood),
+		one(2, "CodeMode, 5 MiB tool", bigAnswers),
+		one(3, "deep addresses", deepAddresses),
+		one(4, "search flood", searchFlood),
+		one(5, "distinct callers", manyCallers(0)),
+		one(6, "clients that never read", silentReaders),
+		one(7, "allocating programs", allocatingPrograms),
+		some(8, "before a token",
+			load{name: "HPACK-indexed -bin headers", run: hpackFlood},
+			load{name: "unfinished windows", run: windowFlood},
+			load{name: "gzip bombs", run: gzipFlood},
+			load{name: "squatting prefixes", run: squatters},
+			load{name: "rapid reset", run: rapidResets},
+			load{name: "health streams", run: healthStreams}),
+		one(9, "CodeMode strings", codemodeStrings),
+		some(10, "ExprTool strings",
+			load{name: "over Call", run: exprtoolStringsUnary},
+			load{name: "over Session", run: exprtoolStringsSession}),
+		some(11, "host functions",
+			load{name: "client-run, 1 MB answers", run: clientFunctions},
+			load{name: "server-run UTCP tool", run: serverFunctions}),
+		one(12, "slow builtins", slowBuiltins),
+		some(13, "hostile model",
+			load{name: "600 calls of a missing tool", run: modelFlood},
+			load{name: "a tool call every step", run: modelForever}),
+		some(14, "hostile OpenAPI",
+			load{name: "a schema of 3,000 $refs", run: openAPIWide},
+			load{name: "a chain of 3,000 $refs", run: openAPIDeep}),
 	}
 }
 
-type harness struct {
-	ctx          context.Context
-	cancel       context.CancelFunc
-	cfg          *config
-	srv          *exprdproc.Proc
-	watch        *watch
-	env          *env
-	steadyConn   *grpc.ClientConn
-	log          *tailLog
-	memLimitNote string
+// allCases is --cases' default: every case, then the mix.
+func allCases() string {
+	var ids []string
+	for _, c := range cases() {
+		ids = append(ids, strconv.Itoa(c.n))
+	}
+	return strings.Join(append(ids, "mix"), ",")
 }
 
-func startHarness(parent context.Context, cfg *config, manuals string) (*harness, error) {
+// A phaseSpec is a phase to run: its name, and the case it runs (all of
+// them for the mix), or one load of it.
+type phaseSpec struct {
+	name  string
+	c     *hostileCase // nil: the mix
+	loads []load
+}
+
+// selectPhases parses --cases.
+func selectPhases(only string) ([]phaseSpec, error) {
+	var out []phaseSpec
+	all := cases()
+	for _, p := range strings.Split(only, ",") {
+		p = strings.TrimSpace(p)
+		if p == "mix" {
+			out = append(out, phaseSpec{name: "mix: all at once"})
+			continue
+		}
+		found := false
+		for i := range all {
+			c := &all[i]
+			if p == strconv.Itoa(c.n) {
+				out = append(out, phaseSpec{name: fmt.Sprintf("%d %s", c.n, c.name), c: c, loads: c.loads})
+				found = true
+			}
+			for _, l := range c.loads {
+				if len(c.loads) > 1 && p == l.id {
+					out = append(out, phaseSpec{name: fmt.Sprintf("%s %s: %s", l.id, c.name, l.name), c: c, loads: []load{l}})
+					found = true
+				}
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%q is neither a case (1 to %d), a case's load (8a), nor mix", p, len(all))
+		}
+	}
+	return out, nil
+}
+
+type harness struct {
+	ctx          context.Context // the run's: an interrupt ends it
+	cfg          *config
+	argv         []string // exprd's flags
+	env          *env
+	log          *tailLog
+	memLimitNote string
+	args         []string // exprd's flags, as the report gives them
+
+	// The exprd of the current phase, its watch and the steady client's
+	// connection to it.
+	srv        *exprdproc.Proc
+	watch      *watch
+	stopWatch  context.CancelFunc
+	steadyConn *grpc.ClientConn
+	crashes    int
+}
+
+func startHarness(parent context.Context, cfg *config, dir string, provider *bigProvider, model *hostileModel, docs *openAPIServer) (*harness, error) {
+	manuals := filepath.Join(dir, "manuals")
+	if err := os.Mkdir(manuals, 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeManual(manuals, provider.url); err != nil {
+		return nil, err
+	}
+	toks := newTokens(len(cases()))
+	tokFile, err := toks.write(dir)
+	if err != nil {
+		return nil, err
+	}
+	models, err := writeModelsConfig(dir, model.url)
+	if err != nil {
+		return nil, err
+	}
 	// exprdproc starts exprd with this process's environment (exec.Cmd
 	// with a nil Env), so GOMEMLIMIT set here reaches exprd alone: this
 	// process's runtime read its own at start.
@@ -74,94 +193,149 @@ func startHarness(parent context.Context, cfg *config, manuals string) (*harness
 		return nil, err
 	}
 	log := &tailLog{max: 32 << 10}
-	var logTo io.Writer = log
-	if cfg.showLog {
-		logTo = io.MultiWriter(log, prefixed{os.Stderr})
+	budget := strconv.FormatInt(int64(cfg.memoryBudgetMiB*(1<<20)), 10)
+	h := &harness{ctx: parent, cfg: cfg, log: log,
+		argv: []string{"--demo", "--egress-allow", "loopback", "--manuals-dir", manuals, "--memory-budget", budget,
+			"--auth-tokens-file", tokFile, "--models-config", models},
+		args: []string{"--demo", "--egress-allow", "loopback", "--manuals-dir", "<tmp>", "--memory-budget", budget,
+			"--auth-tokens-file", "<tmp>", "--models-config", "<tmp>"},
 	}
-	srv, err := exprdproc.Start(cfg.exprd, logTo, "--demo", "--egress-allow", "loopback", "--manuals-dir", manuals)
-	if err != nil {
+	h.env = buildEnv("", cfg)
+	h.env.tokens, h.env.model, h.env.openAPI = toks, model, docs
+	if err := h.start(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(parent)
-	h := &harness{ctx: ctx, cancel: cancel, cfg: cfg, srv: srv, log: log}
-	h.memLimitNote = memLimitOf(srv.Pid())
-	h.watch = startWatch(ctx, srv.Pid(), cfg.rssAbortMiB, cancel)
-	h.env = buildEnv(srv.Addr, cfg)
-	h.steadyConn, err = dialFrom(srv.Addr, steadySource)
-	if err != nil {
-		h.close()
-		return nil, err
-	}
+	h.memLimitNote = memLimitOf(h.srv.Pid())
 	return h, nil
 }
 
-func (h *harness) close() {
-	if h.steadyConn != nil {
-		h.steadyConn.Close()
+// start starts an exprd, its watch and the steady client's connection,
+// and warms the steady call up (its program compiled, its connection
+// made), so that each phase starts from a fresh process: what one case
+// leaves resident is not the next one's.
+func (h *harness) start() error {
+	var logTo io.Writer = h.log
+	if h.cfg.showLog {
+		logTo = io.MultiWriter(h.log, prefixed{os.Stderr})
 	}
-	h.cancel()
-	h.srv.Stop()
+	srv, err := exprdproc.Start(h.cfg.exprd, logTo, h.argv...)
+	if err != nil {
+		return err
+	}
+	h.srv = srv
+	wctx, stop := context.WithCancel(h.ctx)
+	h.watch, h.stopWatch = startWatch(wctx, srv.Pid(), h.cfg.rssAbortMiB, func() { _ = srv.Signal(syscall.SIGKILL) }), stop
+	h.env.addr = srv.Addr
+	if h.steadyConn, err = dialFrom(srv.Addr, steadySource, withToken(h.env.tokens.steady)); err != nil {
+		h.stop()
+		return err
+	}
+	wctx2, cancel := context.WithTimeout(h.ctx, 2*time.Second)
+	defer cancel()
+	steady(wctx2, h.steadyConn, h.cfg.steadyDeadline, h.cfg.steadyRate, 20)
+	return nil
 }
 
-// runAll runs the baseline, each case alone, then the mix, stopping after
-// the phase in which exprd died.
+// stop ends the current exprd.
+func (h *harness) stop() {
+	if h.steadyConn != nil {
+		h.steadyConn.Close()
+		h.steadyConn = nil
+	}
+	if h.stopWatch != nil {
+		h.stopWatch()
+	}
+	if h.srv != nil {
+		h.srv.Stop()
+		h.srv = nil
+	}
+}
+
+func (h *harness) close() { h.stop() }
+
+// runAll runs the baseline, each phase --cases names, then the mix, each
+// on an exprd of its own.
 func (h *harness) runAll() []*phaseResult {
 	type step struct {
 		name  string
 		dur   time.Duration
 		loads []load
 	}
-	steps := []step{{"baseline (steady client alone)", h.cfg.baseline, nil}}
-	all := cases()
-	for _, c := range strings.Split(h.cfg.only, ",") {
-		c = strings.TrimSpace(c)
-		if c == "mix" {
-			mix := cases()
-			mix[4] = load{"5 distinct callers", manyCallers(h.cfg.callers)} // callers not seen yet
-			steps = append(steps, step{"mix: all at once", h.cfg.mixDuration, mix})
+	steps := []step{{baselineName, h.cfg.baseline, nil}}
+	specs, _ := selectPhases(h.cfg.only) // parseFlags checked it
+	for _, p := range specs {
+		if p.c == nil {
+			var mix []load
+			for _, c := range cases() {
+				if c.n == 5 {
+					mix = append(mix, load{"5", c.name, manyCallers(h.cfg.callers)}) // callers not seen yet
+					continue
+				}
+				mix = append(mix, c.loads...)
+			}
+			steps = append(steps, step{p.name, h.cfg.mixDuration, mix})
 			continue
 		}
-		i, err := strconv.Atoi(c)
-		if err != nil || i < 1 || i > len(all) {
-			continue // parseFlags refused it
-		}
 		d := h.cfg.caseDuration
-		if i == 5 {
+		if p.c.n == 5 {
 			d = h.cfg.callersDuration
 		}
-		steps = append(steps, step{all[i-1].name, d, []load{all[i-1]}})
+		steps = append(steps, step{p.name, d, p.loads})
 	}
 
 	var out []*phaseResult
-	for _, s := range steps {
+	for i, s := range steps {
+		if i > 0 {
+			t0 := time.Now()
+			h.stop()
+			if err := h.start(); err != nil {
+				fmt.Fprintln(os.Stderr, "exprd-hostile: exprd did not start again:", err)
+				break
+			}
+			fmt.Fprintf(os.Stderr, "exprd-hostile: a fresh exprd in %.1f s\n", time.Since(t0).Seconds())
+		}
 		fmt.Fprintf(os.Stderr, "exprd-hostile: %s (%v)…\n", s.name, s.dur)
 		r := h.phase(s.name, s.dur, s.loads)
 		out = append(out, r)
 		fmt.Fprintf(os.Stderr, "exprd-hostile:   %s\n", r.summary())
-		if h.watch.crashed.Load() || h.ctx.Err() != nil {
+		if r.crashed {
+			h.crashes++
+		}
+		if h.ctx.Err() != nil {
 			break
 		}
 	}
 	return out
 }
 
+// baselineName names the first phase, the steady client alone.
+const baselineName = "baseline (steady client alone)"
+
 // phaseResult is one row of the table.
 type phaseResult struct {
 	name       string
-	loads      []string // what each load did
+	loads      []string // what each load did, its id first
 	seconds    float64
 	total      *tally // every hostile request of the phase
 	steady     *tally
+	legit      *tally // the well-behaved clients inside the cases (8d)
 	peakMiB    float64
-	aborted    bool
+	aborted    bool // the safety cap stopped it
+	crashed    bool // exprd died during it
 	cpuDuring  float64
 	cpuQuiet   float64 // the whole quiet period: teardown included
-	cpuLinger  float64 // its second half: work still going on
+	cpuLinger  float64 // from its first second on: work still going on
+	lingerSecs float64 // how long that part of the quiet period was
 	rssAfter   float64 // VmRSS at the end of the quiet period
 	goroBefore float64
 	goroAfter  float64
+	counted    map[string]float64 // what exprd's counters added during the phase
 	setupErrs  []string
 }
+
+// lingerAfter is when, into the quiet period, the CPU that counts
+// begins: a request's deadline and a second.
+const lingerAfter = time.Second
 
 // phase runs loads for dur with the steady client going, then measures
 // exprd's CPU in the quiet period that follows.
@@ -170,15 +344,17 @@ func (h *harness) phase(name string, dur time.Duration, loads []load) *phaseResu
 	if g, err := h.srv.Gauges(); err == nil {
 		r.goroBefore = g.Goroutines
 	}
+	before := h.counters()
 	ctx, cancel := context.WithTimeout(h.ctx, dur)
 	defer cancel()
 	h.watch.begin(cancel)
+	defer func() { r.crashed = h.watch.crashed.Load() }()
 	cpu0, _ := cpuSeconds(h.srv.Pid())
 	t0 := time.Now()
 
 	steadyCtx, stopSteady := context.WithCancel(h.ctx)
 	steadyDone := make(chan *tally, 1)
-	go func() { steadyDone <- steady(steadyCtx, h.steadyConn, h.cfg.steadyDeadline, h.cfg.steadyRate) }()
+	go func() { steadyDone <- steady(steadyCtx, h.steadyConn, h.cfg.steadyDeadline, h.cfg.steadyRate, 0) }()
 
 	tallies := make([]*tally, len(loads))
 	r.loads = make([]string, len(loads))
@@ -191,9 +367,11 @@ func (h *harness) phase(name string, dur time.Duration, loads []load) *phaseResu
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				r.setupErrs = append(r.setupErrs, l.name+": "+err.Error())
+				r.setupErrs = append(r.setupErrs, l.id+" "+l.name+": "+err.Error())
 			}
-			r.loads[i] = what
+			if what != "" {
+				r.loads[i] = l.id + " " + l.name + ": " + what
+			}
 		})
 	}
 	if len(loads) == 0 {
@@ -208,48 +386,89 @@ func (h *harness) phase(name string, dur time.Duration, loads []load) *phaseResu
 	for _, t := range tallies {
 		r.total.merge(t)
 	}
+	r.legit = r.total.legit
 	r.cpuDuring = cpu1 - cpu0
 
-	// Quiet: nothing sends. The first half holds the teardown of what
+	// Quiet: nothing sends. The first second holds the teardown of what
 	// the clients left (their streams, the garbage); whatever exprd still
-	// burns in the second half is work it kept doing for requests that
-	// are gone.
-	time.Sleep(h.cfg.quiet / 2)
-	cpuHalf, _ := cpuSeconds(h.srv.Pid())
-	time.Sleep(h.cfg.quiet - h.cfg.quiet/2)
+	// burns after it is work it kept doing for requests that are gone.
+	time.Sleep(lingerAfter)
+	cpuAt, _ := cpuSeconds(h.srv.Pid())
+	tAt := time.Now()
+	time.Sleep(max(h.cfg.quiet-lingerAfter, 100*time.Millisecond))
 	cpu2, _ := cpuSeconds(h.srv.Pid())
-	r.cpuQuiet, r.cpuLinger = cpu2-cpu1, cpu2-cpuHalf
+	r.cpuQuiet, r.cpuLinger, r.lingerSecs = cpu2-cpu1, cpu2-cpuAt, time.Since(tAt).Seconds()
 	r.rssAfter, _ = vmRSSMiB(h.srv.Pid())
 	if g, err := h.srv.Gauges(); err == nil {
 		r.goroAfter = g.Goroutines
+	}
+	r.counted = map[string]float64{}
+	for k, v := range h.counters() {
+		if d := v - before[k]; d > 0 {
+			r.counted[k] = d
+		}
 	}
 	return r
 }
 
 func (r *phaseResult) summary() string {
-	return fmt.Sprintf("%.1f s; hostile requests %d (untyped %d, no answer %d, wrong kind %d); peak VmRSS %.0f MiB; steady %d calls p50 %s p99 %s; CPU %.2f s during, %.2f s quiet after (%.2f s in its second half); VmRSS after %.0f MiB; goroutines %.0f → %.0f",
+	return fmt.Sprintf("%.1f s; hostile requests %d (untyped %d, no answer %d, not as wanted %d); peak VmRSS %.0f MiB; steady %d calls p50 %s p99 %s (%d not right); legitimate %d (%d not right); CPU %.2f s during, %.2f s in the quiet after (%.2f s from its first second on); VmRSS after %.0f MiB; goroutines %.0f → %.0f",
 		r.seconds, r.total.requests, r.total.untyped, r.total.late, r.total.wrongKind, r.peakMiB,
-		r.steady.requests, ms(percentile(r.steady.lat, 50)), ms(percentile(r.steady.lat, 99)), r.cpuDuring, r.cpuQuiet, r.cpuLinger, r.rssAfter, r.goroBefore, r.goroAfter)
+		r.steady.requests, ms(percentile(r.steady.lat, 50)), ms(percentile(r.steady.lat, 99)), r.steady.wrong(), r.legit.requests, r.legit.wrong(),
+		r.cpuDuring, r.cpuQuiet, r.cpuLinger, r.rssAfter, r.goroBefore, r.goroAfter)
 }
 
-// panics reads exprd_panics_total from /metrics: panics exprd recovered.
-func (h *harness) panics() float64 {
+// counters reads exprd's counters that say what bounded a phase: budget
+// hits by kind, the memory budget's refusals, the overload manager's
+// refusals and cancels, recovered panics.
+func (h *harness) counters() map[string]float64 {
+	out := map[string]float64{}
 	resp, err := http.Get("http://" + h.srv.Metrics + "/metrics")
 	if err != nil {
-		return -1
+		return out
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var n float64
 	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "exprd_panics_total") {
-			f := strings.Fields(sc.Text())
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			n += v
+		line := sc.Text()
+		name, rest, _ := strings.Cut(line, "{")
+		if !strings.Contains(line, "{") {
+			name, rest, _ = strings.Cut(line, " ")
 		}
+		label := ""
+		switch name {
+		case "exprd_budget_hits_total":
+			label = "budget " + labelValue(rest, "kind")
+		case "exprd_memory_budget_refusals_total":
+			label = "memory-budget refusals"
+		case "exprd_overload_refusals_total":
+			label = "overload refusals"
+		case "exprd_overload_shed_total":
+			label = "overload cancels"
+		case "exprd_panics_total":
+			label = "panics"
+		default:
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		out[label] += v
 	}
-	return n
+	return out
+}
+
+// labelValue is the value of label in a Prometheus sample's labels.
+func labelValue(labels, label string) string {
+	i := strings.Index(labels, label+`="`)
+	if i < 0 {
+		return "?"
+	}
+	v := labels[i+len(label)+2:]
+	if j := strings.IndexByte(v, '"'); j >= 0 {
+		v = v[:j]
+	}
+	return v
 }
 
 // memLimitOf says what GOMEMLIMIT exprd's environment holds.

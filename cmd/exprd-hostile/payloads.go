@@ -26,6 +26,10 @@ func buildEnv(addr string, cfg *config) *env {
 	e.searchQuery = searchQuery(cfg.searchBytes)
 	step := `{"set": "scopes.root.w", "expr": "repeat(\"x\", ` + strconv.Itoa(silentValue) + `)"}`
 	e.silentCall = `{"steps": [` + strings.Repeat(step+", ", silentSteps-1) + step + `]}`
+	e.gzipBody, e.gzipInflated = gzipCall(cfg.gzipInflated)
+	e.legitState, e.legitItems = legalState(cfg.legitStateBytes)
+	e.megabyteJSON = stringsJSON(10_000, 100)
+	e.foreverJSON = stringsJSON(foreverBytes/103, 100)
 	return e
 }
 
@@ -69,4 +73,10 @@ func searchQuery(size int) string {
 		fmt.Fprintf(&b, "w%d ", i)
 	}
 	return b.String()[:size]
+}
+
+// stringsJSON is a JSON array of n strings of size characters each.
+func stringsJSON(n, size int) string {
+	item := `"` + strings.Repeat("y", size) + `"`
+	return "[" + strings.Repeat(item+",", n-1) + item + "]"
 }

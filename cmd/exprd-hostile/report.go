@@ -18,7 +18,7 @@ type report struct {
 	exprdLog     *tailLog
 	seconds      float64
 	memLimitNote string
-	panics       float64
+	args         []string
 }
 
 const (
@@ -26,94 +26,247 @@ const (
 	endMarker   = "<!-- hostile:end -->"
 )
 
-// bounds is the honest line on what exprd bounds and what it does not yet.
-const bounds = "Bounded now: a state's bytes, containers and depth, a set address, a search query (refused on its bytes before any search runs), the rate limiter's callers (an LRU), what CodeMode reads of a tool's answer, " +
-	"and a server-wide memory budget (--memory-budget: here 70% of GOMEMLIMIT) that states and tools' answers reserve from before they allocate, a sixteenth of it kept for small reservations. " +
-	"The gRPC messages being received are in it too: a message longer than a stream's flow-control window reserves twice its length before more than the window of it may arrive (the gate holds back the stream's WINDOW_UPDATEs until then), from the budget within its wait or else, first come, first served, from an overdraft, a quarter of the budget kept for it; so what streams receive at once is within the budget plus a window a stream, not a largest message a stream (rows 1 and mix). " +
-	"At most --max-running-programs ExprTool programs run at once (as many as the cores), the others waiting their turn with their time budget not yet counting: so what programs allocate at once is what those can in their time budget, and a program's time budget is not spent waiting for a core (row 7). " +
-	"What a stream's outbound queue holds past 256 KiB reserves from the budget too: a client that does not read while the budget is spent has its stream ended RESOURCE_EXHAUSTED (memory_budget) rather than pin its queue (row 6)."
+// The five things a phase must hold; a phase passes when none fails.
+const (
+	critMemory = "memory"
+	critCores  = "cores"
+	critTyped  = "typed"
+	critP99    = "steady p99"
+	critRight  = "right"
+)
+
+// criteria says what each one measures, for the report.
+var criteria = []struct{ name, what string }{
+	{critMemory, "exprd's peak VmRSS (sampled every 50 ms) stays under the memory budget and a quarter"},
+	{critCores, "no core is held past a deadline and a second: exprd's CPU, from a second into the quiet period after the phase to its end, stays under the quiet-cores limit, and every request was answered by its deadline"},
+	{critTyped, "every request got a typed answer (a gRPC status other than UNKNOWN, a stream reset, a GOAWAY, a closed connection) and exprd did not crash"},
+	{critP99, "the steady client's p99 stays within the p99 factor of its quiet baseline's"},
+	{critRight, "every answer of the well-behaved clients is right: the steady client's value, and case 8d's legitimate caller reading back its state"},
+}
+
+// verdict is which criteria a phase fails, each with what was measured;
+// base is the baseline's steady p99 (isBaseline: this is the baseline,
+// which has no p99 to hold to).
+func (r *report) verdict(p *phaseResult, isBaseline bool, base time.Duration) []string {
+	var out []string
+	fail := func(crit, format string, a ...any) { out = append(out, crit+": "+fmt.Sprintf(format, a...)) }
+	if line := r.cfg.lineMiB(); p.peakMiB >= line || p.aborted {
+		how := ""
+		if p.aborted {
+			how = fmt.Sprintf(" (stopped at the %.0f MiB safety cap)", r.cfg.rssAbortMiB)
+		}
+		fail(critMemory, "peak VmRSS %.0f MiB, the line %.0f MiB%s", p.peakMiB, line, how)
+	}
+	if cores := p.lingerCores(); cores > r.cfg.quietCores {
+		fail(critCores, "exprd used %.2f cores from a second after the phase on, over %.2f", cores, r.cfg.quietCores)
+	}
+	tallies := []struct {
+		who string
+		t   *tally
+	}{{"the hostile requests", p.total}, {"the steady client's calls", p.steady}, {"the legitimate requests", p.legit}}
+	for _, t := range tallies {
+		if t.t != nil && t.t.late > 0 {
+			fail(critCores, "%d of %s had no answer by their deadline", t.t.late, t.who)
+		}
+	}
+	if p.crashed {
+		fail(critTyped, "exprd crashed")
+	}
+	for _, t := range tallies {
+		if t.t != nil && t.t.untyped > 0 {
+			fail(critTyped, "%d of %s got an untyped answer", t.t.untyped, t.who)
+		}
+	}
+	if !isBaseline {
+		p99 := percentile(p.steady.lat, 99)
+		switch {
+		case len(p.steady.lat) == 0:
+			fail(critP99, "the steady client got no answer")
+		case base <= 0:
+			fail(critP99, "no baseline to compare with")
+		case float64(p99) > r.cfg.p99Factor*float64(base):
+			fail(critP99, "%s, %.1f× the baseline's %s, over %.0f×", ms(p99), float64(p99)/float64(base), ms(base), r.cfg.p99Factor)
+		}
+	}
+	if n := p.steady.wrong(); n > 0 {
+		fail(critRight, "%d of the steady client's %d answers were not %s", n, p.steady.requests, steadyAnswer)
+	}
+	if p.legit != nil {
+		if n := p.legit.wrong(); n > 0 {
+			fail(critRight, "%d of the legitimate caller's %d requests did not read back its state", n, p.legit.requests)
+		}
+	}
+	for _, e := range p.setupErrs {
+		out = append(out, "harness: "+e)
+	}
+	return out
+}
+
+// lingerCores is exprd's CPU from a second into the quiet period on, in
+// cores.
+func (p *phaseResult) lingerCores() float64 {
+	if p.lingerSecs <= 0 {
+		return 0
+	}
+	return p.cpuLinger / p.lingerSecs
+}
+
+// isBaseline reports whether the i-th phase is the baseline.
+func (r *report) isBaseline(i int) bool { return i == 0 && r.phases[0].name == baselineName }
+
+// baseP99 is the baseline's steady p99, 0 without one.
+func (r *report) baseP99() time.Duration {
+	if len(r.phases) == 0 || !r.isBaseline(0) {
+		return 0
+	}
+	return percentile(r.phases[0].steady.lat, 99)
+}
+
+// failures lists what makes the run fail: each phase's failed criteria,
+// and a crash.
+func (r *report) failures() []string {
+	if len(r.phases) == 0 {
+		return []string{"no phase ran"}
+	}
+	var out []string
+	base := r.baseP99()
+	crashSeen := false
+	for i, p := range r.phases {
+		for _, f := range r.verdict(p, r.isBaseline(i), base) {
+			out = append(out, p.name+": "+f)
+		}
+		crashSeen = crashSeen || p.crashed
+	}
+	if r.crashed && !crashSeen {
+		out = append(out, "exprd crashed")
+	}
+	return out
+}
+
+// failedPhases counts the phases with a failed criterion.
+func (r *report) failedPhases() int {
+	n := 0
+	base := r.baseP99()
+	for i, p := range r.phases {
+		if len(r.verdict(p, r.isBaseline(i), base)) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// verdictCell is a phase's verdict for the table: pass, or the criteria
+// it fails.
+func (r *report) verdictCell(i int) string {
+	fails := r.verdict(r.phases[i], r.isBaseline(i), r.baseP99())
+	if len(fails) == 0 {
+		return "pass"
+	}
+	var names []string
+	for _, f := range fails {
+		n, _, _ := strings.Cut(f, ":")
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return "**fail**: " + strings.Join(names, ", ")
+}
 
 func (r *report) markdown() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	w("## Hostile load (issue 14)\n\n")
+	w("## Hostile load\n\n")
 	w("Latest run: %s on %d × %s, %s, %s/%s, a machine shared with other work (load average %s at the end); the run took %s.\n",
 		time.Now().Format("2006-01-02"), runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH, loadAvg(), (time.Duration(r.seconds) * time.Second).String())
-	w("Command: `make loadtest-hostile`, which runs `%s`; exprd ran with `--demo --egress-allow loopback --manuals-dir <tmp>` (the manual of a loopback HTTP provider whose tool `%s` answers %.0f MiB) and GOMEMLIMIT=%s in its environment.\n",
-		commandLine(), bigTool, float64(r.cfg.bigToolBytes)/(1<<20), r.memLimitNote)
-	w("Each case sends for %v (case 5 for up to %v, the mix %v), each client finishing at least one round and every answer it waits for; one steady client makes exprd-load's seed call with the unary `ExprTool/Call`, one at a time, throughout; then %v of quiet. Peak VmRSS is the largest sample of VmRSS taken every 50 ms during the phase; **over** marks a peak past GOMEMLIMIT × 1.25 (%.0f MiB), a steady p99 past %.0f× the baseline's, or more than %.1f CPU s in the second half of the quiet period (the first half holds the teardown of what the clients left): these are reported, not failures. Failures are an exprd crash, an untyped error (UNKNOWN, or not a gRPC status) and a request with no answer by its deadline (%v; the steady client's %v).\n\n",
-		r.cfg.caseDuration, r.cfg.callersDuration, r.cfg.mixDuration, r.cfg.quiet, r.cfg.rssOverMiB, r.cfg.p99Factor, r.cfg.quietCPUOver, r.cfg.deadline, r.cfg.steadyDeadline)
-	w("%s\n\n", bounds)
+	w("Command: `make loadtest-hostile`, which runs `%s`; exprd ran with `%s` and GOMEMLIMIT=%s in its environment. Its providers, all on loopback: an HTTP one whose tool `%s` answers %.0f MiB (`--manuals-dir`), the demo's `math` and `catalog`, a hostile model server (`--models-config`: the providers `flood` and `forever`) and a server of hostile OpenAPI documents. ",
+		commandLine(), strings.Join(r.args, " "), r.memLimitNote, bigTool, float64(r.cfg.bigToolBytes)/(1<<20))
+	w("Every client has a token of its own, so that the rate limiter sees each case as a caller of its own, except case 5's and case 8's, which send none (all of 8d's and half of 8c's have one).\n")
+	w("Each phase runs on an exprd of its own, started for it and warmed up by 20 steady calls, so that what one case leaves resident is not the next one's. ")
+	w("Each case sends for %v (case 5 for up to %v, the mix %v), each client finishing at least one round and every answer it waits for; one steady client makes exprd-load's seed call with the unary `ExprTool/Call`, one at a time, throughout, and checks its value; then %v of quiet. ",
+		r.cfg.caseDuration, r.cfg.callersDuration, r.cfg.mixDuration, r.cfg.quiet)
+	w("Deadlines: %v for a hostile request (case 12's %v; half of case 4's 100 ms, which run out counted apart); a stream without a token held open until its case's end must be refused by %v after it; the steady client's and the legitimate caller's %v.\n\n",
+		r.cfg.deadline, r.cfg.slowDeadline, holdGrace, r.cfg.steadyDeadline)
+	w("A phase passes only when all five hold (the line %.0f MiB, quiet cores %.2f, p99 factor %.0f×):\n\n", r.cfg.lineMiB(), r.cfg.quietCores, r.cfg.p99Factor)
+	for _, c := range criteria {
+		w("- **%s**: %s.\n", c.name, c.what)
+	}
+	w("\n")
 	if f := r.failures(); len(f) > 0 {
-		w("**Result: FAIL** — %s.\n\n", strings.Join(f, "; "))
+		w("**Result: FAIL** — %d of %d phases fail:\n\n", r.failedPhases(), len(r.phases))
+		for _, s := range f {
+			w("- %s\n", s)
+		}
+		w("\n")
 	} else {
-		w("**Result: pass** — no crash, no untyped error, every request answered by its deadline; recovered panics: %.0f.\n\n", r.panics)
+		panics := 0.0
+		for _, p := range r.phases {
+			panics += p.counted["panics"]
+		}
+		w("**Result: pass** — every phase held all five; panics exprd recovered: %.0f.\n\n", panics)
 	}
 
-	var base time.Duration
-	if len(r.phases) > 0 {
-		base = percentile(r.phases[0].steady.lat, 99)
-	}
-	w("| phase | requests | typed answers (wrong kind) | untyped | no answer by deadline | hostile answer p50 / p99 | peak VmRSS | VmRSS after the quiet | steady calls | steady p50 / p99 | steady p99 vs. baseline | exprd CPU during / in the quiet after (its second half) | goroutines before → after |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, p := range r.phases {
+	base := r.baseP99()
+	w("| phase | verdict | peak VmRSS | cores a second after | requests | typed (not as wanted) | untyped | no answer by deadline | hostile answer p50 / p99 | steady calls (not right) | steady p50 / p99 | steady p99 vs. baseline | legitimate (not right) | exprd CPU during / in the quiet | VmRSS after the quiet | goroutines before → after |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for i, p := range r.phases {
 		t, s := p.total, p.steady
 		typed := t.requests - t.untyped - t.late - t.unread
 		requests := fmt.Sprint(t.requests)
 		if t.unread > 0 {
 			requests = fmt.Sprintf("%d (%d of them calls sent and never read)", t.requests, t.unread)
 		}
-		rss := fmt.Sprintf("%.0f MiB", p.peakMiB)
-		if p.peakMiB > r.cfg.rssOverMiB {
-			rss += " **over**"
-		}
-		if p.aborted {
-			rss += fmt.Sprintf(" (stopped at the %.0f MiB safety cap)", r.cfg.rssAbortMiB)
-		}
 		p99 := percentile(s.lat, 99)
 		vs := "—"
-		if p != r.phases[0] && base > 0 {
+		if !r.isBaseline(i) && base > 0 {
 			vs = fmt.Sprintf("%.1f×", float64(p99)/float64(base))
-			if float64(p99) > r.cfg.p99Factor*float64(base) {
-				vs += " **over**"
-			}
-		}
-		quiet := fmt.Sprintf("%.2f s (%.2f s)", p.cpuQuiet, p.cpuLinger)
-		if p.cpuLinger > r.cfg.quietCPUOver {
-			quiet += " **over**"
 		}
 		hostileLat := "—"
 		if len(t.lat) > 0 {
 			hostileLat = ms(percentile(t.lat, 50)) + " / " + ms(percentile(t.lat, 99))
 		}
-		steadyErr := ""
-		if bad := s.requests - len(s.lat) + s.wrongKind; bad > 0 {
-			steadyErr = fmt.Sprintf(" (%d not {\"value\":5})", bad)
+		legit := "—"
+		if p.legit != nil && p.legit.requests > 0 {
+			legit = fmt.Sprintf("%d (%d)", p.legit.requests, p.legit.wrong())
 		}
-		w("| %s | %s | %d (%d) | %d | %d | %s | %s | %.0f MiB | %d%s | %s / %s | %s | %.2f s / %s | %.0f → %.0f |\n",
-			p.name, requests, typed, t.wrongKind, t.untyped, t.late, hostileLat, rss, p.rssAfter,
-			s.requests, steadyErr, ms(percentile(s.lat, 50)), ms(p99), vs, p.cpuDuring, quiet, p.goroBefore, p.goroAfter)
+		w("| %s | %s | %.0f MiB | %.2f | %s | %d (%d) | %d | %d | %s | %d (%d) | %s / %s | %s | %s | %.2f s / %.2f s | %.0f MiB | %.0f → %.0f |\n",
+			p.name, r.verdictCell(i), p.peakMiB, p.lingerCores(), requests, typed, t.wrongKind, t.untyped, t.late, hostileLat,
+			s.requests, s.wrong(), ms(percentile(s.lat, 50)), ms(p99), vs, legit, p.cpuDuring, p.cpuQuiet, p.rssAfter, p.goroBefore, p.goroAfter)
 	}
-	w("\nWhat each phase's clients did and got back (a request is one answer waited for: a stream's Open, a state and the call that reads it back, a call, a unary RPC):\n\n")
-	w("| phase | load | answers by kind |\n|---|---|---|\n")
+	w("\nWhat each phase's clients did, what they got back (a request is one answer waited for: a stream's Open, a state and the call that reads it back, a call, a unary RPC, a raw stream) and what exprd's counters added meanwhile:\n\n")
+	w("| phase | load | answers by kind | exprd counted |\n|---|---|---|---|\n")
 	for _, p := range r.phases {
 		load := strings.Join(nonEmpty(p.loads), "; ")
 		if load == "" {
 			load = "none"
 		}
 		kinds := p.total.kindsString()
+		if p.legit != nil && p.legit.requests > 0 {
+			kinds += "; legitimate: " + p.legit.kindsString()
+		}
 		if kinds == "" {
 			kinds = "—"
 		}
-		w("| %s | %s | %s |\n", p.name, load, kinds)
+		var counted []string
+		for _, k := range slices.Sorted(maps.Keys(p.counted)) {
+			counted = append(counted, fmt.Sprintf("%s %.0f", k, p.counted[k]))
+		}
+		if len(counted) == 0 {
+			counted = []string{"—"}
+		}
+		w("| %s | %s | %s | %s |\n", p.name, load, kinds, strings.Join(counted, "; "))
 	}
 	seen := map[string]bool{}
 	var samples []string
 	for _, p := range r.phases {
-		for _, k := range slices.Sorted(maps.Keys(p.total.samples)) {
-			if !seen[k] {
-				seen[k] = true
-				samples = append(samples, fmt.Sprintf("%s — `%s`", k, clip(p.total.samples[k], 200)))
+		for _, t := range []*tally{p.total, p.legit} {
+			if t == nil {
+				continue
+			}
+			for _, k := range slices.Sorted(maps.Keys(t.samples)) {
+				if !seen[k] {
+					seen[k] = true
+					samples = append(samples, fmt.Sprintf("%s — `%s`", k, clip(t.samples[k], 200)))
+				}
 			}
 		}
 	}
@@ -128,11 +281,13 @@ func (r *report) markdown() string {
 		for _, n := range p.total.notes {
 			notes = append(notes, p.name+": "+n)
 		}
+		if p.legit != nil {
+			for _, n := range p.legit.notes {
+				notes = append(notes, p.name+": legitimate caller: "+n)
+			}
+		}
 		for _, n := range p.steady.notes {
 			notes = append(notes, p.name+": steady client: "+n)
-		}
-		for _, e := range p.setupErrs {
-			notes = append(notes, p.name+": harness: "+e)
 		}
 	}
 	if len(notes) > 0 {
@@ -142,31 +297,6 @@ func (r *report) markdown() string {
 		}
 	}
 	return b.String()
-}
-
-// failures lists what makes the run fail.
-func (r *report) failures() []string {
-	var out []string
-	if r.crashed {
-		out = append(out, "exprd crashed")
-	}
-	for _, p := range r.phases {
-		for _, t := range []struct {
-			who string
-			t   *tally
-		}{{"hostile requests", p.total}, {"the steady client", p.steady}} {
-			if t.t.untyped > 0 {
-				out = append(out, fmt.Sprintf("%s: %d untyped errors from %s", p.name, t.t.untyped, t.who))
-			}
-			if t.t.late > 0 {
-				out = append(out, fmt.Sprintf("%s: %d of %s had no answer by the deadline", p.name, t.t.late, t.who))
-			}
-		}
-		for _, e := range p.setupErrs {
-			out = append(out, p.name+": harness: "+e)
-		}
-	}
-	return out
 }
 
 // writeSection puts text between the markers of path, appending the

@@ -15,8 +15,8 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
-// The Session cases: 1 (big states), 3 (deep set addresses) and 6 (clients
-// that never read).
+// The Session cases: 1 (big states), 3 (deep set addresses), 6 (clients
+// that never read) and 7 (allocating programs); callFlood serves 10b too.
 
 // stateFlood is case 1: each stream sends a state past the containers
 // bound (Rejected RESOURCE_EXHAUSTED, max_state_containers or
@@ -25,7 +25,7 @@ import (
 // (RESOURCE_EXHAUSTED, memory_budget).
 func stateFlood(ctx context.Context, e *env, t *tally) (string, error) {
 	n := e.cfg.stateStreams
-	conns, err := dialPool(e.addr, caseSource(1), (n+31)/32)
+	conns, err := dialPool(e.addr, caseSource(1), (n+31)/32, withToken(e.tokens.cases[1]))
 	if err != nil {
 		return "", err
 	}
@@ -109,7 +109,7 @@ func allocatingPrograms(ctx context.Context, e *env, t *tally) (string, error) {
 // sending call, named what, in a loop; right says whether an answer is of
 // the kind wanted.
 func callFlood(ctx context.Context, e *env, t *tally, c, n int, what, call string, right func(*exprdv1.Answer) bool) error {
-	conns, err := dialPool(e.addr, caseSource(c), 2)
+	conns, err := dialPool(e.addr, caseSource(c), 2, withToken(e.tokens.cases[c]))
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func silentReaders(ctx context.Context, e *env, t *tally) (string, error) {
 	n := e.cfg.silentStreams
 	// A fixed 64 KiB window (no BDP growth): exprd's sends block as soon
 	// as the stream's window is full, and this process buffers little.
-	conns, err := dialPool(e.addr, caseSource(6), (n+7)/8,
+	conns, err := dialPool(e.addr, caseSource(6), (n+7)/8, withToken(e.tokens.cases[6]),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	if err != nil {
 		return "", err

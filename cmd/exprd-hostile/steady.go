@@ -24,7 +24,9 @@ const (
 // bounded by deadline, and tallies them with their latencies. Paced, it
 // stays under exprd's rate limit (1,000/s a caller), which a client
 // calling back to back on an idle server passes.
-func steady(ctx context.Context, conn *grpc.ClientConn, deadline time.Duration, rate float64) *tally {
+//
+// n, when positive, stops it after n calls (a warm-up).
+func steady(ctx context.Context, conn *grpc.ClientConn, deadline time.Duration, rate float64, n int) *tally {
 	t := newTally()
 	c := exprdv1.NewExprToolClient(conn)
 	req := &exprdv1.CallRequest{
@@ -34,7 +36,7 @@ func steady(ctx context.Context, conn *grpc.ClientConn, deadline time.Duration, 
 	}
 	every := time.Duration(float64(time.Second) / rate)
 	next := time.Now()
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && (n <= 0 || t.requests < n) {
 		if wait := time.Until(next); wait > 0 {
 			select {
 			case <-ctx.Done():

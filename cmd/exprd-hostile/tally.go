@@ -31,11 +31,29 @@ type tally struct {
 	lat        []time.Duration
 	notes      []string
 	samples    map[string]string // the first message of each kind
+	// legit counts the requests of well-behaved clients inside a case
+	// (case 8d's legitimate caller): each must be answered right, as the
+	// steady client's are. nil in a tally that is itself legit.
+	legit *tally
 }
 
 const maxNotes = 4
 
-func newTally() *tally { return &tally{kinds: map[string]int{}, samples: map[string]string{}} }
+func newTally() *tally {
+	t := newLegitTally()
+	t.legit = newLegitTally()
+	return t
+}
+
+func newLegitTally() *tally { return &tally{kinds: map[string]int{}, samples: map[string]string{}} }
+
+// wrong is how many of t's requests were not answered as wanted: for the
+// steady client and legitimate callers, each one a failure.
+func (t *tally) wrong() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.wrongKind + t.untyped + t.late
+}
 
 // answer records a typed answer of kind, wanted or not, after d; msg is
 // what it said (kept once a kind, for the report).
@@ -147,8 +165,12 @@ func statusCode(err error) (codes.Code, bool) {
 	return st.Code(), true
 }
 
-// merge adds o's counts to t's (the mix's row sums its loads).
+// merge adds o's counts to t's (the mix's row sums its loads), and o's
+// legitimate requests to t's.
 func (t *tally) merge(o *tally) {
+	if t.legit != nil && o.legit != nil {
+		t.legit.merge(o.legit)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	t.mu.Lock()

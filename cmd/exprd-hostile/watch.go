@@ -13,12 +13,14 @@ import (
 )
 
 // watch samples the exprd process from /proc every 50 ms: its resident set
-// (VmRSS; VmHWM cannot be reset between cases, so each phase keeps the
-// largest sample), and whether it is still alive.
+// (VmRSS; each phase keeps the largest sample), and whether it is still
+// alive. Past the safety cap it stops the phase and kills the process
+// (each phase has one of its own), so that a shared machine gets its
+// memory back at once rather than at the requests' deadlines.
 type watch struct {
 	pid      int
 	abortMiB float64
-	dead     context.CancelFunc // cancels the whole run when exprd exits
+	kill     func()
 
 	mu      sync.Mutex
 	peakMiB float64
@@ -30,8 +32,10 @@ type watch struct {
 
 const sampleEvery = 50 * time.Millisecond
 
-func startWatch(ctx context.Context, pid int, abortMiB float64, dead context.CancelFunc) *watch {
-	w := &watch{pid: pid, abortMiB: abortMiB, dead: dead}
+// When the process exits, the watch stops the phase too; it counts as a
+// crash unless the cap killed it.
+func startWatch(ctx context.Context, pid int, abortMiB float64, kill func()) *watch {
+	w := &watch{pid: pid, abortMiB: abortMiB, kill: kill}
 	go func() {
 		t := time.NewTicker(sampleEvery)
 		defer t.Stop()
@@ -43,8 +47,14 @@ func startWatch(ctx context.Context, pid int, abortMiB float64, dead context.Can
 			}
 			rss, alive := vmRSSMiB(pid)
 			if !alive {
-				w.crashed.Store(true)
-				dead()
+				w.mu.Lock()
+				if !w.aborted {
+					w.crashed.Store(true)
+				}
+				if w.onOver != nil {
+					w.onOver()
+				}
+				w.mu.Unlock()
 				return
 			}
 			w.sample(rss)
@@ -60,6 +70,7 @@ func (w *watch) sample(rss float64) {
 	if w.abortMiB > 0 && rss > w.abortMiB && w.onOver != nil && !w.aborted {
 		w.aborted = true
 		w.onOver()
+		w.kill()
 	}
 }
 
