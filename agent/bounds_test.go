@@ -204,8 +204,9 @@ func TestHistoryBounded(t *testing.T) {
 					t.Errorf("reserved %v, want a growing size", reserved)
 				}
 			}
-			if last := reserved[len(reserved)-1]; last != he.Bytes {
-				t.Errorf("reserved %v, want the last to be the history the turn ended with, %d", reserved, he.Bytes)
+			// The request's size counts the model's name too: "", 2 bytes.
+			if last := reserved[len(reserved)-1]; last != he.Bytes-2 {
+				t.Errorf("reserved %v, want the last to be the history the turn ended with, %d", reserved, he.Bytes-2)
 			}
 		})
 	}
@@ -393,6 +394,37 @@ func TestErrorResultBounded(t *testing.T) {
 			})})
 			if r := errorText(t, run(t, cfg).Steps[0].Results[0]); r != got {
 				t.Errorf("the executor's error became %d bytes, want %d", len(r), len(got))
+			}
+		})
+	}
+}
+
+// The model's name is sent with every request, and counted with it: the
+// Config's, and the one a PrepareStep hook gives a step.
+func TestModelNameCountsInTheRequest(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("m", 20<<10)
+	for _, fromHook := range []bool{false, true} {
+		t.Run(fmt.Sprintf("from the hook %v", fromHook), func(t *testing.T) {
+			t.Parallel()
+			srv := serve(t, scripted.Turn{Text: "done"})
+			cfg := config(t, srv)
+			cfg.MaxHistoryBytes = 10 << 10
+			if fromHook {
+				cfg.Hooks.PrepareStep = func(_ context.Context, p agent.PrepareStep) (agent.PrepareStep, error) {
+					p.Model = long
+					return p, nil
+				}
+			} else {
+				cfg.Model = long
+			}
+			_, err := agent.Run(context.Background(), cfg)
+			var he *agent.HistoryError
+			if !errors.As(err, &he) || he.Start == fromHook || he.Bytes < 20<<10 {
+				t.Fatalf("got %v, want a *HistoryError counting the name", err)
+			}
+			if n := len(srv.Requests()); n != 0 {
+				t.Errorf("the model got %d requests, want none", n)
 			}
 		})
 	}

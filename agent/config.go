@@ -171,7 +171,7 @@ func newTurn(cfg Config) (*turn, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, fe)
 	}
 	t.history.messages = messagesBytes(cfg.Messages)
-	if n := t.history.total(); n > cfg.MaxHistoryBytes {
+	if n := t.history.total() + stringBytes(cfg.Model); n > cfg.MaxHistoryBytes {
 		return nil, &HistoryError{Start: true, Bytes: n, Limit: cfg.MaxHistoryBytes}
 	}
 	return t, nil

@@ -9,7 +9,8 @@ import (
 )
 
 // The turn's history is what every model request carries: the system
-// prompt, the tools declared, and the messages so far. Its size is counted
+// prompt, the tools declared, and the messages so far (and the model's
+// name, counted with it when a request is checked). Its size is counted
 // as the JSON of the chat-completions wire form (what the model providers
 // send), escaping as encoding/json does by default, which no provider's
 // encoding exceeds: a request is never larger than what was counted.
@@ -121,14 +122,15 @@ func rawBytes(raw json.RawMessage) int64 {
 
 // request checks the size of the request step i is about to send: the
 // history, or the messages a PrepareStep hook gave the step (prepared,
-// their size; -1: none), with the system prompt and the tools. A history
-// over the limit ends the turn here, before the request: the step that
-// grew it has run and finished.
-func (l *loop) request(step int, prepared int64) error {
+// their size; -1: none), with the system prompt, the tools and the model's
+// name (a client's string too). A history over the limit ends the turn
+// here, before the request: the step that grew it has run and finished.
+func (l *loop) request(step int, prepared int64, model string) error {
 	size := l.history.total()
 	if prepared >= 0 {
 		size = l.history.fixed + prepared
 	}
+	size += stringBytes(model)
 	if size > l.cfg.MaxHistoryBytes {
 		return &HistoryError{Step: step, Prepared: prepared >= 0, Bytes: size, Limit: l.cfg.MaxHistoryBytes}
 	}

@@ -169,7 +169,7 @@ func (l *loop) step(i int) (Step, error) {
 	}
 	// What the request carries is within the limit: the turn ends here
 	// when the last step grew the history past it.
-	if err := l.request(i, prepared); err != nil {
+	if err := l.request(i, prepared, p.Model); err != nil {
 		return Step{}, err
 	}
 	active, err := l.activeTools(p.ActiveTools)
