@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -33,7 +32,7 @@ func (s *Server) recovered(ctx context.Context, p any) error {
 // infrastructure are the services every caller may reach: health checks and
 // reflection need no token and count against no rate.
 func infrastructure(_ context.Context, c interceptors.CallMeta) bool {
-	return c.Service == "grpc.health.v1.Health" || strings.HasPrefix(c.Service, "grpc.reflection.")
+	return infraService(c.Service)
 }
 
 func notInfrastructure(ctx context.Context, c interceptors.CallMeta) bool {
@@ -64,10 +63,14 @@ func (s *Server) logger() logging.Logger {
 // ratelimit.Limiter, and both interceptors share the server's one.
 var _ ratelimit.Limiter = (*callerLimiter)(nil)
 
-// The chain, outermost first: recovery, final errors, logging, auth, rate
-// limit, stream limits. Recovery is outermost so that a panic anywhere in
-// the chain is contained; the final errors (errors.go) give whatever the
-// rest returns an ErrorInfo, and logging logs that.
+// The chain, outermost first: recovery, final errors, logging, (streams:
+// the encoding check), auth, rate limit, stream limits. Recovery is
+// outermost so that a panic anywhere in the chain is contained; the final
+// errors (errors.go) give whatever the rest returns an ErrorInfo, and
+// logging logs that. The tap (tap.go) has checked the token before any of
+// them: auth here passes the caller it found on, and checks a call that
+// came by no tap. A unary call's request is read before its interceptors
+// run, so its encoding is checked by its handler (compression.go).
 func (s *Server) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	rec := recovery.WithRecoveryHandlerContext(s.recovered)
 	out := []grpc.UnaryServerInterceptor{
@@ -87,14 +90,17 @@ func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
 		recovery.StreamServerInterceptor(rec),
 		s.finalErrorsStream(),
 		logging.StreamServerInterceptor(s.logger(), logOpts...),
+		s.encodingStream(),
 	}
 	if s.opts.tokens != nil {
 		out = append(out, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
 	}
+	// Health and reflection streams count against the streams of their
+	// connection too: they are not rate limited, and need no token.
 	sessionMethod := "/" + exprdv1.ExprTool_ServiceDesc.ServiceName + "/Session"
 	out = append(out,
 		selector.StreamServerInterceptor(s.rate.stream(), selector.MatchFunc(notInfrastructure)),
-		selector.StreamServerInterceptor(s.limits.interceptor(sessionMethod), selector.MatchFunc(notInfrastructure)))
+		s.limits.interceptor(sessionMethod))
 	if s.gate != nil {
 		out = append(out, s.gate.StreamInterceptor())
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -28,8 +29,9 @@ const (
 	DefaultMaxRecvMsgSize = 16 << 20
 	// DefaultMaxStateBytes bounds a session's state, as bytes of JSON.
 	DefaultMaxStateBytes = 16 << 20
-	// DefaultMaxStreamsPerConn bounds the streams open at once on one
-	// connection.
+	// DefaultMaxStreamsPerConn bounds the streaming RPCs open at once on
+	// one connection, health watches and reflection among them; the
+	// connection's HTTP/2 streams are this and DefaultUnaryStreamsPerConn.
 	DefaultMaxStreamsPerConn = 256
 	// DefaultMaxSessions bounds the Session streams one replica holds.
 	DefaultMaxSessions = 20_000
@@ -44,6 +46,57 @@ const (
 	DefaultInitialConnWindowSize = 16 << 20
 )
 
+// The connection's limits, before any token is checked: what a peer that
+// has none can make the server hold (docs/security.md, "Before a token is
+// checked").
+const (
+	// DefaultMaxHeaderListSize bounds the headers of one request, counted
+	// as HTTP/2 counts them (each field's name and value, and 32 bytes):
+	// grpc-go resets a stream past it (FRAME_SIZE_ERROR) without keeping
+	// its fields. A gRPC client sends 200 to 300 bytes (and a token, a
+	// trace context), and grpc-go's own clients will not take more than
+	// 8 KiB back; grpc-go's default, 16 MiB, let 60 streams of one
+	// 4.4 KB HEADERS frame each (one field repeated by HPACK index) hold
+	// 976 MiB.
+	DefaultMaxHeaderListSize = 16 << 10
+	// DefaultUnaryStreamsPerConn is the HTTP/2 streams a connection has for
+	// unary RPCs beyond DefaultMaxStreamsPerConn: its
+	// SETTINGS_MAX_CONCURRENT_STREAMS is the sum, so that a client whose
+	// streaming RPCs are at their limit can still make unary ones. A
+	// client past it waits for a stream of its own connection (grpc-go's
+	// does), and grpc-go runs at most that many handlers of a connection
+	// at once, which bounds a rapid-reset flood's.
+	DefaultUnaryStreamsPerConn = 64
+	// DefaultConnectionTimeout bounds a new connection's handshake: TLS,
+	// the HTTP/2 preface and the client's SETTINGS (grpc-go's default is
+	// 120 s).
+	DefaultConnectionTimeout = 10 * time.Second
+	// DefaultMaxConnsPerPeer bounds the connections open at once from one
+	// peer: an IPv4 address, an IPv6 /64 (a trusted proxy has no such
+	// bound). One past it is closed as soon as it is accepted.
+	DefaultMaxConnsPerPeer = 128
+	// DefaultMaxConns bounds the connections open at once in all.
+	DefaultMaxConns = 10_000
+	// DefaultRecvMsgTimeout bounds how long a message longer than a
+	// stream's window may take to arrive once the memory budget has room
+	// for it: past it, the stream is reset (RST_STREAM ENHANCE_YOUR_CALM,
+	// which a client reads as RESOURCE_EXHAUSTED) and the room given back.
+	// 16 MiB in 30 s is 560 KB/s.
+	DefaultRecvMsgTimeout = 30 * time.Second
+	// DefaultRecvPeerShare is the part of the memory budget that the
+	// messages one peer is sending may hold at once (at least what one
+	// largest message needs); its further ones wait for its own.
+	DefaultRecvPeerShare = 0.25
+	// MaxInfraPerConn bounds the health and reflection calls open at once
+	// on one connection: they need no token. A client checks its health
+	// with one Watch, or a Check at a time.
+	MaxInfraPerConn = 8
+	// MaxInfraMsgSize bounds a health or reflection request (a service or
+	// symbol name): a stream with a longer one is reset before more than
+	// the frame that carries its length reaches grpc-go.
+	MaxInfraMsgSize = 16 << 10
+)
+
 // The subjects of QuotaFailure violations, one per limit.
 const (
 	quotaStateBytes      = "max_state_bytes"
@@ -55,6 +108,7 @@ const (
 	quotaSessions        = "max_sessions"
 	quotaRate            = "rate_limit"
 	quotaMemoryBudget    = "memory_budget"
+	quotaInfraPerConn    = "max_infra_calls_per_connection"
 )
 
 // quotaFailure is the detail of a ResourceExhausted: which limit, and what.

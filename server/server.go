@@ -71,6 +71,10 @@ type Server struct {
 	// gate admits large received messages into the memory budget; nil
 	// without one.
 	gate *recvgate.Gate
+	// conns bounds the connections open at once, per peer and in all.
+	conns *connLimits
+	// infra bounds the health and reflection calls open on a connection.
+	infra *infraLimits
 }
 
 type options struct {
@@ -106,7 +110,7 @@ type options struct {
 	memory                    *membudget.Budget
 	overload                  *overload.Manager
 	models                    *model.Registry
-	grpcOpts                  []grpc.ServerOption
+	conn                      connOptions
 	newClock                  func() func() time.Time // nil: time.Now
 	runLimits                 runLimits               // AgentLoop's and CodeMode's maxima (agentloop_limits.go); zero: the defaults
 }
@@ -374,11 +378,6 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) error { o.tracerProvider = tp; return nil }
 }
 
-// WithGRPCOptions passes options to grpc.NewServer.
-func WithGRPCOptions(opts ...grpc.ServerOption) Option {
-	return func(o *options) error { o.grpcOpts = append(o.grpcOpts, opts...); return nil }
-}
-
 // New returns a Server with its services registered.
 func New(opts ...Option) (*Server, error) {
 	o := options{
@@ -397,6 +396,7 @@ func New(opts ...Option) (*Server, error) {
 		slowReaderTimeout: DefaultSlowReaderTimeout,
 		connWindowSize:    DefaultInitialConnWindowSize,
 		rateBurst:         DefaultRateBurst,
+		conn:              defaultConnOptions(),
 		keepalive: keepalive.ServerParameters{
 			MaxConnectionAge: DefaultMaxConnectionAge, MaxConnectionAgeGrace: DefaultMaxConnectionAgeGrace,
 			Time: DefaultKeepaliveTime, Timeout: DefaultKeepaliveTimeout,
@@ -433,11 +433,18 @@ func New(opts ...Option) (*Server, error) {
 	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store, o.memory, o.overload); err != nil {
 		return nil, err
 	}
+	s.conns = newConnLimits(o.conn.maxConnsPerPeer, o.conn.maxConns, s.rate.trusted, o.logger)
+	s.infra = newInfraLimits(MaxInfraPerConn)
 	if o.memory != nil {
-		s.gate = recvgate.New(o.memory, int(o.windowSize), o.maxRecvMsgSize)
+		s.gate = recvgate.New(o.memory, int(o.windowSize), o.maxRecvMsgSize, s.gateOptions()...)
 	}
 	gopts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(o.tracerProvider), otelgrpc.WithMeterProvider(o.meterProvider))),
+		grpc.StatsHandler(encodingStats{}),
+		grpc.InTapHandle(s.tapHandle),
+		grpc.MaxHeaderListSize(o.conn.maxHeaderListSize),
+		grpc.MaxConcurrentStreams(uint32(o.maxStreamsPerConn + o.conn.unaryStreamsPerConn)),
+		grpc.ConnectionTimeout(o.conn.connectionTimeout),
 		grpc.MaxRecvMsgSize(o.maxRecvMsgSize),
 		grpc.InitialWindowSize(o.windowSize),
 		grpc.InitialConnWindowSize(o.connWindowSize),
@@ -460,38 +467,42 @@ func New(opts ...Option) (*Server, error) {
 	if creds != nil {
 		gopts = append(gopts, grpc.Creds(creds))
 	}
-	s.grpc = grpc.NewServer(append(gopts, o.grpcOpts...)...)
-	exprdv1.RegisterExprToolServer(s.grpc, &exprTool{s: s})
-	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.grpc = grpc.NewServer(gopts...)
+	reg := registrar{s} // each unary method refuses compressed requests before it reads them
+	exprdv1.RegisterExprToolServer(reg, &exprTool{s: s})
+	healthpb.RegisterHealthServer(reg, s.health)
 	if o.registry != nil {
 		rt, err := codemode.New(o.registry, codemode.WithMemoryBudget(o.memory))
 		if err != nil {
 			return nil, err
 		}
 		s.codemode = rt
-		exprdv1.RegisterCodeModeServer(s.grpc, &codeMode{s: s, rt: rt})
+		exprdv1.RegisterCodeModeServer(reg, &codeMode{s: s, rt: rt})
 		s.health.SetServingStatus(exprdv1.CodeMode_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-		exprdv1.RegisterToolRegistryServer(s.grpc, newToolRegistry(&o))
+		exprdv1.RegisterToolRegistryServer(reg, newToolRegistry(&o))
 		s.health.SetServingStatus(exprdv1.ToolRegistry_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	// AgentLoop is always served, so that a server without model providers
 	// answers FAILED_PRECONDITION rather than UNIMPLEMENTED; health calls it
 	// serving only when it has providers.
-	exprdv1.RegisterAgentLoopServer(s.grpc, &agentLoop{s: s, rt: s.codemode})
+	exprdv1.RegisterAgentLoopServer(reg, &agentLoop{s: s, rt: s.codemode})
 	if o.models != nil {
 		s.health.SetServingStatus(exprdv1.AgentLoop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
-	reflection.Register(s.grpc)
+	reflection.Register(reg)
 	s.health.SetServingStatus(exprdv1.ExprTool_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
 }
 
 // GRPC returns the underlying grpc.Server, to register more services on it
-// before Serve; they get the same interceptors.
+// before Serve; they get the same tap and interceptors, but their unary
+// methods take compressed requests (compression.go: only the server's own
+// are wrapped to refuse them before they read).
 func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
 // Serve serves on lis until Shutdown or Stop.
 func (s *Server) Serve(lis net.Listener) error {
+	lis = s.conns.listener(lis)
 	if s.gate != nil && s.opts.creds == nil {
 		lis = s.gate.Listener(lis) // with TLS, the credentials wrap each connection
 	}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/tap"
+)
+
+// The server's grpc.InTapHandle. grpc-go runs it in a connection's
+// reading goroutine for each new stream, once its headers are decoded
+// (within --max-header-list-size) and before it reads any of its
+// messages, starts its handler, or lets the receive gate reserve for it.
+// What it refuses costs a HEADERS frame back and nothing more:
+//
+//   - with auth on, a call to any service but health and reflection needs
+//     a token with the service's scope (Tokens.check): without one it is
+//     refused UNAUTHENTICATED or PERMISSION_DENIED, however long the
+//     message it is about to send;
+//   - health and reflection need no token, so a connection holds at most
+//     MaxInfraPerConn of their calls at once, and their messages are at
+//     most MaxInfraMsgSize (the gate resets a stream with a longer one);
+//   - it admits the stream into the receive gate.
+//
+// The grpc-encoding of a stream is not among the headers grpc-go gives
+// it; compression is refused before a message is read in compression.go.
+func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
+	limit := 0
+	switch {
+	case isInfrastructure(info.FullMethodName):
+		var err error
+		if ctx, err = s.infra.admit(ctx); err != nil {
+			return nil, err
+		}
+		limit = MaxInfraMsgSize
+	case s.opts.tokens != nil:
+		name, err := s.opts.tokens.check(ctx, info.FullMethodName)
+		if err != nil {
+			return nil, err
+		}
+		ctx = context.WithValue(ctx, callerKey{}, name)
+	}
+	if s.gate != nil {
+		s.gate.Admit(ctx, limit)
+	}
+	return ctx, nil
+}
+
+// isInfrastructure reports whether fullMethod is a health check or
+// reflection, which need no token.
+func isInfrastructure(fullMethod string) bool {
+	svc, _, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	return infraService(svc)
+}
+
+// infraService reports whether the service svc is health or reflection.
+func infraService(svc string) bool {
+	return svc == "grpc.health.v1.Health" || strings.HasPrefix(svc, "grpc.reflection.")
+}
+
+// infraLimits counts the health and reflection calls open on each
+// connection.
+type infraLimits struct {
+	perConn int
+	mu      sync.Mutex
+	conns   map[string]int
+}
+
+func newInfraLimits(perConn int) *infraLimits {
+	return &infraLimits{perConn: perConn, conns: map[string]int{}}
+}
+
+// admit counts a call on ctx's connection until its stream ends (grpc-go
+// cancels the stream's context then, whichever way it ends), or refuses
+// it RESOURCE_EXHAUSTED past the limit.
+func (l *infraLimits) admit(ctx context.Context) (context.Context, error) {
+	key := connKey(ctx)
+	l.mu.Lock()
+	if l.conns[key] >= l.perConn {
+		l.mu.Unlock()
+		return nil, exhausted(quotaInfraPerConn, fmt.Sprintf("%d health and reflection calls are open on this connection, the limit", l.perConn))
+	}
+	l.conns[key]++
+	l.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		l.mu.Lock()
+		if l.conns[key]--; l.conns[key] <= 0 {
+			delete(l.conns, key)
+		}
+		l.mu.Unlock()
+	})
+	return ctx, nil
+}
