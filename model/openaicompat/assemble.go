@@ -33,7 +33,7 @@ type assembler struct {
 	sawFinish bool
 	sawChoice bool
 	usage     model.Usage
-	size      int // bytes of text, refusal, names and arguments so far
+	size      int // bytes of text, refusal, names and arguments so far, and CallBytes a call
 }
 
 type call struct {
@@ -96,6 +96,7 @@ func (a *assembler) toolDelta(slot int64, id, name, args string, out *[]model.Ev
 		pos = len(a.calls)
 		a.calls = append(a.calls, call{out: -1})
 		a.slots[slot] = pos
+		a.size += CallBytes
 	}
 	c := &a.calls[pos]
 	a.size += len(name) + len(args)

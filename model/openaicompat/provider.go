@@ -22,6 +22,14 @@ import (
 // [model.ErrReplyTooLarge].
 const MaxReplyBytes = 8 << 20
 
+// CallBytes is what each tool call of a streamed reply counts toward
+// MaxReplyBytes besides its name and arguments: what the call holds while
+// the reply is assembled (its slot, its entry by wire index, its deltas),
+// so that a reply of many empty calls is bounded as one of much text is
+// (a reply of 500,000 one-letter calls held 242 MiB; now a reply holds at
+// most MaxReplyBytes/CallBytes, 32,768, calls).
+const CallBytes = 256
+
 // chatPath is the endpoint, relative to the base URL.
 const chatPath = "chat/completions"
 

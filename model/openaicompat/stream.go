@@ -102,7 +102,7 @@ func (s *chatStream) read() error {
 	}
 	s.asm.add(&s.chunk, &s.queue)
 	if s.asm.size > MaxReplyBytes {
-		return fmt.Errorf("%w: more than %d bytes of text and arguments", model.ErrReplyTooLarge, MaxReplyBytes)
+		return fmt.Errorf("%w: more than %d bytes of text, tool calls and arguments", model.ErrReplyTooLarge, MaxReplyBytes)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -252,6 +253,24 @@ func splitN(n, k int) []string {
 	return out
 }
 
+// emptyCalls is a stream of n tool calls with neither name nor arguments,
+// 1,000 to an event: each opens a call that counts CallBytes.
+func emptyCalls(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i += 1000 {
+		b.WriteString(`data: {"choices":[{"delta":{"tool_calls":[`)
+		for j := i; j < min(n, i+1000); j++ {
+			if j > i {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"index":%d}`, j)
+		}
+		b.WriteString("]}}]}\n\n")
+	}
+	b.WriteString(`data: {"choices":[{"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
+	return b.String()
+}
+
 // TestReplyLimits checks MaxEventBytes and MaxReplyBytes at the limit and
 // one past it.
 func TestReplyLimits(t *testing.T) {
@@ -274,6 +293,8 @@ func TestReplyLimits(t *testing.T) {
 		{"a reply past MaxReplyBytes", scripted.Turn{Body: pad(bodyPrefix, bodySuffix, openaicompat.MaxReplyBytes+1)}, false, model.ErrReplyTooLarge},
 		{"a stream at MaxReplyBytes", scripted.Turn{TextChunks: splitN(openaicompat.MaxReplyBytes, 4)}, true, nil},
 		{"a stream past MaxReplyBytes", scripted.Turn{TextChunks: append(splitN(openaicompat.MaxReplyBytes, 4), "x")}, true, model.ErrReplyTooLarge},
+		{"a stream of empty tool calls at MaxReplyBytes", scripted.Turn{SSE: emptyCalls(openaicompat.MaxReplyBytes / openaicompat.CallBytes)}, true, nil},
+		{"a stream of empty tool calls past MaxReplyBytes", scripted.Turn{SSE: emptyCalls(openaicompat.MaxReplyBytes/openaicompat.CallBytes + 1)}, true, model.ErrReplyTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -283,7 +304,7 @@ func TestReplyLimits(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("got %v, want %v", err, tt.wantErr)
 			}
-			if err == nil && !strings.HasPrefix(resp.Message.Content, "xxxx") {
+			if err == nil && tt.turn.SSE == "" && !strings.HasPrefix(resp.Message.Content, "xxxx") {
 				t.Errorf("got content %.20q..., want the filler", resp.Message.Content)
 			}
 		})
