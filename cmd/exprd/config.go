@@ -71,7 +71,8 @@ type config struct {
 	memoryBudgetWait          time.Duration
 	memory                    *membudget.Budget // made from the two above at start
 	overload                  overloadConfig
-	runLimits                 runLimitsConfig // AgentLoop's and CodeMode's maxima (runlimits.go)
+	runLimits                 runLimitsConfig  // AgentLoop's and CodeMode's maxima (runlimits.go)
+	connLimits                connLimitsConfig // what a connection holds before a token is checked (connlimits.go)
 
 	maxConnAge      time.Duration
 	maxConnAgeGrace time.Duration
@@ -127,6 +128,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.memoryBudgetWait, "memory-budget-wait", 250*time.Millisecond, "how long work waits for room in a spent memory budget before it is refused (RESOURCE_EXHAUSTED)")
 	c.overload.flags(fs)
 	c.runLimits.flags(fs)
+	c.connLimits.flags(fs)
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
 	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")
@@ -307,6 +309,9 @@ func (c config) validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.runLimits.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.connLimits.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.store.validate(); err != nil {
