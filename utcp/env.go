@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,7 +32,23 @@ type Env struct {
 	egress       *egress.Policy
 	dialer       *egress.Dialer
 	showMessages bool // the operator lets providers' short messages through
+	operator     bool // the manual is the operator's (WithOperator)
+	logger       *slog.Logger
 }
+
+// Logger is the registry's logger (WithLogger), for what a transport tells
+// the operator: never nil (a logger that discards when none was given).
+func (e Env) Logger() *slog.Logger {
+	if e.logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.logger
+}
+
+// ShowProviderMessages reports whether the operator lets a provider's own
+// short messages reach callers (WithProviderMessages); a transport passes
+// one on only through ProviderMessage.
+func (e Env) ShowProviderMessages() bool { return e.showMessages }
 
 type responseLimitKey struct{}
 

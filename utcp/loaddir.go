@@ -15,8 +15,11 @@ import (
 // object with call_template_type) registers through it, named by its `name`
 // or else the file's base name; any other file is a manual or OpenAPI
 // document named after the file. The first failure deregisters what this
-// call registered and returns the error, naming the file.
+// call registered and returns the error, naming the file. The manuals are
+// the operator's (WithOperator): an mcp template of theirs may start a
+// stdio server.
 func (r *Registry) LoadDir(ctx context.Context, dir string) ([]*Registration, error) {
+	ctx = WithOperator(ctx)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("utcp: LoadDir: %w", err)

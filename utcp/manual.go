@@ -45,12 +45,28 @@ type Tool struct {
 	Tags                []string
 	AverageResponseSize *int64
 	Template            *CallTemplate
+	// Title is a name for people (an MCP tool's title); "" when none.
+	Title string
+	// Annotations are an MCP tool's hints of what it does; nil when the
+	// provider gave none. They are the provider's word, not a guarantee.
+	Annotations *ToolAnnotations
 
 	manual     string
 	inSchema   *jsonschema.Schema
 	inFast     *schemafast.Schema // nil unless the input schema is simple
 	outSchema  *jsonschema.Schema
 	inputProps []string
+}
+
+// ToolAnnotations are an MCP tool's behaviour hints, as its server lists
+// them. A nil hint was not given (MCP's defaults: not read-only,
+// destructive, not idempotent, open world).
+type ToolAnnotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    *bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
 }
 
 // MarshalJSON writes the manual in the UTCP 1.x form.
@@ -78,14 +94,16 @@ func (t *Tool) MarshalJSON() ([]byte, error) {
 		tags = []string{}
 	}
 	return json.Marshal(struct {
-		Name                string          `json:"name"`
-		Description         string          `json:"description"`
-		Inputs              json.RawMessage `json:"inputs,omitempty"`
-		Outputs             json.RawMessage `json:"outputs,omitempty"`
-		Tags                []string        `json:"tags"`
-		AverageResponseSize *int64          `json:"average_response_size,omitempty"`
-		Template            json.RawMessage `json:"tool_call_template,omitempty"`
-	}{t.Name, t.Description, t.Inputs, t.Outputs, tags, t.AverageResponseSize, tmpl})
+		Name                string           `json:"name"`
+		Description         string           `json:"description"`
+		Inputs              json.RawMessage  `json:"inputs,omitempty"`
+		Outputs             json.RawMessage  `json:"outputs,omitempty"`
+		Tags                []string         `json:"tags"`
+		AverageResponseSize *int64           `json:"average_response_size,omitempty"`
+		Template            json.RawMessage  `json:"tool_call_template,omitempty"`
+		Title               string           `json:"title,omitempty"`
+		Annotations         *ToolAnnotations `json:"annotations,omitempty"`
+	}{t.Name, t.Description, t.Inputs, t.Outputs, tags, t.AverageResponseSize, tmpl, t.Title, t.Annotations})
 }
 
 // ManualName is the name of the manual the tool was registered with ("" before
@@ -133,10 +151,11 @@ func (c *CallTemplate) StringField(key string) string {
 
 // Keys of a manual and of a tool: anything else is refused, as the SDK's
 // strict schemas do. `version`, `provider` and `tool_provider` are the older
-// go-utcp form.
+// go-utcp form; `title` and `annotations` are an MCP tool's (exprd's own:
+// the reference clients refuse them).
 var (
 	manualKeys = []string{"utcp_version", "manual_version", "tools", "version"}
-	toolKeys   = []string{"name", "description", "inputs", "outputs", "tags", "average_response_size", "tool_call_template", "tool_provider", "provider"}
+	toolKeys   = []string{"name", "description", "inputs", "outputs", "tags", "average_response_size", "tool_call_template", "tool_provider", "provider", "title", "annotations"}
 	// templateKeys hold a tool's call template, in order of preference.
 	templateKeys = []string{"tool_call_template", "tool_provider", "provider"}
 )
@@ -250,6 +269,12 @@ func toolFromValue(v any, path string) (*Tool, error) {
 	if t.Tags, err = optStrings(obj, "tags", path); err != nil {
 		return nil, err
 	}
+	if t.Title, _, err = optString(obj, "title", path); err != nil {
+		return nil, err
+	}
+	if t.Annotations, err = annotationsFromValue(obj["annotations"], JoinPath(path, "annotations")); err != nil {
+		return nil, err
+	}
 	if n, ok := obj["average_response_size"]; ok && n != nil {
 		num, isNum := n.(json.Number)
 		size, convErr := num.Int64()
@@ -291,6 +316,43 @@ func toolFromValue(v any, path string) (*Tool, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// annotationKeys are the keys of a tool's annotations.
+var annotationKeys = []string{"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+
+// annotationsFromValue reads a tool's annotations (nil when absent).
+func annotationsFromValue(v any, path string) (*ToolAnnotations, error) {
+	if v == nil {
+		return nil, nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, &ManualError{Path: path, Msg: "must be an object, got " + JSONKind(v)}
+	}
+	if err := checkKeys(obj, annotationKeys, path); err != nil {
+		return nil, err
+	}
+	a := &ToolAnnotations{}
+	var err error
+	if a.Title, _, err = optString(obj, "title", path); err != nil {
+		return nil, err
+	}
+	for _, h := range []struct {
+		key string
+		dst **bool
+	}{{"readOnlyHint", &a.ReadOnlyHint}, {"destructiveHint", &a.DestructiveHint}, {"idempotentHint", &a.IdempotentHint}, {"openWorldHint", &a.OpenWorldHint}} {
+		x, ok := obj[h.key]
+		if !ok || x == nil {
+			continue
+		}
+		b, isBool := x.(bool)
+		if !isBool {
+			return nil, &ManualError{Path: JoinPath(path, h.key), Msg: "must be a boolean, got " + JSONKind(x)}
+		}
+		*h.dst = &b
+	}
+	return a, nil
 }
 
 func compileToolSchema(doc any, path string) (*jsonschema.Schema, json.RawMessage, error) {

@@ -30,7 +30,7 @@ func TestParseManualRefusesWithPath(t *testing.T) {
 		{"tools missing", `{"utcp_version": "1.0.1"}`, "tools: missing"},
 		{"tools not an array", `{"tools": {}}`, "tools: must be an array, got object"},
 		{"tool not an object", `{"tools": ["add"]}`, "tools[0]: a tool must be an object, got string"},
-		{"unknown tool key", `{"tools": [` + goodTool + `, {"name": "x", "tool_call_template": {"call_template_type": "http", "url": "https://a"}, "handler": "go"}]}`, "tools[1].handler: unknown key (allowed: name, description, inputs, outputs, tags, average_response_size, tool_call_template, tool_provider, provider)"},
+		{"unknown tool key", `{"tools": [` + goodTool + `, {"name": "x", "tool_call_template": {"call_template_type": "http", "url": "https://a"}, "handler": "go"}]}`, "tools[1].handler: unknown key (allowed: name, description, inputs, outputs, tags, average_response_size, tool_call_template, tool_provider, provider, title, annotations)"},
 		{"tool name missing", `{"tools": [{"tool_call_template": {"call_template_type": "http", "url": "https://a"}}]}`, "tools[0].name: missing"},
 		{"tool name empty", `{"tools": [{"name": " ", "tool_call_template": {"call_template_type": "http", "url": "https://a"}}]}`, "tools[0].name: must not be empty"},
 		{"tool name not a string", `{"tools": [{"name": 3, "tool_call_template": {"call_template_type": "http", "url": "https://a"}}]}`, "tools[0].name: must be a string, got number"},
@@ -201,14 +201,16 @@ func TestRegisterRefusesBadTemplateFields(t *testing.T) {
 		{`{"call_template_type": "http", "url": "https://a", "header_fields": "X"}`, `tools[0].tool_call_template.header_fields: must be an array, got string`},
 		{`{"call_template_type": "streamable_http", "url": "https://a", "http_method": "PUT"}`, `tools[0].tool_call_template.http_method: must be one of GET, POST, got "PUT"`},
 		{`{"call_template_type": "streamable_http", "url": "https://a", "chunk_size": 0}`, `tools[0].tool_call_template.chunk_size: must be in [1, 1048576]`},
-		{`{"call_template_type": "mcp", "url": "https://a"}`, `tools[0].tool_call_template.call_template_type: no transport for type "mcp"`},
+		{`{"call_template_type": "mcp", "url": "https://a"}`, `tools[0].tool_call_template.config: missing`},
+		{`{"call_template_type": "mcp", "config": {"mcpServers": {"s": {"transport": "stdio", "command": "sh"}}}}`, `tools[0].tool_call_template.config.mcpServers.s.transport: a stdio MCP server runs a process on exprd's host: only the operator may configure one`},
+		{`{"call_template_type": "magic", "url": "https://a"}`, `tools[0].tool_call_template.call_template_type: no transport for type "magic"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
 			t.Parallel()
 			r := utcptest.NewRegistry(t)
 			manual := `{"utcp_version": "1", "tools": [{"name": "x", "tool_call_template": ` + tc.tmpl + `}]}`
-			_, err := r.Register(context.Background(), "m", utcp.FromText(manual).AllowProtocols("http", "streamable_http", "mcp"))
+			_, err := r.Register(context.Background(), "m", utcp.FromText(manual).AllowProtocols("http", "streamable_http", "mcp", "magic"))
 			if err == nil || !strings.HasPrefix(err.Error(), `manual "m": `+tc.want) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}

@@ -117,6 +117,7 @@ func (r *Registry) env(manual string) Env {
 		egress:           r.cfg.egress,
 		dialer:           r.dialer,
 		showMessages:     r.cfg.showMessages,
+		logger:           r.cfg.logger,
 	}
 }
 
@@ -199,6 +200,10 @@ func (r *Registry) Resolve(ctx context.Context, name string, src Source) (*Resol
 		}
 	}
 	env := r.env(name)
+	env.operator = isOperator(ctx)
+	if tmpl != nil {
+		ctx = withDiscoveryTemplate(ctx, tmpl)
+	}
 	m, skipped, err := r.discover(ctx, name, src, tmpl, env)
 	if err != nil {
 		return nil, err

@@ -52,9 +52,10 @@ var allowed = map[string][]string{
 	"utcp/hostiletest":           {},
 	"utcp/httptransport":         {"internal/sse", "utcp"},
 	"utcp/internal/utcptest":     {"internal/egress", "utcp", "utcp/utcpall"},
+	"utcp/mcptransport":          {"utcp"},
 	"utcp/openapi":               {"utcp", "utcp/httptransport"},
 	"utcp/search":                {"utcp"},
-	"utcp/utcpall":               {"utcp", "utcp/grpctransport", "utcp/httptransport", "utcp/openapi", "utcp/search"},
+	"utcp/utcpall":               {"utcp", "utcp/grpctransport", "utcp/httptransport", "utcp/mcptransport", "utcp/openapi", "utcp/search"},
 }
 
 // TestImportAllowlist fails when a package imports one of the module's

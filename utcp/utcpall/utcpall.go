@@ -4,6 +4,7 @@ import (
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/grpctransport"
 	"github.com/exprd/exprd/utcp/httptransport"
+	"github.com/exprd/exprd/utcp/mcptransport"
 	"github.com/exprd/exprd/utcp/openapi"
 	"github.com/exprd/exprd/utcp/search"
 )
@@ -30,6 +31,7 @@ func Options() ([]utcp.Option, error) {
 	return []utcp.Option{
 		utcp.WithTransports(httpTransports),
 		utcp.WithTransport(grpctransport.Type, grpctransport.New),
+		utcp.WithTransport(mcptransport.Type, mcptransport.New),
 		utcp.WithConverter(openapi.Converter{}),
 		utcp.WithIndex(search.New()),
 	}, nil

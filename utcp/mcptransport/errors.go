@@ -1,0 +1,66 @@
+package mcptransport
+
+import (
+	"fmt"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+// The failures of an MCP call that no other transport has (the rest are
+// utcp's reasons: unreachable, broken, response-too-large, malformed,
+// egress-refused, insecure-url).
+const (
+	// ReasonToolError: the tool answered with isError: true.
+	ReasonToolError utcp.Reason = "tool-error"
+	// ReasonRPCError: the server answered the request with a JSON-RPC
+	// error (an unknown tool, invalid parameters).
+	ReasonRPCError utcp.Reason = "mcp-error"
+	// ReasonDrift: the server lists another definition of the tool than
+	// the one registered (see Drift); the call is not sent.
+	ReasonDrift utcp.Reason = "definition-changed"
+	// ReasonInputRequired: the server asked for user input (elicitation,
+	// sampling, roots) that no one here can give.
+	ReasonInputRequired utcp.Reason = "input-required"
+)
+
+// toolError is a result with isError: true. Its text, the server's, is
+// shown only where the operator lets provider messages through, redacted
+// (utcp.ProviderMessage); it stays behind Unwrap for logs.
+func toolError(env utcp.Env, tool, text string) *utcp.TransportError {
+	te := &utcp.TransportError{Tool: tool, Reason: ReasonToolError, Body: "the tool reported an error"}
+	if env.ShowProviderMessages() {
+		if m := utcp.ProviderMessage(text); m != "" {
+			te.Body = "the tool reported an error: " + m
+		}
+	}
+	return te.WithCause(serverText{"isError", text})
+}
+
+// rpcError is a JSON-RPC error the server answered.
+func rpcError(env utcp.Env, tool string, code int64, msg string) *utcp.TransportError {
+	body := fmt.Sprintf("the server answered error %d", code)
+	if env.ShowProviderMessages() {
+		if m := utcp.ProviderMessage(msg); m != "" {
+			body += ": " + m
+		}
+	}
+	return (&utcp.TransportError{Tool: tool, Reason: ReasonRPCError, Body: body}).WithCause(serverText{"error", msg})
+}
+
+// inputRequired is a call whose server asked for user input.
+func inputRequired(tool, what string) *utcp.TransportError {
+	return &utcp.TransportError{Tool: tool, Reason: ReasonInputRequired,
+		Body: "the MCP server asked for " + what + ", and exprd has no user to ask: call a tool that needs no user input"}
+}
+
+// serverText is text a server sent, kept for logs only.
+type serverText struct{ what, text string }
+
+func (s serverText) Error() string {
+	const max = utcp.MaxErrorBodyChars
+	t := s.text
+	if len(t) > max {
+		t = utcp.CutRunes(t, max) + "…"
+	}
+	return "server " + s.what + ": " + t
+}
