@@ -1,6 +1,7 @@
 package utcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,9 +19,10 @@ type Converter interface {
 	Converts(doc any) bool
 	// Convert reads doc as a manual, its tools named as the document names
 	// its operations, and reports what it left out. Its errors are
-	// *ManualError. ReadConverted reads the tools of a manual built as
-	// JSON.
-	Convert(doc any, opts ConvertOptions) (*Manual, []SkippedTool, error)
+	// *ManualError, or ctx's error when ctx ended first: what a document
+	// makes it build is bounded, and stops with ctx. ReadConverted reads
+	// the tools of a manual built as JSON.
+	Convert(ctx context.Context, doc any, opts ConvertOptions) (*Manual, []SkippedTool, error)
 }
 
 // ConvertOptions say where a converted document came from.
@@ -57,8 +59,8 @@ type SkippedTool struct {
 // skipped; both are reported. It is an error only when no tool is left of
 // some. name is the manual's, for errors. The manual's tools that need a
 // variable the operator has not bound are skipped at registration, not
-// refused.
-func ReadConverted(manual map[string]any, name string) (*Manual, []SkippedTool, error) {
+// refused. It stops with ctx's error when ctx ends.
+func ReadConverted(ctx context.Context, manual map[string]any, name string) (*Manual, []SkippedTool, error) {
 	m := &Manual{UTCPVersion: DefaultUTCPVersion, ManualVersion: DefaultManualVersion, converted: true}
 	if v, ok := manual["manual_version"].(string); ok && v != "" {
 		m.ManualVersion = v
@@ -66,10 +68,21 @@ func ReadConverted(manual map[string]any, name string) (*Manual, []SkippedTool, 
 	var skipped []SkippedTool
 	ops, _ := manual["tools"].([]any)
 	seen := map[string]bool{}
+	nodes := 0 // the subschemas of the tools read so far
 	for i, op := range ops {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
 		path := fmt.Sprintf("tools[%d]", i)
 		obj, _ := op.(map[string]any)
 		id, _ := obj["name"].(string)
+		for _, k := range []string{"inputs", "outputs"} {
+			n, _ := schemaNodes(obj[k]) // one over MaxSchemaNodes is refused by its tool
+			if nodes += n; nodes > MaxConvertedSchemaNodes {
+				return nil, nil, &ManualError{Manual: name, Msg: fmt.Sprintf(
+					"the document's operations hold more than %d subschemas between them (utcp.MaxConvertedSchemaNodes); %s and those after it were not read", MaxConvertedSchemaNodes, id)}
+			}
+		}
 		t, err := toolFromValue(obj, path)
 		var me *ManualError
 		if err != nil && errors.As(err, &me) && me.Path == path+".outputs" {

@@ -21,10 +21,39 @@ const schemaLocation = "mem:///utcp/schema.json"
 
 var printer = message.NewPrinter(language.English)
 
+// Bounds on a tool's JSON Schema, checked before it is compiled: the
+// compiler's cost grows faster than the schema. A manual's tools come from
+// its provider, or from whoever registers it; the bounds hold for every
+// manual, converted or not.
+const (
+	// MaxSchemaDepth bounds how deep subschemas nest in one schema (as
+	// written: a $ref is not followed). The compiler checks a schema
+	// against its metaschema in time that grows with the cube of its
+	// nesting: 1,024 levels took 5 s, 4,096 five minutes. OpenAPI
+	// conversion nests no deeper either, counting through references.
+	MaxSchemaDepth = 64
+	// MaxSchemaNodes bounds the subschemas of one schema (its $defs
+	// included). The compiler finds each subschema it meets in a list
+	// of those it has yet to compile, one by one, so a schema of n
+	// subschemas costs n²: 4,096 of them take about 0.1 s. The largest
+	// schema of the published documents in testdata/catalogs (one of
+	// OpenAI's) has 1,768.
+	MaxSchemaNodes = 4096
+	// MaxConvertedSchemaNodes bounds the subschemas of a converted
+	// document's tools between them (ReadConverted), each tool's schemas
+	// bounded by MaxSchemaNodes: what compiling them all may cost, about
+	// 5 s at worst. OpenAI's document has 45,495.
+	MaxConvertedSchemaNodes = 200_000
+)
+
 // compileSchema compiles a tool's JSON Schema, draft 2020-12 unless the
 // schema's $schema says otherwise. References may only point inside the
-// schema: no file is read and no URL fetched.
+// schema: no file is read and no URL fetched. A schema past MaxSchemaDepth
+// or MaxSchemaNodes is refused before it is compiled.
 func compileSchema(doc any) (*jsonschema.Schema, error) {
+	if err := checkSchemaSize(doc); err != nil {
+		return nil, err
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(jsonschema.SchemeURLLoader{})
@@ -146,4 +175,62 @@ func normalizeJSON(v any) (any, error) {
 		return nil, err
 	}
 	return decodeJSON(raw)
+}
+
+// subschemaKeys are the keywords whose value is a schema, a list of
+// schemas or a map of them, in any draft: what the compiler may compile.
+var (
+	subschemaKeys     = []string{"items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}
+	subschemaListKeys = []string{"allOf", "anyOf", "oneOf", "prefixItems", "items"}
+	subschemaMapKeys  = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
+)
+
+// checkSchemaSize refuses a schema past MaxSchemaDepth or MaxSchemaNodes,
+// counting every subschema as written (one the compiler would skip
+// counts too), in time linear in what it counts.
+func checkSchemaSize(doc any) error {
+	_, err := schemaNodes(doc)
+	return err
+}
+
+// schemaNodes counts doc's subschemas, as checkSchemaSize checks them.
+func schemaNodes(doc any) (int, error) {
+	type item struct {
+		v     any
+		depth int
+	}
+	stack := []item{{doc, 0}}
+	nodes := 0
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		m, isMap := it.v.(map[string]any)
+		if _, isBool := it.v.(bool); !isMap && !isBool {
+			continue
+		}
+		if nodes++; nodes > MaxSchemaNodes {
+			return 0, fmt.Errorf("more than %d subschemas (utcp.MaxSchemaNodes)", MaxSchemaNodes)
+		}
+		if it.depth > MaxSchemaDepth {
+			return 0, fmt.Errorf("subschemas nested deeper than %d (utcp.MaxSchemaDepth)", MaxSchemaDepth)
+		}
+		for _, k := range subschemaKeys {
+			if v, ok := m[k]; ok {
+				stack = append(stack, item{v, it.depth + 1})
+			}
+		}
+		for _, k := range subschemaListKeys {
+			list, _ := m[k].([]any)
+			for _, v := range list {
+				stack = append(stack, item{v, it.depth + 1})
+			}
+		}
+		for _, k := range subschemaMapKeys {
+			mm, _ := m[k].(map[string]any)
+			for _, v := range mm {
+				stack = append(stack, item{v, it.depth + 1})
+			}
+		}
+	}
+	return nodes, nil
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/httptransport"
 	"github.com/getkin/kin-openapi/openapi2"
-	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
@@ -37,8 +36,10 @@ type Options struct {
 	Headers map[string]string
 }
 
-// maxSchemaDepth bounds the nesting of a converted schema.
-const maxSchemaDepth = 64
+// maxSchemaDepth bounds the nesting of a converted schema, counted
+// through its references: utcp.MaxSchemaDepth, which every tool schema
+// keeps as written, so that what converts also compiles.
+const maxSchemaDepth = utcp.MaxSchemaDepth
 
 // openAPIMethods are the operations converted, in this order.
 var openAPIMethods = []string{"get", "post", "put", "delete", "patch"}
@@ -65,9 +66,9 @@ func (Converter) Converts(doc any) bool {
 	return false
 }
 
-// Convert converts a decoded document as Convert does.
-func (Converter) Convert(doc any, opts utcp.ConvertOptions) (*utcp.Manual, []utcp.SkippedTool, error) {
-	return convertValue(doc, Options{Manual: opts.Manual, SpecURL: opts.SpecURL, AuthTools: opts.AuthTools, Headers: opts.Headers})
+// Convert converts a decoded document as ConvertContext does.
+func (Converter) Convert(ctx context.Context, doc any, opts utcp.ConvertOptions) (*utcp.Manual, []utcp.SkippedTool, error) {
+	return convertValue(ctx, doc, Options{Manual: opts.Manual, SpecURL: opts.SpecURL, AuthTools: opts.AuthTools, Headers: opts.Headers})
 }
 
 // String names what the converter reads, for the registry's refusal of a
@@ -84,11 +85,17 @@ func (Converter) String() string { return "an OpenAPI document (openapi, swagger
 // parameter_styles (style and explode; a Swagger 2 collectionFormat as its
 // OpenAPI 3 equivalent), so that an array is sent as the document says
 // (`tags=a&tags=b` by default) rather than as `tags[]=a&tags[]=b`.
-// Schemas are JSON Schema 2020-12, with the document's components under
-// $defs. Operations without an operationId are returned as skipped, and so
-// are those that cannot be read (utcp.ReadConverted). Errors are
-// *utcp.ManualError.
+// Schemas are JSON Schema 2020-12, each carrying under $defs the
+// document's components it reaches. Operations without an operationId are
+// returned as skipped, and so are those that cannot be read
+// (utcp.ReadConverted). Errors are *utcp.ManualError; a document whose
+// conversion would pass its budget is a *TooLargeError, which is one too.
 func Convert(data []byte, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
+	return ConvertContext(context.Background(), data, opts)
+}
+
+// ConvertContext is Convert that stops when ctx ends, with ctx's error.
+func ConvertContext(ctx context.Context, data []byte, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
 	v, err := utcp.DecodeDocument(data, "", "")
 	if err != nil {
 		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: err.Error()}
@@ -96,10 +103,10 @@ func Convert(data []byte, opts Options) (m *utcp.Manual, skipped []utcp.SkippedT
 	if !(Converter{}).Converts(v) {
 		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: "not an OpenAPI document (no openapi, swagger or paths)"}
 	}
-	return convertValue(v, opts)
+	return convertValue(ctx, v, opts)
 }
 
-func convertValue(v any, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
+func convertValue(ctx context.Context, v any, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
 	// kin-openapi is third-party code fed untrusted documents: a panic in it
 	// is a refused document, not a dead server.
 	defer func() {
@@ -112,76 +119,131 @@ func convertValue(v any, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTo
 		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: "an OpenAPI document must be an object"}
 	}
 	swagger2 := isSwagger2(root)
-	root, loadErr, err := loadOpenAPI(root)
+	root, raw, err := loadOpenAPI(root)
 	if err != nil {
 		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: err.Error()}
 	}
-	c := &converter{root: root, opts: opts, swagger2: swagger2}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	// What kin-openapi finds wrong with an OpenAPI 3 document is the
+	// reason given when nothing of it converts, and asked only then.
+	refused := func() error {
+		if swagger2 {
+			return nil
+		}
+		if err := diagnose(raw); err != nil {
+			return &utcp.ManualError{Manual: opts.Manual, Msg: err.Error()}
+		}
+		return nil
+	}
+	c := &converter{ctx: ctx, root: root, opts: opts, swagger2: swagger2, schemas: newSchemaScope(ctx, root, opts.Manual),
+		docBytes: len(raw), budget: ConvertedBudget(len(raw))}
 	manual, skipped, err := c.convert()
-	if err != nil && loadErr != nil {
-		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: loadErr.Error()}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return nil, nil, ctxErr
+	}
+	var tooLarge *TooLargeError
+	if err != nil && !errors.As(err, &tooLarge) {
+		if why := refused(); why != nil {
+			return nil, nil, why
+		}
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	m, more, err := utcp.ReadConverted(manual, opts.Manual)
-	if loadErr != nil && (err != nil || len(m.Tools) == 0) {
+	m, more, err := utcp.ReadConverted(ctx, manual, opts.Manual)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return nil, nil, ctxErr
+	}
+	if err != nil || len(m.Tools) == 0 {
 		// Nothing converted: what kin-openapi found wrong says why.
-		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: loadErr.Error()}
+		if why := refused(); why != nil {
+			return nil, nil, why
+		}
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	return m, append(skipped, more...), nil
+	skipped = append(skipped, more...)
+	if len(m.Tools) == 0 && len(skipped) > 0 {
+		if why := refused(); why != nil {
+			return nil, nil, why
+		}
+		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: fmt.Sprintf("none of the document's %d operations could be converted; %s: %s",
+			len(skipped), skipped[0].Name, skipped[0].Reason)}
+	}
+	return m, skipped, nil
 }
 
-// loadOpenAPI reads the document with kin-openapi and turns Swagger 2
-// into OpenAPI 3 (an error when it cannot). It returns the document to
-// convert, as decoded JSON. An OpenAPI 3 document kin-openapi refuses (a
-// $ref that resolves nowhere, an external one) is still converted,
-// operation by operation (external references never resolve): what the
-// refusal said is loadErr, the reason given when nothing converts.
-func loadOpenAPI(root map[string]any) (out map[string]any, loadErr, err error) {
-	raw, err := json.Marshal(root)
+// loadOpenAPI returns the document to convert, as decoded JSON, and the
+// document as it was given, as JSON (what its conversion's budget is
+// measured against, and what diagnose reads): Swagger 2 is turned into
+// OpenAPI 3 (toV3; an error when it cannot be), OpenAPI 3 is converted as
+// it is.
+func loadOpenAPI(root map[string]any) (out map[string]any, raw []byte, err error) {
+	if raw, err = json.Marshal(root); err != nil {
+		return nil, nil, err
+	}
+	if !isSwagger2(root) {
+		return root, raw, nil
+	}
+	given := raw
+	tuples := bytes.Contains(raw, []byte(`"items":[`))
+	if tuples {
+		tuplesAside(root, 0)
+	}
+	if marked := markCollectionFormats(root); tuples || marked {
+		if raw, err = json.Marshal(root); err != nil {
+			return nil, nil, err
+		}
+	}
+	var doc2 openapi2.T
+	if err := json.Unmarshal(raw, &doc2); err != nil {
+		return nil, nil, fmt.Errorf("not a valid Swagger 2 document: %s", firstLine(err.Error()))
+	}
+	doc3, err := toV3(&doc2)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot convert Swagger 2: %s", firstLine(err.Error()))
+	}
+	raw3, err := json.Marshal(doc3)
 	if err != nil {
 		return nil, nil, err
 	}
-	if isSwagger2(root) {
-		tuples := bytes.Contains(raw, []byte(`"items":[`))
-		if tuples {
-			tuplesAside(root, 0)
-		}
-		if marked := markCollectionFormats(root); tuples || marked {
-			if raw, err = json.Marshal(root); err != nil {
-				return nil, nil, err
-			}
-		}
-		var doc2 openapi2.T
-		if err := json.Unmarshal(raw, &doc2); err != nil {
-			return nil, nil, fmt.Errorf("not a valid Swagger 2 document: %s", firstLine(err.Error()))
-		}
-		doc3, err := openapi2conv.ToV3(&doc2)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cannot convert Swagger 2: %s", firstLine(err.Error()))
-		}
-		raw3, err := json.Marshal(doc3)
-		if err != nil {
-			return nil, nil, err
-		}
-		v, err := utcp.DecodeDocument(raw3, "application/json", "")
-		if err != nil {
-			return nil, nil, err
-		}
-		out, _ := v.(map[string]any)
-		return out, nil, nil
+	v, err := utcp.DecodeDocument(raw3, "application/json", "")
+	if err != nil {
+		return nil, nil, err
 	}
-	loader := openapi3.NewLoader()
-	loader.IsExternalRefsAllowed = false
-	loader.Context = context.Background()
-	if _, err := loader.LoadFromData(raw); err != nil {
-		loadErr = fmt.Errorf("not a valid OpenAPI document: %s", firstLine(err.Error()))
+	out, _ = v.(map[string]any)
+	return out, given, nil
+}
+
+// MaxDiagnosedBytes bounds the OpenAPI 3 documents kin-openapi reads for
+// the reason one converts to nothing (a $ref that resolves nowhere, an
+// external one, a field of the wrong type): its reading resolves each
+// reference anew wherever it is met, in time that grows faster than the
+// document. A larger document that converts to nothing is refused with
+// the conversion's own reason (which operation, and why).
+const MaxDiagnosedBytes = 256 << 10
+
+// diagnose is what kin-openapi finds wrong with an OpenAPI 3 document
+// (raw: JSON), nil when it finds nothing or the document is over
+// MaxDiagnosedBytes.
+func diagnose(raw []byte) error {
+	if len(raw) > MaxDiagnosedBytes {
+		return nil
 	}
-	return root, loadErr, nil
+	doc := &openapi3.T{}
+	err := json.Unmarshal(raw, doc) // JSON: kin-openapi's YAML reader is quadratic in a mapping's keys
+	if err == nil {
+		loader := openapi3.NewLoader()
+		loader.IsExternalRefsAllowed = false
+		err = loader.ResolveRefsIn(doc, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("not a valid OpenAPI document: %s", firstLine(err.Error()))
+	}
+	return nil
 }
 
 func isSwagger2(root map[string]any) bool {
@@ -190,9 +252,13 @@ func isSwagger2(root map[string]any) bool {
 }
 
 type converter struct {
+	ctx      context.Context
 	root     map[string]any
 	opts     Options
 	swagger2 bool // converted from Swagger 2: parameters carry collectionFormatKey
+	schemas  *schemaScope
+	docBytes int // the document's, as JSON
+	budget   int // what the converted manual may still take, in bytes
 }
 
 func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
@@ -214,6 +280,9 @@ func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
 			if !ok {
 				continue
 			}
+			if err := c.ctx.Err(); err != nil {
+				return nil, nil, err
+			}
 			where := fmt.Sprintf("paths[%q].%s", p, method)
 			id, _ := op["operationId"].(string)
 			if strings.TrimSpace(id) == "" {
@@ -221,6 +290,13 @@ func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
 				continue
 			}
 			tool, dropped, err := c.tool(id, p, method, item, op, base, where)
+			if ctxErr := c.ctx.Err(); ctxErr != nil {
+				return nil, nil, ctxErr
+			}
+			var tooLarge *TooLargeError
+			if errors.As(err, &tooLarge) {
+				return nil, nil, err
+			}
 			if err != nil {
 				var me *utcp.ManualError
 				reason := err.Error()
@@ -321,12 +397,13 @@ func (c *converter) deref(v any) any {
 }
 
 // tool converts one operation. An output schema that cannot be converted
-// is left out, and dropped says why.
+// is left out, and dropped says why. What the tool takes of the
+// converted manual's budget is charged here: past it, a *TooLargeError.
 func (c *converter) tool(id, path, method string, item, op map[string]any, base, where string) (tool map[string]any, dropped string, err error) {
-	sc := newSchemaScope(c.root, c.opts.Manual)
 	props := map[string]any{}
 	var required []any
 	var headerFields []any
+	var inReach reached
 	// Path-level parameters first; an operation's own replace those of the
 	// same name and location.
 	type paramKey struct{ name, in string }
@@ -369,10 +446,15 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 				}
 			}
 		}
-		prop, err := sc.convert(schemaNode, where+".parameters."+k.name)
+		pw := where + ".parameters." + k.name
+		conv, err := c.schemas.convert(schemaNode, pw)
 		if err != nil {
 			return nil, "", err
 		}
+		if err := c.schemas.reach(conv, &inReach, pw); err != nil {
+			return nil, "", err
+		}
+		prop := conv.schema
 		if d, ok := pm["description"].(string); ok && d != "" {
 			prop = withDescription(prop, d)
 		}
@@ -387,15 +469,19 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 		content, _ := rb["content"].(map[string]any)
 		ct, media := pickMedia(content, []string{"application/json", "+json", "application/x-www-form-urlencoded"})
 		if media != nil {
-			prop, err := sc.convert(media["schema"], where+".requestBody")
+			bw := where + ".requestBody"
+			conv, err := c.schemas.convert(media["schema"], bw)
 			if err != nil {
+				return nil, "", err
+			}
+			if err := c.schemas.reach(conv, &inReach, bw); err != nil {
 				return nil, "", err
 			}
 			desc, _ := rb["description"].(string)
 			if desc == "" {
 				desc = "Request body"
 			}
-			props[httptransport.DefaultBodyField] = withDescription(prop, desc)
+			props[httptransport.DefaultBodyField] = withDescription(conv.schema, desc)
 			if r, _ := rb["required"].(bool); r && !containsAny(required, httptransport.DefaultBodyField) {
 				required = append(required, httptransport.DefaultBodyField)
 			}
@@ -409,9 +495,9 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 	if len(required) > 0 {
 		inputs["required"] = required
 	}
-	sc.attach(inputs)
 
 	outputs := map[string]any{}
+	var outReach reached
 	if responses, ok := op["responses"].(map[string]any); ok {
 		for _, code := range []string{"200", "201", "default"} {
 			resp, ok := c.deref(responses[code]).(map[string]any)
@@ -421,9 +507,16 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 			content, _ := resp["content"].(map[string]any)
 			_, media := pickMedia(content, []string{"application/json", "+json", "text/plain"})
 			if media != nil && media["schema"] != nil {
-				osc := newSchemaScope(c.root, c.opts.Manual)
-				out, err := osc.convert(media["schema"], where+".responses."+code)
+				ow := where + ".responses." + code
+				conv, err := c.schemas.convert(media["schema"], ow)
+				if err == nil {
+					err = c.schemas.reach(conv, &outReach, ow)
+				}
+				if c.ctx.Err() != nil {
+					return nil, "", c.ctx.Err()
+				}
 				if err != nil {
+					outReach = reached{}
 					dropped = err.Error()
 					var me *utcp.ManualError
 					if errors.As(err, &me) {
@@ -431,9 +524,10 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 					}
 					break
 				}
-				if om, ok := out.(map[string]any); ok {
-					osc.attach(om)
+				if om, ok := conv.schema.(map[string]any); ok {
 					outputs = om
+				} else {
+					outReach = reached{}
 				}
 			}
 			break
@@ -488,7 +582,27 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 	if tags != nil {
 		tool["tags"] = tags
 	}
+	if err := c.charge(tool, &inReach, &outReach); err != nil {
+		return nil, "", err
+	}
+	c.schemas.attach(inputs, &inReach)
+	c.schemas.attach(outputs, &outReach)
 	return tool, dropped, nil
+}
+
+// charge takes what the tool will be as JSON, its $defs included, from
+// the converted manual's budget: a *TooLargeError past it.
+func (c *converter) charge(tool map[string]any, in, out *reached) error {
+	raw, err := json.Marshal(tool) // before its $defs are attached
+	if err != nil {
+		return &utcp.ManualError{Manual: c.opts.Manual, Msg: "cannot encode a converted tool: " + err.Error()}
+	}
+	size := len(raw) + in.size + out.size
+	if size > c.budget {
+		return &TooLargeError{Manual: c.opts.Manual, Limit: ConvertedBudget(c.docBytes), DocumentBytes: c.docBytes}
+	}
+	c.budget -= size
+	return nil
 }
 
 // MaxDescriptionBytes bounds what a converted tool's description keeps
