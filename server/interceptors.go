@@ -39,6 +39,12 @@ func notInfrastructure(ctx context.Context, c interceptors.CallMeta) bool {
 	return !infrastructure(ctx, c)
 }
 
+// rateLimited are the calls the rate interceptors limit: not
+// infrastructure, and not limited by the tap already.
+func rateLimited(ctx context.Context, c interceptors.CallMeta) bool {
+	return !infrastructure(ctx, c) && !rateTaken(ctx)
+}
+
 // logOpts log each finished call: successes and client cancels at debug,
 // the rest at the middleware's levels.
 var logOpts = []logging.Option{
@@ -67,9 +73,9 @@ var _ ratelimit.Limiter = (*callerLimiter)(nil)
 // the encoding check), auth, rate limit, stream limits. Recovery is
 // outermost so that a panic anywhere in the chain is contained; the final
 // errors (errors.go) give whatever the rest returns an ErrorInfo, and
-// logging logs that. The tap (tap.go) has checked the token before any of
-// them: auth here passes the caller it found on, and checks a call that
-// came by no tap. A unary call's request is read before its interceptors
+// logging logs that. The tap (tap.go) has checked the token and taken the
+// rate-limit token before any of them: auth and the rate limit here pass
+// what it let in, and check a call that came by no tap. A unary call's request is read before its interceptors
 // run, so its encoding is checked by its handler (compression.go).
 func (s *Server) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	rec := recovery.WithRecoveryHandlerContext(s.recovered)
@@ -81,7 +87,7 @@ func (s *Server) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	if s.opts.tokens != nil {
 		out = append(out, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
 	}
-	return append(out, selector.UnaryServerInterceptor(s.rate.unary(), selector.MatchFunc(notInfrastructure)))
+	return append(out, selector.UnaryServerInterceptor(s.rate.unary(), selector.MatchFunc(rateLimited)))
 }
 
 func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
@@ -99,7 +105,7 @@ func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
 	// connection too: they are not rate limited, and need no token.
 	sessionMethod := "/" + exprdv1.ExprTool_ServiceDesc.ServiceName + "/Session"
 	out = append(out,
-		selector.StreamServerInterceptor(s.rate.stream(), selector.MatchFunc(notInfrastructure)),
+		selector.StreamServerInterceptor(s.rate.stream(), selector.MatchFunc(rateLimited)),
 		s.limits.interceptor(sessionMethod))
 	if s.gate != nil {
 		out = append(out, s.gate.StreamInterceptor())

@@ -557,3 +557,40 @@ func TestLegitimateCallerWhileSquatting(t *testing.T) {
 		})
 	}
 }
+
+// A caller's rate is taken before its stream is admitted: at its burst a
+// unary call waits for its request; one past it is refused RESOURCE_EXHAUSTED
+// (rate_limit) at once, its request not come, and no handler started
+// for it. Opening and resetting streams at once thus costs a caller with a
+// token a HEADERS frame each past its burst, as it costs one without.
+func TestRateLimitBeforeTheRequest(t *testing.T) {
+	t.Parallel()
+	const burst = 3
+	_, addr := authServer(t, server.WithRateLimit(0.001, burst))
+	h := dialH2(t, addr, "")
+	var waiting []uint32
+	for range burst { // at the burst: each waits for its request
+		waiting = append(waiting, h.open(describePath, "authorization", bearerPreauth))
+	}
+	id := h.open(describePath, "authorization", bearerPreauth)
+	if e := h.ended(id); e.rst || e.status != int(codes.ResourceExhausted) {
+		t.Fatalf("a call one past the burst: got %+v, want RESOURCE_EXHAUSTED before its request", e)
+	}
+	for {
+		select {
+		case e := <-h.ends:
+			if e.stream != id { // the refused stream's RST_STREAM follows its trailers
+				t.Fatalf("a call within the burst ended: %+v", e)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	for _, w := range waiting {
+		h.send(w, grpcMessage(false, 0, nil), true)
+		if e := h.ended(w); e.rst || e.status != 0 {
+			t.Fatalf("a call within the burst, its request sent: got %+v, want OK", e)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/tap"
+
+	"github.com/exprd/exprd/evaluator"
 )
 
 // The server's grpc.InTapHandle. grpc-go runs it in a connection's
@@ -22,6 +24,11 @@ import (
 //   - health and reflection need no token, so a connection holds at most
 //     MaxInfraPerConn of their calls at once, and their messages are at
 //     most MaxInfraMsgSize (the gate resets a stream with a longer one);
+//   - any other call takes a token from its caller's rate-limit bucket
+//     (the same the interceptors would take it from): a caller past its
+//     rate is refused RESOURCE_EXHAUSTED before a handler starts, so that
+//     opening and resetting streams at once costs a caller with a token
+//     no more than one without;
 //   - it admits the stream into the receive gate.
 //
 // The grpc-encoding of a stream is not among the headers grpc-go gives
@@ -35,18 +42,31 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 			return nil, err
 		}
 		limit = MaxInfraMsgSize
-	case s.opts.tokens != nil:
-		name, err := s.opts.tokens.check(ctx, info.FullMethodName)
-		if err != nil {
+	default:
+		if s.opts.tokens != nil {
+			name, err := s.opts.tokens.check(ctx, info.FullMethodName)
+			if err != nil {
+				return nil, err
+			}
+			ctx = context.WithValue(ctx, callerKey{}, name)
+		}
+		key := s.rate.caller(ctx)
+		if err := s.rate.limit(key); err != nil {
 			return nil, err
 		}
-		ctx = context.WithValue(ctx, callerKey{}, name)
+		ctx = context.WithValue(evaluator.WithCaller(ctx, key), rateTakenKey{}, true)
 	}
 	if s.gate != nil {
 		s.gate.Admit(ctx, limit)
 	}
 	return ctx, nil
 }
+
+// rateTakenKey marks a call whose rate-limit token the tap took: the rate
+// interceptors, for calls that came by no tap, let it pass.
+type rateTakenKey struct{}
+
+func rateTaken(ctx context.Context) bool { v, _ := ctx.Value(rateTakenKey{}).(bool); return v }
 
 // isInfrastructure reports whether fullMethod is a health check or
 // reflection, which need no token.
