@@ -182,14 +182,17 @@ func TestOnlyAdmittedStreamsReserved(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		admit bool
+		tls   bool
 	}{
-		{"refused by the tap", false},
-		{"admitted", true},
+		{"refused by the tap", false, false},
+		{"admitted", true, false},
+		{"refused by the tap, over TLS", false, true},
+		{"admitted, over TLS", true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			budget := membudget.New(8*maxMsg, 20*time.Millisecond)
 			g := New(budget, window, 2*maxMsg, WithAdmission())
-			s := serve(t, g, false, admitTap(g))
+			s := serve(t, g, tt.tls, admitTap(g))
 			ctx := t.Context()
 			if tt.admit {
 				ctx = admitCtx(t, "")
