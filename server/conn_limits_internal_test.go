@@ -1,0 +1,91 @@
+package server
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+)
+
+// fakeListener accepts connections from the addresses it is given, in
+// turn.
+type fakeListener struct {
+	net.Listener
+	from chan net.Addr
+}
+
+func (l *fakeListener) Accept() (net.Conn, error) {
+	a, ok := <-l.from
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	return &fakeConn{remote: a}, nil
+}
+
+type fakeConn struct {
+	net.Conn
+	remote net.Addr
+	closed bool
+}
+
+func (c *fakeConn) RemoteAddr() net.Addr { return c.remote }
+func (c *fakeConn) Close() error         { c.closed = true; return nil }
+
+func tcpAddr(s string) net.Addr { return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s)) }
+
+// An IPv6 peer is its /64, as the rate limiter keys it: two addresses of
+// one /64 share its connections, one of another /64 does not; an
+// IPv4-mapped address is its IPv4 one; a trusted proxy has no bound.
+func TestConnectionsPerPeerIPv6(t *testing.T) {
+	trusted := func(a netip.Addr) bool { return a == netip.MustParseAddr("2001:db8:0:9::1") }
+	for _, tt := range []struct {
+		name    string
+		from    []string // the connections at the limit (2), then the one past it
+		refused bool
+	}{
+		{"one /64", []string{"[2001:db8::1]:1", "[2001:db8::2]:1", "[2001:db8::ffff:1]:1"}, true},
+		{"another /64", []string{"[2001:db8::1]:1", "[2001:db8::2]:1", "[2001:db8:0:1::1]:1"}, false},
+		{"IPv4 and IPv4-mapped", []string{"192.0.2.1:1", "[::ffff:192.0.2.1]:2", "192.0.2.1:3"}, true},
+		{"a trusted proxy", []string{"[2001:db8:0:9::1]:1", "[2001:db8:0:9::1]:2", "[2001:db8:0:9::1]:3"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			from := make(chan net.Addr, len(tt.from)+1)
+			lis := newConnLimits(2, 100, trusted, slog.New(slog.DiscardHandler)).listener(&fakeListener{from: from})
+			for _, a := range tt.from[:2] {
+				from <- tcpAddr(a)
+				if _, err := lis.Accept(); err != nil {
+					t.Fatalf("%s at the limit: %v", a, err)
+				}
+			}
+			past := tcpAddr(tt.from[2])
+			from <- past
+			close(from) // a refused connection makes Accept go on to the next: none
+			c, err := lis.Accept()
+			if refused := err != nil; refused != tt.refused {
+				t.Fatalf("%s one past the limit: accepted %v (%v), want refused %v", past, c, err, tt.refused)
+			}
+		})
+	}
+}
+
+// A connection gives its place back when it is closed, once however often
+// it is closed.
+func TestConnectionPlaceGivenBack(t *testing.T) {
+	from := make(chan net.Addr, 4)
+	l := newConnLimits(1, 100, func(netip.Addr) bool { return false }, slog.New(slog.DiscardHandler))
+	lis := l.listener(&fakeListener{from: from})
+	from <- tcpAddr("192.0.2.1:1")
+	c, err := lis.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	_ = c.Close()
+	from <- tcpAddr("192.0.2.1:2")
+	if _, err := lis.Accept(); err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	if l.open != 1 || l.peers["192.0.2.1"] != 1 {
+		t.Fatalf("open %d, the peer's %d; want 1 and 1", l.open, l.peers["192.0.2.1"])
+	}
+}
