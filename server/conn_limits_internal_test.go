@@ -89,3 +89,25 @@ func TestConnectionPlaceGivenBack(t *testing.T) {
 		t.Fatalf("open %d, the peer's %d; want 1 and 1", l.open, l.peers["192.0.2.1"])
 	}
 }
+
+// MaxConnsFor gives a connection a ConnMemory of the budget, within its
+// bounds: at the bounds and one past them.
+func TestMaxConnsFor(t *testing.T) {
+	for _, tt := range []struct {
+		budget int64
+		want   int
+	}{
+		{0, DefaultMaxConns},
+		{256 << 20, 256},
+		{MinConns * ConnMemory, MinConns},
+		{MinConns*ConnMemory - 1, MinConns},
+		{1, MinConns},
+		{DefaultMaxConns * ConnMemory, DefaultMaxConns},
+		{DefaultMaxConns*ConnMemory + ConnMemory, DefaultMaxConns},
+		{(MinConns + 1) * ConnMemory, MinConns + 1},
+	} {
+		if got := MaxConnsFor(tt.budget); got != tt.want {
+			t.Errorf("MaxConnsFor(%d): got %d, want %d", tt.budget, got, tt.want)
+		}
+	}
+}

@@ -75,8 +75,16 @@ const (
 	// peer: an IPv4 address, an IPv6 /64 (a trusted proxy has no such
 	// bound). One past it is closed as soon as it is accepted.
 	DefaultMaxConnsPerPeer = 128
-	// DefaultMaxConns bounds the connections open at once in all.
+	// DefaultMaxConns bounds the connections open at once in all, when
+	// no memory budget says otherwise (MaxConnsFor).
 	DefaultMaxConns = 10_000
+	// ConnMemory is what MaxConnsFor allows a connection of the memory
+	// budget: what one may hold before its token is checked, at most
+	// (measured: about 0.5 MiB, a connection with its 8 health watches;
+	// 46 KiB idle), with room.
+	ConnMemory = 1 << 20
+	// MinConns is the least MaxConnsFor allows, however small the budget.
+	MinConns = 64
 	// DefaultRecvMsgTimeout bounds how long a message longer than a
 	// stream's window may take to arrive once the memory budget has room
 	// for it: past it, the stream is reset (RST_STREAM ENHANCE_YOUR_CALM,
@@ -214,4 +222,16 @@ func memoryStatus(spent *membudget.ExhaustedError) error {
 		return exhausted(quotaMemoryBudget, spent.Error())
 	}
 	return exhausted(quotaMemoryBudget, spent.Error(), retryInfo(defaultRetryDelay))
+}
+
+// MaxConnsFor is the connections a server with a memory budget of budget
+// bytes may hold open at once: one ConnMemory of the budget each, at least
+// MinConns and at most DefaultMaxConns (budget 0: DefaultMaxConns), so
+// that what connections hold before any token is checked stays within the
+// budget by construction (256 connections for a budget of 256 MiB).
+func MaxConnsFor(budget int64) int {
+	if budget <= 0 {
+		return DefaultMaxConns
+	}
+	return int(min(max(budget/ConnMemory, MinConns), DefaultMaxConns))
 }

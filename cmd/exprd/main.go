@@ -161,7 +161,7 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 		return nil, fmt.Errorf("trusted-proxies: %w", err)
 	}
 	opts = append(opts, server.WithTrustedProxies(proxies...))
-	opts = append(opts, c.connLimits.options()...)
+	opts = append(opts, c.connLimits.options(c.memory.Limit())...)
 	tokens, err := c.tokens()
 	if err != nil {
 		return nil, err
