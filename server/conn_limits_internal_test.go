@@ -98,7 +98,7 @@ func TestMaxConnsFor(t *testing.T) {
 		want   int
 	}{
 		{0, DefaultMaxConns},
-		{256 << 20, 256},
+		{256 << 20, 128},
 		{MinConns * ConnMemory, MinConns},
 		{MinConns*ConnMemory - 1, MinConns},
 		{1, MinConns},

@@ -79,10 +79,12 @@ const (
 	// no memory budget says otherwise (MaxConnsFor).
 	DefaultMaxConns = 10_000
 	// ConnMemory is what MaxConnsFor allows a connection of the memory
-	// budget: what one may hold before its token is checked, at most
-	// (measured: about 0.5 MiB, a connection with its 8 health watches;
-	// 46 KiB idle), with room.
-	ConnMemory = 1 << 20
+	// budget: four times what one may hold before its token is checked,
+	// at most (measured: about 0.5 MiB, a connection with its 8 health
+	// watches; 46 KiB idle), so that connections before auth hold at most
+	// a quarter of the budget beside it, the margin between the budget
+	// and the line an overload manager and the hostile run hold RSS under.
+	ConnMemory = 2 << 20
 	// MinConns is the least MaxConnsFor allows, however small the budget.
 	MinConns = 64
 	// DefaultRecvMsgTimeout bounds how long a message longer than a
@@ -227,8 +229,9 @@ func memoryStatus(spent *membudget.ExhaustedError) error {
 // MaxConnsFor is the connections a server with a memory budget of budget
 // bytes may hold open at once: one ConnMemory of the budget each, at least
 // MinConns and at most DefaultMaxConns (budget 0: DefaultMaxConns), so
-// that what connections hold before any token is checked stays within the
-// budget by construction (256 connections for a budget of 256 MiB).
+// that what connections hold before any token is checked is at most a
+// quarter of the budget by construction (128 connections for a budget of
+// 256 MiB).
 func MaxConnsFor(budget int64) int {
 	if budget <= 0 {
 		return DefaultMaxConns

@@ -27,7 +27,7 @@ func (c *connLimitsConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.unaryStreamsPerConn, "unary-streams-per-connection", server.DefaultUnaryStreamsPerConn, "HTTP/2 streams of a connection for unary RPCs beyond --max-streams-per-connection: its SETTINGS_MAX_CONCURRENT_STREAMS is the sum")
 	fs.DurationVar(&c.connectionTimeout, "connection-timeout", server.DefaultConnectionTimeout, "how long a new connection's handshake (TLS, the HTTP/2 preface and SETTINGS) may take")
 	fs.IntVar(&c.maxConnsPerPeer, "max-connections-per-peer", server.DefaultMaxConnsPerPeer, "connections open at once from one address (an IPv6 one by its /64; --trusted-proxies have no such bound); one past it is closed when accepted")
-	fs.IntVar(&c.maxConns, "max-connections", 0, "connections open at once in all; one past it is closed when accepted (0: one a MiB of --memory-budget, at least 64 and at most 10,000, server.MaxConnsFor)")
+	fs.IntVar(&c.maxConns, "max-connections", 0, "connections open at once in all; one past it is closed when accepted (0: one for 2 MiB of --memory-budget, at least 64 and at most 10,000, server.MaxConnsFor)")
 	fs.DurationVar(&c.recvMsgTimeout, "recv-msg-timeout", server.DefaultRecvMsgTimeout, "how long a message longer than --stream-window may take to arrive once the memory budget has room for it; past it the stream is reset (RESOURCE_EXHAUSTED) and the room given back")
 	fs.Float64Var(&c.recvPeerShare, "recv-peer-share", server.DefaultRecvPeerShare, "the part of the memory budget the messages one address is sending may hold at once (at least one largest message); its others wait. 1: no bound but the budget")
 	fs.BoolVar(&c.acceptCompressed, "accept-compressed", false, "take messages compressed with gzip (grpc-encoding), each reserved at twice --max-recv-msg-size before it is inflated (default: a call with a grpc-encoding other than identity is refused UNIMPLEMENTED before its message is read)")
@@ -46,7 +46,7 @@ func (c connLimitsConfig) validate() error {
 		{"unary-streams-per-connection", c.unaryStreamsPerConn > 0, c.unaryStreamsPerConn, "a positive value"},
 		{"connection-timeout", c.connectionTimeout > 0, c.connectionTimeout, "a positive duration"},
 		{"max-connections-per-peer", c.maxConnsPerPeer > 0, c.maxConnsPerPeer, "a positive value"},
-		{"max-connections", c.maxConns >= 0, c.maxConns, "a positive value, or 0 for one a MiB of the memory budget"},
+		{"max-connections", c.maxConns >= 0, c.maxConns, "a positive value, or 0 for one for 2 MiB of the memory budget"},
 		{"recv-msg-timeout", c.recvMsgTimeout > 0, c.recvMsgTimeout, "a positive duration"},
 		{"recv-peer-share", c.recvPeerShare > 0 && c.recvPeerShare <= 1, c.recvPeerShare, "more than 0 and at most 1"},
 	} {

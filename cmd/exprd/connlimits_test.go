@@ -34,7 +34,7 @@ func TestConnLimitFlagsInRange(t *testing.T) {
 		{[]string{"--unary-streams-per-connection", "0"}, "unary-streams-per-connection: 0, want a positive value"},
 		{[]string{"--connection-timeout", "0s"}, "connection-timeout: 0s, want a positive duration"},
 		{[]string{"--max-connections-per-peer", "0"}, "max-connections-per-peer: 0, want a positive value"},
-		{[]string{"--max-connections", "-1"}, "max-connections: -1, want a positive value, or 0 for one a MiB of the memory budget"},
+		{[]string{"--max-connections", "-1"}, "max-connections: -1, want a positive value, or 0 for one for 2 MiB of the memory budget"},
 		{[]string{"--recv-msg-timeout", "-1s"}, "recv-msg-timeout: -1s, want a positive duration"},
 		{[]string{"--recv-peer-share", "0"}, "recv-peer-share: 0, want more than 0 and at most 1"},
 		{[]string{"--recv-peer-share", "1.01"}, "recv-peer-share: 1.01, want more than 0 and at most 1"},
