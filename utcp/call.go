@@ -40,18 +40,20 @@ func (r *Registry) Call(ctx context.Context, name string, args map[string]any) (
 	defer mem.Release()
 	v, err := tr.Call(withCallMemory(cctx, mem), e.tool, args)
 	if err != nil {
-		return nil, r.logged(ctx, callError(ctx, cctx, e.tool.Name, timeout, err))
+		return nil, r.logged(ctx, e, callError(ctx, cctx, e.tool.Name, timeout, err))
 	}
 	return v, nil
 }
 
 // logged logs a failed call's whole story for the operator (the provider's
 // body, the address a name resolved to, a lower-level error: what the
-// caller is never shown) and returns err.
-func (r *Registry) logged(ctx context.Context, err error) error {
+// caller is never shown), the values bound to the tool's manual replaced
+// (a URL with an API key in its query), and returns err.
+func (r *Registry) logged(ctx context.Context, e *toolEntry, err error) error {
 	var te *TransportError
 	if r.cfg.logger != nil && errors.As(err, &te) && te.cause != nil {
-		r.cfg.logger.WarnContext(ctx, "utcp: tool call failed", "tool", te.Tool, "reason", string(te.Reason), "status", te.Status, "cause", te.cause.Error())
+		r.cfg.logger.WarnContext(ctx, "utcp: tool call failed", "tool", te.Tool, "reason", string(te.Reason), "status", te.Status,
+			"cause", e.env.Conceal(te.cause.Error()))
 	}
 	return err
 }
@@ -85,7 +87,7 @@ func (r *Registry) CallStream(ctx context.Context, name string, args map[string]
 	if err != nil {
 		cancel()
 		mem.Release()
-		err = r.logged(ctx, callError(ctx, cctx, e.tool.Name, timeout, err))
+		err = r.logged(ctx, e, callError(ctx, cctx, e.tool.Name, timeout, err))
 		if end != nil {
 			end(err)
 		}
@@ -133,13 +135,13 @@ func (r *Registry) prepareCall(e *toolEntry, name string, args map[string]any) (
 }
 
 // transportFor resolves the tool's template (variables are read on every
-// call) and returns its transport, rebuilt only when the resolved template
-// changed.
+// call; the url as a URL template, substituteURL) and returns its
+// transport, rebuilt only when the resolved template changed.
 func (r *Registry) transportFor(e *toolEntry) (Transport, error) {
 	if e.static != nil {
 		return e.static, nil
 	}
-	resolved, err := r.vars.substitute(e.tool.Template.fields, e.tool.manual)
+	resolved, err := r.vars.substituteTemplate(e.tool.Template.fields, e.tool.manual)
 	if err != nil {
 		return nil, err
 	}

@@ -316,12 +316,12 @@ func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *
 	if err := r.vars.checkBound(fields, name, ""); err != nil {
 		return nil, nil, err
 	}
-	resolved, err := r.vars.substitute(fields, name)
+	resolved, err := r.vars.substituteTemplate(fields, name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if content != nil {
-		resolved.(map[string]any)["content"] = content
+		resolved["content"] = content
 	}
 	raw, err := json.Marshal(resolved)
 	if err != nil {

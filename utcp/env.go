@@ -34,6 +34,7 @@ type Env struct {
 	showMessages bool // the operator lets providers' short messages through
 	operator     bool // the manual is the operator's (WithOperator)
 	logger       *slog.Logger
+	secrets      *Secrets // the values bound to Manual, kept out of its provider's messages
 }
 
 // Logger is the registry's logger (WithLogger), for what a transport tells

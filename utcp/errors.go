@@ -344,18 +344,20 @@ func truncate(s string, n int) string {
 // ProviderError is a provider's answer of a status >= 400 as a client may
 // see it: the status, and, only where the operator opted in
 // (WithProviderMessages), the provider's own short message
-// (ProviderErrorBody) with host names, addresses, URLs and key-like
-// strings removed. The body itself, bounded to MaxErrorBodyChars, is kept
-// behind Unwrap for logs. Every transport makes its status errors here.
+// (ProviderErrorBody) with the values bound to the env's manual replaced
+// (Secrets) and host names, addresses, URLs and key-like strings removed.
+// The body itself, bounded to MaxErrorBodyChars and its bound values
+// replaced too, is kept behind Unwrap for logs. Every transport makes its
+// status errors here.
 func (e Env) ProviderError(tool string, status int, body []byte, parsed any) *TransportError {
 	te := &TransportError{Tool: tool, Reason: ReasonStatus, Status: status}
 	if e.showMessages {
-		if b := ProviderErrorBody(parsed); b != nil {
+		if b := providerErrorBody(parsed, e.secrets); b != nil {
 			te.Body = b
 		}
 	}
 	if len(body) > 0 {
-		te.cause = providerBody(truncate(string(body), MaxErrorBodyChars))
+		te.cause = providerBody(truncate(e.secrets.Conceal(string(body)), MaxErrorBodyChars))
 	}
 	return te
 }
@@ -380,7 +382,11 @@ var providerMessageKeys = []string{"error", "message", "detail"}
 // object ({"error": "amount must be positive"}) when that is a short line of
 // text (ProviderMessage); nil for anything else — plain text, HTML, a long
 // or nested dump — so that no upstream raw text reaches a client.
-func ProviderErrorBody(parsed any) map[string]any {
+func ProviderErrorBody(parsed any) map[string]any { return providerErrorBody(parsed, nil) }
+
+// providerErrorBody is ProviderErrorBody of a message that may not show
+// the values secrets holds.
+func providerErrorBody(parsed any, secrets *Secrets) map[string]any {
 	obj, ok := parsed.(map[string]any)
 	if !ok {
 		return nil
@@ -391,7 +397,7 @@ func ProviderErrorBody(parsed any) map[string]any {
 			v = nested["message"]
 		}
 		if s, ok := v.(string); ok {
-			if m := ProviderMessage(s); m != "" {
+			if m := providerMessage(s, secrets); m != "" {
 				return map[string]any{k: m}
 			}
 		}
@@ -403,12 +409,26 @@ func ProviderErrorBody(parsed any) map[string]any {
 // names, addresses, URLs, e-mail addresses and key-like strings replaced by
 // placeholders), when it is fit to show a client: one line of printable
 // text of at most MaxProviderMessageChars bytes. Anything else is "".
-func ProviderMessage(msg string) string {
+func ProviderMessage(msg string) string { return providerMessage(msg, nil) }
+
+// providerMessage is ProviderMessage of a message that may not show the
+// values secrets holds: they are replaced before anything else reads the
+// message (redact.Text could cut one up and leave part of it), and a
+// message that still holds one, in any form (one shorter than
+// MinConcealedBytes, which is not replaced), is left out whole.
+func providerMessage(msg string, secrets *Secrets) string {
 	msg = strings.TrimSpace(msg)
 	if len(msg) > 4*MaxProviderMessageChars || !utf8.ValidString(msg) {
 		return "" // a dump, not a message: not worth redacting
 	}
+	msg = secrets.Conceal(msg)
+	if secrets.Reveals(msg) {
+		return ""
+	}
 	msg = redact.Text(msg)
+	if secrets.Reveals(msg) {
+		return ""
+	}
 	if msg == "" || len(msg) > MaxProviderMessageChars || !utf8.ValidString(msg) {
 		return ""
 	}

@@ -118,7 +118,16 @@ func (r *Registry) env(manual string) Env {
 		dialer:           r.dialer,
 		showMessages:     r.cfg.showMessages,
 		logger:           r.cfg.logger,
+		secrets:          r.manualSecrets(manual),
 	}
+}
+
+// manualSecrets is the Secrets of a manual's name (nil for none).
+func (r *Registry) manualSecrets(manual string) *Secrets {
+	if manual == "" {
+		return nil
+	}
+	return r.vars.secretsOf(manual)
 }
 
 // Register reads a manual from src and registers its tools as

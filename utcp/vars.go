@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // VariableLoader is a source of variables after the configured ones (the
@@ -257,23 +258,166 @@ func ParseNamespacedKey(key string) (manual, name string, ok bool) {
 type variables struct {
 	configured map[string]string
 	loaders    []VariableLoader
+
+	secrets sync.Map // manual → *Secrets: what its provider's messages may not show
 }
 
-// lookup returns the value bound to a manual's variable.
+// lookup returns the value bound to a manual's variable, and makes it one
+// of the manual's Secrets.
 func (v *variables) lookup(manual, name string) (string, bool) {
 	key := NamespacedKey(manual, name)
 	if m, n, ok := ParseNamespacedKey(key); !ok || m != manual || n != name {
 		return "", false // the key binds another pair
 	}
-	if val, ok := v.configured[key]; ok {
-		return val, true
+	val, ok := v.configured[key]
+	if !ok {
+		for _, l := range v.loaders {
+			if lv, found := l.Lookup(key); found && lv != "" {
+				val, ok = lv, true
+				break
+			}
+		}
+	}
+	if ok {
+		v.secretsOf(manual).add("", val)
+	}
+	return val, ok
+}
+
+// secretsOf is a manual's Secrets, made the first time the manual's name
+// is asked for with every value the operator's sources bind to it (the
+// configured variables and the loaders that list their keys, as a .env
+// file, a secrets directory and the listed environment keys do); a value
+// a loader gives only when asked is added when it is (lookup).
+func (v *variables) secretsOf(manual string) *Secrets {
+	if s, ok := v.secrets.Load(manual); ok {
+		return s.(*Secrets)
+	}
+	s := &Secrets{}
+	bound := func(key string) bool {
+		m, _, ok := ParseNamespacedKey(key)
+		return ok && m == manual
+	}
+	var vals []string
+	for k, val := range v.configured {
+		if bound(k) {
+			vals = append(vals, val)
+		}
 	}
 	for _, l := range v.loaders {
-		if val, ok := l.Lookup(key); ok && val != "" {
-			return val, true
+		if d, ok := l.(DotEnv); ok {
+			for k, val := range d {
+				if bound(k) {
+					vals = append(vals, val)
+				}
+			}
+		}
+	}
+	s.add("", vals...)
+	got, _ := v.secrets.LoadOrStore(manual, s)
+	return got.(*Secrets)
+}
+
+// substituteTemplate is substitute of a call template's fields: its url
+// is a URL template (substituteURL).
+func (v *variables) substituteTemplate(fields map[string]any, manual string) (map[string]any, error) {
+	out := make(map[string]any, len(fields))
+	for k, e := range fields {
+		var r any
+		var err error
+		if s, isStr := e.(string); isStr && k == "url" {
+			r, err = v.substituteURL(s, manual)
+		} else {
+			r, err = v.substitute(e, manual)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[k] = r
+	}
+	return out, nil
+}
+
+// substituteURL fills a URL template's variables so that a value is never
+// read as the template's syntax: a { or } of a value is written %7B or
+// %7D (the same URL once decoded), so that the {name} path parameters of
+// the result are the template's own, as written. A variable inside a
+// path parameter's braces is refused (the registration refused it first:
+// PathParameterVariable), without the value.
+func (v *variables) substituteURL(s, manual string) (string, error) {
+	if !strings.Contains(s, "$") || strings.Contains(s, "$ref") {
+		return s, nil
+	}
+	if param, ok := PathParameterVariable(s); ok {
+		return "", &ManualError{Manual: manual, Path: "tool_call_template.url", Msg: pathParameterVariableMsg(param)}
+	}
+	var firstErr error
+	out := varPattern.ReplaceAllStringFunc(s, func(m string) string {
+		if firstErr != nil {
+			return m
+		}
+		name := varName(m)
+		val, ok := v.lookup(manual, name)
+		if !ok {
+			firstErr = &VariableNotFoundError{Key: NamespacedKey(manual, name), Manual: manual, Name: name}
+			return m
+		}
+		return urlBraces.Replace(val)
+	})
+	if firstErr != nil {
+		return "", firstErr
+	}
+	return out, nil
+}
+
+// urlBraces writes a value's braces as a URL's escapes of them.
+var urlBraces = strings.NewReplacer("{", "%7B", "}", "%7D")
+
+// pathParamGroup is a {name} path parameter of a URL template, as the
+// http transport reads one.
+var pathParamGroup = regexp.MustCompile(`\{[^{}]+\}`)
+
+// PathParameterVariable returns the first {name} path parameter of a URL
+// template, as written, whose name holds a variable (`{${ID}}`,
+// `{a$ID}`); ok is false when none does. A path parameter is named by the
+// template and filled from the call's argument of that name: never from a
+// variable, whose value would become the parameter's name (and be quoted
+// back to the caller when the argument is missing).
+func PathParameterVariable(url string) (param string, ok bool) {
+	if !strings.Contains(url, "$") {
+		return "", false
+	}
+	// The template's braces, with each variable replaced by a byte a
+	// name cannot hold: ${ID}'s own braces are the variable's, not a
+	// parameter's. at[i] is where skeleton[i] was in url.
+	locs := varPattern.FindAllStringIndex(url, -1)
+	if len(locs) == 0 {
+		return "", false
+	}
+	var skeleton []byte
+	var at []int
+	next := 0
+	for _, l := range locs {
+		for i := next; i < l[0]; i++ {
+			skeleton, at = append(skeleton, url[i]), append(at, i)
+		}
+		skeleton, at = append(skeleton, 0), append(at, l[0])
+		next = l[1]
+	}
+	for i := next; i < len(url); i++ {
+		skeleton, at = append(skeleton, url[i]), append(at, i)
+	}
+	at = append(at, len(url))
+	for _, g := range pathParamGroup.FindAllIndex(skeleton, -1) {
+		if bytes.IndexByte(skeleton[g[0]:g[1]], 0) >= 0 {
+			return url[at[g[0]] : at[g[1]-1]+1], true
 		}
 	}
 	return "", false
+}
+
+func pathParameterVariableMsg(param string) string {
+	return fmt.Sprintf("the path parameter %s holds a variable: a path parameter is named by the template and filled from the call's argument of that name, never from a variable", param)
 }
 
 // substitute returns a copy of a decoded JSON value with every variable in

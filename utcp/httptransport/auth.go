@@ -3,8 +3,10 @@ package httptransport
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -110,6 +112,10 @@ func (c *tokenCache) token(ctx context.Context, a *utcp.Auth, env utcp.Env, tool
 	if err != nil {
 		return "", err
 	}
+	// A provider that echoes the Authorization header it got must not show
+	// the token: it is one of the manual's secrets from now on, in place
+	// of this entry's token before the last.
+	env.ConcealAlso(fmt.Sprintf("oauth2 token %p", e), tok)
 	margin := min(TokenRefreshMargin, life/2)
 	e.token, e.refresh = tok, c.now().Add(life-margin)
 	return tok, nil
@@ -193,4 +199,10 @@ func postToken(ctx context.Context, tokenURL string, form url.Values, basic *utc
 		}
 	}
 	return parsed.AccessToken, life, nil
+}
+
+// basicCredentials is what HTTP Basic auth sends for user and password
+// (after "Basic ").
+func basicCredentials(user, password string) string {
+	return base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
 }

@@ -81,6 +81,12 @@ func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType st
 	if strings.TrimSpace(s.url) == "" {
 		return nil, &utcp.FieldError{Path: "url", Msg: "missing"}
 	}
+	if param, ok := utcp.PathParameterVariable(s.url); ok {
+		// Quoted as the manual writes it: a variable's name, never its
+		// value (the template is read before any is substituted).
+		return nil, &utcp.FieldError{Path: "url", Msg: fmt.Sprintf(
+			"the path parameter %s holds a variable: a path parameter is named by the template and filled from the call's argument of that name, never from a variable", param)}
+	}
 	if methods != nil {
 		if s.method == "" {
 			s.method = DefaultHTTPMethod
@@ -297,7 +303,10 @@ var pathParam = regexp.MustCompile(`\{([^{}]+)\}`)
 
 // expandPathParams replaces each {name} with the URL-encoded argument (in
 // its parameter style, when it has one) and marks it consumed; a missing
-// one is an error before anything is sent.
+// one is an error before anything is sent. Every {name} of tmpl is the
+// template's own: the registry writes a variable's braces as %7B and %7D
+// (and refuses a variable inside a {name}), so the names quoted in its
+// errors are never text of a variable's value.
 func expandPathParams(tmpl string, args map[string]any, styles map[string]paramStyle, consumed *[]string, tool string) (string, error) {
 	if !strings.Contains(tmpl, "{") {
 		return tmpl, nil

@@ -82,6 +82,10 @@ func (c *config) prepare(spec *httpSpec, env utcp.Env) error {
 	if err := spec.prepareStaticURL(env); err != nil {
 		return err
 	}
+	if a := spec.auth; a != nil && a.Type == utcp.AuthBasic {
+		// What the Authorization header carries, which a provider may echo.
+		env.ConcealAlso("", basicCredentials(a.Username, a.Password))
+	}
 	if spec.auth != nil && spec.auth.Type == utcp.AuthOAuth2 {
 		tokens, err := c.tokens(env)
 		if err != nil {
