@@ -51,7 +51,7 @@ func (s *Secrets) add(slot string, values ...string) {
 	if s == nil {
 		return
 	}
-	if t := s.table.Load(); t != nil && slot == "" {
+	if t := s.table.Load(); t != nil { // held already: nothing to change, no lock
 		fresh := false
 		for _, v := range values {
 			if v != "" && !t.has[v] {

@@ -105,17 +105,20 @@ func (c *tokenCache) token(ctx context.Context, a *utcp.Auth, env utcp.Env, tool
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// A provider that echoes the Authorization header it got must not show
+	// the token: each one handed out is one of the manual's secrets (the
+	// env's, whichever registration of the manual it is), in place of this
+	// entry's token before the last.
+	slot := fmt.Sprintf("oauth2 token %p", e)
 	if e.token != "" && c.now().Before(e.refresh) {
+		env.ConcealAlso(slot, e.token)
 		return e.token, nil
 	}
 	tok, life, err := fetchToken(ctx, a, env, tool)
 	if err != nil {
 		return "", err
 	}
-	// A provider that echoes the Authorization header it got must not show
-	// the token: it is one of the manual's secrets from now on, in place
-	// of this entry's token before the last.
-	env.ConcealAlso(fmt.Sprintf("oauth2 token %p", e), tok)
+	env.ConcealAlso(slot, tok)
 	margin := min(TokenRefreshMargin, life/2)
 	e.token, e.refresh = tok, c.now().Add(life-margin)
 	return tok, nil
