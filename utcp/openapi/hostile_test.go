@@ -290,14 +290,14 @@ func (c *countdownCtx) Err() error {
 // and returns the context's error, not a manual, once it ends.
 func TestConversionStopsWithItsContext(t *testing.T) {
 	t.Parallel()
-	doc := sharedRefsDoc(50, 200)
+	doc := sharedRefsDoc(20, 100)
 	ctx := &countdownCtx{Context: context.Background()}
 	ctx.n.Store(1 << 40)
 	if _, _, err := openapi.ConvertContext(ctx, doc, openapi.Options{Manual: "h"}); err != nil {
 		t.Fatalf("never ending: %v", err)
 	}
 	checks := ctx.asked.Load()
-	if checks < 50+201+50 {
+	if checks < 20+101+20 {
 		t.Fatalf("asked %d times, want at least once an operation, a definition and a tool", checks)
 	}
 	for _, after := range []int64{0, 1, 10, checks / 4, checks / 2, checks - 1} {
