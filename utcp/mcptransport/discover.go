@@ -55,7 +55,8 @@ func (t *transport) Discover(ctx context.Context) (*utcp.Document, error) {
 			} else if written.timeout != nil {
 				tmpl["timeout"] = written.timeout
 			}
-			tl := tool{Name: name + "." + mt.Name, Title: d.Title, Description: d.Description, Inputs: d.Inputs, Outputs: d.Outputs,
+			// Named in full: a server named as its manual keeps its part.
+			tl := tool{Name: t.env.Manual + "." + name + "." + mt.Name, Title: d.Title, Description: d.Description, Inputs: d.Inputs, Outputs: d.Outputs,
 				Annotations: d.Annotations, Tags: []string{}, Template: tmpl}
 			if err := checkTool(tl); err != nil {
 				return nil, &utcp.ManualError{Manual: t.env.Manual, Msg: fmt.Sprintf("MCP server %q, tool %q: %s", name, mt.Name, err)}

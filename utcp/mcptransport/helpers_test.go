@@ -29,7 +29,7 @@ func startGoServer(t testing.TB, stateless bool, opts *mcp.ServerOptions, add fu
 	if add != nil {
 		add(s)
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: stateless})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: stateless, PropagateRequestCancellation: stateless})
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	return &goServer{Server: s, URL: hs.URL}

@@ -27,7 +27,9 @@ type server struct {
 	env    utcp.Env
 	client *mcp.Client
 
-	limiter *rate.Limiter // what the server sends unasked
+	limiter *rate.Limiter   // what the server sends unasked
+	life    context.Context // ends when the registry closes
+	stop    context.CancelFunc
 
 	mu       sync.Mutex
 	cs       *mcp.ClientSession
@@ -60,6 +62,7 @@ type listing struct {
 func newServer(p *pool, spec *serverSpec, env utcp.Env) *server {
 	s := &server{pool: p, spec: spec, env: env, calls: map[*callState]struct{}{},
 		limiter: rate.NewLimiter(NotificationRate, NotificationBurst)}
+	s.life, s.stop = context.WithCancel(context.Background())
 	s.client = mcp.NewClient(clientInfo, &mcp.ClientOptions{
 		Logger: env.Logger().With("manual", env.Manual, "mcp_server", spec.name),
 		// No roots, no sampling, no elicitation: exprd has no user to ask
@@ -118,7 +121,7 @@ func (s *server) session(ctx context.Context) (*mcp.ClientSession, error) {
 // connect makes the session, under ConnectTimeout and no caller's
 // context: a caller that gives up does not cut it short for the others.
 func (s *server) connect(done chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), ConnectTimeout)
+	ctx, cancel := context.WithTimeout(s.life, ConnectTimeout)
 	defer cancel()
 	cs, proc, tools, err := s.dial(ctx)
 	s.mu.Lock()
@@ -269,6 +272,7 @@ func (s *server) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.stop()
 	s.drop(false, &utcp.TransportError{Reason: utcp.ReasonBroken, Body: "the registry is closing"})
 }
 

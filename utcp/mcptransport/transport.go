@@ -143,11 +143,15 @@ func driftError(tool string, d *utcp.Drift) *utcp.TransportError {
 		Body: "the MCP server " + what + "; the call was not sent: the operator registers the manual again (replace) to adopt it"}
 }
 
-// withTool names the tool in a transport error made before it was known.
+// withTool names the tool in a transport error made before it was known:
+// a copy, since the error may be shared (a session's failure, what a
+// reader returned to the SDK).
 func withTool(err error, tool string) error {
 	var te *utcp.TransportError
 	if errors.As(err, &te) && te.Tool == "" {
-		te.Tool = tool
+		c := *te
+		c.Tool = tool
+		return &c
 	}
 	return err
 }
