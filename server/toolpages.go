@@ -100,7 +100,7 @@ func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsReques
 	pg := page{size: size}
 	for ; i < len(tools); i++ {
 		if manual == "" || tools[i].ManualName() == manual {
-			info := toolInfo(tools[i], req.GetView())
+			info := t.toolInfo(tools[i], req.GetView())
 			if !pg.fits(proto.Size(info)) {
 				break
 			}
@@ -152,7 +152,7 @@ func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchTools
 	out := &exprdv1.SearchToolsResponse{}
 	pg := page{size: size}
 	for i := offset; i < end && i < len(found); i++ {
-		st := &exprdv1.ScoredTool{Tool: toolInfo(found[i].Tool, req.GetView()), Score: found[i].Score}
+		st := &exprdv1.ScoredTool{Tool: t.toolInfo(found[i].Tool, req.GetView()), Score: found[i].Score}
 		if !pg.fits(proto.Size(st)) {
 			end = i
 			break

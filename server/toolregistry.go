@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -53,13 +54,21 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 			for i, p := range allowed {
 				if !urlProtocols[p] {
 					return nil, badRequest(fmt.Sprintf("allowed_communication_protocols[%d]", i),
-						fmt.Sprintf("%q: a manual found by url may use http, streamable_http and sse", p))
+						fmt.Sprintf("%q: a manual found by url may use http, streamable_http, sse and mcp", p))
 				}
 			}
 			src = src.AllowProtocols(allowed...)
 		}
 	case *exprdv1.RegisterManualRequest_ManualJson:
-		src, field = utcp.FromText(string(s.ManualJson)).AllowProtocols("http", "streamable_http", "sse", "grpc"), "manual_json"
+		field = "manual_json"
+		if inlineTemplate(s.ManualJson) {
+			// An mcp manual call template, given inline: its servers are
+			// connected to and listed (never a stdio one, which only the
+			// operator may configure).
+			src = utcp.FromTemplate(json.RawMessage(s.ManualJson))
+			break
+		}
+		src = utcp.FromText(string(s.ManualJson)).AllowProtocols("http", "streamable_http", "sse", "grpc", "mcp")
 	case *exprdv1.RegisterManualRequest_GrpcTarget:
 		var err error
 		if src, overTLS, err = t.grpcSource(s.GrpcTarget, req.GetGrpcSecurity()); err != nil {
@@ -98,7 +107,18 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 
 // urlProtocols are the call template types a manual found by url may be
 // allowed to use.
-var urlProtocols = map[string]bool{"http": true, "streamable_http": true, "sse": true}
+var urlProtocols = map[string]bool{"http": true, "streamable_http": true, "sse": true, "mcp": true}
+
+// inlineTemplate reports whether a manual_json is a manual call template
+// of type mcp ({"call_template_type": "mcp", "config": ...}) rather than a
+// manual: the one template exprd discovers from inline JSON (the others
+// have url and grpc_target).
+func inlineTemplate(raw string) bool {
+	var head struct {
+		Type string `json:"call_template_type"`
+	}
+	return json.Unmarshal([]byte(raw), &head) == nil && head.Type == "mcp"
+}
 
 // grpcSource is the manual call template of a grpc_target: go-utcp's
 // UTCPService at host:port, over TLS (reported as true) unless the target is
@@ -145,14 +165,28 @@ func (t *toolRegistry) DeregisterManual(ctx context.Context, req *exprdv1.Deregi
 	return &exprdv1.DeregisterManualResponse{Tools: r.Tools, Manual: r.Manual}, nil
 }
 
-// toolInfo describes a tool; its schemas with TOOL_VIEW_FULL only.
-func toolInfo(t *utcp.Tool, view exprdv1.ToolView) *exprdv1.ToolInfo {
+// toolInfo describes a tool: its schemas, title and annotations with
+// TOOL_VIEW_FULL only; its drift (an MCP server that now lists another
+// definition) in every view.
+func (r *toolRegistry) toolInfo(t *utcp.Tool, view exprdv1.ToolView) *exprdv1.ToolInfo {
 	info := &exprdv1.ToolInfo{Name: t.Name, Manual: t.ManualName(), Description: t.Description, Tags: t.Tags}
 	if view == exprdv1.ToolView_TOOL_VIEW_FULL {
 		info.InputSchemaJson, info.OutputSchemaJson = jsonText(t.Inputs), jsonText(t.Outputs)
+		info.Title = t.Title
+		if a := t.Annotations; a != nil {
+			info.Annotations = &exprdv1.ToolAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint,
+				DestructiveHint: a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+		}
 	}
 	if t.Template != nil {
 		info.CallTemplateType = t.Template.Type
+	}
+	if d := r.reg.Drift(t.Name); d != nil {
+		change := exprdv1.ToolDrift_CHANGE_CHANGED
+		if d.Kind == utcp.DriftRemoved {
+			change = exprdv1.ToolDrift_CHANGE_REMOVED
+		}
+		info.Drift = &exprdv1.ToolDrift{Change: change, RegisteredFingerprint: d.Registered, ListedFingerprint: d.Listed, Since: timestamppb.New(d.Since)}
 	}
 	return info
 }

@@ -38,6 +38,7 @@ var allowed = map[string][]string{
 	"internal/readme":            {},
 	"internal/recvgate":          {"membudget"},
 	"internal/testcert":          {},
+	"internal/mcpeverything":     {},
 	"internal/redact":            {},
 	"internal/schemafast":        {},
 	"internal/sse":               {},

@@ -67,7 +67,7 @@ func analyzeTool(t *utcp.Tool) *searchDoc {
 		fieldName:      {short},
 		fieldManual:    {t.ManualName()},
 		fieldTags:      t.Tags,
-		fieldDesc:      {t.Description},
+		fieldDesc:      append([]string{t.Title, t.Description}, hintWords(t.Annotations)...),
 		fieldParams:    names,
 		fieldParamDesc: descs,
 		fieldPath:      urlPathWords(t.Template),
@@ -83,6 +83,25 @@ func analyzeTool(t *utcp.Tool) *searchDoc {
 		}
 	}
 	return d
+}
+
+// hintWords are what an MCP tool's annotations say of it, as words a
+// query may use ("read only", "destructive"): the hints set true, and the
+// annotations' title.
+func hintWords(a *utcp.ToolAnnotations) []string {
+	if a == nil {
+		return nil
+	}
+	words := []string{a.Title}
+	for _, h := range []struct {
+		set  *bool
+		word string
+	}{{a.ReadOnlyHint, "read-only"}, {a.DestructiveHint, "destructive"}, {a.IdempotentHint, "idempotent"}} {
+		if h.set != nil && *h.set {
+			words = append(words, h.word)
+		}
+	}
+	return words
 }
 
 // maxSchemaTextProps bounds the properties a tool's input schema adds to

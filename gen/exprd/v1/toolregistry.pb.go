@@ -9,6 +9,7 @@ package exprdv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -127,6 +128,57 @@ func (x RegisterManualRequest_GrpcSecurity) Number() protoreflect.EnumNumber {
 // Deprecated: Use RegisterManualRequest_GrpcSecurity.Descriptor instead.
 func (RegisterManualRequest_GrpcSecurity) EnumDescriptor() ([]byte, []int) {
 	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{0, 0}
+}
+
+type ToolDrift_Change int32
+
+const (
+	ToolDrift_CHANGE_UNSPECIFIED ToolDrift_Change = 0
+	// CHANGE_CHANGED: the provider lists another definition.
+	ToolDrift_CHANGE_CHANGED ToolDrift_Change = 1
+	// CHANGE_REMOVED: the provider no longer lists the tool.
+	ToolDrift_CHANGE_REMOVED ToolDrift_Change = 2
+)
+
+// Enum value maps for ToolDrift_Change.
+var (
+	ToolDrift_Change_name = map[int32]string{
+		0: "CHANGE_UNSPECIFIED",
+		1: "CHANGE_CHANGED",
+		2: "CHANGE_REMOVED",
+	}
+	ToolDrift_Change_value = map[string]int32{
+		"CHANGE_UNSPECIFIED": 0,
+		"CHANGE_CHANGED":     1,
+		"CHANGE_REMOVED":     2,
+	}
+)
+
+func (x ToolDrift_Change) Enum() *ToolDrift_Change {
+	p := new(ToolDrift_Change)
+	*p = x
+	return p
+}
+
+func (x ToolDrift_Change) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolDrift_Change) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_toolregistry_proto_enumTypes[2].Descriptor()
+}
+
+func (ToolDrift_Change) Type() protoreflect.EnumType {
+	return &file_exprd_v1_toolregistry_proto_enumTypes[2]
+}
+
+func (x ToolDrift_Change) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolDrift_Change.Descriptor instead.
+func (ToolDrift_Change) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type RegisterManualRequest struct {
@@ -521,10 +573,21 @@ type ToolInfo struct {
 	// with TOOL_VIEW_FULL only.
 	InputSchemaJson  string `protobuf:"bytes,5,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
 	OutputSchemaJson string `protobuf:"bytes,6,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
-	// call_template_type is the transport: http, streamable_http, sse, grpc.
+	// call_template_type is the transport: http, streamable_http, sse, grpc,
+	// mcp.
 	CallTemplateType string `protobuf:"bytes,7,opt,name=call_template_type,json=callTemplateType,proto3" json:"call_template_type,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// title is a name for people (an MCP tool's), with TOOL_VIEW_FULL only;
+	// empty when the tool has none.
+	Title string `protobuf:"bytes,8,opt,name=title,proto3" json:"title,omitempty"`
+	// annotations are an MCP tool's behaviour hints as its server lists
+	// them, with TOOL_VIEW_FULL only; unset when it gave none.
+	Annotations *ToolAnnotations `protobuf:"bytes,9,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	// drift is set, in every view, when the tool's provider (an MCP server)
+	// now lists another definition than the one registered, or none: its
+	// calls are refused until the manual is registered again with replace.
+	Drift         *ToolDrift `protobuf:"bytes,10,opt,name=drift,proto3" json:"drift,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolInfo) Reset() {
@@ -606,6 +669,179 @@ func (x *ToolInfo) GetCallTemplateType() string {
 	return ""
 }
 
+func (x *ToolInfo) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ToolInfo) GetAnnotations() *ToolAnnotations {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *ToolInfo) GetDrift() *ToolDrift {
+	if x != nil {
+		return x.Drift
+	}
+	return nil
+}
+
+// ToolAnnotations are hints, the provider's word: an unset field was not
+// given (MCP's defaults: not read-only, destructive, not idempotent, open
+// world).
+type ToolAnnotations struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Title           string                 `protobuf:"bytes,1,opt,name=title,proto3" json:"title,omitempty"`
+	ReadOnlyHint    *bool                  `protobuf:"varint,2,opt,name=read_only_hint,json=readOnlyHint,proto3,oneof" json:"read_only_hint,omitempty"`
+	DestructiveHint *bool                  `protobuf:"varint,3,opt,name=destructive_hint,json=destructiveHint,proto3,oneof" json:"destructive_hint,omitempty"`
+	IdempotentHint  *bool                  `protobuf:"varint,4,opt,name=idempotent_hint,json=idempotentHint,proto3,oneof" json:"idempotent_hint,omitempty"`
+	OpenWorldHint   *bool                  `protobuf:"varint,5,opt,name=open_world_hint,json=openWorldHint,proto3,oneof" json:"open_world_hint,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ToolAnnotations) Reset() {
+	*x = ToolAnnotations{}
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolAnnotations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolAnnotations) ProtoMessage() {}
+
+func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
+func (*ToolAnnotations) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ToolAnnotations) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ToolAnnotations) GetReadOnlyHint() bool {
+	if x != nil && x.ReadOnlyHint != nil {
+		return *x.ReadOnlyHint
+	}
+	return false
+}
+
+func (x *ToolAnnotations) GetDestructiveHint() bool {
+	if x != nil && x.DestructiveHint != nil {
+		return *x.DestructiveHint
+	}
+	return false
+}
+
+func (x *ToolAnnotations) GetIdempotentHint() bool {
+	if x != nil && x.IdempotentHint != nil {
+		return *x.IdempotentHint
+	}
+	return false
+}
+
+func (x *ToolAnnotations) GetOpenWorldHint() bool {
+	if x != nil && x.OpenWorldHint != nil {
+		return *x.OpenWorldHint
+	}
+	return false
+}
+
+// ToolDrift is how a provider's definition of a tool differs from the
+// registered one.
+type ToolDrift struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Change ToolDrift_Change       `protobuf:"varint,1,opt,name=change,proto3,enum=exprd.v1.ToolDrift_Change" json:"change,omitempty"`
+	// registered_fingerprint and listed_fingerprint name the definitions
+	// (sha256:...); listed is empty when the provider lists none.
+	RegisteredFingerprint string `protobuf:"bytes,2,opt,name=registered_fingerprint,json=registeredFingerprint,proto3" json:"registered_fingerprint,omitempty"`
+	ListedFingerprint     string `protobuf:"bytes,3,opt,name=listed_fingerprint,json=listedFingerprint,proto3" json:"listed_fingerprint,omitempty"`
+	// since is when this replica first saw the provider list it.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolDrift) Reset() {
+	*x = ToolDrift{}
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDrift) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDrift) ProtoMessage() {}
+
+func (x *ToolDrift) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDrift.ProtoReflect.Descriptor instead.
+func (*ToolDrift) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ToolDrift) GetChange() ToolDrift_Change {
+	if x != nil {
+		return x.Change
+	}
+	return ToolDrift_CHANGE_UNSPECIFIED
+}
+
+func (x *ToolDrift) GetRegisteredFingerprint() string {
+	if x != nil {
+		return x.RegisteredFingerprint
+	}
+	return ""
+}
+
+func (x *ToolDrift) GetListedFingerprint() string {
+	if x != nil {
+		return x.ListedFingerprint
+	}
+	return ""
+}
+
+func (x *ToolDrift) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 type ListToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// manual, when set, lists only that manual's tools (the name as
@@ -624,7 +860,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[6]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +872,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[6]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +885,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{6}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListToolsRequest) GetManual() string {
@@ -696,7 +932,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[7]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +944,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[7]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +957,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{7}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolInfo {
@@ -756,7 +992,7 @@ type SearchToolsRequest struct {
 
 func (x *SearchToolsRequest) Reset() {
 	*x = SearchToolsRequest{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[8]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +1004,7 @@ func (x *SearchToolsRequest) String() string {
 func (*SearchToolsRequest) ProtoMessage() {}
 
 func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[8]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +1017,7 @@ func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
 func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{8}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SearchToolsRequest) GetQuery() string {
@@ -826,7 +1062,7 @@ type SearchToolsResponse struct {
 
 func (x *SearchToolsResponse) Reset() {
 	*x = SearchToolsResponse{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[9]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1074,7 @@ func (x *SearchToolsResponse) String() string {
 func (*SearchToolsResponse) ProtoMessage() {}
 
 func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[9]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1087,7 @@ func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
 func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{9}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SearchToolsResponse) GetTools() []*ScoredTool {
@@ -878,7 +1114,7 @@ type ScoredTool struct {
 
 func (x *ScoredTool) Reset() {
 	*x = ScoredTool{}
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[10]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1126,7 @@ func (x *ScoredTool) String() string {
 func (*ScoredTool) ProtoMessage() {}
 
 func (x *ScoredTool) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_toolregistry_proto_msgTypes[10]
+	mi := &file_exprd_v1_toolregistry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1139,7 @@ func (x *ScoredTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoredTool.ProtoReflect.Descriptor instead.
 func (*ScoredTool) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{10}
+	return file_exprd_v1_toolregistry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScoredTool) GetTool() *ToolInfo {
@@ -924,7 +1160,7 @@ var File_exprd_v1_toolregistry_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"\n" +
-	"\x1bexprd/v1/toolregistry.proto\x12\bexprd.v1\"\xa7\x03\n" +
+	"\x1bexprd/v1/toolregistry.proto\x12\bexprd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa7\x03\n" +
 	"\x15RegisterManualRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12!\n" +
@@ -954,7 +1190,7 @@ const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"H\n" +
 	"\x18DeregisterManualResponse\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x16\n" +
-	"\x06manual\x18\x02 \x01(\tR\x06manual\"\xf4\x01\n" +
+	"\x06manual\x18\x02 \x01(\tR\x06manual\"\xf2\x02\n" +
 	"\bToolInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06manual\x18\x02 \x01(\tR\x06manual\x12 \n" +
@@ -962,7 +1198,30 @@ const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"\x04tags\x18\x04 \x03(\tR\x04tags\x12*\n" +
 	"\x11input_schema_json\x18\x05 \x01(\tR\x0finputSchemaJson\x12,\n" +
 	"\x12output_schema_json\x18\x06 \x01(\tR\x10outputSchemaJson\x12,\n" +
-	"\x12call_template_type\x18\a \x01(\tR\x10callTemplateType\"\x8e\x01\n" +
+	"\x12call_template_type\x18\a \x01(\tR\x10callTemplateType\x12\x14\n" +
+	"\x05title\x18\b \x01(\tR\x05title\x12;\n" +
+	"\vannotations\x18\t \x01(\v2\x19.exprd.v1.ToolAnnotationsR\vannotations\x12)\n" +
+	"\x05drift\x18\n" +
+	" \x01(\v2\x13.exprd.v1.ToolDriftR\x05drift\"\xad\x02\n" +
+	"\x0fToolAnnotations\x12\x14\n" +
+	"\x05title\x18\x01 \x01(\tR\x05title\x12)\n" +
+	"\x0eread_only_hint\x18\x02 \x01(\bH\x00R\freadOnlyHint\x88\x01\x01\x12.\n" +
+	"\x10destructive_hint\x18\x03 \x01(\bH\x01R\x0fdestructiveHint\x88\x01\x01\x12,\n" +
+	"\x0fidempotent_hint\x18\x04 \x01(\bH\x02R\x0eidempotentHint\x88\x01\x01\x12+\n" +
+	"\x0fopen_world_hint\x18\x05 \x01(\bH\x03R\ropenWorldHint\x88\x01\x01B\x11\n" +
+	"\x0f_read_only_hintB\x13\n" +
+	"\x11_destructive_hintB\x12\n" +
+	"\x10_idempotent_hintB\x12\n" +
+	"\x10_open_world_hint\"\xa1\x02\n" +
+	"\tToolDrift\x122\n" +
+	"\x06change\x18\x01 \x01(\x0e2\x1a.exprd.v1.ToolDrift.ChangeR\x06change\x125\n" +
+	"\x16registered_fingerprint\x18\x02 \x01(\tR\x15registeredFingerprint\x12-\n" +
+	"\x12listed_fingerprint\x18\x03 \x01(\tR\x11listedFingerprint\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"H\n" +
+	"\x06Change\x12\x16\n" +
+	"\x12CHANGE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eCHANGE_CHANGED\x10\x01\x12\x12\n" +
+	"\x0eCHANGE_REMOVED\x10\x02\"\x8e\x01\n" +
 	"\x10ListToolsRequest\x12\x16\n" +
 	"\x06manual\x18\x01 \x01(\tR\x06manual\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
@@ -1007,44 +1266,52 @@ func file_exprd_v1_toolregistry_proto_rawDescGZIP() []byte {
 	return file_exprd_v1_toolregistry_proto_rawDescData
 }
 
-var file_exprd_v1_toolregistry_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_exprd_v1_toolregistry_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_exprd_v1_toolregistry_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_exprd_v1_toolregistry_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_exprd_v1_toolregistry_proto_goTypes = []any{
 	(ToolView)(0),                           // 0: exprd.v1.ToolView
 	(RegisterManualRequest_GrpcSecurity)(0), // 1: exprd.v1.RegisterManualRequest.GrpcSecurity
-	(*RegisterManualRequest)(nil),           // 2: exprd.v1.RegisterManualRequest
-	(*RegisterManualResponse)(nil),          // 3: exprd.v1.RegisterManualResponse
-	(*SkippedTool)(nil),                     // 4: exprd.v1.SkippedTool
-	(*DeregisterManualRequest)(nil),         // 5: exprd.v1.DeregisterManualRequest
-	(*DeregisterManualResponse)(nil),        // 6: exprd.v1.DeregisterManualResponse
-	(*ToolInfo)(nil),                        // 7: exprd.v1.ToolInfo
-	(*ListToolsRequest)(nil),                // 8: exprd.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),               // 9: exprd.v1.ListToolsResponse
-	(*SearchToolsRequest)(nil),              // 10: exprd.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil),             // 11: exprd.v1.SearchToolsResponse
-	(*ScoredTool)(nil),                      // 12: exprd.v1.ScoredTool
+	(ToolDrift_Change)(0),                   // 2: exprd.v1.ToolDrift.Change
+	(*RegisterManualRequest)(nil),           // 3: exprd.v1.RegisterManualRequest
+	(*RegisterManualResponse)(nil),          // 4: exprd.v1.RegisterManualResponse
+	(*SkippedTool)(nil),                     // 5: exprd.v1.SkippedTool
+	(*DeregisterManualRequest)(nil),         // 6: exprd.v1.DeregisterManualRequest
+	(*DeregisterManualResponse)(nil),        // 7: exprd.v1.DeregisterManualResponse
+	(*ToolInfo)(nil),                        // 8: exprd.v1.ToolInfo
+	(*ToolAnnotations)(nil),                 // 9: exprd.v1.ToolAnnotations
+	(*ToolDrift)(nil),                       // 10: exprd.v1.ToolDrift
+	(*ListToolsRequest)(nil),                // 11: exprd.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),               // 12: exprd.v1.ListToolsResponse
+	(*SearchToolsRequest)(nil),              // 13: exprd.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),             // 14: exprd.v1.SearchToolsResponse
+	(*ScoredTool)(nil),                      // 15: exprd.v1.ScoredTool
+	(*timestamppb.Timestamp)(nil),           // 16: google.protobuf.Timestamp
 }
 var file_exprd_v1_toolregistry_proto_depIdxs = []int32{
 	1,  // 0: exprd.v1.RegisterManualRequest.grpc_security:type_name -> exprd.v1.RegisterManualRequest.GrpcSecurity
-	4,  // 1: exprd.v1.RegisterManualResponse.skipped:type_name -> exprd.v1.SkippedTool
-	0,  // 2: exprd.v1.ListToolsRequest.view:type_name -> exprd.v1.ToolView
-	7,  // 3: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
-	0,  // 4: exprd.v1.SearchToolsRequest.view:type_name -> exprd.v1.ToolView
-	12, // 5: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
-	7,  // 6: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
-	2,  // 7: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
-	5,  // 8: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
-	8,  // 9: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
-	10, // 10: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
-	3,  // 11: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
-	6,  // 12: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
-	9,  // 13: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
-	11, // 14: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	5,  // 1: exprd.v1.RegisterManualResponse.skipped:type_name -> exprd.v1.SkippedTool
+	9,  // 2: exprd.v1.ToolInfo.annotations:type_name -> exprd.v1.ToolAnnotations
+	10, // 3: exprd.v1.ToolInfo.drift:type_name -> exprd.v1.ToolDrift
+	2,  // 4: exprd.v1.ToolDrift.change:type_name -> exprd.v1.ToolDrift.Change
+	16, // 5: exprd.v1.ToolDrift.since:type_name -> google.protobuf.Timestamp
+	0,  // 6: exprd.v1.ListToolsRequest.view:type_name -> exprd.v1.ToolView
+	8,  // 7: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
+	0,  // 8: exprd.v1.SearchToolsRequest.view:type_name -> exprd.v1.ToolView
+	15, // 9: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
+	8,  // 10: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
+	3,  // 11: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
+	6,  // 12: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
+	11, // 13: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
+	13, // 14: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
+	4,  // 15: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
+	7,  // 16: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
+	12, // 17: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
+	14, // 18: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_toolregistry_proto_init() }
@@ -1057,13 +1324,14 @@ func file_exprd_v1_toolregistry_proto_init() {
 		(*RegisterManualRequest_ManualJson)(nil),
 		(*RegisterManualRequest_GrpcTarget)(nil),
 	}
+	file_exprd_v1_toolregistry_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_toolregistry_proto_rawDesc), len(file_exprd_v1_toolregistry_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   11,
+			NumEnums:      3,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
