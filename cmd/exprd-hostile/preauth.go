@@ -275,6 +275,10 @@ func squatters(ctx context.Context, e *env, t *tally) (string, error) {
 		n, addrs, maxRecvBytes>>20, squatting.Load(), legit), nil
 }
 
+// legitBackoff is how long the legitimate caller waits after a failed
+// round before the next.
+const legitBackoff = 100 * time.Millisecond
+
 // legitStates is case 8d's legitimate caller: on one Session, a 3 MB
 // state then a call reading its length back, in a loop; each must read
 // back the right length within the steady client's deadline.
@@ -286,9 +290,18 @@ func legitStates(ctx context.Context, e *env, t *tally) string {
 	}
 	defer conn.Close()
 	want := fmt.Sprintf(`{"value":%d}`, e.legitItems)
-	rounds := 0
+	rounds, wrong := 0, 0
 	for first := true; first || ctx.Err() == nil; first = false {
 		rounds++
+		if w := t.wrong(); w > wrong {
+			// A well-behaved client backs off after a failed round.
+			wrong = w
+			select {
+			case <-ctx.Done():
+				continue
+			case <-time.After(legitBackoff):
+			}
+		}
 		t0 := time.Now()
 		s, err := openSession(conn, e.cfg.steadyDeadline, &exprdv1.Open{Settings: &exprdv1.Settings{Read: true}})
 		if err != nil {
