@@ -13,17 +13,19 @@ const (
 	// MaxStdioServers bounds the stdio servers (processes) a registry runs
 	// at once; a connection past it fails.
 	MaxStdioServers = 16
-	// MaxProgressPerCall bounds the progress notifications one call may
-	// receive: past it the call fails (the server is flooding it).
+	// MaxProgressPerCall bounds the progress notifications one stream may
+	// receive: past it the call fails (the server is flooding it). They
+	// do not count against NotificationRate: the call asked for them.
 	MaxProgressPerCall = 10_000
 	// ProgressBuffer is how many progress notifications a stream holds
-	// for a reader that has not taken them yet; past it the newest wait
-	// as one (the latest replaces the one held last), never the result.
+	// for a reader that has not taken them yet; past it further ones are
+	// dropped until the reader takes some, never the result.
 	ProgressBuffer = 64
 	// NotificationRate and NotificationBurst bound what a server sends
-	// unasked (notifications and requests, per second, sustained and at
-	// once): past them its session is closed as hostile, and the next
-	// call reconnects after the back-off.
+	// unasked (notifications and requests other than a stream's own
+	// progress, per second, sustained and at once): past them its session
+	// is closed as hostile, and the next call reconnects after the
+	// back-off.
 	NotificationRate  = 200
 	NotificationBurst = 2000
 	// MaxStderrLineBytes cuts each line a stdio server writes to its

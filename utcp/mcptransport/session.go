@@ -295,7 +295,7 @@ func (s *server) finish(st *callState) {
 // input marks the calls in flight, which then fail saying so.
 func (s *server) incoming(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if !s.limiter.Allow() {
+		if !s.progressOfOurs(method, req) && !s.limiter.Allow() {
 			err := &utcp.TransportError{Reason: utcp.ReasonBroken, Body: fmt.Sprintf(
 				"the MCP server sent more than %d messages a second unasked; its session was closed", NotificationRate)}
 			s.env.Logger().Warn("mcp: the server floods exprd with messages; its session is closed", "manual", s.env.Manual, "mcp_server", s.spec.name, "method", method)
@@ -311,6 +311,22 @@ func (s *server) incoming(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// progressOfOurs reports a progress notification for a call of exprd's in flight:
+// asked for, and bounded by MaxProgressPerCall rather than the rate of
+// what a server sends unasked.
+func (s *server) progressOfOurs(method string, req mcp.Request) bool {
+	if method != "notifications/progress" {
+		return false
+	}
+	p, ok := req.GetParams().(*mcp.ProgressNotificationParams)
+	if !ok || p == nil {
+		return false
+	}
+	tok, _ := p.ProgressToken.(string)
+	_, ok = s.progress.Load(tok)
+	return ok
 }
 
 // inputAsked names what a server's request asks of a user ("": nothing).
