@@ -74,13 +74,6 @@ func (p *pool) server(spec *serverSpec, env utcp.Env) *server {
 	return s
 }
 
-// lookup is the pool's server for spec, if it has one.
-func (p *pool) lookup(spec *serverSpec) *server {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.servers[spec.key]
-}
-
 func (p *pool) takeStdio() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -96,16 +96,6 @@ func (p *process) stop() {
 	})
 }
 
-// exited reports whether the process has ended.
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // logStderr logs each line a server writes to its stderr, cut at
 // MaxStderrLineBytes, at most StderrLinesPerMinute of them: the rest are
 // counted, and the count logged with the next line that may be.

@@ -32,7 +32,6 @@ type template struct {
 	names    []string // servers' names, sorted
 	toolName string   // `tool_name`: the tool's name on its server
 	finger   string   // `fingerprint`: of the definition registered
-	timeout  time.Duration
 }
 
 // serverSpec is one entry of config.mcpServers, variables resolved.
@@ -98,10 +97,6 @@ func parseTemplate(raw json.RawMessage, env utcp.Env) (*template, error) {
 		return nil, &utcp.FieldError{Path: "auth.auth_type", Msg: `oauth2 is not supported for mcp: send a token with api_key (var_name "Authorization", api_key "Bearer ${TOKEN}")`}
 	}
 	t := &template{servers: map[string]*serverSpec{}}
-	var common struct {
-		Timeout any `json:"timeout"`
-	}
-	_ = json.Unmarshal(raw, &common)
 	for name, sraw := range rt.Config.Servers {
 		path := "config.mcpServers." + name
 		if name == "" || strings.ContainsAny(name, ". \t\n") {
