@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -74,6 +75,13 @@ func install(t testing.TB) {
 	installOnce.Lock()
 	defer installOnce.Unlock()
 	dir := Dir()
+	// The test binaries of several packages install into one directory,
+	// perhaps at once: one at a time.
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "exprd-mcpeverything-npm.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
 	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +105,22 @@ func install(t testing.TB) {
 	if err := os.WriteFile(filepath.Join(dir, stampFile), []byte(want+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lockFile holds an exclusive lock on path until the returned func.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // entry is the server's script.
