@@ -9,7 +9,8 @@
 // options, from packages of their own that import this one:
 //
 //   - transports (WithTransport): httptransport (http, streamable_http,
-//     sse) and grpctransport (grpc); only `text` is built in;
+//     sse), grpctransport (grpc) and mcptransport (mcp); only `text` is
+//     built in;
 //   - a Converter for documents that are not manuals (WithConverter):
 //     openapi, for OpenAPI 3 and Swagger 2;
 //   - a search Index (WithIndex): search;
@@ -133,5 +134,10 @@
 // with a *FieldError (DecodeFields names a mistyped one); its transport
 // fails with *TransportError (DoError for a failed HTTP request, ReadBody
 // for a body). A transport that implements Discoverer can also register
-// manuals.
+// manuals; one whose discovered tools call back through the registered
+// template reads it as written from DiscoveryTemplate (mcp). One that
+// implements DriftReporter tells whether its provider now lists another
+// definition of a tool than the registered one (Registry.Drift). What is
+// registered under WithOperator (LoadDir) is the operator's (Env.Operator):
+// only there may a template start a process (an mcp stdio server).
 package utcp

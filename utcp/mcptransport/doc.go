@@ -45,7 +45,10 @@
 // shown only where the operator lets provider messages through, redacted.
 // A JSON-RPC error is ReasonRPCError. A call whose context ends (its
 // deadline, its caller's cancellation) makes the SDK send
-// notifications/cancelled to the server. Stream sends a progress token:
+// notifications/cancelled to the server and end the call's HTTP request:
+// a server with sessions cancels the call on the notification; a
+// stateless (2026-07-28) one sees its request end (a go-sdk server
+// cancels its handler then only with PropagateRequestCancellation). Stream sends a progress token:
 // each notifications/progress is a chunk, the result the last one.
 //
 // A server that asks for user input (elicitation, sampling, roots, or an
