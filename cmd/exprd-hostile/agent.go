@@ -148,6 +148,7 @@ func agentTurn(e *env, cl exprdv1.AgentLoopClient, start *exprdv1.AgentStart, pr
 	stream, err := cl.Run(ctx)
 	if err != nil {
 		t.rpcError(err, nil, false, time.Since(t0))
+		pauseIfRefused(err)
 		return
 	}
 	if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {

@@ -147,6 +147,7 @@ func registrations(ctx context.Context, e *env, t *tally, doc string, n int) err
 				cancel()
 				if err != nil {
 					t.rpcError(err, func(c codes.Code) bool { return c != codes.OK }, false, time.Since(t0))
+					pauseIfRefused(err)
 					continue
 				}
 				t.answer(fmt.Sprintf("%s: registered, %d tools", doc, len(resp.GetTools())), "", true, time.Since(t0))

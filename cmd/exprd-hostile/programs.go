@@ -66,6 +66,7 @@ func codemodeStrings(ctx context.Context, e *env, t *tally) (string, error) {
 				cancel()
 				if err != nil {
 					t.rpcError(err, nil, false, time.Since(t0))
+					pauseIfRefused(err)
 					continue
 				}
 				kind, msg := "result: a value", resp.GetValueJson()
@@ -99,6 +100,7 @@ func unaryFlood(ctx context.Context, e *env, t *tally, c, n int, what string, re
 				cancel()
 				if err != nil {
 					t.rpcError(err, nil, false, time.Since(t0))
+					pauseIfRefused(err)
 					continue
 				}
 				kind := what + ": answer"
@@ -235,6 +237,7 @@ func slowBuiltins(ctx context.Context, e *env, t *tally) (string, error) {
 				cancel()
 				if err != nil {
 					t.rpcError(err, func(codes.Code) bool { return false }, false, time.Since(t0))
+					pauseIfRefused(err)
 					continue
 				}
 				kind := r.what + ": answer"

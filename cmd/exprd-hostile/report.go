@@ -178,8 +178,8 @@ func (r *report) markdown() string {
 	w("## Hostile load\n\n")
 	w("Latest run: %s on %d × %s, %s, %s/%s, a machine shared with other work (load average %s at the end); the run took %s.\n",
 		time.Now().Format("2006-01-02"), runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH, loadAvg(), (time.Duration(r.seconds) * time.Second).String())
-	w("Command: `%s` (`make loadtest-hostile` runs `bin/exprd-hostile --exprd bin/exprd --benchmarks BENCHMARKS.md`); exprd ran with `%s` (a budget of %.0f MiB) and GOMEMLIMIT=%s in its environment. Its providers, all on loopback: an HTTP one whose tool `%s` answers %.0f MiB (`--manuals-dir`), the demo's `math` and `catalog`, a hostile model server (`--models-config`: the providers `flood` and `forever`) and a server of hostile OpenAPI documents. ",
-		commandLine(), strings.Join(r.args, " "), r.cfg.memoryBudgetMiB, r.memLimitNote, bigTool, float64(r.cfg.bigToolBytes)/(1<<20))
+	w("Command: `%s`%s; exprd ran with `%s` (a budget of %.0f MiB) and GOMEMLIMIT=%s in its environment. Its providers, all on loopback: an HTTP one whose tool `%s` answers %.0f MiB (`--manuals-dir`), the demo's `math` and `catalog`, a hostile model server (`--models-config`: the providers `flood` and `forever`) and a server of hostile OpenAPI documents. ",
+		commandLine(), viaMake(), strings.Join(r.args, " "), r.cfg.memoryBudgetMiB, r.memLimitNote, bigTool, float64(r.cfg.bigToolBytes)/(1<<20))
 	w("Every client has a token of its own, so that the rate limiter sees each case as a caller of its own, except case 5's and case 8's, which send none (all of 8d's and half of 8c's have one).\n")
 	w("Each phase runs on an exprd of its own, started for it and warmed up by 20 steady calls, so that what one case leaves resident is not the next one's. ")
 	w("Each case sends for %v (case 5 for up to %v, the mix %v), each client finishing at least one round and every answer it waits for; one steady client makes exprd-load's seed call with the unary `ExprTool/Call`, one at a time, throughout, and checks its value; then %v of quiet. ",
@@ -319,6 +319,17 @@ func writeSection(path, text string) error {
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }
+
+// viaMake says which make target runs the command, when one does.
+func viaMake() string {
+	if commandLine() == makeCommand {
+		return ", which `make loadtest-hostile` runs"
+	}
+	return " (`make loadtest-hostile` runs `" + makeCommand + "`)"
+}
+
+// makeCommand is what make loadtest-hostile runs.
+const makeCommand = "bin/exprd-hostile --exprd bin/exprd --benchmarks BENCHMARKS.md"
 
 // clip shortens s to n bytes, on one line.
 func clip(s string, n int) string {

@@ -223,3 +223,17 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	i := int(float64(len(s)-1) * p / 100)
 	return s[i]
 }
+
+// refusedPause is how long a hostile client's loop waits after a call
+// refused UNAVAILABLE: its connection was refused (exprd's connection
+// limits close it at accept) and gRPC fails the next calls at once
+// without reaching exprd, so a loop that did not wait would measure the
+// harness spinning, taking the cores exprd and the steady client share.
+const refusedPause = 10 * time.Millisecond
+
+// pauseIfRefused waits refusedPause after an UNAVAILABLE.
+func pauseIfRefused(err error) {
+	if code, _ := statusCode(err); code == codes.Unavailable {
+		time.Sleep(refusedPause)
+	}
+}

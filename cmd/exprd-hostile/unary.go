@@ -43,6 +43,7 @@ func bigAnswers(ctx context.Context, e *env, t *tally) (string, error) {
 				cancel()
 				if err != nil {
 					t.rpcError(err, answered, false, time.Since(t0))
+					pauseIfRefused(err)
 					continue
 				}
 				kind, msg := "result: a value", ""
@@ -89,6 +90,7 @@ func searchFlood(ctx context.Context, e *env, t *tally) (string, error) {
 				cancel()
 				if err != nil {
 					t.rpcError(err, invalid, short, time.Since(t0))
+					pauseIfRefused(err)
 					continue
 				}
 				t.answer("answered (a query past the bound)", "", false, time.Since(t0))
