@@ -133,8 +133,20 @@ func entry() string {
 // http://127.0.0.1:PORT/mcp.
 func StartHTTP(t testing.TB) string {
 	t.Helper()
+	return start(t, "streamableHttp") + "/mcp"
+}
+
+// StartSSE runs the server in the 2024-11-05 HTTP+SSE mode and returns
+// its endpoint, http://127.0.0.1:PORT/sse.
+func StartSSE(t testing.TB) string {
+	t.Helper()
+	return start(t, "sse") + "/sse"
+}
+
+func start(t testing.TB, mode string) string {
+	t.Helper()
 	node := Require(t)
-	cmd := exec.Command(node, "--import", filepath.Join(Dir(), "loopback.mjs"), entry(), "streamableHttp")
+	cmd := exec.Command(node, "--import", filepath.Join(Dir(), "loopback.mjs"), entry(), mode)
 	cmd.Dir = Dir()
 	cmd.Env = []string{"PORT=0"}
 	stderr, err := cmd.StderrPipe()
@@ -159,7 +171,7 @@ func StartHTTP(t testing.TB) string {
 	}()
 	select {
 	case p := <-port:
-		return "http://127.0.0.1:" + p + "/mcp"
+		return "http://127.0.0.1:" + p
 	case <-time.After(startTimeout):
 		t.Fatalf("the reference MCP server did not listen within %s", startTimeout)
 		return ""
@@ -176,9 +188,15 @@ func StdioManual(t testing.TB, server string) json.RawMessage {
 	return raw
 }
 
-// HTTPManual is an mcp manual call template naming the server at url.
-func HTTPManual(server, url string) json.RawMessage {
+// HTTPManual is an mcp manual call template naming the server at url
+// over streamable HTTP.
+func HTTPManual(server, url string) json.RawMessage { return urlManual(server, "http", url) }
+
+// SSEManual is the same over the HTTP+SSE transport.
+func SSEManual(server, url string) json.RawMessage { return urlManual(server, "sse", url) }
+
+func urlManual(server, transport, url string) json.RawMessage {
 	raw, _ := json.Marshal(map[string]any{"call_template_type": "mcp", "config": map[string]any{"mcpServers": map[string]any{
-		server: map[string]any{"transport": "http", "url": url}}}})
+		server: map[string]any{"transport": transport, "url": url}}}})
 	return raw
 }

@@ -22,6 +22,7 @@ var everythingTools = []string{"echo", "get-structured-content", "get-sum", "get
 func TestEverythingServer(t *testing.T) {
 	t.Parallel()
 	url := mcpeverything.StartHTTP(t)
+	sse := mcpeverything.StartSSE(t)
 	stdio := mcpeverything.StdioManual(t, "stdio")
 	for _, tc := range []struct {
 		name     string
@@ -29,6 +30,10 @@ func TestEverythingServer(t *testing.T) {
 	}{
 		{"streamable HTTP", func(reg *utcp.Registry) error {
 			_, err := reg.Register(context.Background(), "ev", utcp.FromTemplate(mcpeverything.HTTPManual("http", url)))
+			return err
+		}},
+		{"HTTP+SSE (2024-11-05)", func(reg *utcp.Registry) error {
+			_, err := reg.Register(context.Background(), "ev", utcp.FromTemplate(mcpeverything.SSEManual("sse", sse)))
 			return err
 		}},
 		{"stdio from a manuals dir", func(reg *utcp.Registry) error {

@@ -172,7 +172,8 @@ func (s *server) dial(ctx context.Context) (*mcp.ClientSession, *process, []*mcp
 		t = &mcp.StreamableClientTransport{Endpoint: s.spec.url, HTTPClient: newHTTPClient(s.env, s.spec),
 			MaxEventSize: int(limit), MaxRetries: 2}
 	case TransportSSE:
-		t = &mcp.SSEClientTransport{Endpoint: s.spec.url, HTTPClient: newHTTPClient(s.env, s.spec)}
+		// Its stream lives as long as the session, not as the set-up.
+		t = lifetime{&mcp.SSEClientTransport{Endpoint: s.spec.url, HTTPClient: newHTTPClient(s.env, s.spec)}, s.life}
 	case TransportStdio:
 		if err := s.pool.takeStdio(); err != nil {
 			return nil, nil, nil, err
@@ -198,6 +199,34 @@ func (s *server) dial(ctx context.Context) (*mcp.ClientSession, *process, []*mcp
 		return nil, nil, nil, err
 	}
 	return cs, proc, tools, nil
+}
+
+// lifetime connects a transport under the server's life rather than the
+// set-up's context: the HTTP+SSE transport holds its event stream under
+// the context it connects with (the streamable one detaches its own).
+type lifetime struct {
+	mcp.Transport
+	life context.Context
+}
+
+// Connect connects under the server's life, cut short if the set-up's ctx
+// ends first.
+func (l lifetime) Connect(ctx context.Context) (conn mcp.Connection, err error) {
+	life, cancel := context.WithCancel(l.life)
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
+	stop := context.AfterFunc(ctx, cancel)
+	conn, err = l.Transport.Connect(life)
+	if !stop() {
+		if err == nil {
+			_ = conn.Close()
+		}
+		return nil, ctx.Err()
+	}
+	return conn, err
 }
 
 // watch notices the session's end: one that ends without being asked to
