@@ -19,6 +19,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/mcpeverything"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"
 )
 
@@ -183,5 +184,51 @@ func TestMCPDriftInListTools(t *testing.T) {
 	}
 	if r := execute(t, cm, `codemode.CallTool("d.s.echo", {})`, []string{"d.s.echo"}, 0); r.Error != nil || r.ValueJson != `"echo"` {
 		t.Errorf("after replace: %v", r)
+	}
+}
+
+// A url serving a manual whose tools are mcp registers them when
+// allowed_communication_protocols lists mcp, and not otherwise.
+func TestMCPManualFromURL(t *testing.T) {
+	t.Parallel()
+	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echoes.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo"}}}, nil
+		})
+	mcpSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(mcpSrv.Close)
+	reg, err := utcpall.New(loopbackEgress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	// The manual a provider would publish: what exprd resolves from the
+	// server's template.
+	res, err := reg.Resolve(context.Background(), "pub", utcp.FromTemplate(mcpeverything.HTTPManual("s", mcpSrv.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	published, _ := json.Marshal(res.Manual)
+	doc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(published)
+	}))
+	t.Cleanup(doc.Close)
+	conn := serve(t, newServer(t, server.WithRegistry(reg), server.WithRegistryWritesWithoutAuth()))
+	tr := exprdv1.NewToolRegistryClient(conn)
+	ctx := context.Background()
+	_, err = tr.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: "pub", Source: &exprdv1.RegisterManualRequest_Url{Url: doc.URL}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "mcp") {
+		t.Errorf("without mcp allowed: got %v, want the tools filtered out", err)
+	}
+	r, err := tr.RegisterManual(ctx, &exprdv1.RegisterManualRequest{Name: "pub", Source: &exprdv1.RegisterManualRequest_Url{Url: doc.URL},
+		AllowedCommunicationProtocols: []string{"mcp"}})
+	if err != nil || len(r.Tools) != 1 || r.Tools[0] != "pub.s.echo" {
+		t.Fatalf("with mcp allowed: %v, %v", r, err)
+	}
+	out := execute(t, exprdv1.NewCodeModeClient(conn), `codemode.CallTool("pub.s.echo", {})`, []string{"pub.s.echo"}, 0)
+	if out.Error != nil || out.ValueJson != `"echo"` {
+		t.Errorf("call: %v", out)
 	}
 }
