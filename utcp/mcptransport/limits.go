@@ -17,6 +17,10 @@ const (
 	// receive: past it the call fails (the server is flooding it). They
 	// do not count against NotificationRate: the call asked for them.
 	MaxProgressPerCall = 10_000
+	// FinishedTokens is how many ended streams' progress tokens a server
+	// remembers: progress sent just before a result may be handled after
+	// it, and stays the stream's (bounded by MaxProgressPerCall).
+	FinishedTokens = 64
 	// ProgressBuffer is how many progress notifications a stream holds
 	// for a reader that has not taken them yet; past it further ones are
 	// dropped until the reader takes some, never the result.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // stdioServerEnv makes the test binary a stdio MCP server (the tests'
@@ -20,7 +21,18 @@ func TestMain(m *testing.M) {
 		runStdioServer()
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		// exprd's side leaves nothing running. A go-sdk test server keeps
+		// the session of a client that went away without ending it (the
+		// SDK's server holds abandoned sessions): that one is the test
+		// servers', not exprd's.
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/modelcontextprotocol/go-sdk/mcp.(*streamableServerConn).Read")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func runStdioServer() {

@@ -41,6 +41,7 @@ type server struct {
 	failures int // in a row
 	retryAt  time.Time
 	calls    map[*callState]struct{}
+	finished []string // progress tokens of the streams that ended last
 	relist   relistState
 	closed   bool
 
@@ -354,8 +355,25 @@ func (s *server) progressOfOurs(method string, req mcp.Request) bool {
 		return false
 	}
 	tok, _ := p.ProgressToken.(string)
-	_, ok = s.progress.Load(tok)
-	return ok
+	v, ok := s.progress.Load(tok)
+	return ok && v.(*callState).count.Load() < MaxProgressPerCall
+}
+
+// endProgress forgets a stream's progress token once FinishedTokens
+// streams have ended after it: progress sent just before a result can be
+// handled after it, and is still the stream's (counted against its
+// MaxProgressPerCall, not against the rate of what is sent unasked).
+func (s *server) endProgress(token string) {
+	s.mu.Lock()
+	s.finished = append(s.finished, token)
+	var forget string
+	if len(s.finished) > FinishedTokens {
+		forget, s.finished = s.finished[0], s.finished[1:]
+	}
+	s.mu.Unlock()
+	if forget != "" {
+		s.progress.Delete(forget)
+	}
 }
 
 // inputAsked names what a server's request asks of a user ("": nothing).

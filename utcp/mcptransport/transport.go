@@ -172,7 +172,7 @@ func (t *transport) Stream(ctx context.Context, tool *utcp.Tool, args map[string
 	b.srv.progress.Store(token, st)
 	b.srv.begin(st)
 	s := &stream{st: st, cancel: cancel, done: make(chan outcome, 1), end: func() {
-		b.srv.progress.Delete(token)
+		b.srv.endProgress(token)
 		b.srv.finish(st)
 	}}
 	params := &mcp.CallToolParams{Name: b.name, Arguments: args}
