@@ -18,6 +18,7 @@ import (
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/mcpeverything"
+	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"
@@ -26,7 +27,7 @@ import (
 // mcpConn is a real exprd server whose registry has the operator's stdio
 // MCP server (the reference server, from a manuals dir, as "local") and
 // takes registrations over the API.
-func mcpConn(t *testing.T) *grpc.ClientConn {
+func mcpConn(t *testing.T, opts ...server.Option) *grpc.ClientConn {
 	t.Helper()
 	reg, err := utcpall.New(loopbackEgress)
 	if err != nil {
@@ -40,7 +41,51 @@ func mcpConn(t *testing.T) *grpc.ClientConn {
 	if _, err := reg.LoadDir(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, newServer(t, server.WithRegistry(reg), server.WithRegistryWritesWithoutAuth()))
+	return serve(t, newServer(t, append([]server.Option{server.WithRegistry(reg), server.WithRegistryWritesWithoutAuth()}, opts...)...))
+}
+
+// The operator's MCP server's tool called by the other two services that
+// call registry tools: an ExprTool host function run by the server, and an
+// AgentLoop turn's UTCP tool, through the same registry call as CodeMode's.
+func TestMCPToolFromExprToolAndAgentLoop(t *testing.T) {
+	t.Parallel()
+	models, _ := scriptedModels(t, scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "echo", Arguments: args(map[string]any{"message": "from the model"})}}},
+		{Text: "Echoed."},
+	}})
+	conn := mcpConn(t, server.WithModels(models))
+
+	resp, err := exprdv1.NewExprToolClient(conn).Call(context.Background(), &exprdv1.CallRequest{
+		Settings:  &exprdv1.Settings{Read: true, Functions: []*exprdv1.Function{{Name: "echo", Runner: exprdv1.Function_RUNNER_SERVER, ServerName: "local.ev.echo"}}},
+		InputJson: `{"read": "echo({message: \"hi\"})"}`,
+	})
+	if err != nil || resp.GetAnswerJson() != `{"value":"Echo: hi"}` {
+		t.Errorf("ExprTool host function: got %v, %v; want the echo", resp, err)
+	}
+
+	stream := startAgent(t, exprdv1.NewAgentLoopClient(conn), &exprdv1.AgentStart{
+		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Echo something."}},
+		Tools:    []*exprdv1.AgentTool{{Name: "echo", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "local.ev.echo"}},
+	})
+	var result string
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		if r := m.GetToolResult(); r != nil {
+			result = r.GetOutputJson()
+			if r.GetIsError() {
+				t.Errorf("the MCP tool failed in the turn: %s", result)
+			}
+		}
+		if d := m.GetDone(); d != nil {
+			if !strings.Contains(result, "Echo: from the model") || d.GetText() != "Echoed." {
+				t.Errorf("AgentLoop: got result %s and done %v, want the echo and the final text", result, d)
+			}
+			return
+		}
+	}
 }
 
 func execute(t *testing.T, c exprdv1.CodeModeClient, code string, tools []string, timeoutMs uint32) *exprdv1.ExecuteResponse {
