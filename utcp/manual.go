@@ -228,8 +228,18 @@ func manualFromValue(v any) (*Manual, error) {
 		return nil, &ManualError{Path: "tools", Msg: "must be an array, got " + JSONKind(rawTools)}
 	}
 	seen := make(map[string]int, len(list))
+	nodes := 0 // the subschemas of the tools read so far
 	for i, rt := range list {
 		path := fmt.Sprintf("tools[%d]", i)
+		if obj, ok := rt.(map[string]any); ok {
+			for _, k := range []string{"inputs", "outputs"} {
+				n, _ := schemaNodes(obj[k]) // one over MaxSchemaNodes is refused by its tool
+				if nodes += n; nodes > MaxConvertedSchemaNodes {
+					return nil, &ManualError{Path: path + "." + k, Msg: fmt.Sprintf(
+						"the manual's tools hold more than %d subschemas between them (utcp.MaxConvertedSchemaNodes)", MaxConvertedSchemaNodes)}
+				}
+			}
+		}
 		t, err := toolFromValue(rt, path)
 		if err != nil {
 			return nil, err

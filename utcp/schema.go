@@ -39,10 +39,11 @@ const (
 	// schema of the published documents in testdata/catalogs (one of
 	// OpenAI's) has 1,768.
 	MaxSchemaNodes = 4096
-	// MaxConvertedSchemaNodes bounds the subschemas of a converted
-	// document's tools between them (ReadConverted), each tool's schemas
-	// bounded by MaxSchemaNodes: what compiling them all may cost, about
-	// 5 s at worst. OpenAI's document has 45,495.
+	// MaxConvertedSchemaNodes bounds the subschemas of a manual's tools
+	// between them, a converted document's (ReadConverted) or a written
+	// manual's, each tool's schemas bounded by MaxSchemaNodes: what
+	// compiling them all may cost, about 5 s at worst. OpenAI's document
+	// has 45,495.
 	MaxConvertedSchemaNodes = 200_000
 )
 

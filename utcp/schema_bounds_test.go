@@ -109,6 +109,43 @@ func TestConvertedSchemaNodes(t *testing.T) {
 	}
 }
 
+// A written manual's tools are bounded between them as a converted
+// document's are: at the limit it parses, one past it is refused naming
+// the bound, before any of its schemas is compiled.
+func TestWrittenManualSchemaNodes(t *testing.T) {
+	t.Parallel()
+	manual := func(total int) []byte {
+		var tools []any
+		for i := 0; total > 0; i++ {
+			n := min(total, utcp.MaxSchemaNodes)
+			total -= n
+			tools = append(tools, map[string]any{"name": fmt.Sprintf("t%d", i), "inputs": wide(n),
+				"tool_call_template": map[string]any{"call_template_type": "http", "url": "https://a.example/t"}})
+		}
+		b, err := json.Marshal(map[string]any{"tools": tools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name  string
+		total int
+		want  string
+	}{
+		{"at the limit", utcp.MaxConvertedSchemaNodes, ""},
+		{"one past it", utcp.MaxConvertedSchemaNodes + 1, "tools[48].inputs: the manual's tools hold more than 200000 subschemas between them (utcp.MaxConvertedSchemaNodes)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := utcp.ParseManual(manual(tc.total))
+			if tc.want == "" && err != nil || tc.want != "" && (!errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestYAMLKeysAreNotComparedPairwise: a YAML document is read without
 // looking for duplicate keys (the YAML reader compares every key of a
 // mapping with every other: 40,000 keys took 16 s); a key given twice
