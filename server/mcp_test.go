@@ -123,7 +123,7 @@ func TestMCPServersThroughGRPC(t *testing.T) {
 			structured = ti
 		}
 	}
-	if structured == nil || structured.Title == "" || structured.Annotations.GetReadOnlyHint() != true || structured.CallTemplateType != "mcp" ||
+	if structured == nil || structured.Title == "" || !structured.Annotations.GetReadOnlyHint().GetValue() || structured.CallTemplateType != "mcp" ||
 		!strings.Contains(structured.OutputSchemaJson, "temperature") || structured.Drift != nil {
 		t.Errorf("get-structured-content: %v", structured)
 	}

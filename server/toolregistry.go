@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -174,8 +175,8 @@ func (r *toolRegistry) toolInfo(t *utcp.Tool, view exprdv1.ToolView) *exprdv1.To
 		info.InputSchemaJson, info.OutputSchemaJson = jsonText(t.Inputs), jsonText(t.Outputs)
 		info.Title = t.Title
 		if a := t.Annotations; a != nil {
-			info.Annotations = &exprdv1.ToolAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint,
-				DestructiveHint: a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+			info.Annotations = &exprdv1.ToolAnnotations{Title: a.Title, ReadOnlyHint: boolValue(a.ReadOnlyHint),
+				DestructiveHint: boolValue(a.DestructiveHint), IdempotentHint: boolValue(a.IdempotentHint), OpenWorldHint: boolValue(a.OpenWorldHint)}
 		}
 	}
 	if t.Template != nil {
@@ -221,4 +222,13 @@ func toolOutcome(err error) string {
 		return "transport"
 	}
 	return "error"
+}
+
+// boolValue is a hint as the API carries it: nil when the provider gave
+// none.
+func boolValue(b *bool) *wrapperspb.BoolValue {
+	if b == nil {
+		return nil
+	}
+	return wrapperspb.Bool(*b)
 }

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
+	wrapperspb "google.golang.org/protobuf/types/known/wrapperspb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -692,14 +693,15 @@ func (x *ToolInfo) GetDrift() *ToolDrift {
 
 // ToolAnnotations are hints, the provider's word: an unset field was not
 // given (MCP's defaults: not read-only, destructive, not idempotent, open
-// world).
+// world). Wrappers rather than proto3 optional fields, which older protoc
+// (3.5, Debian's grpc-tools) cannot compile.
 type ToolAnnotations struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Title           string                 `protobuf:"bytes,1,opt,name=title,proto3" json:"title,omitempty"`
-	ReadOnlyHint    *bool                  `protobuf:"varint,2,opt,name=read_only_hint,json=readOnlyHint,proto3,oneof" json:"read_only_hint,omitempty"`
-	DestructiveHint *bool                  `protobuf:"varint,3,opt,name=destructive_hint,json=destructiveHint,proto3,oneof" json:"destructive_hint,omitempty"`
-	IdempotentHint  *bool                  `protobuf:"varint,4,opt,name=idempotent_hint,json=idempotentHint,proto3,oneof" json:"idempotent_hint,omitempty"`
-	OpenWorldHint   *bool                  `protobuf:"varint,5,opt,name=open_world_hint,json=openWorldHint,proto3,oneof" json:"open_world_hint,omitempty"`
+	ReadOnlyHint    *wrapperspb.BoolValue  `protobuf:"bytes,2,opt,name=read_only_hint,json=readOnlyHint,proto3" json:"read_only_hint,omitempty"`
+	DestructiveHint *wrapperspb.BoolValue  `protobuf:"bytes,3,opt,name=destructive_hint,json=destructiveHint,proto3" json:"destructive_hint,omitempty"`
+	IdempotentHint  *wrapperspb.BoolValue  `protobuf:"bytes,4,opt,name=idempotent_hint,json=idempotentHint,proto3" json:"idempotent_hint,omitempty"`
+	OpenWorldHint   *wrapperspb.BoolValue  `protobuf:"bytes,5,opt,name=open_world_hint,json=openWorldHint,proto3" json:"open_world_hint,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -741,32 +743,32 @@ func (x *ToolAnnotations) GetTitle() string {
 	return ""
 }
 
-func (x *ToolAnnotations) GetReadOnlyHint() bool {
-	if x != nil && x.ReadOnlyHint != nil {
-		return *x.ReadOnlyHint
+func (x *ToolAnnotations) GetReadOnlyHint() *wrapperspb.BoolValue {
+	if x != nil {
+		return x.ReadOnlyHint
 	}
-	return false
+	return nil
 }
 
-func (x *ToolAnnotations) GetDestructiveHint() bool {
-	if x != nil && x.DestructiveHint != nil {
-		return *x.DestructiveHint
+func (x *ToolAnnotations) GetDestructiveHint() *wrapperspb.BoolValue {
+	if x != nil {
+		return x.DestructiveHint
 	}
-	return false
+	return nil
 }
 
-func (x *ToolAnnotations) GetIdempotentHint() bool {
-	if x != nil && x.IdempotentHint != nil {
-		return *x.IdempotentHint
+func (x *ToolAnnotations) GetIdempotentHint() *wrapperspb.BoolValue {
+	if x != nil {
+		return x.IdempotentHint
 	}
-	return false
+	return nil
 }
 
-func (x *ToolAnnotations) GetOpenWorldHint() bool {
-	if x != nil && x.OpenWorldHint != nil {
-		return *x.OpenWorldHint
+func (x *ToolAnnotations) GetOpenWorldHint() *wrapperspb.BoolValue {
+	if x != nil {
+		return x.OpenWorldHint
 	}
-	return false
+	return nil
 }
 
 // ToolDrift is how a provider's definition of a tool differs from the
@@ -1160,7 +1162,7 @@ var File_exprd_v1_toolregistry_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"\n" +
-	"\x1bexprd/v1/toolregistry.proto\x12\bexprd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa7\x03\n" +
+	"\x1bexprd/v1/toolregistry.proto\x12\bexprd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/wrappers.proto\"\xa7\x03\n" +
 	"\x15RegisterManualRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x03url\x18\x02 \x01(\tH\x00R\x03url\x12!\n" +
@@ -1202,17 +1204,13 @@ const file_exprd_v1_toolregistry_proto_rawDesc = "" +
 	"\x05title\x18\b \x01(\tR\x05title\x12;\n" +
 	"\vannotations\x18\t \x01(\v2\x19.exprd.v1.ToolAnnotationsR\vannotations\x12)\n" +
 	"\x05drift\x18\n" +
-	" \x01(\v2\x13.exprd.v1.ToolDriftR\x05drift\"\xad\x02\n" +
+	" \x01(\v2\x13.exprd.v1.ToolDriftR\x05drift\"\xb9\x02\n" +
 	"\x0fToolAnnotations\x12\x14\n" +
-	"\x05title\x18\x01 \x01(\tR\x05title\x12)\n" +
-	"\x0eread_only_hint\x18\x02 \x01(\bH\x00R\freadOnlyHint\x88\x01\x01\x12.\n" +
-	"\x10destructive_hint\x18\x03 \x01(\bH\x01R\x0fdestructiveHint\x88\x01\x01\x12,\n" +
-	"\x0fidempotent_hint\x18\x04 \x01(\bH\x02R\x0eidempotentHint\x88\x01\x01\x12+\n" +
-	"\x0fopen_world_hint\x18\x05 \x01(\bH\x03R\ropenWorldHint\x88\x01\x01B\x11\n" +
-	"\x0f_read_only_hintB\x13\n" +
-	"\x11_destructive_hintB\x12\n" +
-	"\x10_idempotent_hintB\x12\n" +
-	"\x10_open_world_hint\"\xa1\x02\n" +
+	"\x05title\x18\x01 \x01(\tR\x05title\x12@\n" +
+	"\x0eread_only_hint\x18\x02 \x01(\v2\x1a.google.protobuf.BoolValueR\freadOnlyHint\x12E\n" +
+	"\x10destructive_hint\x18\x03 \x01(\v2\x1a.google.protobuf.BoolValueR\x0fdestructiveHint\x12C\n" +
+	"\x0fidempotent_hint\x18\x04 \x01(\v2\x1a.google.protobuf.BoolValueR\x0eidempotentHint\x12B\n" +
+	"\x0fopen_world_hint\x18\x05 \x01(\v2\x1a.google.protobuf.BoolValueR\ropenWorldHint\"\xa1\x02\n" +
 	"\tToolDrift\x122\n" +
 	"\x06change\x18\x01 \x01(\x0e2\x1a.exprd.v1.ToolDrift.ChangeR\x06change\x125\n" +
 	"\x16registered_fingerprint\x18\x02 \x01(\tR\x15registeredFingerprint\x12-\n" +
@@ -1285,33 +1283,38 @@ var file_exprd_v1_toolregistry_proto_goTypes = []any{
 	(*SearchToolsRequest)(nil),              // 13: exprd.v1.SearchToolsRequest
 	(*SearchToolsResponse)(nil),             // 14: exprd.v1.SearchToolsResponse
 	(*ScoredTool)(nil),                      // 15: exprd.v1.ScoredTool
-	(*timestamppb.Timestamp)(nil),           // 16: google.protobuf.Timestamp
+	(*wrapperspb.BoolValue)(nil),            // 16: google.protobuf.BoolValue
+	(*timestamppb.Timestamp)(nil),           // 17: google.protobuf.Timestamp
 }
 var file_exprd_v1_toolregistry_proto_depIdxs = []int32{
 	1,  // 0: exprd.v1.RegisterManualRequest.grpc_security:type_name -> exprd.v1.RegisterManualRequest.GrpcSecurity
 	5,  // 1: exprd.v1.RegisterManualResponse.skipped:type_name -> exprd.v1.SkippedTool
 	9,  // 2: exprd.v1.ToolInfo.annotations:type_name -> exprd.v1.ToolAnnotations
 	10, // 3: exprd.v1.ToolInfo.drift:type_name -> exprd.v1.ToolDrift
-	2,  // 4: exprd.v1.ToolDrift.change:type_name -> exprd.v1.ToolDrift.Change
-	16, // 5: exprd.v1.ToolDrift.since:type_name -> google.protobuf.Timestamp
-	0,  // 6: exprd.v1.ListToolsRequest.view:type_name -> exprd.v1.ToolView
-	8,  // 7: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
-	0,  // 8: exprd.v1.SearchToolsRequest.view:type_name -> exprd.v1.ToolView
-	15, // 9: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
-	8,  // 10: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
-	3,  // 11: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
-	6,  // 12: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
-	11, // 13: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
-	13, // 14: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
-	4,  // 15: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
-	7,  // 16: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
-	12, // 17: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
-	14, // 18: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	16, // 4: exprd.v1.ToolAnnotations.read_only_hint:type_name -> google.protobuf.BoolValue
+	16, // 5: exprd.v1.ToolAnnotations.destructive_hint:type_name -> google.protobuf.BoolValue
+	16, // 6: exprd.v1.ToolAnnotations.idempotent_hint:type_name -> google.protobuf.BoolValue
+	16, // 7: exprd.v1.ToolAnnotations.open_world_hint:type_name -> google.protobuf.BoolValue
+	2,  // 8: exprd.v1.ToolDrift.change:type_name -> exprd.v1.ToolDrift.Change
+	17, // 9: exprd.v1.ToolDrift.since:type_name -> google.protobuf.Timestamp
+	0,  // 10: exprd.v1.ListToolsRequest.view:type_name -> exprd.v1.ToolView
+	8,  // 11: exprd.v1.ListToolsResponse.tools:type_name -> exprd.v1.ToolInfo
+	0,  // 12: exprd.v1.SearchToolsRequest.view:type_name -> exprd.v1.ToolView
+	15, // 13: exprd.v1.SearchToolsResponse.tools:type_name -> exprd.v1.ScoredTool
+	8,  // 14: exprd.v1.ScoredTool.tool:type_name -> exprd.v1.ToolInfo
+	3,  // 15: exprd.v1.ToolRegistry.RegisterManual:input_type -> exprd.v1.RegisterManualRequest
+	6,  // 16: exprd.v1.ToolRegistry.DeregisterManual:input_type -> exprd.v1.DeregisterManualRequest
+	11, // 17: exprd.v1.ToolRegistry.ListTools:input_type -> exprd.v1.ListToolsRequest
+	13, // 18: exprd.v1.ToolRegistry.SearchTools:input_type -> exprd.v1.SearchToolsRequest
+	4,  // 19: exprd.v1.ToolRegistry.RegisterManual:output_type -> exprd.v1.RegisterManualResponse
+	7,  // 20: exprd.v1.ToolRegistry.DeregisterManual:output_type -> exprd.v1.DeregisterManualResponse
+	12, // 21: exprd.v1.ToolRegistry.ListTools:output_type -> exprd.v1.ListToolsResponse
+	14, // 22: exprd.v1.ToolRegistry.SearchTools:output_type -> exprd.v1.SearchToolsResponse
+	19, // [19:23] is the sub-list for method output_type
+	15, // [15:19] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_toolregistry_proto_init() }
@@ -1324,7 +1327,6 @@ func file_exprd_v1_toolregistry_proto_init() {
 		(*RegisterManualRequest_ManualJson)(nil),
 		(*RegisterManualRequest_GrpcTarget)(nil),
 	}
-	file_exprd_v1_toolregistry_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
