@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,35 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/utcp/hostiletest"
 )
-
-// sharedSchemaDocument is an OpenAPI document of ops operations that all
-// post one schema of parts $ref parts: 372 KB at 100 and 3,000, which
-// took 42 s of CPU and 2.4 GB to register when each operation converted
-// every schema it reaches into its own definitions.
-func sharedSchemaDocument(ops, parts int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://api.example"}], "paths": {`)
-	for i := range ops {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `"/op%d": {"post": {"operationId": "op%d", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Big"}}}}, "responses": {"200": {"description": "ok"}}}}`, i, i)
-	}
-	b.WriteString(`}, "components": {"schemas": {"Big": {"type": "object", "properties": {`)
-	for i := range parts {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `"p%d": {"$ref": "#/components/schemas/S%d"}`, i, i)
-	}
-	b.WriteString(`}}`)
-	for i := range parts {
-		fmt.Fprintf(&b, `, "S%d": {"type": "object", "properties": {"v": {"type": "string"}}}`, i)
-	}
-	b.WriteString(`}}}`)
-	return []byte(b.String())
-}
 
 // A hostile OpenAPI document registered over the API is refused
 // INVALID_ARGUMENT, naming the bound it passes, and costs a bounded
@@ -49,7 +21,7 @@ func sharedSchemaDocument(ops, parts int) []byte {
 // process's.
 func TestHostileOpenAPIDocumentIsRefused(t *testing.T) {
 	c, _ := registryClient(t)
-	doc := sharedSchemaDocument(100, 3000)
+	doc := hostiletest.SharedRefsDocument(100, 3000)
 	var err error
 	got := allocatedDuring(func() {
 		_, err = c.RegisterManual(context.Background(), inline("big", doc, false))

@@ -12,35 +12,9 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/hostiletest"
 	"github.com/exprd/exprd/utcp/openapi"
 )
-
-// sharedRefsDoc is a document of ops operations that each post a body of
-// one schema, Big, whose parts properties each refer to a schema of their
-// own (S0, S1, ...): every operation reaches every part.
-func sharedRefsDoc(ops, parts int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://api.example"}], "paths": {`)
-	for i := range ops {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `"/op%d": {"post": {"operationId": "op%d", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Big"}}}}, "responses": {"200": {"description": "ok"}}}}`, i, i)
-	}
-	b.WriteString(`}, "components": {"schemas": {"Big": {"type": "object", "properties": {`)
-	for i := range parts {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `"p%d": {"$ref": "#/components/schemas/S%d"}`, i, i)
-	}
-	b.WriteString(`}}`)
-	for i := range parts {
-		fmt.Fprintf(&b, `, "S%d": {"type": "object", "properties": {"v": {"type": "string"}}}`, i)
-	}
-	b.WriteString(`}}}`)
-	return []byte(b.String())
-}
 
 // layeredDoc is the deep and wide variant: levels of width schemas, each
 // schema of a level referring to every schema of the next, the operations
@@ -86,10 +60,10 @@ func BenchmarkConvertHostile(b *testing.B) {
 		name string
 		doc  []byte
 	}{
-		{"shared-100x3000", sharedRefsDoc(100, 3000)},
+		{"shared-100x3000", hostiletest.SharedRefsDocument(100, 3000)},
 		{"layered-100x30x30", layeredDoc(100, 30, 30)},
-		{"shared-8x1000", sharedRefsDoc(8, 1000)},  // within every bound: converts, near its budget
-		{"layered-2x30x30", layeredDoc(2, 30, 30)}, // within its budget, each tool past utcp.MaxSchemaNodes
+		{"shared-8x1000", hostiletest.SharedRefsDocument(8, 1000)}, // within every bound: converts, near its budget
+		{"layered-2x30x30", layeredDoc(2, 30, 30)},                 // within its budget, each tool past utcp.MaxSchemaNodes
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportMetric(float64(len(tc.doc)), "doc-bytes")
@@ -159,10 +133,10 @@ func TestHostileDocumentsAreBounded(t *testing.T) {
 		tools    int
 		defs     int // $defs of each tool's inputs, when it converts
 	}{
-		{"100 operations sharing a schema of 3,000 parts", sharedRefsDoc(100, 3000), true, 0, 0},
+		{"100 operations sharing a schema of 3,000 parts", hostiletest.SharedRefsDocument(100, 3000), true, 0, 0},
 		{"the same in Swagger 2", swagger2SharedDoc(100, 3000), true, 0, 0},
 		{"100 operations reaching 30 levels of 30 schemas, each referring to the next level's 30", layeredDoc(100, 30, 30), true, 0, 0},
-		{"4 operations sharing a schema of 600 parts", sharedRefsDoc(4, 600), false, 4, 601},
+		{"4 operations sharing a schema of 600 parts", hostiletest.SharedRefsDocument(4, 600), false, 4, 601},
 		{"the same in Swagger 2", swagger2SharedDoc(4, 600), false, 4, 601},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,7 +264,7 @@ func (c *countdownCtx) Err() error {
 // and returns the context's error, not a manual, once it ends.
 func TestConversionStopsWithItsContext(t *testing.T) {
 	t.Parallel()
-	doc := sharedRefsDoc(20, 100)
+	doc := hostiletest.SharedRefsDocument(20, 100)
 	ctx := &countdownCtx{Context: context.Background()}
 	ctx.n.Store(1 << 40)
 	if _, _, err := openapi.ConvertContext(ctx, doc, openapi.Options{Manual: "h"}); err != nil {
