@@ -27,11 +27,11 @@ type server struct {
 	env    utcp.Env
 	client *mcp.Client
 
-	limiter *rate.Limiter   // what the server sends unasked
-	life    context.Context // ends when the registry closes
-	stop    context.CancelFunc
+	life context.Context // ends when the registry closes
+	stop context.CancelFunc
 
 	mu       sync.Mutex
+	limiter  *rate.Limiter // what the session in use sends unasked
 	cs       *mcp.ClientSession
 	proc     *process // a stdio server's
 	started  time.Time
@@ -136,6 +136,9 @@ func (s *server) connect(done chan struct{}) {
 			"failures", s.failures, "retry_in", time.Until(s.retryAt).Round(time.Millisecond), "error", logText(err))
 	case !closed:
 		s.cs, s.proc, s.started, s.ours, s.dialErr = cs, proc, time.Now(), false, nil
+		// A new session starts with a full allowance of what it may send
+		// unasked: an ended one's flood is not counted against it.
+		s.limiter = rate.NewLimiter(NotificationRate, NotificationBurst)
 		s.setListing(tools)
 		go s.watch(cs, proc)
 	}
@@ -325,7 +328,15 @@ func (s *server) finish(st *callState) {
 // input marks the calls in flight, which then fail saying so.
 func (s *server) incoming(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if !s.progressOfOurs(method, req) && !s.limiter.Allow() {
+		s.mu.Lock()
+		current, limiter := s.cs, s.limiter
+		s.mu.Unlock()
+		if from, ok := req.GetSession().(*mcp.ClientSession); ok && current != nil && from != current {
+			// What a session that has ended still sends is dropped, and
+			// not counted against the one in use.
+			return nil, errors.New("the session has ended")
+		}
+		if !s.progressOfOurs(method, req) && !limiter.Allow() {
 			err := &utcp.TransportError{Reason: utcp.ReasonBroken, Body: fmt.Sprintf(
 				"the MCP server sent more than %d messages a second unasked; its session was closed", NotificationRate)}
 			s.env.Logger().Warn("mcp: the server floods exprd with messages; its session is closed", "manual", s.env.Manual, "mcp_server", s.spec.name, "method", method)
