@@ -26,11 +26,10 @@ import (
 // test's functions hold, shown as a GC would show them, only once one has
 // run, the runtime's (gc) or the manager's (collect).
 type heldHeap struct {
-	mu             sync.Mutex
-	held, live     int64
-	gcs            uint64
-	collects       int
-	collectedAfter chan struct{} // closed by the first collect, when set
+	mu         sync.Mutex
+	held, live int64
+	gcs        uint64
+	collects   int
 }
 
 func (h *heldHeap) add(n int64) {
