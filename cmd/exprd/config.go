@@ -326,16 +326,37 @@ func (c config) validate() error {
 	return errors.Join(errs...)
 }
 
+// positiveFlag is a flag that must be above zero: whether it is, and its
+// value.
+type positiveFlag struct {
+	flag string
+	ok   bool
+	v    any
+}
+
+// notPositive is an error for each flag that is not positive, naming it:
+// "max-nodes: 0, want a positive value" ("a positive duration" for a
+// duration).
+func notPositive(flags []positiveFlag) []error {
+	var errs []error
+	for _, f := range flags {
+		if f.ok {
+			continue
+		}
+		want := "a positive value"
+		if _, ok := f.v.(time.Duration); ok {
+			want = "a positive duration"
+		}
+		errs = append(errs, fmt.Errorf("%s: %v, want %s", f.flag, f.v, want))
+	}
+	return errs
+}
+
 // budgetErrors checks that every budget's flag is positive, naming the flag
 // (evaluator's Validate names the proto's field, and stays as a backstop).
 func (c config) budgetErrors() []error {
 	b := c.budgets
-	var errs []error
-	for _, f := range []struct {
-		flag string
-		ok   bool
-		v    any
-	}{
+	errs := notPositive([]positiveFlag{
 		{"max-timeout", b.Timeout > 0, b.Timeout},
 		{"max-iterations", b.MaxIterations > 0, b.MaxIterations},
 		{"max-memory-budget", b.MemoryBudget > 0, b.MemoryBudget},
@@ -349,16 +370,7 @@ func (c config) budgetErrors() []error {
 		{"max-value-bytes", b.MaxValueBytes > 0, b.MaxValueBytes},
 		{"max-alloc-bytes", b.MaxAllocBytes > 0, b.MaxAllocBytes},
 		{"max-function-calls", b.MaxFunctionCalls > 0, b.MaxFunctionCalls},
-	} {
-		if f.ok {
-			continue
-		}
-		want := "a positive value"
-		if _, ok := f.v.(time.Duration); ok {
-			want = "a positive duration"
-		}
-		errs = append(errs, fmt.Errorf("%s: %v, want %s", f.flag, f.v, want))
-	}
+	})
 	if len(errs) == 0 {
 		if err := b.Validate(); err != nil {
 			errs = append(errs, err)

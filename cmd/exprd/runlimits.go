@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"time"
 
 	"github.com/exprd/exprd/server"
@@ -30,12 +29,7 @@ func (c *runLimitsConfig) flags(fs *flag.FlagSet) {
 // validate wants every maximum positive, naming its flag.
 func (c runLimitsConfig) validate() error {
 	a := c.agent
-	var errs []error
-	for _, f := range []struct {
-		flag string
-		ok   bool
-		v    any
-	}{
+	return errors.Join(notPositive([]positiveFlag{
 		{"agent-max-steps", a.MaxSteps > 0, a.MaxSteps},
 		{"agent-max-tool-timeout", a.MaxToolTimeout > 0, a.MaxToolTimeout},
 		{"agent-max-step-timeout", a.MaxStepTimeout > 0, a.MaxStepTimeout},
@@ -43,15 +37,5 @@ func (c runLimitsConfig) validate() error {
 		{"agent-max-calls-per-step", a.MaxCallsPerStep > 0, a.MaxCallsPerStep},
 		{"agent-max-history-bytes", a.MaxHistoryBytes > 0, a.MaxHistoryBytes},
 		{"codemode-max-timeout", c.codeModeTimeout > 0, c.codeModeTimeout},
-	} {
-		if f.ok {
-			continue
-		}
-		want := "a positive value"
-		if _, ok := f.v.(time.Duration); ok {
-			want = "a positive duration"
-		}
-		errs = append(errs, fmt.Errorf("%s: %v, want %s", f.flag, f.v, want))
-	}
-	return errors.Join(errs...)
+	})...)
 }
