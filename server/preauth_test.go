@@ -32,6 +32,7 @@ import (
 const (
 	preauthToken   = "tok-preauth-0123456789"
 	noScopeToken   = "tok-noscope-0123456789"
+	squatterToken  = "tok-squatter-0123456789"
 	callPath       = "/exprd.v1.ExprTool/Call"
 	describePath   = "/exprd.v1.ExprTool/Describe"
 	healthWatch    = "/grpc.health.v1.Health/Watch"
@@ -42,7 +43,7 @@ const (
 
 func preauthTokens(t testing.TB) server.Tokens {
 	t.Helper()
-	tokens, err := server.ParseTokens(strings.NewReader("ui " + preauthToken + " *\nops " + noScopeToken + " codemode"))
+	tokens, err := server.ParseTokens(strings.NewReader("ui " + preauthToken + " *\nops " + noScopeToken + " codemode\nsquatter " + squatterToken + " *"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,12 +499,12 @@ func TestRecvMsgTimeout(t *testing.T) {
 	}
 }
 
-// A legitimate caller is answered while another peer squats: it sends
-// length prefixes claiming 16 MiB on many streams and nothing more. Without
-// a token it is refused and holds nothing; with one, what it holds is at
-// most its share of the budget (the rest of its messages wait for its
-// own), so that a 3 MB state and a 200 KB one from another peer are served
-// at once.
+// A legitimate caller is answered while another client squats: it sends
+// length prefixes claiming 16 MiB on many streams, from two addresses, and
+// nothing more. Without a token it is refused and holds nothing; with one,
+// what it holds is at most its token's share of the budget, over both its
+// addresses (the rest of its messages wait for its own), so that a 3 MB
+// state and a 200 KB one from another token are served at once.
 func TestLegitimateCallerWhileSquatting(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -511,24 +512,27 @@ func TestLegitimateCallerWhileSquatting(t *testing.T) {
 		token string
 	}{
 		{"a squatter without a token", ""},
-		{"a squatter with a token", bearerPreauth},
+		{"a squatter with a token", "Bearer " + squatterToken},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			budget := membudget.New(128<<20, 50*time.Millisecond)
 			_, addr := authServer(t, server.WithMemoryBudget(budget))
 			kept := budget.InUse()
-			squatter := dialH2(t, addr, "127.0.0.2")
 			var fields []string
 			if tt.token != "" {
 				fields = []string{"authorization", tt.token}
 			}
 			const streams = 16
-			for range streams {
-				id := squatter.open(callPath, fields...)
-				squatter.send(id, grpcMessage(false, 16<<20-10, make([]byte, 1000)), false)
+			for _, from := range []string{"127.0.0.2", "127.0.0.4"} {
+				squatter := dialH2(t, addr, from)
+				for range streams / 2 {
+					id := squatter.open(callPath, fields...)
+					squatter.send(id, grpcMessage(false, 16<<20-10, make([]byte, 1000)), false)
+				}
 			}
-			// The squatter holds at most its share: at least one largest message.
+			// The squatter holds at most its share, at least one largest
+			// message, over both its addresses.
 			share := max(int64(server.DefaultRecvPeerShare*float64(budget.Limit())), 2*server.DefaultMaxRecvMsgSize)
 			want := int64(0)
 			if tt.token != "" {
@@ -538,6 +542,10 @@ func TestLegitimateCallerWhileSquatting(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatalf("the squatter holds %d, want %d (its share %d)", budget.InUse()-kept, want, share)
 				}
+			}
+			time.Sleep(100 * time.Millisecond)
+			if got := budget.InUse() - kept; got != want {
+				t.Fatalf("the squatter holds %d, want %d: its share is its token's, over its addresses", got, want)
 			}
 			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecureCreds()), grpc.WithContextDialer(dialFrom("127.0.0.3")))
 			if err != nil {

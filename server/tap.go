@@ -29,12 +29,14 @@ import (
 //     rate is refused RESOURCE_EXHAUSTED before a handler starts, so that
 //     opening and resetting streams at once costs a caller with a token
 //     no more than one without;
-//   - it admits the stream into the receive gate.
+//   - it admits the stream into the receive gate, as its token's: the
+//     messages of one token share one peer's part of the budget
+//     (--recv-peer-share), from however many addresses they come.
 //
 // The grpc-encoding of a stream is not among the headers grpc-go gives
 // it; compression is refused before a message is read in compression.go.
 func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
-	limit := 0
+	limit, who := 0, ""
 	switch {
 	case isInfrastructure(info.FullMethodName):
 		var err error
@@ -49,6 +51,7 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 				return nil, err
 			}
 			ctx = context.WithValue(ctx, callerKey{}, name)
+			who = name
 		}
 		key := s.rate.caller(ctx)
 		if err := s.rate.limit(key); err != nil {
@@ -57,7 +60,7 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 		ctx = context.WithValue(evaluator.WithCaller(ctx, key), rateTakenKey{}, true)
 	}
 	if s.gate != nil {
-		s.gate.Admit(ctx, limit)
+		s.gate.Admit(ctx, limit, who)
 	}
 	return ctx, nil
 }

@@ -29,7 +29,7 @@ func (c *connLimitsConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxConnsPerPeer, "max-connections-per-peer", server.DefaultMaxConnsPerPeer, "connections open at once from one address (an IPv6 one by its /64; --trusted-proxies have no such bound); one past it is closed when accepted")
 	fs.IntVar(&c.maxConns, "max-connections", 0, "connections open at once in all; one past it is closed when accepted (0: one for 2 MiB of --memory-budget, at least 64 and at most 10,000, server.MaxConnsFor)")
 	fs.DurationVar(&c.recvMsgTimeout, "recv-msg-timeout", server.DefaultRecvMsgTimeout, "how long a message longer than --stream-window may take to arrive once the memory budget has room for it; past it the stream is reset (RESOURCE_EXHAUSTED) and the room given back")
-	fs.Float64Var(&c.recvPeerShare, "recv-peer-share", server.DefaultRecvPeerShare, "the part of the memory budget the messages one address is sending may hold at once (at least one largest message); its others wait. 1: no bound but the budget")
+	fs.Float64Var(&c.recvPeerShare, "recv-peer-share", server.DefaultRecvPeerShare, "the part of the memory budget the messages one client (a token; with auth off, an address) is sending may hold at once (at least one largest message); its others wait. 1: no bound but the budget")
 	fs.BoolVar(&c.acceptCompressed, "accept-compressed", false, "take messages compressed with gzip (grpc-encoding), each reserved at twice --max-recv-msg-size before it is inflated (default: a call with a grpc-encoding other than identity is refused UNIMPLEMENTED before its message is read)")
 }
 

@@ -64,6 +64,8 @@ type stream struct {
 	cancel   context.CancelFunc
 	admitted bool   // reserved for (Admit, or no admission)
 	limit    uint32 // its messages' longest; 0: the gate's
+	peer     *peer  // the caller Admit named, else nil: its connection's peer
+	peerID   string
 
 	inBody bool // reading a message's body, not its prefix
 	prefix [prefixLen]byte
@@ -282,18 +284,36 @@ func (c *conn) opened(id uint32) {
 	}
 }
 
-// admitted admits the stream grpc-go is deciding on, with limit.
-func (c *conn) admitted(limit uint32) {
+// admitted admits the stream grpc-go is deciding on, with limit, for
+// the caller who ("": its connection's peer).
+func (c *conn) admitted(limit uint32, who string) {
 	id := c.undecided.Swap(0)
 	if id == 0 {
 		c.g.unmatched.Add(1)
 		return
 	}
 	c.mu.Lock()
-	if s := c.streams[id]; s != nil {
+	if s := c.streams[id]; s != nil && !s.admitted {
 		s.admitted, s.limit = true, limit
+		if who != "" && c.g.peerLimit > 0 {
+			s.peerID = callerPeer + who
+			s.peer = c.g.attach(s.peerID)
+		}
 	}
 	c.mu.Unlock()
+}
+
+// callerPeer prefixes the peer key of a caller Admit named, so that no
+// address's key is one.
+const callerPeer = "caller "
+
+// peerOf is the peer whose limit s's messages hold: its caller's, else
+// its connection's (nil: none).
+func (c *conn) peerOf(s *stream) *peer {
+	if s.peer != nil {
+		return s.peer
+	}
+	return c.peer
 }
 
 // ended forgets a stream that either side ended, releasing what its
@@ -315,11 +335,15 @@ func (c *conn) ended(id uint32) {
 func (c *conn) end(s *stream, held []hold) []hold {
 	for _, m := range s.msgs {
 		m.done = true
-		held = m.take(held, c.peer)
+		held = m.take(held, c.peerOf(s))
 	}
 	s.msgs, s.cur, s.waiting = nil, nil, nil
 	if s.cancel != nil {
 		s.cancel()
+	}
+	if s.peer != nil {
+		c.g.detach(s.peerID, s.peer)
+		s.peer = nil
 	}
 	return held
 }
@@ -443,21 +467,22 @@ func (c *conn) admit(s *stream, need int64, gated bool) {
 	if s.ctx == nil {
 		s.ctx, s.cancel = context.WithCancel(c.ctx)
 	}
-	go c.reserve(s, m)
+	go c.reserve(s, m, c.peerOf(s))
 }
 
-// reserve reserves m's memory: within its peer's limit first, then from
+// reserve reserves m's memory: within its peer's limit (p, nil for
+// none) first, then from
 // the budget if it has room within its wait, else from the overdraft
 // however long that takes; then it gives the stream the window held back
 // meanwhile, and starts m's arrival deadline.
-func (c *conn) reserve(s *stream, m *message) {
+func (c *conn) reserve(s *stream, m *message, p *peer) {
 	n := m.need
 	var h hold
-	if c.peer != nil {
-		if c.peer.sem.Acquire(s.ctx, n) != nil {
+	if p != nil {
+		if p.sem.Acquire(s.ctx, n) != nil {
 			return
 		}
-		h.peer, h.p = n, c.peer
+		h.peer, h.p = n, p
 	}
 	var err error
 	if h.res, err = c.g.budget.Reserve(s.ctx, what, n); err != nil {
@@ -525,7 +550,7 @@ find:
 		for i, m := range s.msgs {
 			if m.complete && int(m.size) == n {
 				m.done = true
-				held = m.take(held, c.peer)
+				held = m.take(held, c.peerOf(s))
 				s.msgs = slices.Delete(s.msgs, i, i+1)
 				break find
 			}

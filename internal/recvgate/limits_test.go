@@ -26,7 +26,7 @@ import (
 )
 
 // admitTap admits the streams whose headers carry "admit" (its value, when
-// a number, their limit) and refuses the others Unauthenticated, as
+// a number, their limit; "who", their caller) and refuses the others Unauthenticated, as
 // exprd's tap does the streams without a token.
 func admitTap(g *Gate) grpc.ServerOption {
 	return grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
@@ -35,7 +35,11 @@ func admitTap(g *Gate) grpc.ServerOption {
 			return nil, status.Error(codes.Unauthenticated, "no admit header")
 		}
 		limit, _ := strconv.Atoi(v[0])
-		g.Admit(ctx, limit)
+		who := ""
+		if w := info.Header.Get("who"); len(w) > 0 {
+			who = w[0]
+		}
+		g.Admit(ctx, limit, who)
 		return ctx, nil
 	})
 }
@@ -287,49 +291,79 @@ func TestStreamLimit(t *testing.T) {
 
 // Two peers: one that holds its limit (two largest messages, the handler
 // working on them) makes its own next message wait, and not the other
-// peer's.
+// peer's. A peer is its address, or the caller the tap names: a caller's
+// second message waits even when it comes from another address, and
+// another caller's from the same address does not.
 func TestPeerLimit(t *testing.T) {
-	budget := membudget.New(64*maxMsg, 20*time.Millisecond)
-	key := func(a net.Addr) string { h, _, _ := net.SplitHostPort(a.String()); return h }
-	g := New(budget, window, maxMsg, WithPeerLimit(2*maxMsg, key)) // one message of maxMsg
-	kept := budget.InUse()
-	s := serve(t, g, false)
-	s.srv.working = make(chan struct{})
-	addr := s.lis.Addr().String()
-	client := func(local string) testgrpc.TestServiceClient {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cc.Close() })
-		return testgrpc.NewTestServiceClient(cc)
+	type from struct{ addr, who string }
+	for _, tt := range []struct {
+		name                 string
+		first, second, other from
+		admission            bool
+	}{
+		{"by address", from{"127.0.0.1", ""}, from{"127.0.0.1", ""}, from{"127.0.0.2", ""}, false},
+		{"by caller, over addresses", from{"127.0.0.1", "squatter"}, from{"127.0.0.2", "squatter"}, from{"127.0.0.1", "other"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			budget := membudget.New(64*maxMsg, 20*time.Millisecond)
+			key := func(a net.Addr) string { h, _, _ := net.SplitHostPort(a.String()); return h }
+			opts := []Option{WithPeerLimit(2*maxMsg, key)} // one message of maxMsg
+			var srvOpts []grpc.ServerOption
+			if tt.admission {
+				opts = append(opts, WithAdmission())
+			}
+			g := New(budget, window, maxMsg, opts...)
+			if tt.admission {
+				srvOpts = append(srvOpts, admitTap(g))
+			}
+			kept := budget.InUse()
+			s := serve(t, g, false, srvOpts...)
+			s.srv.working = make(chan struct{})
+			addr := s.lis.Addr().String()
+			clients := map[string]testgrpc.TestServiceClient{}
+			client := func(local string) testgrpc.TestServiceClient {
+				if c, ok := clients[local]; ok {
+					return c
+				}
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+				cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+					grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cc.Close() })
+				clients[local] = testgrpc.NewTestServiceClient(cc)
+				return clients[local]
+			}
+			req := &testgrpc.StreamingOutputCallRequest{Payload: payload(maxMsg - 8)}
+			size := int64(proto.Size(req))
+			stream := func(f from) {
+				ctx := metadata.AppendToOutgoingContext(t.Context(), "admit", "0", "who", f.who)
+				st, err := client(f.addr).FullDuplexCall(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Send(req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stream(tt.first) // at its limit: the handler holds it
+			eventually(t, "the first message decoded", func() bool { return s.srv.messages.Load() == 1 })
+			stream(tt.second) // one past: waits for the first
+			eventually(t, "the second message waiting", func() bool { return g.reserves.Load() == 2 })
+			time.Sleep(100 * time.Millisecond)
+			if n := s.srv.messages.Load(); n != 1 {
+				t.Fatalf("%d messages decoded, want the second to wait for the first", n)
+			}
+			stream(tt.other)
+			eventually(t, "the other peer's message decoded", func() bool { return s.srv.messages.Load() == 2 })
+			if n := budget.InUse() - kept; n != 4*size {
+				t.Errorf("%d bytes reserved, want the first message's and the other's (%d)", n, 4*size)
+			}
+			close(s.srv.working)
+			eventually(t, "the second message decoded once the first is released", func() bool { return s.srv.messages.Load() == 3 })
+		})
 	}
-	squatter, other := client("127.0.0.1"), client("127.0.0.2")
-	req := &testgrpc.StreamingOutputCallRequest{Payload: payload(maxMsg - 8)}
-	size := int64(proto.Size(req))
-	stream := func(c testgrpc.TestServiceClient) testgrpc.TestService_FullDuplexCallClient {
-		st, err := c.FullDuplexCall(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Send(req); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	stream(squatter) // at its limit: the handler holds it
-	eventually(t, "the squatter's first message decoded", func() bool { return s.srv.messages.Load() == 1 })
-	stream(squatter) // one past: waits for the first
-	eventually(t, "the squatter's second message waiting", func() bool { return g.reserves.Load() == 2 })
-	stream(other)
-	eventually(t, "the other peer's message decoded", func() bool { return s.srv.messages.Load() == 2 })
-	if n := budget.InUse() - kept; n != 4*size {
-		t.Errorf("%d bytes reserved, want the squatter's first message's and the other's (%d)", n, 4*size)
-	}
-	close(s.srv.working)
-	eventually(t, "the squatter's second message decoded once its first is released", func() bool { return s.srv.messages.Load() == 3 })
 }
 
 // A message whose room was reserved must arrive within the arrival

@@ -46,7 +46,9 @@
 //
 // With WithPeerLimit, what one peer's messages hold at once is bounded,
 // so that one client cannot take the whole budget and overdraft from the
-// others; its further messages wait for its own to be released. With
+// others; its further messages wait for its own to be released. A peer
+// is the caller Admit names (a token), else the connection's address:
+// a caller's streams from many addresses share one limit. With
 // WithArrivalTimeout, a message whose room was reserved must arrive
 // within the timeout, else its stream is reset (a RST_STREAM to the
 // client, and one given to grpc-go as if the client had sent it) and its
@@ -160,14 +162,17 @@ func New(budget *membudget.Budget, window, maxMsg int, opts ...Option) *Gate {
 // on, in ctx (a grpc.InTapHandle's), is admitted; limit, when positive,
 // bounds its messages' length below the largest message: a longer one
 // resets the stream, and grpc-go is given no frame of it after the one
-// that carries its length. It must be called from the tap, which grpc-go
+// that carries its length. who, when not "", names the stream's caller
+// (its token): with WithPeerLimit, the caller's messages share one limit,
+// whatever connections and addresses they come from, instead of their
+// connection's peer's. It must be called from the tap, which grpc-go
 // runs before it reads on.
-func (g *Gate) Admit(ctx context.Context, limit int) {
+func (g *Gate) Admit(ctx context.Context, limit int, who string) {
 	c, ok := ctx.Value(connKey{}).(*conn)
 	if !ok {
 		return
 	}
-	c.admitted(uint32(max(limit, 0)))
+	c.admitted(uint32(max(limit, 0)), who)
 }
 
 // Resets is the number of streams the gate has reset: their message did
