@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -71,6 +72,21 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 		return t, fmt.Errorf("tokens: none given")
 	}
 	return t, nil
+}
+
+// Lookup returns the caller a bearer token names and the scopes it
+// grants; false for a token not in the list. It is the check of other
+// front doors (the MCP endpoint) that take the same tokens.
+func (t Tokens) Lookup(token string) (name string, scopes []string, ok bool) {
+	c, ok := t.byHash[sha256.Sum256([]byte(token))]
+	if !ok {
+		return "", nil, false
+	}
+	for s := range c.scopes {
+		scopes = append(scopes, s)
+	}
+	slices.Sort(scopes)
+	return c.name, scopes, true
 }
 
 type callerKey struct{}

@@ -73,6 +73,7 @@ type config struct {
 	overload                  overloadConfig
 	runLimits                 runLimitsConfig  // AgentLoop's and CodeMode's maxima (runlimits.go)
 	connLimits                connLimitsConfig // what a connection holds before a token is checked (connlimits.go)
+	mcp                       mcpConfig        // the MCP endpoint (mcp.go)
 
 	maxConnAge      time.Duration
 	maxConnAgeGrace time.Duration
@@ -129,6 +130,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	c.overload.flags(fs)
 	c.runLimits.flags(fs)
 	c.connLimits.flags(fs)
+	c.mcp.flags(fs)
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
 	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")
@@ -312,6 +314,9 @@ func (c config) validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.connLimits.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.mcp.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.store.validate(); err != nil {

@@ -112,6 +112,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	mcpSrv, err := startMCP(c, tl.reg, ovl, log)
+	if err != nil {
+		return err
+	}
+	defer mcpSrv.close()
 	attrs := []any{"addr", lis.Addr().String(), "demo", c.demo, "tls", c.tlsCert != "", "auth", c.tokensFile != "" || os.Getenv("EXPRD_AUTH_TOKENS") != ""}
 	if tel.addr != nil {
 		attrs = append(attrs, "metrics", tel.addr.String())
@@ -128,7 +133,9 @@ func run(args []string) error {
 	log.Info("exprd draining", "timeout", c.drain.String())
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.drain)
 	defer cancel()
+	mcpDrained := mcpSrv.drain(dctx)
 	srv.Shutdown(dctx)
+	<-mcpDrained
 	log.Info("exprd stopped")
 	return <-served
 }

@@ -30,6 +30,7 @@ var rules = []rule{
 	// but nothing of ours above it.
 	{pkg: module + "/utcp/grpctransport", deps: []string{module + "/server", module + "/client"}},
 	{pkg: module + "/codemode", deps: []string{module + "/server", module + "/client"}, imports: grpcStatus},
+	{pkg: module + "/mcpserve", deps: []string{module + "/server", module + "/client", "google.golang.org/grpc"}, imports: grpcStatus},
 	{pkg: module + "/agent", deps: []string{module + "/server", module + "/client"}, imports: grpcStatus},
 	{pkg: module + "/client", deps: []string{module + "/server", module + "/evaluator"}},
 	{pkg: module + "/gen", deps: []string{module + "/server", module + "/client", module + "/evaluator"}},
