@@ -1,6 +1,8 @@
 package server
 
 import (
+	"container/list"
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -17,21 +19,31 @@ import (
 // peer (an IPv4 address, an IPv6 /64, as the rate limiter keys an
 // unauthenticated caller; a trusted proxy has no such bound) and at most
 // total in all, over the listeners the server serves. A connection past
-// either is closed as soon as it is accepted, before anything is read
-// from it: it costs no TLS handshake and no HTTP/2 transport.
+// its peer's limit is closed as soon as it is accepted, before anything
+// is read from it: it costs no TLS handshake and no HTTP/2 transport. At
+// the total, a new connection takes the place of the oldest one that has
+// not yet carried a call the tap admitted (with auth on, a call with a
+// valid token; health and reflection do not count), which is closed: so
+// peers without a token, however many addresses they have, cannot keep a
+// caller with one from connecting, as they could when the new connection
+// was the one closed. Only when every connection has carried such a call
+// is the new one refused.
 type connLimits struct {
 	perPeer, total int
 	trusted        func(netip.Addr) bool
 	log            *slog.Logger
 
-	mu      sync.Mutex
-	peers   map[string]int
-	open    int
-	refused atomic.Int64
+	mu       sync.Mutex
+	peers    map[string]int
+	open     int
+	byRemote map[string]*limitedConn // the unproven connections, by remote address
+	unproven list.List               // of *limitedConn, oldest first
+	refused  atomic.Int64
+	evicted  atomic.Int64
 }
 
 func newConnLimits(perPeer, total int, trusted func(netip.Addr) bool, log *slog.Logger) *connLimits {
-	return &connLimits{perPeer: perPeer, total: total, trusted: trusted, log: log, peers: map[string]int{}}
+	return &connLimits{perPeer: perPeer, total: total, trusted: trusted, log: log, peers: map[string]int{}, byRemote: map[string]*limitedConn{}}
 }
 
 // listener accepts l's connections within the limits.
@@ -55,6 +67,15 @@ func (cl *connLimiter) Accept() (net.Conn, error) {
 		}
 		key := l.peerKey(c.RemoteAddr())
 		l.mu.Lock()
+		if l.open >= l.total && (key == "" || l.peers[key] < l.perPeer) {
+			if victim := l.oldestUnproven(); victim != nil {
+				l.mu.Unlock()
+				l.evicted.Add(1)
+				l.log.Debug("connection closed for a new one", "peer", victim.RemoteAddr().String(), "limit", "max-connections")
+				_ = victim.Close()
+				l.mu.Lock()
+			}
+		}
 		over := ""
 		switch {
 		case l.open >= l.total:
@@ -73,9 +94,52 @@ func (cl *connLimiter) Accept() (net.Conn, error) {
 		if key != "" {
 			l.peers[key]++
 		}
+		lc := &limitedConn{Conn: c, l: l, key: key}
+		if remote := c.RemoteAddr(); remote != nil {
+			if _, taken := l.byRemote[remote.String()]; !taken {
+				lc.remote = remote.String()
+				lc.elem = l.unproven.PushBack(lc)
+				l.byRemote[lc.remote] = lc
+			}
+		}
 		l.mu.Unlock()
-		return &limitedConn{Conn: c, l: l, key: key}, nil
+		return lc, nil
 	}
+}
+
+// oldestUnproven takes the oldest connection that has carried no admitted
+// call off the list; nil when there is none. l.mu is held.
+func (l *connLimits) oldestUnproven() *limitedConn {
+	e := l.unproven.Front()
+	if e == nil {
+		return nil
+	}
+	c := e.Value.(*limitedConn)
+	l.forget(c)
+	return c
+}
+
+// forget takes c off the unproven list. l.mu is held.
+func (l *connLimits) forget(c *limitedConn) {
+	if c.elem == nil {
+		return
+	}
+	l.unproven.Remove(c.elem)
+	c.elem = nil
+	if l.byRemote[c.remote] == c {
+		delete(l.byRemote, c.remote)
+	}
+}
+
+// proven notes that ctx's connection (a tap's) carried an admitted call:
+// it is no longer the one a new connection takes the place of.
+func (l *connLimits) proven(ctx context.Context) {
+	key := connKey(ctx)
+	l.mu.Lock()
+	if c := l.byRemote[key]; c != nil {
+		l.forget(c)
+	}
+	l.mu.Unlock()
 }
 
 func (l *connLimits) peerKey(a net.Addr) string { return peerKey(a, l.trusted) }
@@ -99,9 +163,11 @@ func peerKey(a net.Addr, trusted func(netip.Addr) bool) string {
 	return addrKey(addr)
 }
 
-func (l *connLimits) closed(key string) {
+func (l *connLimits) closed(c *limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.forget(c)
+	key := c.key
 	l.open--
 	if key != "" {
 		if l.peers[key]--; l.peers[key] <= 0 {
@@ -113,13 +179,15 @@ func (l *connLimits) closed(key string) {
 // limitedConn gives its place back when it is closed.
 type limitedConn struct {
 	net.Conn
-	l    *connLimits
-	key  string
-	once sync.Once
+	l      *connLimits
+	key    string
+	once   sync.Once
+	remote string        // its key in l.byRemote, "" when not there
+	elem   *list.Element // in l.unproven, until it carries an admitted call
 }
 
 func (c *limitedConn) Close() error {
-	c.once.Do(func() { c.l.closed(c.key) })
+	c.once.Do(func() { c.l.closed(c) })
 	return c.Conn.Close()
 }
 

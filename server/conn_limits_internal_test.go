@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+
+	"google.golang.org/grpc/peer"
 )
 
 // fakeListener accepts connections from the addresses it is given, in
@@ -109,5 +111,54 @@ func TestMaxConnsFor(t *testing.T) {
 		if got := MaxConnsFor(tt.budget); got != tt.want {
 			t.Errorf("MaxConnsFor(%d): got %d, want %d", tt.budget, got, tt.want)
 		}
+	}
+}
+
+// At the total, a new connection takes the place of the oldest that has
+// carried no admitted call, which is closed; when every one has, the new
+// one is refused. A peer at its own limit takes no one's place.
+func TestConnectionTakesAnUnprovenPlace(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		proven  []int  // which of the three open connections carried an admitted call
+		from    string // the fourth
+		evicted int    // the index of the connection closed for it; -1: it is refused
+	}{
+		{"none proven: the oldest goes", nil, "192.0.2.9:1", 0},
+		{"the oldest proven: the next goes", []int{0}, "192.0.2.9:1", 1},
+		{"all proven: refused", []int{0, 1, 2}, "192.0.2.9:1", -1},
+		{"its peer at its limit: refused", nil, "192.0.2.1:9", -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			from := make(chan net.Addr, 4)
+			l := newConnLimits(1, 3, func(netip.Addr) bool { return false }, slog.New(slog.DiscardHandler))
+			lis := l.listener(&fakeListener{from: from})
+			var open []*fakeConn
+			for _, a := range []string{"192.0.2.1:1", "192.0.2.2:1", "192.0.2.3:1"} {
+				from <- tcpAddr(a)
+				c, err := lis.Accept()
+				if err != nil {
+					t.Fatalf("%s at the limit: %v", a, err)
+				}
+				open = append(open, c.(*limitedConn).Conn.(*fakeConn))
+			}
+			for _, i := range tt.proven {
+				l.proven(peer.NewContext(t.Context(), &peer.Peer{Addr: open[i].remote}))
+			}
+			from <- tcpAddr(tt.from)
+			close(from)
+			_, err := lis.Accept()
+			if refused := err != nil; refused != (tt.evicted < 0) {
+				t.Fatalf("the fourth: refused %v (%v), want %v", refused, err, tt.evicted < 0)
+			}
+			for i, c := range open {
+				if c.closed != (i == tt.evicted) {
+					t.Errorf("connection %d closed %v, want %v", i, c.closed, i == tt.evicted)
+				}
+			}
+			if l.open != 3 {
+				t.Errorf("%d open, want 3", l.open)
+			}
+		})
 	}
 }

@@ -434,7 +434,6 @@ func TestConnectionsPerPeer(t *testing.T) {
 		{"per peer, another peer", []server.Option{server.WithMaxConns(2, 100)}, []string{"127.0.0.1", "127.0.0.1", "127.0.0.2"}, false},
 		{"per peer, a trusted proxy", []server.Option{server.WithMaxConns(2, 100), server.WithTrustedProxies(mustPrefix(t, "127.0.0.1/32"))},
 			[]string{"127.0.0.1", "127.0.0.1", "127.0.0.1"}, false},
-		{"in all", []server.Option{server.WithMaxConns(100, 3)}, []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -446,6 +445,61 @@ func TestConnectionsPerPeer(t *testing.T) {
 			past := dialH2(t, addr, locals[len(locals)-1])
 			if got := past.refused(); got != tt.refused {
 				t.Fatalf("the last connection refused: %v, want %v", got, tt.refused)
+			}
+		})
+	}
+}
+
+// At --max-connections in all, a new connection takes the place of the
+// oldest that has carried no admitted call (idle, or only refused calls
+// without a token), which the server closes, so that peers without a
+// token cannot keep a caller with one out; when every open connection has
+// carried an admitted call, the new one is refused.
+func TestConnectionsInAll(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		token   string // what the three open connections' one call carries
+		refused bool
+	}{
+		{"idle connections make way", "-", false},
+		{"connections whose calls had no token make way", "", false},
+		{"connections that carried a call with a token are kept", bearerPreauth, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, addr := authServer(t, server.WithMaxConns(100, 3))
+			var open []*h2
+			for _, local := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+				h := dialH2(t, addr, local)
+				h.serverSettings()
+				if tt.token != "-" {
+					var fields []string
+					if tt.token != "" {
+						fields = []string{"authorization", tt.token}
+					}
+					id := h.open(describePath, fields...)
+					h.send(id, grpcMessage(false, 0, nil), true)
+					h.ended(id)
+				}
+				open = append(open, h)
+			}
+			past := dialH2(t, addr, "127.0.0.4")
+			if got := past.refused(); got != tt.refused {
+				t.Fatalf("the fourth connection refused: %v, want %v", got, tt.refused)
+			}
+			if tt.refused {
+				return
+			}
+			select {
+			case <-open[0].closed:
+			case <-time.After(preauthTimeout):
+				t.Fatal("the oldest connection was not closed for the fourth")
+			}
+			id := past.open(describePath, "authorization", bearerPreauth)
+			past.send(id, grpcMessage(false, 0, nil), true)
+			if e := past.ended(id); e.rst || e.status != 0 {
+				t.Fatalf("a call on the fourth connection: %+v, want OK", e)
 			}
 		})
 	}

@@ -29,6 +29,9 @@ import (
 //     rate is refused RESOURCE_EXHAUSTED before a handler starts, so that
 //     opening and resetting streams at once costs a caller with a token
 //     no more than one without;
+//   - a call it admits (not health or reflection) proves its connection:
+//     at --max-connections, a new connection takes the place of the
+//     oldest that has carried none (connLimits);
 //   - it admits the stream into the receive gate, as its token's: the
 //     messages of one token share one peer's part of the budget
 //     (--recv-peer-share), from however many addresses they come.
@@ -58,6 +61,7 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 			return nil, err
 		}
 		ctx = context.WithValue(evaluator.WithCaller(ctx, key), rateTakenKey{}, true)
+		s.conns.proven(ctx)
 	}
 	if s.gate != nil {
 		s.gate.Admit(ctx, limit, who)
