@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -18,6 +20,9 @@ import (
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"
 )
+
+// quiet keeps what the tests start from logging.
+var quiet = slog.New(slog.DiscardHandler)
 
 // The revisions tested: the stateless one (server/discover) and two
 // older ones (initialize).
@@ -235,6 +240,15 @@ func post(t testing.TB, url, token, body string) *http.Response {
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+func readAll(t testing.TB, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // toolsListBody is a tools/list request padded to n bytes.

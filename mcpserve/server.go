@@ -392,8 +392,20 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, c *Caller) {
 			r.Body = &reservingBody{ctx: ctx, rc: r.Body, res: res, most: bodyFactor * (h.limits.MaxBodyBytes + 1)}
 		}
 	}
-	h.sdk.ServeHTTP(w, r.WithContext(ctx))
+	// The SDK serves in the HTTP request's context with the tracked one's
+	// values: a request the overload manager sheds has its work cancelled
+	// (callCtx), and its answer still written.
+	h.sdk.ServeHTTP(w, r.WithContext(valuesOf{Context: r.Context(), values: ctx}))
 }
+
+// valuesOf is a context that ends as its Context does, with the values
+// of another.
+type valuesOf struct {
+	context.Context
+	values context.Context
+}
+
+func (c valuesOf) Value(key any) any { return c.values.Value(key) }
 
 // reservingBody grows its reservation before each read, to bodyFactor
 // times what it has read, up to most: a body of unknown length. Unlike
