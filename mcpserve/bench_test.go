@@ -1,0 +1,58 @@
+package mcpserve_test
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/mcpserve"
+	"github.com/exprd/exprd/server"
+)
+
+const chain3 = `let r1 = codemode.CallTool("math.add", {"a": 5, "b": 7});
+let r2 = codemode.CallTool("math.multiply", {"a": r1.result, "b": 3});
+codemode.CallTool("math.subtract", {"a": r2.result, "b": 6})`
+
+// A chain of three calls to the math provider on loopback: over MCP's
+// call_tool_chain (a go-sdk client at 2026-07-28), and over gRPC's
+// CodeMode.Execute, on the same registry.
+func BenchmarkChainOfThree(b *testing.B) {
+	reg := demoRegistry(b)
+	url, _ := serve(b, mcpserve.Config{Registry: reg})
+	cs := connect(b, url, "2026-07-28", "")
+	b.Run("mcp", func(b *testing.B) {
+		for b.Loop() {
+			if res := call(b, cs, "call_tool_chain", map[string]any{"code": chain3}); res.IsError {
+				b.Fatal(text(res))
+			}
+		}
+	})
+	srv, err := server.New(server.WithRegistry(reg), server.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	b.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	cm := exprdv1.NewCodeModeClient(conn)
+	b.Run("grpc", func(b *testing.B) {
+		for b.Loop() {
+			resp, err := cm.Execute(context.Background(), &exprdv1.ExecuteRequest{Code: chain3, Tools: []string{"math.add", "math.multiply", "math.subtract"}})
+			if err != nil || resp.GetError() != nil {
+				b.Fatal(err, resp.GetError())
+			}
+		}
+	})
+}
