@@ -15,6 +15,7 @@ import (
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/search"
 )
 
 // The code-mode tools' names, as @utcp/code-mode-mcp names them.
@@ -161,7 +162,9 @@ func (h *Handler) searchTools(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if !v.all {
 		ask = 0 // every match, then the caller's
 	}
-	results, err := h.cfg.Registry.SearchContext(ctx, in.TaskDescription, ask)
+	// A task told at length ranks by its first terms, as CodeMode's
+	// prompt mode ranks a prompt.
+	results, err := h.cfg.Registry.SearchContext(ctx, search.TrimQuery(in.TaskDescription), ask)
 	var qe *utcp.QueryError
 	switch {
 	case errors.As(err, &qe):

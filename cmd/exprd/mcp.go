@@ -15,7 +15,7 @@ import (
 )
 
 // demoMCPListen is where --demo serves the MCP endpoint when
-// --mcp-listen is not given.
+// --mcp-listen is not given; when it is taken, the demo runs without it.
 const demoMCPListen = "127.0.0.1:8765"
 
 // mcpConfig is the flags of the MCP endpoint (mcpserve).
@@ -51,7 +51,8 @@ func (c mcpConfig) validate() error {
 
 // mcpServer is the MCP endpoint's HTTP server; nil when it is off.
 type mcpServer struct {
-	srv *http.Server
+	srv  *http.Server
+	addr net.Addr
 }
 
 // startMCP serves the MCP endpoint over the registry, with the gRPC
@@ -89,10 +90,16 @@ func startMCP(c config, reg *utcp.Registry, ovl *overload.Manager, log *slog.Log
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	lis, err := net.Listen("tcp", addr)
+	if err != nil && c.mcp.listen == "" {
+		// The demo's default address, taken (another demo runs): the
+		// demo goes on without the endpoint, which nobody asked for.
+		log.Warn("exprd MCP not serving: the demo's address is taken (give --mcp-listen)", "addr", addr, "err", err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mcp-listen: %w", err)
 	}
-	m := &mcpServer{srv: mcpserve.NewHTTPServer(h, log)}
+	m := &mcpServer{srv: mcpserve.NewHTTPServer(h, log), addr: lis.Addr()}
 	go func() {
 		var err error
 		if c.tlsCert != "" {

@@ -42,7 +42,7 @@ var allowed = map[string][]string{
 	"internal/redact":            {},
 	"internal/schemafast":        {},
 	"internal/sse":               {},
-	"mcpserve":                   {"codemode", "internal/overload", "membudget", "utcp"},
+	"mcpserve":                   {"codemode", "internal/overload", "membudget", "utcp", "utcp/search"},
 	"membudget":                  {},
 	"model":                      {},
 	"model/openaicompat":         {"internal/sse", "membudget", "model"},

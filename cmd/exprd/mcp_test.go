@@ -1,0 +1,78 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+func TestMCPFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mcp-max-body-bytes", "0"}, "mcp-max-body-bytes: 0, want a positive value"},
+		{[]string{"--mcp-max-in-flight", "-1"}, "mcp-max-in-flight: -1, want a positive value"},
+		{[]string{"--mcp-page-size", "0"}, "mcp-page-size: 0, want a positive value"},
+		{[]string{"--mcp-expose", "all"}, `mcp-expose: "all": want code, tools or both`},
+		{[]string{"--mcp-expose", "both", "--mcp-listen", "127.0.0.1:0"}, ""},
+	}
+	for _, tt := range tests {
+		_, err := parseConfig(tt.args, io.Discard)
+		if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// The endpoint serves where --mcp-listen says; off by default; the
+// demo's address taken, the demo goes on without it, and an address
+// asked for that is taken stops exprd.
+func TestStartMCP(t *testing.T) {
+	reg, err := utcp.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	log := slog.New(slog.DiscardHandler)
+	c, err := parseConfig(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := startMCP(c, reg, nil, log); m != nil || err != nil {
+		t.Fatalf("off by default: %v, %v", m, err)
+	}
+	taken, err := net.Listen("tcp", demoMCPListen)
+	if err != nil {
+		t.Skipf("the demo's address: %v", err)
+	}
+	defer taken.Close()
+	c.demo = true
+	if m, err := startMCP(c, reg, nil, log); m != nil || err != nil {
+		t.Errorf("the demo's address taken: %v, %v; want no endpoint and no error", m, err)
+	}
+	c.mcp.listen = demoMCPListen
+	if _, err := startMCP(c, reg, nil, log); err == nil || !strings.Contains(err.Error(), "mcp-listen") {
+		t.Errorf("an address asked for and taken: %v", err)
+	}
+	c.mcp.listen = "127.0.0.1:0"
+	m, err := startMCP(c, reg, nil, log)
+	if err != nil || m == nil {
+		t.Fatalf("127.0.0.1:0: %v, %v", m, err)
+	}
+	defer m.close()
+	resp, err := http.Post("http://"+m.addr.String()+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest { // no Accept of both types: the SDK's 400, from the endpoint
+		t.Errorf("POST /mcp: %d", resp.StatusCode)
+	}
+}
