@@ -325,6 +325,61 @@ func (ToolChoice_Mode) EnumDescriptor() ([]byte, []int) {
 	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6, 0}
 }
 
+type AgentInputReply_Action int32
+
+const (
+	AgentInputReply_ACTION_UNSPECIFIED AgentInputReply_Action = 0
+	// The user gave content_json.
+	AgentInputReply_ACTION_ACCEPT AgentInputReply_Action = 1
+	// The user refused.
+	AgentInputReply_ACTION_DECLINE AgentInputReply_Action = 2
+	// The user dismissed the request without choosing.
+	AgentInputReply_ACTION_CANCEL AgentInputReply_Action = 3
+)
+
+// Enum value maps for AgentInputReply_Action.
+var (
+	AgentInputReply_Action_name = map[int32]string{
+		0: "ACTION_UNSPECIFIED",
+		1: "ACTION_ACCEPT",
+		2: "ACTION_DECLINE",
+		3: "ACTION_CANCEL",
+	}
+	AgentInputReply_Action_value = map[string]int32{
+		"ACTION_UNSPECIFIED": 0,
+		"ACTION_ACCEPT":      1,
+		"ACTION_DECLINE":     2,
+		"ACTION_CANCEL":      3,
+	}
+)
+
+func (x AgentInputReply_Action) Enum() *AgentInputReply_Action {
+	p := new(AgentInputReply_Action)
+	*p = x
+	return p
+}
+
+func (x AgentInputReply_Action) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AgentInputReply_Action) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_agentloop_proto_enumTypes[5].Descriptor()
+}
+
+func (AgentInputReply_Action) Type() protoreflect.EnumType {
+	return &file_exprd_v1_agentloop_proto_enumTypes[5]
+}
+
+func (x AgentInputReply_Action) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AgentInputReply_Action.Descriptor instead.
+func (AgentInputReply_Action) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20, 0}
+}
+
 // StopReason is why a turn ended well (a turn that fails ends the stream
 // with a status instead).
 type AgentDone_StopReason int32
@@ -362,11 +417,11 @@ func (x AgentDone_StopReason) String() string {
 }
 
 func (AgentDone_StopReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_exprd_v1_agentloop_proto_enumTypes[5].Descriptor()
+	return file_exprd_v1_agentloop_proto_enumTypes[6].Descriptor()
 }
 
 func (AgentDone_StopReason) Type() protoreflect.EnumType {
-	return &file_exprd_v1_agentloop_proto_enumTypes[5]
+	return &file_exprd_v1_agentloop_proto_enumTypes[6]
 }
 
 func (x AgentDone_StopReason) Number() protoreflect.EnumNumber {
@@ -375,7 +430,7 @@ func (x AgentDone_StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentDone_StopReason.Descriptor instead.
 func (AgentDone_StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24, 0}
 }
 
 type AgentLoopRunRequest struct {
@@ -389,6 +444,7 @@ type AgentLoopRunRequest struct {
 	//	*AgentLoopRunRequest_State
 	//	*AgentLoopRunRequest_StatePatch
 	//	*AgentLoopRunRequest_Cancel
+	//	*AgentLoopRunRequest_InputReply
 	Msg           isAgentLoopRunRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -494,6 +550,15 @@ func (x *AgentLoopRunRequest) GetCancel() *AgentCancel {
 	return nil
 }
 
+func (x *AgentLoopRunRequest) GetInputReply() *AgentInputReply {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentLoopRunRequest_InputReply); ok {
+			return x.InputReply
+		}
+	}
+	return nil
+}
+
 type isAgentLoopRunRequest_Msg interface {
 	isAgentLoopRunRequest_Msg()
 }
@@ -526,6 +591,11 @@ type AgentLoopRunRequest_Cancel struct {
 	Cancel *AgentCancel `protobuf:"bytes,7,opt,name=cancel,proto3,oneof"`
 }
 
+type AgentLoopRunRequest_InputReply struct {
+	// input_reply answers an AgentInputRequest.
+	InputReply *AgentInputReply `protobuf:"bytes,8,opt,name=input_reply,json=inputReply,proto3,oneof"`
+}
+
 func (*AgentLoopRunRequest_Start) isAgentLoopRunRequest_Msg() {}
 
 func (*AgentLoopRunRequest_ToolOutput) isAgentLoopRunRequest_Msg() {}
@@ -539,6 +609,8 @@ func (*AgentLoopRunRequest_State) isAgentLoopRunRequest_Msg() {}
 func (*AgentLoopRunRequest_StatePatch) isAgentLoopRunRequest_Msg() {}
 
 func (*AgentLoopRunRequest_Cancel) isAgentLoopRunRequest_Msg() {}
+
+func (*AgentLoopRunRequest_InputReply) isAgentLoopRunRequest_Msg() {}
 
 // AgentMessage is one message of the conversation so far.
 type AgentMessage struct {
@@ -1039,9 +1111,15 @@ type AgentStart struct {
 	// play-by-play. done still carries each step's finish reason, usage and
 	// text; the calls' announcements and results and the expr tool's writes
 	// are only in the events.
-	OmitEvents    []AgentEvent `protobuf:"varint,15,rep,packed,name=omit_events,json=omitEvents,proto3,enum=exprd.v1.AgentEvent" json:"omit_events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OmitEvents []AgentEvent `protobuf:"varint,15,rep,packed,name=omit_events,json=omitEvents,proto3,enum=exprd.v1.AgentEvent" json:"omit_events,omitempty"`
+	// relay_input_requests: a UTCP tool's server that asks for user input
+	// while a call runs (an MCP server's elicitation) is relayed to this
+	// client as an AgentInputRequest, which the call waits for an
+	// AgentInputReply to. Unset, such a request fails the call (an error
+	// result).
+	RelayInputRequests bool `protobuf:"varint,16,opt,name=relay_input_requests,json=relayInputRequests,proto3" json:"relay_input_requests,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AgentStart) Reset() {
@@ -1177,6 +1255,13 @@ func (x *AgentStart) GetOmitEvents() []AgentEvent {
 		return x.OmitEvents
 	}
 	return nil
+}
+
+func (x *AgentStart) GetRelayInputRequests() bool {
+	if x != nil {
+		return x.RelayInputRequests
+	}
+	return false
 }
 
 // ToolOutput answers a ToolCallRequested with run_on_client. One that
@@ -1467,6 +1552,7 @@ type AgentLoopRunResponse struct {
 	//	*AgentLoopRunResponse_StepFinished
 	//	*AgentLoopRunResponse_Done
 	//	*AgentLoopRunResponse_Rejected
+	//	*AgentLoopRunResponse_InputRequest
 	Event         isAgentLoopRunResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1599,6 +1685,15 @@ func (x *AgentLoopRunResponse) GetRejected() *Rejected {
 	return nil
 }
 
+func (x *AgentLoopRunResponse) GetInputRequest() *AgentInputRequest {
+	if x != nil {
+		if x, ok := x.Event.(*AgentLoopRunResponse_InputRequest); ok {
+			return x.InputRequest
+		}
+	}
+	return nil
+}
+
 type isAgentLoopRunResponse_Event interface {
 	isAgentLoopRunResponse_Event()
 }
@@ -1644,6 +1739,12 @@ type AgentLoopRunResponse_Rejected struct {
 	Rejected *Rejected `protobuf:"bytes,10,opt,name=rejected,proto3,oneof"`
 }
 
+type AgentLoopRunResponse_InputRequest struct {
+	// input_request: a tool's server asks the user for input; the call
+	// waits for the AgentInputReply with the same input_id.
+	InputRequest *AgentInputRequest `protobuf:"bytes,11,opt,name=input_request,json=inputRequest,proto3,oneof"`
+}
+
 func (*AgentLoopRunResponse_StepStarted) isAgentLoopRunResponse_Event() {}
 
 func (*AgentLoopRunResponse_TextDelta) isAgentLoopRunResponse_Event() {}
@@ -1663,6 +1764,8 @@ func (*AgentLoopRunResponse_StepFinished) isAgentLoopRunResponse_Event() {}
 func (*AgentLoopRunResponse_Done) isAgentLoopRunResponse_Event() {}
 
 func (*AgentLoopRunResponse_Rejected) isAgentLoopRunResponse_Event() {}
+
+func (*AgentLoopRunResponse_InputRequest) isAgentLoopRunResponse_Event() {}
 
 // AgentStateWrite is one write the built-in expr tool made to the state.
 type AgentStateWrite struct {
@@ -2050,6 +2153,162 @@ func (x *AgentApprovalRequest) GetCall() *AgentToolCall {
 	return nil
 }
 
+// AgentInputRequest is a UTCP tool's server asking the user for input
+// while the call runs (an MCP server's form-mode elicitation), sent when
+// Start set relay_input_requests.
+type AgentInputRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	InputId string                 `protobuf:"bytes,1,opt,name=input_id,json=inputId,proto3" json:"input_id,omitempty"`
+	Step    uint32                 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
+	// call_id is the model's call the request comes from.
+	CallId string `protobuf:"bytes,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// tool is the full name of the UTCP tool whose call asks.
+	Tool string `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	// message is the server's question, its words.
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// requested_schema_json is the JSON Schema of the content asked for
+	// (an object of primitive properties); empty: any object.
+	RequestedSchemaJson string `protobuf:"bytes,6,opt,name=requested_schema_json,json=requestedSchemaJson,proto3" json:"requested_schema_json,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *AgentInputRequest) Reset() {
+	*x = AgentInputRequest{}
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentInputRequest) ProtoMessage() {}
+
+func (x *AgentInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentInputRequest.ProtoReflect.Descriptor instead.
+func (*AgentInputRequest) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AgentInputRequest) GetInputId() string {
+	if x != nil {
+		return x.InputId
+	}
+	return ""
+}
+
+func (x *AgentInputRequest) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *AgentInputRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AgentInputRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *AgentInputRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AgentInputRequest) GetRequestedSchemaJson() string {
+	if x != nil {
+		return x.RequestedSchemaJson
+	}
+	return ""
+}
+
+// AgentInputReply answers an AgentInputRequest. Content that is not an
+// object, over the size limit or not matching the requested schema is
+// Rejected, and the request goes on waiting.
+type AgentInputReply struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	InputId string                 `protobuf:"bytes,1,opt,name=input_id,json=inputId,proto3" json:"input_id,omitempty"`
+	Action  AgentInputReply_Action `protobuf:"varint,2,opt,name=action,proto3,enum=exprd.v1.AgentInputReply_Action" json:"action,omitempty"`
+	// content_json is the content, a JSON object, with ACTION_ACCEPT only.
+	ContentJson   string `protobuf:"bytes,3,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentInputReply) Reset() {
+	*x = AgentInputReply{}
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentInputReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentInputReply) ProtoMessage() {}
+
+func (x *AgentInputReply) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentInputReply.ProtoReflect.Descriptor instead.
+func (*AgentInputReply) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AgentInputReply) GetInputId() string {
+	if x != nil {
+		return x.InputId
+	}
+	return ""
+}
+
+func (x *AgentInputReply) GetAction() AgentInputReply_Action {
+	if x != nil {
+		return x.Action
+	}
+	return AgentInputReply_ACTION_UNSPECIFIED
+}
+
+func (x *AgentInputReply) GetContentJson() string {
+	if x != nil {
+		return x.ContentJson
+	}
+	return ""
+}
+
 type ToolResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Step          uint32                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
@@ -2063,7 +2322,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2334,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2347,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolResult) GetStep() uint32 {
@@ -2137,7 +2396,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2408,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2421,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -2198,7 +2457,7 @@ type StepFinished struct {
 
 func (x *StepFinished) Reset() {
 	*x = StepFinished{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2469,7 @@ func (x *StepFinished) String() string {
 func (*StepFinished) ProtoMessage() {}
 
 func (x *StepFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2482,7 @@ func (x *StepFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepFinished.ProtoReflect.Descriptor instead.
 func (*StepFinished) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StepFinished) GetStep() uint32 {
@@ -2266,7 +2525,7 @@ type AgentDone struct {
 
 func (x *AgentDone) Reset() {
 	*x = AgentDone{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2537,7 @@ func (x *AgentDone) String() string {
 func (*AgentDone) ProtoMessage() {}
 
 func (x *AgentDone) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2550,7 @@ func (x *AgentDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDone.ProtoReflect.Descriptor instead.
 func (*AgentDone) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AgentDone) GetText() string {
@@ -2326,7 +2585,7 @@ var File_exprd_v1_agentloop_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\n" +
-	"\x18exprd/v1/agentloop.proto\x12\bexprd.v1\x1a\x17exprd/v1/exprtool.proto\"\x93\x03\n" +
+	"\x18exprd/v1/agentloop.proto\x12\bexprd.v1\x1a\x17exprd/v1/exprtool.proto\"\xd1\x03\n" +
 	"\x13AgentLoopRunRequest\x12,\n" +
 	"\x05start\x18\x01 \x01(\v2\x14.exprd.v1.AgentStartH\x00R\x05start\x127\n" +
 	"\vtool_output\x18\x02 \x01(\v2\x14.exprd.v1.ToolOutputH\x00R\n" +
@@ -2337,7 +2596,9 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x05state\x18\x05 \x01(\v2\x0f.exprd.v1.StateH\x00R\x05state\x127\n" +
 	"\vstate_patch\x18\x06 \x01(\v2\x14.exprd.v1.StatePatchH\x00R\n" +
 	"statePatch\x12/\n" +
-	"\x06cancel\x18\a \x01(\v2\x15.exprd.v1.AgentCancelH\x00R\x06cancelB\x05\n" +
+	"\x06cancel\x18\a \x01(\v2\x15.exprd.v1.AgentCancelH\x00R\x06cancel\x12<\n" +
+	"\vinput_reply\x18\b \x01(\v2\x19.exprd.v1.AgentInputReplyH\x00R\n" +
+	"inputReplyB\x05\n" +
 	"\x03msg\"\x94\x02\n" +
 	"\fAgentMessage\x12/\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x1b.exprd.v1.AgentMessage.RoleR\x04role\x12\x18\n" +
@@ -2392,7 +2653,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\tMODE_AUTO\x10\x01\x12\r\n" +
 	"\tMODE_NONE\x10\x02\x12\x11\n" +
 	"\rMODE_REQUIRED\x10\x03\x12\r\n" +
-	"\tMODE_TOOL\x10\x04\"\xe8\x04\n" +
+	"\tMODE_TOOL\x10\x04\"\x9a\x05\n" +
 	"\n" +
 	"AgentStart\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
@@ -2413,7 +2674,8 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\n" +
 	"state_json\x18\x0e \x01(\tR\tstateJson\x125\n" +
 	"\vomit_events\x18\x0f \x03(\x0e2\x14.exprd.v1.AgentEventR\n" +
-	"omitEvents\"a\n" +
+	"omitEvents\x120\n" +
+	"\x14relay_input_requests\x18\x10 \x01(\bR\x12relayInputRequests\"a\n" +
 	"\n" +
 	"ToolOutput\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
@@ -2436,7 +2698,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"\r\n" +
-	"\vAgentCancel\"\xfc\x04\n" +
+	"\vAgentCancel\"\xc0\x05\n" +
 	"\x14AgentLoopRunResponse\x12:\n" +
 	"\fstep_started\x18\x01 \x01(\v2\x15.exprd.v1.StepStartedH\x00R\vstepStarted\x124\n" +
 	"\n" +
@@ -2451,7 +2713,8 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\rstep_finished\x18\b \x01(\v2\x16.exprd.v1.StepFinishedH\x00R\fstepFinished\x12)\n" +
 	"\x04done\x18\t \x01(\v2\x13.exprd.v1.AgentDoneH\x00R\x04done\x120\n" +
 	"\brejected\x18\n" +
-	" \x01(\v2\x12.exprd.v1.RejectedH\x00R\brejectedB\a\n" +
+	" \x01(\v2\x12.exprd.v1.RejectedH\x00R\brejected\x12B\n" +
+	"\rinput_request\x18\v \x01(\v2\x1b.exprd.v1.AgentInputRequestH\x00R\finputRequestB\a\n" +
 	"\x05event\"\x8e\x01\n" +
 	"\x0fAgentStateWrite\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
@@ -2480,7 +2743,23 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x0fresult_is_error\x18\a \x01(\bR\rresultIsError\"W\n" +
 	"\x14AgentApprovalRequest\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12+\n" +
-	"\x04call\x18\x02 \x01(\v2\x17.exprd.v1.AgentToolCallR\x04call\"\x89\x01\n" +
+	"\x04call\x18\x02 \x01(\v2\x17.exprd.v1.AgentToolCallR\x04call\"\xbd\x01\n" +
+	"\x11AgentInputRequest\x12\x19\n" +
+	"\binput_id\x18\x01 \x01(\tR\ainputId\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\rR\x04step\x12\x17\n" +
+	"\acall_id\x18\x03 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x122\n" +
+	"\x15requested_schema_json\x18\x06 \x01(\tR\x13requestedSchemaJson\"\xe5\x01\n" +
+	"\x0fAgentInputReply\x12\x19\n" +
+	"\binput_id\x18\x01 \x01(\tR\ainputId\x128\n" +
+	"\x06action\x18\x02 \x01(\x0e2 .exprd.v1.AgentInputReply.ActionR\x06action\x12!\n" +
+	"\fcontent_json\x18\x03 \x01(\tR\vcontentJson\"Z\n" +
+	"\x06Action\x12\x16\n" +
+	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rACTION_ACCEPT\x10\x01\x12\x12\n" +
+	"\x0eACTION_DECLINE\x10\x02\x12\x11\n" +
+	"\rACTION_CANCEL\x10\x03\"\x89\x01\n" +
 	"\n" +
 	"ToolResult\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
@@ -2538,93 +2817,99 @@ func file_exprd_v1_agentloop_proto_rawDescGZIP() []byte {
 	return file_exprd_v1_agentloop_proto_rawDescData
 }
 
-var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_exprd_v1_agentloop_proto_goTypes = []any{
 	(Hook)(0),                    // 0: exprd.v1.Hook
 	(AgentEvent)(0),              // 1: exprd.v1.AgentEvent
 	(AgentMessage_Role)(0),       // 2: exprd.v1.AgentMessage.Role
 	(AgentTool_Executor)(0),      // 3: exprd.v1.AgentTool.Executor
 	(ToolChoice_Mode)(0),         // 4: exprd.v1.ToolChoice.Mode
-	(AgentDone_StopReason)(0),    // 5: exprd.v1.AgentDone.StopReason
-	(*AgentLoopRunRequest)(nil),  // 6: exprd.v1.AgentLoopRunRequest
-	(*AgentMessage)(nil),         // 7: exprd.v1.AgentMessage
-	(*AgentToolCall)(nil),        // 8: exprd.v1.AgentToolCall
-	(*AgentTool)(nil),            // 9: exprd.v1.AgentTool
-	(*StopCondition)(nil),        // 10: exprd.v1.StopCondition
-	(*StopConditions)(nil),       // 11: exprd.v1.StopConditions
-	(*ToolChoice)(nil),           // 12: exprd.v1.ToolChoice
-	(*AgentStart)(nil),           // 13: exprd.v1.AgentStart
-	(*ToolOutput)(nil),           // 14: exprd.v1.ToolOutput
-	(*HookReply)(nil),            // 15: exprd.v1.HookReply
-	(*AgentApprovalReply)(nil),   // 16: exprd.v1.AgentApprovalReply
-	(*AgentCancel)(nil),          // 17: exprd.v1.AgentCancel
-	(*AgentLoopRunResponse)(nil), // 18: exprd.v1.AgentLoopRunResponse
-	(*AgentStateWrite)(nil),      // 19: exprd.v1.AgentStateWrite
-	(*StepStarted)(nil),          // 20: exprd.v1.StepStarted
-	(*TextDelta)(nil),            // 21: exprd.v1.TextDelta
-	(*ToolCallRequested)(nil),    // 22: exprd.v1.ToolCallRequested
-	(*HookRequest)(nil),          // 23: exprd.v1.HookRequest
-	(*AgentApprovalRequest)(nil), // 24: exprd.v1.AgentApprovalRequest
-	(*ToolResult)(nil),           // 25: exprd.v1.ToolResult
-	(*Usage)(nil),                // 26: exprd.v1.Usage
-	(*StepFinished)(nil),         // 27: exprd.v1.StepFinished
-	(*AgentDone)(nil),            // 28: exprd.v1.AgentDone
-	(*State)(nil),                // 29: exprd.v1.State
-	(*StatePatch)(nil),           // 30: exprd.v1.StatePatch
-	(*Settings)(nil),             // 31: exprd.v1.Settings
-	(*Rejected)(nil),             // 32: exprd.v1.Rejected
+	(AgentInputReply_Action)(0),  // 5: exprd.v1.AgentInputReply.Action
+	(AgentDone_StopReason)(0),    // 6: exprd.v1.AgentDone.StopReason
+	(*AgentLoopRunRequest)(nil),  // 7: exprd.v1.AgentLoopRunRequest
+	(*AgentMessage)(nil),         // 8: exprd.v1.AgentMessage
+	(*AgentToolCall)(nil),        // 9: exprd.v1.AgentToolCall
+	(*AgentTool)(nil),            // 10: exprd.v1.AgentTool
+	(*StopCondition)(nil),        // 11: exprd.v1.StopCondition
+	(*StopConditions)(nil),       // 12: exprd.v1.StopConditions
+	(*ToolChoice)(nil),           // 13: exprd.v1.ToolChoice
+	(*AgentStart)(nil),           // 14: exprd.v1.AgentStart
+	(*ToolOutput)(nil),           // 15: exprd.v1.ToolOutput
+	(*HookReply)(nil),            // 16: exprd.v1.HookReply
+	(*AgentApprovalReply)(nil),   // 17: exprd.v1.AgentApprovalReply
+	(*AgentCancel)(nil),          // 18: exprd.v1.AgentCancel
+	(*AgentLoopRunResponse)(nil), // 19: exprd.v1.AgentLoopRunResponse
+	(*AgentStateWrite)(nil),      // 20: exprd.v1.AgentStateWrite
+	(*StepStarted)(nil),          // 21: exprd.v1.StepStarted
+	(*TextDelta)(nil),            // 22: exprd.v1.TextDelta
+	(*ToolCallRequested)(nil),    // 23: exprd.v1.ToolCallRequested
+	(*HookRequest)(nil),          // 24: exprd.v1.HookRequest
+	(*AgentApprovalRequest)(nil), // 25: exprd.v1.AgentApprovalRequest
+	(*AgentInputRequest)(nil),    // 26: exprd.v1.AgentInputRequest
+	(*AgentInputReply)(nil),      // 27: exprd.v1.AgentInputReply
+	(*ToolResult)(nil),           // 28: exprd.v1.ToolResult
+	(*Usage)(nil),                // 29: exprd.v1.Usage
+	(*StepFinished)(nil),         // 30: exprd.v1.StepFinished
+	(*AgentDone)(nil),            // 31: exprd.v1.AgentDone
+	(*State)(nil),                // 32: exprd.v1.State
+	(*StatePatch)(nil),           // 33: exprd.v1.StatePatch
+	(*Settings)(nil),             // 34: exprd.v1.Settings
+	(*Rejected)(nil),             // 35: exprd.v1.Rejected
 }
 var file_exprd_v1_agentloop_proto_depIdxs = []int32{
-	13, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
-	14, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
-	15, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
-	16, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
-	29, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
-	30, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
-	17, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
-	2,  // 7: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
-	8,  // 8: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
-	3,  // 9: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
-	11, // 10: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
-	11, // 11: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
-	10, // 12: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
-	10, // 13: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
-	4,  // 14: exprd.v1.ToolChoice.mode:type_name -> exprd.v1.ToolChoice.Mode
-	7,  // 15: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
-	9,  // 16: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
-	10, // 17: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
-	0,  // 18: exprd.v1.AgentStart.hooks:type_name -> exprd.v1.Hook
-	31, // 19: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
-	12, // 20: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
-	1,  // 21: exprd.v1.AgentStart.omit_events:type_name -> exprd.v1.AgentEvent
-	12, // 22: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
-	7,  // 23: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
-	20, // 24: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
-	21, // 25: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
-	22, // 26: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
-	23, // 27: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
-	24, // 28: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
-	19, // 29: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
-	25, // 30: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
-	27, // 31: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
-	28, // 32: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
-	32, // 33: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
-	8,  // 34: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
-	0,  // 35: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
-	8,  // 36: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
-	8,  // 37: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
-	26, // 38: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
-	27, // 39: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
-	26, // 40: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
-	5,  // 41: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
-	6,  // 42: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
-	18, // 43: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
-	43, // [43:44] is the sub-list for method output_type
-	42, // [42:43] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	14, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
+	15, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
+	16, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
+	17, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
+	32, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
+	33, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
+	18, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
+	27, // 7: exprd.v1.AgentLoopRunRequest.input_reply:type_name -> exprd.v1.AgentInputReply
+	2,  // 8: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
+	9,  // 9: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
+	3,  // 10: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
+	12, // 11: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
+	12, // 12: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
+	11, // 13: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
+	11, // 14: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
+	4,  // 15: exprd.v1.ToolChoice.mode:type_name -> exprd.v1.ToolChoice.Mode
+	8,  // 16: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
+	10, // 17: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
+	11, // 18: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
+	0,  // 19: exprd.v1.AgentStart.hooks:type_name -> exprd.v1.Hook
+	34, // 20: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
+	13, // 21: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
+	1,  // 22: exprd.v1.AgentStart.omit_events:type_name -> exprd.v1.AgentEvent
+	13, // 23: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
+	8,  // 24: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
+	21, // 25: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
+	22, // 26: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
+	23, // 27: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
+	24, // 28: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
+	25, // 29: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
+	20, // 30: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
+	28, // 31: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
+	30, // 32: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
+	31, // 33: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
+	35, // 34: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
+	26, // 35: exprd.v1.AgentLoopRunResponse.input_request:type_name -> exprd.v1.AgentInputRequest
+	9,  // 36: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
+	0,  // 37: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
+	9,  // 38: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
+	9,  // 39: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
+	5,  // 40: exprd.v1.AgentInputReply.action:type_name -> exprd.v1.AgentInputReply.Action
+	29, // 41: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
+	30, // 42: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
+	29, // 43: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
+	6,  // 44: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
+	7,  // 45: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
+	19, // 46: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
+	46, // [46:47] is the sub-list for method output_type
+	45, // [45:46] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_agentloop_proto_init() }
@@ -2641,6 +2926,7 @@ func file_exprd_v1_agentloop_proto_init() {
 		(*AgentLoopRunRequest_State)(nil),
 		(*AgentLoopRunRequest_StatePatch)(nil),
 		(*AgentLoopRunRequest_Cancel)(nil),
+		(*AgentLoopRunRequest_InputReply)(nil),
 	}
 	file_exprd_v1_agentloop_proto_msgTypes[4].OneofWrappers = []any{
 		(*StopCondition_MaxSteps)(nil),
@@ -2660,14 +2946,15 @@ func file_exprd_v1_agentloop_proto_init() {
 		(*AgentLoopRunResponse_StepFinished)(nil),
 		(*AgentLoopRunResponse_Done)(nil),
 		(*AgentLoopRunResponse_Rejected)(nil),
+		(*AgentLoopRunResponse_InputRequest)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_agentloop_proto_rawDesc), len(file_exprd_v1_agentloop_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   23,
+			NumEnums:      7,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -86,6 +86,61 @@ func (ToolCallTrace_Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{3, 0}
 }
 
+type InputReply_Action int32
+
+const (
+	InputReply_ACTION_UNSPECIFIED InputReply_Action = 0
+	// The user gave content_json.
+	InputReply_ACTION_ACCEPT InputReply_Action = 1
+	// The user refused.
+	InputReply_ACTION_DECLINE InputReply_Action = 2
+	// The user dismissed the request without choosing.
+	InputReply_ACTION_CANCEL InputReply_Action = 3
+)
+
+// Enum value maps for InputReply_Action.
+var (
+	InputReply_Action_name = map[int32]string{
+		0: "ACTION_UNSPECIFIED",
+		1: "ACTION_ACCEPT",
+		2: "ACTION_DECLINE",
+		3: "ACTION_CANCEL",
+	}
+	InputReply_Action_value = map[string]int32{
+		"ACTION_UNSPECIFIED": 0,
+		"ACTION_ACCEPT":      1,
+		"ACTION_DECLINE":     2,
+		"ACTION_CANCEL":      3,
+	}
+)
+
+func (x InputReply_Action) Enum() *InputReply_Action {
+	p := new(InputReply_Action)
+	*p = x
+	return p
+}
+
+func (x InputReply_Action) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InputReply_Action) Descriptor() protoreflect.EnumDescriptor {
+	return file_exprd_v1_codemode_proto_enumTypes[1].Descriptor()
+}
+
+func (InputReply_Action) Type() protoreflect.EnumType {
+	return &file_exprd_v1_codemode_proto_enumTypes[1]
+}
+
+func (x InputReply_Action) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InputReply_Action.Descriptor instead.
+func (InputReply_Action) EnumDescriptor() ([]byte, []int) {
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{10, 0}
+}
+
 type ExecuteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Code  string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
@@ -429,6 +484,7 @@ type RunRequest struct {
 	//	*RunRequest_Start
 	//	*RunRequest_ApprovalReply
 	//	*RunRequest_Cancel
+	//	*RunRequest_InputReply
 	Msg           isRunRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -498,6 +554,15 @@ func (x *RunRequest) GetCancel() *RunCancel {
 	return nil
 }
 
+func (x *RunRequest) GetInputReply() *InputReply {
+	if x != nil {
+		if x, ok := x.Msg.(*RunRequest_InputReply); ok {
+			return x.InputReply
+		}
+	}
+	return nil
+}
+
 type isRunRequest_Msg interface {
 	isRunRequest_Msg()
 }
@@ -514,11 +579,18 @@ type RunRequest_Cancel struct {
 	Cancel *RunCancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
 }
 
+type RunRequest_InputReply struct {
+	// input_reply answers an InputRequest.
+	InputReply *InputReply `protobuf:"bytes,4,opt,name=input_reply,json=inputReply,proto3,oneof"`
+}
+
 func (*RunRequest_Start) isRunRequest_Msg() {}
 
 func (*RunRequest_ApprovalReply) isRunRequest_Msg() {}
 
 func (*RunRequest_Cancel) isRunRequest_Msg() {}
+
+func (*RunRequest_InputReply) isRunRequest_Msg() {}
 
 // RunStart must be the stream's first message.
 type RunStart struct {
@@ -536,9 +608,14 @@ type RunStart struct {
 	// approval.
 	NeedsApproval []string `protobuf:"bytes,5,rep,name=needs_approval,json=needsApproval,proto3" json:"needs_approval,omitempty"`
 	// provider names the model provider for a prompt (empty: the default).
-	Provider      string `protobuf:"bytes,6,opt,name=provider,proto3" json:"provider,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Provider string `protobuf:"bytes,6,opt,name=provider,proto3" json:"provider,omitempty"`
+	// relay_input_requests: a tool's server that asks for user input while
+	// a call runs (an MCP server's elicitation) is relayed to this client
+	// as an InputRequest, which the call waits for an InputReply to. Unset,
+	// such a request fails the call (host-function, input-required).
+	RelayInputRequests bool `protobuf:"varint,7,opt,name=relay_input_requests,json=relayInputRequests,proto3" json:"relay_input_requests,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RunStart) Reset() {
@@ -622,6 +699,13 @@ func (x *RunStart) GetProvider() string {
 		return x.Provider
 	}
 	return ""
+}
+
+func (x *RunStart) GetRelayInputRequests() bool {
+	if x != nil {
+		return x.RelayInputRequests
+	}
+	return false
 }
 
 type isRunStart_Source interface {
@@ -728,6 +812,145 @@ func (*RunCancel) Descriptor() ([]byte, []int) {
 	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{8}
 }
 
+// InputRequest is a tool's server asking the user for input while the call
+// runs (an MCP server's form-mode elicitation), sent when Start set
+// relay_input_requests.
+type InputRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	InputId string                 `protobuf:"bytes,1,opt,name=input_id,json=inputId,proto3" json:"input_id,omitempty"`
+	// tool is the full name of the tool whose call asks.
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// message is the server's question, its words.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// requested_schema_json is the JSON Schema of the content asked for
+	// (an object of primitive properties); empty: any object.
+	RequestedSchemaJson string `protobuf:"bytes,4,opt,name=requested_schema_json,json=requestedSchemaJson,proto3" json:"requested_schema_json,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *InputRequest) Reset() {
+	*x = InputRequest{}
+	mi := &file_exprd_v1_codemode_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequest) ProtoMessage() {}
+
+func (x *InputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_codemode_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
+func (*InputRequest) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *InputRequest) GetInputId() string {
+	if x != nil {
+		return x.InputId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *InputRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *InputRequest) GetRequestedSchemaJson() string {
+	if x != nil {
+		return x.RequestedSchemaJson
+	}
+	return ""
+}
+
+// InputReply answers an InputRequest. Content that is not an object, over
+// the size limit or not matching the requested schema is Rejected, and the
+// request goes on waiting.
+type InputReply struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	InputId string                 `protobuf:"bytes,1,opt,name=input_id,json=inputId,proto3" json:"input_id,omitempty"`
+	Action  InputReply_Action      `protobuf:"varint,2,opt,name=action,proto3,enum=exprd.v1.InputReply_Action" json:"action,omitempty"`
+	// content_json is the content, a JSON object, with ACTION_ACCEPT only.
+	ContentJson   string `protobuf:"bytes,3,opt,name=content_json,json=contentJson,proto3" json:"content_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputReply) Reset() {
+	*x = InputReply{}
+	mi := &file_exprd_v1_codemode_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputReply) ProtoMessage() {}
+
+func (x *InputReply) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_codemode_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputReply.ProtoReflect.Descriptor instead.
+func (*InputReply) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *InputReply) GetInputId() string {
+	if x != nil {
+		return x.InputId
+	}
+	return ""
+}
+
+func (x *InputReply) GetAction() InputReply_Action {
+	if x != nil {
+		return x.Action
+	}
+	return InputReply_ACTION_UNSPECIFIED
+}
+
+func (x *InputReply) GetContentJson() string {
+	if x != nil {
+		return x.ContentJson
+	}
+	return ""
+}
+
 // RunResponse is one event of a run.
 type RunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -740,6 +963,7 @@ type RunResponse struct {
 	//	*RunResponse_ApprovalRequest
 	//	*RunResponse_Result
 	//	*RunResponse_Rejected
+	//	*RunResponse_InputRequest
 	Event         isRunResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -747,7 +971,7 @@ type RunResponse struct {
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_exprd_v1_codemode_proto_msgTypes[9]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +983,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_codemode_proto_msgTypes[9]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +996,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{9}
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunResponse) GetEvent() isRunResponse_Event {
@@ -845,6 +1069,15 @@ func (x *RunResponse) GetRejected() *Rejected {
 	return nil
 }
 
+func (x *RunResponse) GetInputRequest() *InputRequest {
+	if x != nil {
+		if x, ok := x.Event.(*RunResponse_InputRequest); ok {
+			return x.InputRequest
+		}
+	}
+	return nil
+}
+
 type isRunResponse_Event interface {
 	isRunResponse_Event()
 }
@@ -879,6 +1112,12 @@ type RunResponse_Rejected struct {
 	Rejected *Rejected `protobuf:"bytes,7,opt,name=rejected,proto3,oneof"`
 }
 
+type RunResponse_InputRequest struct {
+	// input_request: a tool's server asks the user for input; the call
+	// waits for the InputReply with the same input_id.
+	InputRequest *InputRequest `protobuf:"bytes,8,opt,name=input_request,json=inputRequest,proto3,oneof"`
+}
+
 func (*RunResponse_Plan) isRunResponse_Event() {}
 
 func (*RunResponse_ToolCallStarted) isRunResponse_Event() {}
@@ -893,6 +1132,8 @@ func (*RunResponse_Result) isRunResponse_Event() {}
 
 func (*RunResponse_Rejected) isRunResponse_Event() {}
 
+func (*RunResponse_InputRequest) isRunResponse_Event() {}
+
 type ToolCallStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
@@ -903,7 +1144,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_exprd_v1_codemode_proto_msgTypes[10]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1156,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_codemode_proto_msgTypes[10]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1169,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{10}
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolCallStarted) GetTool() string {
@@ -955,7 +1196,7 @@ type StreamChunk struct {
 
 func (x *StreamChunk) Reset() {
 	*x = StreamChunk{}
-	mi := &file_exprd_v1_codemode_proto_msgTypes[11]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1208,7 @@ func (x *StreamChunk) String() string {
 func (*StreamChunk) ProtoMessage() {}
 
 func (x *StreamChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_codemode_proto_msgTypes[11]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1221,7 @@ func (x *StreamChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamChunk.ProtoReflect.Descriptor instead.
 func (*StreamChunk) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{11}
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StreamChunk) GetTool() string {
@@ -1008,7 +1249,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_exprd_v1_codemode_proto_msgTypes[12]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1261,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_codemode_proto_msgTypes[12]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1274,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{12}
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApprovalRequest) GetApprovalId() string {
@@ -1071,7 +1312,7 @@ type RunResult struct {
 
 func (x *RunResult) Reset() {
 	*x = RunResult{}
-	mi := &file_exprd_v1_codemode_proto_msgTypes[13]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1324,7 @@ func (x *RunResult) String() string {
 func (*RunResult) ProtoMessage() {}
 
 func (x *RunResult) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_codemode_proto_msgTypes[13]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1337,7 @@ func (x *RunResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResult.ProtoReflect.Descriptor instead.
 func (*RunResult) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{13}
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunResult) GetValueJson() string {
@@ -1145,7 +1386,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_exprd_v1_codemode_proto_msgTypes[14]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1398,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_codemode_proto_msgTypes[14]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1411,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{14}
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CallToolRequest) GetPrompt() string {
@@ -1208,7 +1449,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_exprd_v1_codemode_proto_msgTypes[15]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1461,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_codemode_proto_msgTypes[15]
+	mi := &file_exprd_v1_codemode_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1474,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{15}
+	return file_exprd_v1_codemode_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CallToolResponse) GetHandled() bool {
@@ -1309,13 +1550,15 @@ const file_exprd_v1_codemode_proto_rawDesc = "" +
 	"\x04Plan\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x16\n" +
-	"\x06stream\x18\x03 \x01(\bR\x06stream\"\xb0\x01\n" +
+	"\x06stream\x18\x03 \x01(\bR\x06stream\"\xe9\x01\n" +
 	"\n" +
 	"RunRequest\x12*\n" +
 	"\x05start\x18\x01 \x01(\v2\x12.exprd.v1.RunStartH\x00R\x05start\x12@\n" +
 	"\x0eapproval_reply\x18\x02 \x01(\v2\x17.exprd.v1.ApprovalReplyH\x00R\rapprovalReply\x12-\n" +
-	"\x06cancel\x18\x03 \x01(\v2\x13.exprd.v1.RunCancelH\x00R\x06cancelB\x05\n" +
-	"\x03msg\"\xbc\x01\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x13.exprd.v1.RunCancelH\x00R\x06cancel\x127\n" +
+	"\vinput_reply\x18\x04 \x01(\v2\x14.exprd.v1.InputReplyH\x00R\n" +
+	"inputReplyB\x05\n" +
+	"\x03msg\"\xee\x01\n" +
 	"\bRunStart\x12\x14\n" +
 	"\x04code\x18\x01 \x01(\tH\x00R\x04code\x12\x18\n" +
 	"\x06prompt\x18\x02 \x01(\tH\x00R\x06prompt\x12\x14\n" +
@@ -1323,13 +1566,29 @@ const file_exprd_v1_codemode_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\rR\ttimeoutMs\x12%\n" +
 	"\x0eneeds_approval\x18\x05 \x03(\tR\rneedsApproval\x12\x1a\n" +
-	"\bprovider\x18\x06 \x01(\tR\bproviderB\b\n" +
+	"\bprovider\x18\x06 \x01(\tR\bprovider\x120\n" +
+	"\x14relay_input_requests\x18\a \x01(\bR\x12relayInputRequestsB\b\n" +
 	"\x06source\"L\n" +
 	"\rApprovalReply\x12\x1f\n" +
 	"\vapproval_id\x18\x01 \x01(\tR\n" +
 	"approvalId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\"\v\n" +
-	"\tRunCancel\"\xa6\x03\n" +
+	"\tRunCancel\"\x8b\x01\n" +
+	"\fInputRequest\x12\x19\n" +
+	"\binput_id\x18\x01 \x01(\tR\ainputId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x122\n" +
+	"\x15requested_schema_json\x18\x04 \x01(\tR\x13requestedSchemaJson\"\xdb\x01\n" +
+	"\n" +
+	"InputReply\x12\x19\n" +
+	"\binput_id\x18\x01 \x01(\tR\ainputId\x123\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x1b.exprd.v1.InputReply.ActionR\x06action\x12!\n" +
+	"\fcontent_json\x18\x03 \x01(\tR\vcontentJson\"Z\n" +
+	"\x06Action\x12\x16\n" +
+	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rACTION_ACCEPT\x10\x01\x12\x12\n" +
+	"\x0eACTION_DECLINE\x10\x02\x12\x11\n" +
+	"\rACTION_CANCEL\x10\x03\"\xe5\x03\n" +
 	"\vRunResponse\x12$\n" +
 	"\x04plan\x18\x01 \x01(\v2\x0e.exprd.v1.PlanH\x00R\x04plan\x12G\n" +
 	"\x11tool_call_started\x18\x02 \x01(\v2\x19.exprd.v1.ToolCallStartedH\x00R\x0ftoolCallStarted\x12G\n" +
@@ -1337,7 +1596,8 @@ const file_exprd_v1_codemode_proto_rawDesc = "" +
 	"\x05chunk\x18\x04 \x01(\v2\x15.exprd.v1.StreamChunkH\x00R\x05chunk\x12F\n" +
 	"\x10approval_request\x18\x05 \x01(\v2\x19.exprd.v1.ApprovalRequestH\x00R\x0fapprovalRequest\x12-\n" +
 	"\x06result\x18\x06 \x01(\v2\x13.exprd.v1.RunResultH\x00R\x06result\x120\n" +
-	"\brejected\x18\a \x01(\v2\x12.exprd.v1.RejectedH\x00R\brejectedB\a\n" +
+	"\brejected\x18\a \x01(\v2\x12.exprd.v1.RejectedH\x00R\brejected\x12=\n" +
+	"\rinput_request\x18\b \x01(\v2\x16.exprd.v1.InputRequestH\x00R\finputRequestB\a\n" +
 	"\x05event\"L\n" +
 	"\x0fToolCallStarted\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
@@ -1388,58 +1648,64 @@ func file_exprd_v1_codemode_proto_rawDescGZIP() []byte {
 	return file_exprd_v1_codemode_proto_rawDescData
 }
 
-var file_exprd_v1_codemode_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_exprd_v1_codemode_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_exprd_v1_codemode_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_exprd_v1_codemode_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_exprd_v1_codemode_proto_goTypes = []any{
 	(ToolCallTrace_Outcome)(0), // 0: exprd.v1.ToolCallTrace.Outcome
-	(*ExecuteRequest)(nil),     // 1: exprd.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),    // 2: exprd.v1.ExecuteResponse
-	(*CodeError)(nil),          // 3: exprd.v1.CodeError
-	(*ToolCallTrace)(nil),      // 4: exprd.v1.ToolCallTrace
-	(*Plan)(nil),               // 5: exprd.v1.Plan
-	(*RunRequest)(nil),         // 6: exprd.v1.RunRequest
-	(*RunStart)(nil),           // 7: exprd.v1.RunStart
-	(*ApprovalReply)(nil),      // 8: exprd.v1.ApprovalReply
-	(*RunCancel)(nil),          // 9: exprd.v1.RunCancel
-	(*RunResponse)(nil),        // 10: exprd.v1.RunResponse
-	(*ToolCallStarted)(nil),    // 11: exprd.v1.ToolCallStarted
-	(*StreamChunk)(nil),        // 12: exprd.v1.StreamChunk
-	(*ApprovalRequest)(nil),    // 13: exprd.v1.ApprovalRequest
-	(*RunResult)(nil),          // 14: exprd.v1.RunResult
-	(*CallToolRequest)(nil),    // 15: exprd.v1.CallToolRequest
-	(*CallToolResponse)(nil),   // 16: exprd.v1.CallToolResponse
-	(*Rejected)(nil),           // 17: exprd.v1.Rejected
+	(InputReply_Action)(0),     // 1: exprd.v1.InputReply.Action
+	(*ExecuteRequest)(nil),     // 2: exprd.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),    // 3: exprd.v1.ExecuteResponse
+	(*CodeError)(nil),          // 4: exprd.v1.CodeError
+	(*ToolCallTrace)(nil),      // 5: exprd.v1.ToolCallTrace
+	(*Plan)(nil),               // 6: exprd.v1.Plan
+	(*RunRequest)(nil),         // 7: exprd.v1.RunRequest
+	(*RunStart)(nil),           // 8: exprd.v1.RunStart
+	(*ApprovalReply)(nil),      // 9: exprd.v1.ApprovalReply
+	(*RunCancel)(nil),          // 10: exprd.v1.RunCancel
+	(*InputRequest)(nil),       // 11: exprd.v1.InputRequest
+	(*InputReply)(nil),         // 12: exprd.v1.InputReply
+	(*RunResponse)(nil),        // 13: exprd.v1.RunResponse
+	(*ToolCallStarted)(nil),    // 14: exprd.v1.ToolCallStarted
+	(*StreamChunk)(nil),        // 15: exprd.v1.StreamChunk
+	(*ApprovalRequest)(nil),    // 16: exprd.v1.ApprovalRequest
+	(*RunResult)(nil),          // 17: exprd.v1.RunResult
+	(*CallToolRequest)(nil),    // 18: exprd.v1.CallToolRequest
+	(*CallToolResponse)(nil),   // 19: exprd.v1.CallToolResponse
+	(*Rejected)(nil),           // 20: exprd.v1.Rejected
 }
 var file_exprd_v1_codemode_proto_depIdxs = []int32{
-	4,  // 0: exprd.v1.ExecuteResponse.trace:type_name -> exprd.v1.ToolCallTrace
-	3,  // 1: exprd.v1.ExecuteResponse.error:type_name -> exprd.v1.CodeError
+	5,  // 0: exprd.v1.ExecuteResponse.trace:type_name -> exprd.v1.ToolCallTrace
+	4,  // 1: exprd.v1.ExecuteResponse.error:type_name -> exprd.v1.CodeError
 	0,  // 2: exprd.v1.ToolCallTrace.outcome:type_name -> exprd.v1.ToolCallTrace.Outcome
-	7,  // 3: exprd.v1.RunRequest.start:type_name -> exprd.v1.RunStart
-	8,  // 4: exprd.v1.RunRequest.approval_reply:type_name -> exprd.v1.ApprovalReply
-	9,  // 5: exprd.v1.RunRequest.cancel:type_name -> exprd.v1.RunCancel
-	5,  // 6: exprd.v1.RunResponse.plan:type_name -> exprd.v1.Plan
-	11, // 7: exprd.v1.RunResponse.tool_call_started:type_name -> exprd.v1.ToolCallStarted
-	4,  // 8: exprd.v1.RunResponse.tool_call_finished:type_name -> exprd.v1.ToolCallTrace
-	12, // 9: exprd.v1.RunResponse.chunk:type_name -> exprd.v1.StreamChunk
-	13, // 10: exprd.v1.RunResponse.approval_request:type_name -> exprd.v1.ApprovalRequest
-	14, // 11: exprd.v1.RunResponse.result:type_name -> exprd.v1.RunResult
-	17, // 12: exprd.v1.RunResponse.rejected:type_name -> exprd.v1.Rejected
-	3,  // 13: exprd.v1.RunResult.error:type_name -> exprd.v1.CodeError
-	4,  // 14: exprd.v1.RunResult.trace:type_name -> exprd.v1.ToolCallTrace
-	5,  // 15: exprd.v1.CallToolResponse.plan:type_name -> exprd.v1.Plan
-	4,  // 16: exprd.v1.CallToolResponse.trace:type_name -> exprd.v1.ToolCallTrace
-	3,  // 17: exprd.v1.CallToolResponse.error:type_name -> exprd.v1.CodeError
-	1,  // 18: exprd.v1.CodeMode.Execute:input_type -> exprd.v1.ExecuteRequest
-	6,  // 19: exprd.v1.CodeMode.Run:input_type -> exprd.v1.RunRequest
-	15, // 20: exprd.v1.CodeMode.CallTool:input_type -> exprd.v1.CallToolRequest
-	2,  // 21: exprd.v1.CodeMode.Execute:output_type -> exprd.v1.ExecuteResponse
-	10, // 22: exprd.v1.CodeMode.Run:output_type -> exprd.v1.RunResponse
-	16, // 23: exprd.v1.CodeMode.CallTool:output_type -> exprd.v1.CallToolResponse
-	21, // [21:24] is the sub-list for method output_type
-	18, // [18:21] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	8,  // 3: exprd.v1.RunRequest.start:type_name -> exprd.v1.RunStart
+	9,  // 4: exprd.v1.RunRequest.approval_reply:type_name -> exprd.v1.ApprovalReply
+	10, // 5: exprd.v1.RunRequest.cancel:type_name -> exprd.v1.RunCancel
+	12, // 6: exprd.v1.RunRequest.input_reply:type_name -> exprd.v1.InputReply
+	1,  // 7: exprd.v1.InputReply.action:type_name -> exprd.v1.InputReply.Action
+	6,  // 8: exprd.v1.RunResponse.plan:type_name -> exprd.v1.Plan
+	14, // 9: exprd.v1.RunResponse.tool_call_started:type_name -> exprd.v1.ToolCallStarted
+	5,  // 10: exprd.v1.RunResponse.tool_call_finished:type_name -> exprd.v1.ToolCallTrace
+	15, // 11: exprd.v1.RunResponse.chunk:type_name -> exprd.v1.StreamChunk
+	16, // 12: exprd.v1.RunResponse.approval_request:type_name -> exprd.v1.ApprovalRequest
+	17, // 13: exprd.v1.RunResponse.result:type_name -> exprd.v1.RunResult
+	20, // 14: exprd.v1.RunResponse.rejected:type_name -> exprd.v1.Rejected
+	11, // 15: exprd.v1.RunResponse.input_request:type_name -> exprd.v1.InputRequest
+	4,  // 16: exprd.v1.RunResult.error:type_name -> exprd.v1.CodeError
+	5,  // 17: exprd.v1.RunResult.trace:type_name -> exprd.v1.ToolCallTrace
+	6,  // 18: exprd.v1.CallToolResponse.plan:type_name -> exprd.v1.Plan
+	5,  // 19: exprd.v1.CallToolResponse.trace:type_name -> exprd.v1.ToolCallTrace
+	4,  // 20: exprd.v1.CallToolResponse.error:type_name -> exprd.v1.CodeError
+	2,  // 21: exprd.v1.CodeMode.Execute:input_type -> exprd.v1.ExecuteRequest
+	7,  // 22: exprd.v1.CodeMode.Run:input_type -> exprd.v1.RunRequest
+	18, // 23: exprd.v1.CodeMode.CallTool:input_type -> exprd.v1.CallToolRequest
+	3,  // 24: exprd.v1.CodeMode.Execute:output_type -> exprd.v1.ExecuteResponse
+	13, // 25: exprd.v1.CodeMode.Run:output_type -> exprd.v1.RunResponse
+	19, // 26: exprd.v1.CodeMode.CallTool:output_type -> exprd.v1.CallToolResponse
+	24, // [24:27] is the sub-list for method output_type
+	21, // [21:24] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_codemode_proto_init() }
@@ -1452,12 +1718,13 @@ func file_exprd_v1_codemode_proto_init() {
 		(*RunRequest_Start)(nil),
 		(*RunRequest_ApprovalReply)(nil),
 		(*RunRequest_Cancel)(nil),
+		(*RunRequest_InputReply)(nil),
 	}
 	file_exprd_v1_codemode_proto_msgTypes[6].OneofWrappers = []any{
 		(*RunStart_Code)(nil),
 		(*RunStart_Prompt)(nil),
 	}
-	file_exprd_v1_codemode_proto_msgTypes[9].OneofWrappers = []any{
+	file_exprd_v1_codemode_proto_msgTypes[11].OneofWrappers = []any{
 		(*RunResponse_Plan)(nil),
 		(*RunResponse_ToolCallStarted)(nil),
 		(*RunResponse_ToolCallFinished)(nil),
@@ -1465,14 +1732,15 @@ func file_exprd_v1_codemode_proto_init() {
 		(*RunResponse_ApprovalRequest)(nil),
 		(*RunResponse_Result)(nil),
 		(*RunResponse_Rejected)(nil),
+		(*RunResponse_InputRequest)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_codemode_proto_rawDesc), len(file_exprd_v1_codemode_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   16,
+			NumEnums:      2,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
