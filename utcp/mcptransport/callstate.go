@@ -13,6 +13,8 @@ import (
 // meanwhile.
 type callState struct {
 	cancel context.CancelFunc
+	ctx    context.Context // the call's: its user to ask, if any (utcp.InputAskerOf)
+	tool   string          // its full name
 
 	mu  sync.Mutex
 	err error

@@ -379,37 +379,6 @@ func TestOversizedResult(t *testing.T) {
 	}
 }
 
-func TestElicitationIsAToolError(t *testing.T) {
-	t.Parallel()
-	for _, stateless := range []bool{true, false} {
-		srv := startGoServer(t, stateless, nil, func(s *mcp.Server) {
-			s.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)},
-				func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-					if stateless {
-						return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "who?"}}}, nil
-					}
-					if _, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "who?"}); err != nil {
-						return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
-					}
-					return &mcp.CallToolResult{}, nil
-				})
-		})
-		reg, _ := newRegistry(t)
-		register(t, reg, srv.URL)
-		_, err := reg.Call(context.Background(), "m.s.ask", nil)
-		// Over 2026-07-28 the server's request for input is a result,
-		// which exprd refuses. Over 2025-11-25 a go-sdk server does not
-		// ask a client that advertises no elicitation: its tool fails.
-		want := mcptransport.ReasonInputRequired
-		if !stateless {
-			want = mcptransport.ReasonToolError
-		}
-		if reason(err) != want {
-			t.Errorf("stateless %v: got %v, want %s", stateless, err, want)
-		}
-	}
-}
-
 // corrupt replaces "BAD" by an invalid UTF-8 byte in what a handler writes.
 type corrupt struct{ http.ResponseWriter }
 

@@ -18,8 +18,11 @@ const (
 	// ReasonDrift: the server lists another definition of the tool than
 	// the one registered (see Drift); the call is not sent.
 	ReasonDrift utcp.Reason = "definition-changed"
-	// ReasonInputRequired: the server asked for user input (elicitation,
-	// sampling, roots) that no one here can give.
+	// ReasonInputRequired: the server asked for user input that was not
+	// given: the call has no user to ask (or its request could not be
+	// relayed: its size, its schema, URL mode, several calls in flight on
+	// its session), the user did not answer, or it asked for what exprd
+	// never gives (sampling, roots).
 	ReasonInputRequired utcp.Reason = "input-required"
 )
 
@@ -47,10 +50,11 @@ func rpcError(env utcp.Env, tool string, code int64, msg string) *utcp.Transport
 	return (&utcp.TransportError{Tool: tool, Reason: ReasonRPCError, Body: body}).WithCause(serverText{"error", msg})
 }
 
-// inputRequired is a call whose server asked for user input.
+// inputRequired is a call whose server asked for what no one here gives
+// it.
 func inputRequired(tool, what string) *utcp.TransportError {
 	return &utcp.TransportError{Tool: tool, Reason: ReasonInputRequired,
-		Body: "the MCP server asked for " + what + ", and exprd has no user to ask: call a tool that needs no user input"}
+		Body: "the MCP server asked for " + what + ", and exprd has no user to ask for this call (only a stream that relays requests for input has one)"}
 }
 
 // serverText is text a server sent, kept for logs only.

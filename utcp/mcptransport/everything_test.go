@@ -121,10 +121,17 @@ func TestEverythingServer(t *testing.T) {
 			}) {
 				t.Errorf("resource: %v, %v", res, err)
 			}
-			// Tools that ask for user input are not offered to a client
-			// that advertises no elicitation.
-			if slices.Contains(reg2.Tools, prefix+"trigger-elicitation-request") {
-				t.Errorf("the server lists its elicitation tool to exprd")
+			// exprd advertises elicitation (but over HTTP+SSE, the
+			// 2024-11-05 revision's, which has none), so the server lists
+			// its tool that asks; called with no user to ask, it is
+			// input-required.
+			wantListed := tc.name != "HTTP+SSE (2024-11-05)"
+			if listed := slices.Contains(reg2.Tools, prefix+"trigger-elicitation-request"); listed != wantListed {
+				t.Errorf("the elicitation tool listed: %v, want %v", listed, wantListed)
+			} else if listed {
+				if _, err := reg.Call(ctx, prefix+"trigger-elicitation-request", nil); reason(err) != mcptransport.ReasonInputRequired {
+					t.Errorf("elicitation with no user: got %v, want input-required", err)
+				}
 			}
 		})
 	}

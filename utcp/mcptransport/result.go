@@ -57,6 +57,13 @@ func (t *transport) callError(ctx context.Context, tool string, st *callState, e
 	if errors.As(err, &te) {
 		return withTool(te, tool)
 	}
+	if inputRounds(err) {
+		what := st.askedFor()
+		if what == "" {
+			what = "input exprd cannot give (an input-required result)"
+		}
+		return inputRequired(tool, what)
+	}
 	var we *jsonrpc.Error
 	if errors.As(err, &we) {
 		if what := st.askedFor(); what != "" {

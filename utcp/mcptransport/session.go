@@ -64,17 +64,24 @@ func newServer(p *pool, spec *serverSpec, env utcp.Env) *server {
 	s := &server{pool: p, spec: spec, env: env, calls: map[*callState]struct{}{},
 		limiter: rate.NewLimiter(NotificationRate, NotificationBurst)}
 	s.life, s.stop = context.WithCancel(context.Background())
-	s.client = mcp.NewClient(clientInfo, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		Logger: env.Logger().With("manual", env.Manual, "mcp_server", spec.name),
-		// No roots, no sampling, no elicitation: exprd has no user to ask
-		// and no model to lend a server.
+		// No roots and no sampling: exprd has no model to lend a server.
+		// Elicitation (below) in form mode only, the SDK's default for a
+		// handler (inferred by revision): relayed to the user of the
+		// stream a call comes from, where it has one (see elicit).
 		Capabilities:                &mcp.ClientCapabilities{},
 		ToolListChangedHandler:      s.onListChanged,
 		ProgressNotificationHandler: s.onProgress,
-		// An input-required result comes back to exprd, which refuses it,
-		// instead of being answered by handlers exprd does not have.
-		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-	})
+		// The SDK answers an input-required result's requests (elicit,
+		// under the call's own context) and calls again with the answers.
+	}
+	if spec.transport != TransportSSE {
+		// The HTTP+SSE transport is the 2024-11-05 revision's, which has
+		// no elicitation: it is not advertised there.
+		opts.ElicitationHandler = s.elicit
+	}
+	s.client = mcp.NewClient(clientInfo, opts)
 	s.client.AddReceivingMiddleware(s.incoming)
 	s.touch()
 	return s
@@ -324,8 +331,9 @@ func (s *server) finish(st *callState) {
 }
 
 // incoming sees every request and notification the server sends: past
-// NotificationRate its session is closed as hostile; a request for user
-// input marks the calls in flight, which then fail saying so.
+// NotificationRate its session is closed as hostile; a request for what
+// exprd cannot give (sampling, roots) marks the calls in flight, which
+// then fail saying so.
 func (s *server) incoming(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		s.mu.Lock()
@@ -387,11 +395,10 @@ func (s *server) endProgress(token string) {
 	}
 }
 
-// inputAsked names what a server's request asks of a user ("": nothing).
+// inputAsked names what a server's request asks that exprd cannot give
+// ("": nothing); elicitation is elicit's.
 func inputAsked(method string) string {
 	switch method {
-	case "elicitation/create":
-		return "user input (elicitation)"
 	case "sampling/createMessage":
 		return "a model's completion (sampling)"
 	case "roots/list":

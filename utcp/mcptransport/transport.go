@@ -104,8 +104,9 @@ func (t *transport) Call(ctx context.Context, tool *utcp.Tool, args map[string]a
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st := &callState{cancel: cancel}
+	st := &callState{cancel: cancel, tool: tool.Name}
 	ctx = withCallState(ctx, st)
+	st.ctx = ctx
 	b.srv.begin(st)
 	defer b.srv.finish(st)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: b.name, Arguments: args})
@@ -166,8 +167,9 @@ func (t *transport) Stream(ctx context.Context, tool *utcp.Tool, args map[string
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	st := &callState{cancel: cancel, progress: make(chan any, ProgressBuffer)}
+	st := &callState{cancel: cancel, tool: tool.Name, progress: make(chan any, ProgressBuffer)}
 	ctx = withCallState(ctx, st)
+	st.ctx = ctx
 	token := b.srv.newToken()
 	b.srv.progress.Store(token, st)
 	b.srv.begin(st)
