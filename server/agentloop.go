@@ -17,6 +17,7 @@ import (
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/utcp"
 )
 
 // agentLoop serves exprd.v1.AgentLoop: one agent turn per stream. The
@@ -58,6 +59,10 @@ func (a *agentLoop) Run(stream agentStream) error {
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
 	t := newTurn(ctx, a.s.opts.initialState.Fork(a.s.opts.maxStateBytes))
+	t.input = newInputAsker(a.s.opts.inputTimeout, t.askInput)
+	if start.GetRelayInputRequests() {
+		ctx = utcp.WithInputAsker(ctx, t.input)
+	}
 	// What the turn sends is queued and sent by one goroutine: a client
 	// that stops reading ends the turn after the slow-reader timeout.
 	t.out = newOutbox(a.s.opts.outboxBytes, a.s.opts.slowReaderTimeout, func(m *exprdv1.AgentLoopRunResponse) int { return proto.Size(m) }, recoveredSend(ctx, a.s, stream.Send), cancelOnDead(cancel), a.s.opts.memory.EmptyFor(ctx, outboxWhat))

@@ -12,6 +12,7 @@ import (
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/utcp"
 )
 
 // turn is one Run stream's protocol with the client: what the turn sends,
@@ -25,7 +26,8 @@ type turn struct {
 	outputs   *correlator[string, *exprdv1.ToolOutput]
 	hooks     *correlator[string, *exprdv1.HookReply]
 	approvals *correlator[string, *exprdv1.AgentApprovalReply]
-	omit      eventSet // the events Start asked not to be sent
+	input     *inputAsker // UTCP tools' requests for user input, by input id
+	omit      eventSet    // the events Start asked not to be sent
 }
 
 // eventSet is a set of AgentEvent values.
@@ -77,6 +79,7 @@ func (t *turn) halfClosed() {
 	t.outputs.close()
 	t.hooks.close()
 	t.approvals.close()
+	t.input.replies.close()
 }
 
 // handle acts on one client message after Start. A message the turn
@@ -96,6 +99,9 @@ func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCause
 	case *exprdv1.AgentLoopRunRequest_ApprovalReply:
 		kind, callID = "approval_reply", msg.ApprovalReply.GetCallId()
 		bad = t.approvals.deliver(callID, msg.ApprovalReply)
+	case *exprdv1.AgentLoopRunRequest_InputReply:
+		kind, callID = "input_reply", msg.InputReply.GetInputId() // matched by input id
+		bad = t.input.deliver(callID, int32(msg.InputReply.GetAction()), msg.InputReply.GetContentJson())
 	case *exprdv1.AgentLoopRunRequest_State:
 		kind = "state"
 		if err := t.state.Replace([]byte(msg.State.GetStateJson())); err != nil {
@@ -112,7 +118,7 @@ func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCause
 	case *exprdv1.AgentLoopRunRequest_Start:
 		kind, bad = "start", statusErr(codes.FailedPrecondition, "the turn has started; Start comes once", errorInfo(reasonAlreadyStarted))
 	default:
-		bad = badRequest("msg", "after Start: tool outputs, hook and approval replies, state, or cancel")
+		bad = badRequest("msg", "after Start: tool outputs, hook, approval and input replies, state, or cancel")
 	}
 	if bad != nil {
 		_ = t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Rejected{Rejected: rejected(kind, callID, bad)}})
@@ -123,6 +129,15 @@ func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCause
 // ask sends m and waits for the reply to it that c matches under id.
 func ask[V any](ctx context.Context, t *turn, c *correlator[string, V], id string, check func(V) error, m *exprdv1.AgentLoopRunResponse) (V, error) {
 	return c.ask(ctx, id, check, func() error { return t.send(m) })
+}
+
+// askInput sends a UTCP tool's request for user input (Start's
+// relay_input_requests), naming the step and the model's call it comes
+// from.
+func (t *turn) askInput(ctx context.Context, id string, req *utcp.InputRequest) error {
+	step, _ := agent.CallStep(ctx)
+	return t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_InputRequest{InputRequest: &exprdv1.AgentInputRequest{
+		InputId: id, Step: uint32(step), CallId: agent.CallID(ctx), Tool: req.Tool, Message: req.Message, RequestedSchemaJson: string(req.Schema)}}})
 }
 
 // runOnClient asks the client to run a call: the second ToolCallRequested

@@ -16,6 +16,7 @@ import (
 	"github.com/exprd/exprd/codemode"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/utcp"
 )
 
 // codeMode serves exprd.v1.CodeMode over the server's UTCP registry and,
@@ -119,12 +120,16 @@ func (c *codeMode) Run(stream runStream) error {
 	r := &runSession{ctx: ctx, approvals: newCorrelator[string, bool](func(id string) string {
 		return fmt.Sprintf("no approval %q is waiting", id)
 	})}
+	r.input = newInputAsker(c.s.opts.inputTimeout, r.askInput)
+	if start.GetRelayInputRequests() {
+		ctx = utcp.WithInputAsker(ctx, r.input)
+	}
 	// What the run sends is queued and sent by one goroutine: a client
 	// that stops reading ends the run after the slow-reader timeout
 	// instead of holding it, and what it pins, for ever.
 	r.out = newOutbox(c.s.opts.outboxBytes, c.s.opts.slowReaderTimeout, func(m *exprdv1.RunResponse) int { return proto.Size(m) }, recoveredSend(ctx, c.s, stream.Send), cancelOnDead(cancel), c.s.opts.memory.EmptyFor(ctx, outboxWhat))
 	defer r.out.close()
-	go receive(ctx, c.s, stream, cancel, func(m *exprdv1.RunRequest) bool { return r.handle(m, cancel) }, r.approvals.close)
+	go receive(ctx, c.s, stream, cancel, func(m *exprdv1.RunRequest) bool { return r.handle(m, cancel) }, r.approvals.close, r.input.replies.close)
 
 	opts := codemode.RunOptions{
 		Tools:         start.GetTools(),
@@ -164,6 +169,7 @@ type runSession struct {
 	ctx       context.Context
 	out       *outbox[*exprdv1.RunResponse]
 	approvals *correlator[string, bool] // by approval id
+	input     *inputAsker               // tools' requests for user input, by input id
 }
 
 func (r *runSession) send(m *exprdv1.RunResponse) error { return r.out.put(r.ctx, m) }
@@ -179,12 +185,15 @@ func (r *runSession) handle(m *exprdv1.RunRequest, cancel context.CancelCauseFun
 	case *exprdv1.RunRequest_ApprovalReply:
 		kind, id = "approval_reply", msg.ApprovalReply.GetApprovalId()
 		bad = r.approvals.deliver(id, msg.ApprovalReply.GetApproved())
+	case *exprdv1.RunRequest_InputReply:
+		kind, id = "input_reply", msg.InputReply.GetInputId()
+		bad = r.input.deliver(id, int32(msg.InputReply.GetAction()), msg.InputReply.GetContentJson())
 	case *exprdv1.RunRequest_Cancel:
 		cancel(errRunCancelled)
 	case *exprdv1.RunRequest_Start:
 		kind, bad = "start", statusErr(codes.FailedPrecondition, "the run has started; Start comes once", errorInfo(reasonAlreadyStarted))
 	default:
-		bad = badRequest("msg", "after Start only ApprovalReply and RunCancel may come")
+		bad = badRequest("msg", "after Start only ApprovalReply, InputReply and RunCancel may come")
 	}
 	if bad != nil {
 		_ = r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Rejected{Rejected: rejected(kind, id, bad)}})
@@ -206,6 +215,13 @@ func (r *runSession) approve(ctx context.Context, tool string, args map[string]a
 		return false, errNoApproval
 	}
 	return ok, err
+}
+
+// askInput sends a tool's request for user input (Start's
+// relay_input_requests).
+func (r *runSession) askInput(_ context.Context, id string, req *utcp.InputRequest) error {
+	return r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_InputRequest{InputRequest: &exprdv1.InputRequest{
+		InputId: id, Tool: req.Tool, Message: req.Message, RequestedSchemaJson: string(req.Schema)}}})
 }
 
 // event streams a run's tool calls and chunks as they happen.

@@ -94,6 +94,7 @@ type options struct {
 	windowSize        int32
 	outboxBytes       int
 	slowReaderTimeout time.Duration
+	inputTimeout      time.Duration // a tool's request for user input, waiting for the client
 	connWindowSize    int32
 	trustedProxies    []netip.Prefix
 	tokens            *Tokens
@@ -281,6 +282,19 @@ func WithSlowReaderTimeout(d time.Duration) Option {
 	}
 }
 
+// WithInputTimeout sets how long a tool's request for user input, relayed
+// to a CodeMode.Run or AgentLoop.Run client that opted in, waits for its
+// reply within the call's deadline (default utcp.DefaultInputTimeout).
+func WithInputTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("input timeout %v: want a positive duration", d)
+		}
+		o.inputTimeout = d
+		return nil
+	}
+}
+
 // WithMaxRateBuckets bounds the callers the rate limiter remembers
 // (default DefaultMaxRateBuckets).
 func WithMaxRateBuckets(n int) Option {
@@ -394,6 +408,7 @@ func New(opts ...Option) (*Server, error) {
 		windowSize:        DefaultInitialWindowSize,
 		outboxBytes:       DefaultOutboxBytes,
 		slowReaderTimeout: DefaultSlowReaderTimeout,
+		inputTimeout:      utcp.DefaultInputTimeout,
 		connWindowSize:    DefaultInitialConnWindowSize,
 		rateBurst:         DefaultRateBurst,
 		conn:              defaultConnOptions(),

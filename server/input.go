@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/exprd/exprd/utcp"
+)
+
+// errInputTimeout ends a request for user input the client did not answer
+// in time.
+var errInputTimeout = errors.New("the user did not answer in time")
+
+// inputAnswer is a client's reply to a request for user input, as it came,
+// and what CheckReply made of it.
+type inputAnswer struct {
+	action  utcp.InputAction
+	content []byte
+	reply   utcp.InputReply
+}
+
+// inputAsker relays a tool's request for user input (utcp.InputAsker) to
+// the client of a stream that opted in (CodeMode.Run's and AgentLoop.Run's
+// relay_input_requests): send sends the request event under an id, and the
+// client's reply with that id comes back through replies. A reply the
+// request's CheckReply refuses is Rejected and the request goes on
+// waiting; the wait ends at the timeout, the call's end, or the client's
+// half-close, each failing the call.
+type inputAsker struct {
+	timeout time.Duration
+	replies *correlator[string, *inputAnswer]
+	send    func(ctx context.Context, id string, req *utcp.InputRequest) error
+}
+
+func newInputAsker(timeout time.Duration, send func(context.Context, string, *utcp.InputRequest) error) *inputAsker {
+	return &inputAsker{timeout: timeout, send: send,
+		replies: newCorrelator[string, *inputAnswer](notAwaited("request for input"))}
+}
+
+// inputActions are the replies' actions by their proto enum's number
+// (the same in CodeMode's InputReply and AgentLoop's AgentInputReply);
+// ACTION_UNSPECIFIED and unknown numbers are none.
+var inputActions = map[int32]utcp.InputAction{1: utcp.InputAccept, 2: utcp.InputDecline, 3: utcp.InputCancel}
+
+// deliver hands a client's reply to the request waiting under id.
+func (a *inputAsker) deliver(id string, action int32, content string) error {
+	return a.replies.deliver(id, &inputAnswer{action: inputActions[action], content: []byte(content)})
+}
+
+// AskInput implements utcp.InputAsker.
+func (a *inputAsker) AskInput(ctx context.Context, req *utcp.InputRequest) (utcp.InputReply, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errInputTimeout)
+	defer cancel()
+	id := a.replies.id()
+	check := func(ans *inputAnswer) error {
+		if ans.action == "" {
+			return badRequest("input_reply.action", "give ACTION_ACCEPT, ACTION_DECLINE or ACTION_CANCEL")
+		}
+		r, err := req.CheckReply(ans.action, ans.content)
+		switch {
+		case errors.Is(err, utcp.ErrReplyTooLarge):
+			return statusErr(codes.ResourceExhausted, "input_reply.content_json: "+err.Error(), errorInfo(reasonQuotaExceeded),
+				quotaFailure("max_input_reply_bytes", err.Error()))
+		case err != nil:
+			return badRequest("input_reply.content_json", err.Error())
+		}
+		ans.reply = r
+		return nil
+	}
+	ans, err := a.replies.ask(ctx, id, check, func() error { return a.send(ctx, id, req) })
+	switch {
+	case errors.Is(err, errClientGone):
+		return utcp.InputReply{}, errors.New("the client closed its side of the stream before answering")
+	case errors.Is(context.Cause(ctx), errInputTimeout):
+		return utcp.InputReply{}, fmt.Errorf("the user did not answer within %s", a.timeout)
+	case err != nil:
+		return utcp.InputReply{}, err
+	}
+	return ans.reply, nil
+}
