@@ -25,7 +25,11 @@
 //     (every open stream has goroutines of its own, and a deep recursion
 //     grows one's stack).
 //
-// The measure (Reading.Heap) is the sum. It is as of the last GC: what is
+// The measure (Reading.Heap) is the sum, or, when what the runtime holds
+// resident (/memory/classes/total:bytes less
+// /memory/classes/heap/released:bytes) is past the soft memory limit, that,
+// if it is more: past the limit the GC is not keeping up, and what it has
+// not freed is resident as much as what is live. It is as of the last GC: what is
 // allocated since shows at the next one, which the runtime starts by the
 // time the heap has grown by GOGC percent (or sooner near GOMEMLIMIT).
 // What is freed since shows only at the next GC too, and an idle process
@@ -44,7 +48,7 @@
 //
 // The line is the most the measure should ever reach; exprd makes it the
 // memory budget and a quarter more (LineFor). Past Refuse of it
-// (DefaultRefuse, 90%) Admit refuses new work; past Shed (DefaultShed, 95%)
+// (DefaultRefuse, 80%) Admit refuses new work; past Shed (DefaultShed, 88%)
 // each check cancels one call in flight. "Past" is strictly over: a
 // measure equal to a threshold is under it.
 //

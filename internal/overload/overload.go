@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -23,11 +24,14 @@ const (
 	DefaultInterval = 100 * time.Millisecond
 	// DefaultRefuse is the part of the line past which new work is
 	// refused: what is in flight may still grow by the rest before the
-	// line.
-	DefaultRefuse = 0.90
+	// line. With the line at the budget and a quarter, it is the budget
+	// itself. At 90% all cases of the hostile run at once took the
+	// resident set to 371 MiB against a 320 MiB line: the calls admitted
+	// meanwhile grew faster than one cancelled an interval could free.
+	DefaultRefuse = 0.80
 	// DefaultShed is the part of the line past which calls in flight are
 	// cancelled, one each interval: refusing alone did not stop the heap.
-	DefaultShed = 0.95
+	DefaultShed = 0.88
 	// DefaultLineOverBudget is how far past the memory budget the line
 	// is, as a part of the budget: the budget holds what is reserved, and
 	// the quarter more is for what is not (the runtime, connections,
@@ -82,7 +86,8 @@ func (e *ShedError) Is(target error) bool { return target == ErrOverloaded }
 // Reading is one look at the process's memory.
 type Reading struct {
 	// Heap is the measure, in bytes: what the last GC found live on the
-	// heap plus goroutine stacks.
+	// heap plus goroutine stacks, or what the runtime holds resident when
+	// that is past the soft memory limit (see RuntimeReader).
 	Heap int64
 	// GCs is the count of GC cycles completed.
 	GCs uint64
@@ -93,12 +98,23 @@ type Reading struct {
 type Reader func() Reading
 
 // RuntimeReader reads the runtime's metrics: /gc/heap/live:bytes plus
-// /memory/classes/heap/stacks:bytes, and /gc/cycles/total:gc-cycles.
+// /memory/classes/heap/stacks:bytes, and /gc/cycles/total:gc-cycles. When
+// the memory the runtime holds from the system and has not given back
+// (/memory/classes/total:bytes less /memory/classes/heap/released:bytes,
+// what the kernel counts resident) is past the soft memory limit
+// (GOMEMLIMIT, debug.SetMemoryLimit), the measure is that instead, if it
+// is more: below the limit the GC frees garbage before the process grows,
+// so only what is live counts; past it, the GC is not keeping up (it runs
+// back to back, the heap's own overhead over the live objects is resident
+// too), and that memory is what the OOM killer sees. Measured in the
+// hostile mix with a 256 MiB limit: 290 MB live, 357 MiB resident.
 func RuntimeReader() Reader {
 	samples := []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/heap/stacks:bytes"},
 		{Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
 	}
 	u := func(i int) uint64 {
 		if samples[i].Value.Kind() != metrics.KindUint64 {
@@ -108,8 +124,18 @@ func RuntimeReader() Reader {
 	}
 	return func() Reading {
 		metrics.Read(samples)
-		return Reading{Heap: int64(u(0) + u(1)), GCs: u(2)}
+		r := Reading{Heap: int64(u(0) + u(1)), GCs: u(2)}
+		return r.orResident(int64(u(3))-int64(u(4)), debug.SetMemoryLimit(-1))
 	}
+}
+
+// orResident is r with resident bytes as its measure when they are past
+// the soft memory limit and more than its own.
+func (r Reading) orResident(resident, softLimit int64) Reading {
+	if resident > softLimit && resident > r.Heap {
+		r.Heap = resident
+	}
+	return r
 }
 
 // Config configures a Manager.

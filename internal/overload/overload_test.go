@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -443,4 +445,46 @@ func TestRuntimeReaderCountsLiveMemory(t *testing.T) {
 	}
 	_ = held
 	_ = garbage
+}
+
+// Past the soft memory limit, what the runtime holds resident is the
+// measure when it is more than what is live: the GC is not keeping up.
+// At the limit, and under it, what is live is.
+func TestReadingOrResident(t *testing.T) {
+	for _, tt := range []struct {
+		name                 string
+		live, resident, soft int64
+		want                 int64
+	}{
+		{"under the limit", 200, 250, 256, 200},
+		{"at the limit", 200, 256, 256, 200},
+		{"one past the limit", 200, 257, 256, 257},
+		{"past the limit, less resident than live", 300, 280, 256, 300},
+		{"no limit", 200, 900, math.MaxInt64, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Reading{Heap: tt.live}).orResident(tt.resident, tt.soft).Heap; got != tt.want {
+				t.Errorf("measure %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// With a soft memory limit under what the process holds, the runtime's
+// reader counts what is resident, not only what is live.
+func TestRuntimeReaderPastTheSoftLimit(t *testing.T) {
+	read := RuntimeReader()
+	runtime.GC()
+	live := read().Heap
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	resident := int64(ms.Sys - ms.HeapReleased)
+	if resident <= live {
+		t.Skipf("resident %d is not over live %d here", resident, live)
+	}
+	old := debug.SetMemoryLimit(live / 2)
+	defer debug.SetMemoryLimit(old)
+	if got := read().Heap; got <= live {
+		t.Errorf("past the soft limit: measure %d, want more than live %d (resident about %d)", got, live, resident)
+	}
 }
