@@ -163,8 +163,12 @@ func agentTurn(e *env, cl exprdv1.AgentLoopClient, start *exprdv1.AgentStart, pr
 			switch {
 			case !typed:
 				t.untypedError(err)
+			case code == codes.DeadlineExceeded && ctx.Err() != nil && steps == 0:
+				t.noAnswer(what + " (no step)")
 			case code == codes.DeadlineExceeded && ctx.Err() != nil:
-				t.noAnswer(what + fmt.Sprintf(" (%d steps)", steps))
+				// The turn was streaming its steps when the client's own
+				// deadline ran out: answered, and ended by the deadline.
+				t.answer(what+": the client's deadline ran out mid-turn", fmt.Sprintf("%d steps", steps), false, time.Since(t0))
 			default:
 				// A limit of the turn is a status of its own (RESOURCE_EXHAUSTED
 				// for the history, ...); INTERNAL says exprd did not expect it.

@@ -103,6 +103,9 @@ func cases() []hostileCase {
 	}
 }
 
+// mixName is the mix's phase.
+const mixName = "mix: all at once"
+
 // allCases is --cases' default: every case, then the mix.
 func allCases() string {
 	var ids []string
@@ -127,7 +130,7 @@ func selectPhases(only string) ([]phaseSpec, error) {
 	for _, p := range strings.Split(only, ",") {
 		p = strings.TrimSpace(p)
 		if p == "mix" {
-			out = append(out, phaseSpec{name: "mix: all at once"})
+			out = append(out, phaseSpec{name: mixName})
 			continue
 		}
 		found := false

@@ -87,6 +87,42 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
+// In the mix a well-behaved client's typed refusal for want of memory or
+// time is reported, not failed; alone it fails, and a wrong value fails
+// in the mix too.
+func TestVerdictRefusalsInTheMix(t *testing.T) {
+	t.Parallel()
+	cfg := &config{memoryBudgetMiB: 256, p99Limit: time.Second, quietCores: 0.1}
+	for _, tt := range []struct {
+		name, phase string
+		spoil       func(p *phaseResult)
+		want        []string
+	}{
+		{"a steady refusal alone", "9 CodeMode strings", func(p *phaseResult) {
+			p.steady.answer("grpc ResourceExhausted (overload)", "", false, time.Millisecond)
+		}, []string{critRight}},
+		{"a steady refusal in the mix", mixName, func(p *phaseResult) {
+			p.steady.answer("grpc ResourceExhausted (overload)", "", false, time.Millisecond)
+		}, nil},
+		{"a legitimate budget-exceeded answer in the mix", mixName, func(p *phaseResult) {
+			p.legit.answer("answer", `{"error":{"message":"over the time budget","reason":"budget-exceeded"}}`, false, time.Millisecond)
+		}, nil},
+		{"a wrong value in the mix", mixName, func(p *phaseResult) {
+			p.steady.answer("answer {\"value\":4}", "", false, time.Millisecond)
+		}, []string{critRight}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := goodPhase(tt.phase)
+			tt.spoil(p)
+			r := &report{cfg: cfg, phases: []*phaseResult{goodPhase(baselineName), p}}
+			if got := failedCriteria(r.verdict(p, false, r.baseP99())); !slices.Equal(got, tt.want) {
+				t.Errorf("failed criteria %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 // TestVerdictBaseline: the baseline holds four criteria (it has no p99
 // to compare with), and the run fails on it as on any phase.
 func TestVerdictBaseline(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/exprd/exprd/examples"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -17,6 +18,14 @@ import (
 const (
 	steadyInput  = `{"steps": [{"set": "scopes.root.selected", "expr": "fromPairs(map(sortBy(scopes.root.products.items, .price)[:5], [.id, true]))"}], "read": "len(scopes.root.selected)"}`
 	steadyAnswer = `{"value":5}`
+)
+
+// steadyBackoff is how long the steady client waits before it makes a
+// refused call again, and steadyRetryFor how long from a call's start it
+// does.
+const (
+	steadyBackoff  = 50 * time.Millisecond
+	steadyRetryFor = 500 * time.Millisecond
 )
 
 // steady makes one Call after another until ctx ends, starting one every
@@ -48,6 +57,14 @@ func steady(ctx context.Context, conn *grpc.ClientConn, deadline time.Duration, 
 		cctx, cancel := context.WithTimeout(context.Background(), deadline)
 		t0 := time.Now()
 		resp, err := c.Call(cctx, req)
+		// A call refused RESOURCE_EXHAUSTED (the server short of memory
+		// for now) is made again after a back-off within its deadline, as
+		// a well-behaved client does; its latency is the whole wait.
+		for status.Code(err) == codes.ResourceExhausted && time.Until(t0.Add(steadyRetryFor)) > steadyBackoff {
+			t.retried()
+			time.Sleep(steadyBackoff)
+			resp, err = c.Call(cctx, req)
+		}
 		d := time.Since(t0)
 		cancel()
 		if err != nil {

@@ -27,6 +27,7 @@ type tally struct {
 	untyped    int
 	late       int
 	ownExpired int // a deliberately short client deadline ran out (case 4)
+	refused    int // of wrongKind: refused for want of memory or time (RESOURCE_EXHAUSTED, budget-exceeded)
 	unread     int // sent, and by design never read back (case 6)
 	lat        []time.Duration
 	notes      []string
@@ -55,6 +56,22 @@ func (t *tally) wrong() int {
 	return t.wrongKind + t.untyped + t.late
 }
 
+// refusals is how many of the requests were refused for want of memory
+// or time.
+func (t *tally) refusals() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.refused
+}
+
+// isRefusal reports whether an answer is a refusal for want of memory or
+// time, which a client makes again later: a RESOURCE_EXHAUSTED (as a
+// status or a Session's Rejected), or an answer whose reason is
+// budget-exceeded.
+func isRefusal(kind, msg string) bool {
+	return strings.Contains(kind, "ResourceExhausted") || strings.Contains(kind, `"reason":"budget-exceeded"`) || strings.Contains(msg, `"reason":"budget-exceeded"`)
+}
+
 // answer records a typed answer of kind, wanted or not, after d; msg is
 // what it said (kept once a kind, for the report).
 func (t *tally) answer(kind, msg string, wanted bool, d time.Duration) {
@@ -68,13 +85,17 @@ func (t *tally) answer(kind, msg string, wanted bool, d time.Duration) {
 	t.lat = append(t.lat, d)
 	if !wanted {
 		t.wrongKind++
+		if isRefusal(kind, msg) {
+			t.refused++
+		}
 		t.note("wrong kind: " + kind)
 	}
 }
 
 // rpcError records a request that ended in err after d. A DEADLINE_EXCEEDED
-// is no answer by the deadline, unless shortDeadline: then the client chose
-// a deadline too short for its own upload and it is counted apart.
+// is the client's deadline run out, not as wanted; with shortDeadline the
+// client chose a deadline too short for its own upload and it is counted
+// apart.
 func (t *tally) rpcError(err error, wanted func(codes.Code) bool, shortDeadline bool, d time.Duration) {
 	code, typed := statusCode(err)
 	switch {
@@ -87,7 +108,11 @@ func (t *tally) rpcError(err error, wanted func(codes.Code) bool, shortDeadline 
 		t.kinds["own 100 ms deadline ran out"]++
 		t.mu.Unlock()
 	case code == codes.DeadlineExceeded:
-		t.noAnswer(err.Error())
+		// The client's own deadline ran out, and grpc-go ended the call
+		// then, whatever exprd was doing: a typed end, by the deadline.
+		// Whether exprd went on working past it is what the CPU after
+		// the phase shows.
+		t.answer("the client's deadline ran out", err.Error(), false, d)
 	default:
 		st, _ := status.FromError(err)
 		kind := "grpc " + code.String()
@@ -105,6 +130,14 @@ func (t *tally) untypedError(err error) {
 	t.untyped++
 	t.kinds["untyped error"]++
 	t.note("untyped: " + err.Error())
+}
+
+// retried counts a request made again after a RESOURCE_EXHAUSTED
+// refusal, as a kind of its own: not a request.
+func (t *tally) retried() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.kinds["(made again after a RESOURCE_EXHAUSTED)"]++
 }
 
 // noAnswer records a request that got nothing by its deadline.
@@ -180,6 +213,7 @@ func (t *tally) merge(o *tally) {
 	t.untyped += o.untyped
 	t.late += o.late
 	t.ownExpired += o.ownExpired
+	t.refused += o.refused
 	t.unread += o.unread
 	t.lat = append(t.lat, o.lat...)
 	for k, n := range o.kinds {
