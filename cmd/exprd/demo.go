@@ -20,8 +20,9 @@ import (
 //
 //   - the scripted model (model/scripted's Demo) on loopback, as the model
 //     provider "demo", the default unless --models-config names one;
-//   - the math provider over HTTP and the catalogue over gRPC on loopback,
-//     registered as the manuals "math" and "catalog";
+//   - the math provider over HTTP, the catalogue over gRPC and the units
+//     MCP server (streamable HTTP) on loopback, registered as the manuals
+//     "math", "catalog" and "mcp" (its tool mcp.units.convert);
 //   - loopback in the egress policy, for those providers only in intent
 //     (the policy cannot tell them apart from other loopback providers),
 //     and their error messages shown to the model, since they are exprd's
@@ -34,6 +35,7 @@ type demo struct {
 	model   *scripted.Server
 	math    *providers.Math
 	catalog *providers.Catalog
+	units   *providers.Units
 }
 
 // demoProviderName is the model provider --demo adds.
@@ -56,6 +58,10 @@ func startDemo(c config) (*demo, error) {
 	if d.catalog, err = providers.StartCatalog(); err != nil {
 		d.close()
 		return nil, fmt.Errorf("demo catalog provider: %w", err)
+	}
+	if d.units, err = providers.StartUnits(); err != nil {
+		d.close()
+		return nil, fmt.Errorf("demo units MCP server: %w", err)
 	}
 	return d, nil
 }
@@ -92,7 +98,8 @@ func (d *demo) addModel(cfg *openaicompat.Config) error {
 	return nil
 }
 
-// register registers the demo providers' manuals as "math" and "catalog".
+// register registers the demo providers' manuals as "math", "catalog"
+// and "mcp".
 func (d *demo) register(ctx context.Context, reg *utcp.Registry, log *slog.Logger) error {
 	if d == nil {
 		return nil
@@ -108,6 +115,12 @@ func (d *demo) register(ctx context.Context, reg *utcp.Registry, log *slog.Logge
 		return fmt.Errorf("demo catalog provider: %w", err)
 	}
 	log.Info("demo provider", "manual", "catalog", "addr", d.catalog.Addr(), "tools", r.Tools)
+	tmpl, _ = json.Marshal(map[string]any{"call_template_type": "mcp", "config": map[string]any{"mcpServers": map[string]any{
+		"units": map[string]any{"transport": "http", "url": d.units.URL()}}}})
+	if r, err = reg.Register(ctx, "mcp", utcp.FromTemplate(tmpl)); err != nil {
+		return fmt.Errorf("demo units MCP server: %w", err)
+	}
+	log.Info("demo provider", "manual", "mcp", "url", d.units.URL(), "tools", r.Tools)
 	return nil
 }
 
@@ -123,6 +136,9 @@ func (d *demo) serverOptions(log *slog.Logger) []server.Option {
 func (d *demo) close() {
 	if d == nil {
 		return
+	}
+	if d.units != nil {
+		_ = d.units.Close()
 	}
 	if d.catalog != nil {
 		d.catalog.Close()
