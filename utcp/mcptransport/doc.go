@@ -51,9 +51,27 @@
 // cancels its handler then only with PropagateRequestCancellation). Stream sends a progress token:
 // each notifications/progress is a chunk, the result the last one.
 //
-// A server that asks for user input (elicitation, sampling, roots, or an
-// input-required result) fails the call with ReasonInputRequired: exprd
-// has no user to ask, and advertises none of those capabilities.
+// # User input
+//
+// exprd advertises elicitation in form mode (the SDK's default for an
+// ElicitationHandler; not over HTTP+SSE, whose revision has none) and no
+// sampling, roots or URL mode. A server's request for input is relayed to
+// the user of the stream the call comes from: a stream that has one puts a
+// utcp.InputAsker in the call's context (utcp.WithInputAsker; CodeMode.Run
+// and AgentLoop.Run when their start sets relay_input_requests). On the
+// 2026-07-28 revision the request comes in the call's input-required
+// result and the SDK's multi-round-trip asks it under the call's own
+// context, then calls again with the answer. On a session (2025-11-25,
+// 2025-06-18) it is a request of its own that the SDK does not tie to a
+// call: it is the call's when that call is the only one in flight on the
+// session, and is otherwise refused (one caller's user is never asked
+// another's question). The request is checked by utcp.NewInputRequest
+// (utcp.MaxInputRequestBytes, its schema compiled as every tool schema
+// is); the asker checks the reply against it (InputRequest.CheckReply,
+// utcp.MaxInputReplyBytes), and the SDK checks it again before it is sent.
+// A call with no user to ask, a request that cannot be relayed, a user who
+// does not answer, and what exprd never gives (sampling) fail the call
+// with ReasonInputRequired, saying why; the session goes on.
 //
 // # Protocol revisions
 //
