@@ -40,7 +40,11 @@ type limitedTransport struct {
 
 func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	req = req.Clone(ctx)
+	if len(t.spec.headers) > 0 || len(t.spec.query) > 0 {
+		// A RoundTripper leaves its request as it came: what it adds goes
+		// on a copy, and only then.
+		req = req.Clone(ctx)
+	}
 	for k, v := range t.spec.headers {
 		if req.Header.Get(k) == "" {
 			req.Header.Set(k, v)
