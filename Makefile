@@ -45,6 +45,13 @@ bench-cluster: ## Replicas on a real etcd: a tool call against the in-memory reg
 	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
 	cd cluster && EXPRD_BIN=$(BIN)/exprd go test -run '^$$' -bench . -benchtime 2000x -count $(BENCH_COUNT)
 
+.PHONY: bench-mcp
+bench-mcp: ## A warm MCP tool call through the registry vs a bare go-sdk client, -count 10: its ratio with benchstat's 95% interval, met only when the interval is under the goal
+	go test ./utcp/mcptransport -run '^$$' -bench '^BenchmarkCall$$' -count 10 | tee $(BENCH_MCP_OUT)
+	cd bench && go run ./cmd/benchreport --intervals $(BENCH_MCP_OUT)
+
+BENCH_MCP_OUT ?= $(abspath bench/results/mcp.txt)
+
 .PHONY: bench
 bench: ## Run every benchmark against its baseline and peers; writes BENCHMARKS.md's tables and benchmarks-scale.png
 	cd bench && go run ./cmd/benchreport --module .. --count $(BENCH_COUNT)

@@ -48,7 +48,15 @@ func main() {
 	flag.IntVar(&o.clientToolRounds, "client-tool-rounds", 6, "AgentLoop vs xsai with a client-run tool: alternating rounds")
 	flag.IntVar(&o.clientToolTurns, "client-tool-turns", 500, "AgentLoop vs xsai with a client-run tool: turns per round and side")
 	flag.IntVar(&o.sessions, "sessions", 2000, "sessions of each kind for the RSS figures")
+	intervalsFrom := flag.String("intervals", "", "only print the interval-judged pairs' table for this file of `go test -bench` output (- for stdin), and run nothing")
 	flag.Parse()
+	if *intervalsFrom != "" {
+		if err := printIntervals(*intervalsFrom, o); err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
@@ -82,8 +90,13 @@ func run(ctx context.Context, o options) error {
 		}
 		return out.Bytes(), nil
 	}
-	out, err := step("exprd's benchmarks", module, append(goBench, mainPackages...)...)
+	out, err := step("exprd's benchmarks", module, append(append(goBench, "-skip", intervalBenchmarks), mainPackages...)...)
 	if err != nil {
+		return err
+	}
+	raw.Write(out)
+	intervalBench := []string{"test", "-run", "^$", "-bench", intervalBenchmarks, "-benchmem", "-count", fmt.Sprint(max(o.count, intervalCount)), "-benchtime", o.benchtime}
+	if out, err = step("exprd's benchmarks judged by their interval", module, append(intervalBench, intervalPackages...)...); err != nil {
 		return err
 	}
 	raw.Write(out)
@@ -204,4 +217,24 @@ func loadAverage() string {
 	}
 	f := strings.Fields(string(b))
 	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// printIntervals prints the interval-judged pairs' table for the benchmark
+// output in file ("-": stdin), as make bench-mcp does.
+func printIntervals(file string, o options) error {
+	in := io.Reader(os.Stdin)
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	rep := report{results: results{}, options: o}
+	if err := rep.results.parse(in); err != nil {
+		return err
+	}
+	fmt.Print(rep.intervalSection())
+	return nil
 }
