@@ -48,7 +48,7 @@
 //
 // The line is the most the measure should ever reach; exprd makes it the
 // memory budget and a quarter more (LineFor). Past Refuse of it
-// (DefaultRefuse, 80%) Admit refuses new work; past Shed (DefaultShed, 88%)
+// (DefaultRefuse, 90%) Admit refuses new work; past Shed (DefaultShed, 95%)
 // each check cancels one call in flight. "Past" is strictly over: a
 // measure equal to a threshold is under it.
 //
