@@ -42,7 +42,6 @@ func shown(err error) (caller, log string) {
 // of a secret to every caller, or spliced an argument into it).
 func TestPathParametersAreTheTemplates(t *testing.T) {
 	t.Parallel()
-	p := utcptest.NewProvider(t, nil)
 	for _, tc := range []struct {
 		name     string
 		url      string // after the provider's URL
@@ -67,6 +66,7 @@ func TestPathParametersAreTheTemplates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			p := utcptest.NewProvider(t, nil) // its own: the checks read its requests
 			r := utcptest.NewRegistry(t, utcp.WithVariables(map[string]string{"m_TOKEN": tc.value}))
 			manual := utcptest.ManualOf("t", nil, map[string]any{"call_template_type": "http", "url": p.URL + tc.url})
 			_, err := r.Register(context.Background(), "m", utcp.FromText(manual).AllowProtocols(utcp.TypeHTTP))
