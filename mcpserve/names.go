@@ -37,8 +37,6 @@ func newNameSet(patterns []string) nameSet {
 	return s
 }
 
-func (s nameSet) empty() bool { return len(s.exact) == 0 && len(s.prefixes) == 0 }
-
 // has reports whether a tool's full name matches.
 func (s nameSet) has(name string) bool {
 	name = utcp.NormalizeToolName(name)

@@ -205,7 +205,8 @@ func New(cfg Config) (*Handler, error) {
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "exprd", Version: version}, &mcp.ServerOptions{
 		Instructions: instructions(cfg.Expose),
 		Logger:       log,
-		HasTools:     true,
+		// tools even when only the gateway's, added per request, are served
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		PageSize:     limits.PageSize,
 	})
 	if cfg.Expose.code() {
