@@ -95,11 +95,11 @@ func (cl *connLimiter) Accept() (net.Conn, error) {
 			l.peers[key]++
 		}
 		lc := &limitedConn{Conn: c, l: l, key: key}
-		if remote := c.RemoteAddr(); remote != nil {
-			if _, taken := l.byRemote[remote.String()]; !taken {
-				lc.remote = remote.String()
+		if remote := remoteKey(c.RemoteAddr()); remote != "" {
+			if _, taken := l.byRemote[remote]; !taken {
+				lc.remote = remote
 				lc.elem = l.unproven.PushBack(lc)
-				l.byRemote[lc.remote] = lc
+				l.byRemote[remote] = lc
 			}
 		}
 		l.mu.Unlock()

@@ -169,15 +169,27 @@ func (l *streamLimits) interceptor(sessionMethod string) grpc.StreamServerInterc
 	}
 }
 
+// connKey names ctx's connection by its remote address (remoteKey), ""
+// without one.
 func connKey(ctx context.Context) string {
 	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
+	if !ok {
 		return ""
 	}
-	if a, ok := p.Addr.(*net.TCPAddr); ok {
-		return a.String()
+	return remoteKey(p.Addr)
+}
+
+// remoteKey names a connection by its remote address, as connKey does
+// from a call's context: the connection limiter finds the connection a
+// call proves by it.
+func remoteKey(a net.Addr) string {
+	if a == nil {
+		return ""
 	}
-	return p.Addr.Network() + ":" + p.Addr.String()
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.String()
+	}
+	return a.Network() + ":" + a.String()
 }
 
 // stateQuota is the QuotaFailure subject of a state refused for a limit
