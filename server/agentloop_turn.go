@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 
@@ -21,6 +24,9 @@ import (
 // which the requests carry; hooks by a hook id the server makes).
 type turn struct {
 	ctx       context.Context
+	id        string // the turn id: 128 random bits, as hex
+	sendMu    sync.Mutex
+	seq       uint64 // the last event's seq
 	out       *outbox[*exprdv1.AgentLoopRunResponse]
 	state     *evaluator.State
 	outputs   *correlator[string, *exprdv1.ToolOutput]
@@ -60,8 +66,15 @@ func omittableEvents() []string {
 	}
 }
 
+// newTurnID is a new turn id: 128 random bits as 32 lowercase hex digits.
+func newTurnID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
 func newTurn(ctx context.Context, state *evaluator.State) *turn {
-	return &turn{ctx: ctx, state: state,
+	return &turn{ctx: ctx, state: state, id: newTurnID(),
 		outputs:   newCorrelator[string, *exprdv1.ToolOutput](notAwaited("tool output")),
 		hooks:     newCorrelator[string, *exprdv1.HookReply](notAwaited("hook")),
 		approvals: newCorrelator[string, *exprdv1.AgentApprovalReply](notAwaited("approval")),
@@ -72,7 +85,18 @@ func notAwaited(what string) func(string) string {
 	return func(id string) string { return fmt.Sprintf("no %s is waiting for %q", what, id) }
 }
 
-func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error { return t.out.put(t.ctx, m) }
+// send numbers m, the turn's next event (seq; the first names the turn)
+// and queues it. One at a time: the events are queued in seq order.
+func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error {
+	t.sendMu.Lock()
+	defer t.sendMu.Unlock()
+	t.seq++
+	m.Seq = t.seq
+	if t.seq == 1 {
+		m.TurnId = t.id
+	}
+	return t.out.put(t.ctx, m)
+}
 
 // halfClosed is the client's half-close: no reply can come.
 func (t *turn) halfClosed() {

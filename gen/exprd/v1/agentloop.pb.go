@@ -1553,7 +1553,15 @@ type AgentLoopRunResponse struct {
 	//	*AgentLoopRunResponse_Done
 	//	*AgentLoopRunResponse_Rejected
 	//	*AgentLoopRunResponse_InputRequest
-	Event         isAgentLoopRunResponse_Event `protobuf_oneof:"event"`
+	Event isAgentLoopRunResponse_Event `protobuf_oneof:"event"`
+	// turn_id names the turn: 128 random bits as 32 lowercase hex digits. It
+	// is set on the turn's first event (seq 1), and on the first event a
+	// resumed stream sends.
+	TurnId string `protobuf:"bytes,12,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	// seq numbers the turn's events from 1, with no gaps: every event the
+	// turn sends (those omit_events leaves out are not events of the turn)
+	// is recorded in the turn store under its seq before it is sent.
+	Seq           uint64 `protobuf:"varint,13,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1692,6 +1700,20 @@ func (x *AgentLoopRunResponse) GetInputRequest() *AgentInputRequest {
 		}
 	}
 	return nil
+}
+
+func (x *AgentLoopRunResponse) GetTurnId() string {
+	if x != nil {
+		return x.TurnId
+	}
+	return ""
+}
+
+func (x *AgentLoopRunResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 type isAgentLoopRunResponse_Event interface {
@@ -2698,7 +2720,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"\r\n" +
-	"\vAgentCancel\"\xc0\x05\n" +
+	"\vAgentCancel\"\xeb\x05\n" +
 	"\x14AgentLoopRunResponse\x12:\n" +
 	"\fstep_started\x18\x01 \x01(\v2\x15.exprd.v1.StepStartedH\x00R\vstepStarted\x124\n" +
 	"\n" +
@@ -2714,7 +2736,9 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x04done\x18\t \x01(\v2\x13.exprd.v1.AgentDoneH\x00R\x04done\x120\n" +
 	"\brejected\x18\n" +
 	" \x01(\v2\x12.exprd.v1.RejectedH\x00R\brejected\x12B\n" +
-	"\rinput_request\x18\v \x01(\v2\x1b.exprd.v1.AgentInputRequestH\x00R\finputRequestB\a\n" +
+	"\rinput_request\x18\v \x01(\v2\x1b.exprd.v1.AgentInputRequestH\x00R\finputRequest\x12\x17\n" +
+	"\aturn_id\x18\f \x01(\tR\x06turnId\x12\x10\n" +
+	"\x03seq\x18\r \x01(\x04R\x03seqB\a\n" +
 	"\x05event\"\x8e\x01\n" +
 	"\x0fAgentStateWrite\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
