@@ -103,9 +103,6 @@ func cases() []hostileCase {
 	}
 }
 
-// mixName is the mix's phase.
-const mixName = "mix: all at once"
-
 // allCases is --cases' default: every case, then the mix.
 func allCases() string {
 	var ids []string
@@ -130,7 +127,7 @@ func selectPhases(only string) ([]phaseSpec, error) {
 	for _, p := range strings.Split(only, ",") {
 		p = strings.TrimSpace(p)
 		if p == "mix" {
-			out = append(out, phaseSpec{name: mixName})
+			out = append(out, phaseSpec{name: "mix: all at once"})
 			continue
 		}
 		found := false

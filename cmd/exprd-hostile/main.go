@@ -42,15 +42,18 @@
 // after, falls back to under a tenth of a core and every request was
 // answered by its deadline; every request got a typed answer (a gRPC
 // status other than UNKNOWN, a stream reset or a GOAWAY) and exprd did
-// not crash; the steady client's p99 stays under a second (a program
-// holds its core for up to its time budget, 100 ms, so a caller may wait
-// for one; a p99 past a second is a core held past a deadline and a
-// second; its ratio to the quiet baseline's is reported); and every answer of the well-behaved clients (the steady
-// client, case 8d's legitimate caller) is right. The run passes when
-// every phase does (report.go, verdict).
+// not crash; the steady client's p99 stays under a second (a p99 past a
+// second is a core held past a deadline and a second); every answer of
+// the well-behaved clients (the steady client, case 8d's legitimate
+// caller) is right. Those are the bounds. The goal besides: the steady
+// client's p99 within 5 times its quiet baseline's, which on two cores
+// shared with the harness most cases do not meet yet. The run passes
+// when every phase holds all six (report.go, verdict); with --bounds-only
+// its exit status holds the bounds only, and its report still says FAIL
+// when the goal fails.
 //
 //	make loadtest-hostile                        # about 5 minutes on 2 cores; writes BENCHMARKS.md's section
-//	make loadtest-hostile HOSTILE_FLAGS=--short  # under a minute, as CI runs it; prints only
+//	make loadtest-hostile HOSTILE_FLAGS="--short --bounds-only --cases 1,2,...,14"  # as CI runs it; prints only
 //	bin/exprd-hostile --exprd bin/exprd --short --cases 8b,12   # some cases alone (a letter: one load of a case)
 package main
 
@@ -80,12 +83,13 @@ type config struct {
 	memLimit   string
 	benchmarks string
 	showLog    bool
+	boundsOnly bool
 	only       string
 
 	baseline, caseDuration, callersDuration, mixDuration, quiet time.Duration
 	deadline, steadyDeadline, slowDeadline, p99Limit            time.Duration
 
-	memoryBudgetMiB, rssAbortMiB, quietCores, steadyRate float64
+	memoryBudgetMiB, rssAbortMiB, p99Factor, quietCores, steadyRate float64
 
 	stateStreams, codemodeCalls, deepStreams, searchClients int
 	callers, callerConcurrency, silentStreams, silentCalls  int
@@ -124,7 +128,9 @@ func parseFlags() *config {
 	flag.DurationVar(&c.slowDeadline, "slow-deadline", time.Second, "case 12: the deadline of each call")
 	flag.Float64Var(&c.steadyRate, "steady-rate", 200, "the steady client's calls per second, at most (one at a time)")
 	flag.Float64Var(&c.rssAbortMiB, "rss-abort-mib", 2048, "safety cap for a shared machine: past this VmRSS the phase stops and its exprd is killed (the phase fails)")
-	flag.DurationVar(&c.p99Limit, "p99-limit", time.Second, "a steady p99 past this fails the phase (its ratio to the baseline's is reported)")
+	flag.DurationVar(&c.p99Limit, "p99-limit", time.Second, "a steady p99 past this fails the phase: a bound")
+	flag.Float64Var(&c.p99Factor, "p99-factor", 5, "a steady p99 past this × the baseline's fails the phase: the goal")
+	flag.BoolVar(&c.boundsOnly, "bounds-only", false, "exit 0 when every bound holds and only the p99 goal fails (the report still says FAIL)")
 	flag.Float64Var(&c.quietCores, "quiet-cores", 0.1, "exprd's CPU from a second into the quiet period on, in cores, past which the phase fails")
 	flag.IntVar(&c.stateStreams, "state-streams", 128, "case 1: streams sending big states")
 	flag.IntVar(&c.codemodeCalls, "codemode-calls", 128, "case 2: concurrent CodeMode Executes")
@@ -230,15 +236,20 @@ func run() (int, error) {
 		}
 		fmt.Fprintf(os.Stderr, "exprd-hostile: wrote the tables into %s\n", cfg.benchmarks)
 	}
-	if failures := rep.failures(); len(failures) > 0 {
-		fmt.Fprintln(os.Stderr, "exprd-hostile: FAIL:\n  "+strings.Join(failures, "\n  "))
-		if rep.crashed {
-			fmt.Fprintln(os.Stderr, "exprd's last log lines:\n"+h.log.String())
-		}
-		return 1, nil
+	failures := rep.failures()
+	if len(failures) == 0 {
+		fmt.Fprintf(os.Stderr, "exprd-hostile: pass: every phase held memory, cores, typed answers, the steady p99, right answers and the p99 goal (%.0f s)\n", rep.seconds)
+		return 0, nil
 	}
-	fmt.Fprintf(os.Stderr, "exprd-hostile: pass: every phase held memory, cores, typed answers, the steady p99 and right answers (%.0f s)\n", rep.seconds)
-	return 0, nil
+	fmt.Fprintln(os.Stderr, "exprd-hostile: FAIL:\n  "+strings.Join(failures, "\n  "))
+	if rep.crashed {
+		fmt.Fprintln(os.Stderr, "exprd's last log lines:\n"+h.log.String())
+	}
+	if cfg.boundsOnly && len(rep.boundFailures()) == 0 {
+		fmt.Fprintln(os.Stderr, "exprd-hostile: every bound held; only the p99 goal failed, which --bounds-only leaves out of the exit status")
+		return 0, nil
+	}
+	return 1, nil
 }
 
 // prefixed writes exprd's log lines to w marked as exprd's.

@@ -27,7 +27,6 @@ type tally struct {
 	untyped    int
 	late       int
 	ownExpired int // a deliberately short client deadline ran out (case 4)
-	refused    int // of wrongKind: refused for want of memory or time (RESOURCE_EXHAUSTED, budget-exceeded)
 	unread     int // sent, and by design never read back (case 6)
 	lat        []time.Duration
 	notes      []string
@@ -56,22 +55,6 @@ func (t *tally) wrong() int {
 	return t.wrongKind + t.untyped + t.late
 }
 
-// refusals is how many of the requests were refused for want of memory
-// or time.
-func (t *tally) refusals() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.refused
-}
-
-// isRefusal reports whether an answer is a refusal for want of memory or
-// time, which a client makes again later: a RESOURCE_EXHAUSTED (as a
-// status or a Session's Rejected), or an answer whose reason is
-// budget-exceeded.
-func isRefusal(kind, msg string) bool {
-	return strings.Contains(kind, "ResourceExhausted") || strings.Contains(kind, `"reason":"budget-exceeded"`) || strings.Contains(msg, `"reason":"budget-exceeded"`)
-}
-
 // answer records a typed answer of kind, wanted or not, after d; msg is
 // what it said (kept once a kind, for the report).
 func (t *tally) answer(kind, msg string, wanted bool, d time.Duration) {
@@ -85,9 +68,6 @@ func (t *tally) answer(kind, msg string, wanted bool, d time.Duration) {
 	t.lat = append(t.lat, d)
 	if !wanted {
 		t.wrongKind++
-		if isRefusal(kind, msg) {
-			t.refused++
-		}
 		t.note("wrong kind: " + kind)
 	}
 }
@@ -213,7 +193,6 @@ func (t *tally) merge(o *tally) {
 	t.untyped += o.untyped
 	t.late += o.late
 	t.ownExpired += o.ownExpired
-	t.refused += o.refused
 	t.unread += o.unread
 	t.lat = append(t.lat, o.lat...)
 	for k, n := range o.kinds {
