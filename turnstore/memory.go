@@ -1,0 +1,215 @@
+package turnstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// DefaultMemoryBytes is the most a Memory store holds of all its turns'
+// events.
+const DefaultMemoryBytes = 256 << 20
+
+// MemoryConfig configures a Memory store.
+type MemoryConfig struct {
+	Limits Limits
+	// MaxTotalBytes bounds the events of every turn together; past it
+	// the ended turns are dropped, oldest end first, and when none is
+	// left the event is refused (turn_store_memory). 0: DefaultMemoryBytes.
+	MaxTotalBytes int64
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Memory is a Store in this process's memory: for one replica. A turn can
+// be resumed only on the replica that runs it, and a restart loses every
+// turn.
+type Memory struct {
+	cfg   MemoryConfig
+	mu    sync.Mutex
+	turns map[string]*memTurn
+	bytes int64
+}
+
+type memTurn struct {
+	rec     Record
+	events  []Event
+	bytes   int64
+	ended   bool
+	end     []byte
+	changed chan struct{} // closed and replaced on each append and at the end
+}
+
+// NewMemory returns an empty Memory store.
+func NewMemory(cfg MemoryConfig) (*Memory, error) {
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxTotalBytes <= 0 {
+		cfg.MaxTotalBytes = DefaultMemoryBytes
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Memory{cfg: cfg, turns: map[string]*memTurn{}}, nil
+}
+
+// Kind is "memory".
+func (m *Memory) Kind() string { return "memory" }
+
+// Close drops every turn.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.turns, m.bytes = map[string]*memTurn{}, 0
+	return nil
+}
+
+// sweep drops the turns past their retention or max age. m.mu is held.
+func (m *Memory) sweep(now time.Time) {
+	for id, t := range m.turns {
+		if m.cfg.Limits.expired(t.rec, now) {
+			m.drop(id, t)
+		}
+	}
+}
+
+func (m *Memory) drop(id string, t *memTurn) {
+	m.bytes -= t.bytes
+	delete(m.turns, id)
+	if !t.ended { // a follower of a dropped running turn must not wait forever
+		t.ended = true
+		close(t.changed)
+	}
+}
+
+// Create records a new turn.
+func (m *Memory) Create(_ context.Context, id, owner string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("turn id %q: want 32 lowercase hex digits", id)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Now()
+	m.sweep(now)
+	if _, ok := m.turns[id]; ok {
+		return fmt.Errorf("turn %s exists", id)
+	}
+	m.turns[id] = &memTurn{rec: Record{ID: id, Owner: owner, Started: now}, changed: make(chan struct{})}
+	return nil
+}
+
+// Append records the turn's next event.
+func (m *Memory) Append(_ context.Context, id string, ev Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.turns[id]
+	if !ok || t.ended {
+		return ErrNotFound
+	}
+	if ev.Seq != t.rec.Last+1 {
+		return fmt.Errorf("turn %s: event seq %d after %d", id, ev.Seq, t.rec.Last)
+	}
+	if err := m.cfg.Limits.check(len(t.events), t.bytes, len(ev.Data)); err != nil {
+		return err
+	}
+	if err := m.room(int64(len(ev.Data))); err != nil {
+		return err
+	}
+	t.events = append(t.events, Event{Seq: ev.Seq, Data: append([]byte(nil), ev.Data...)})
+	t.bytes += int64(len(ev.Data))
+	m.bytes += int64(len(ev.Data))
+	t.rec.Last = ev.Seq
+	close(t.changed)
+	t.changed = make(chan struct{})
+	return nil
+}
+
+// room makes room for n more bytes, dropping ended turns oldest end
+// first. m.mu is held.
+func (m *Memory) room(n int64) error {
+	if m.bytes+n <= m.cfg.MaxTotalBytes {
+		return nil
+	}
+	m.sweep(m.cfg.Now())
+	var ended []*memTurn
+	for _, t := range m.turns {
+		if t.ended {
+			ended = append(ended, t)
+		}
+	}
+	sort.Slice(ended, func(i, j int) bool { return ended[i].rec.Ended.Before(ended[j].rec.Ended) })
+	for _, t := range ended {
+		if m.bytes+n <= m.cfg.MaxTotalBytes {
+			break
+		}
+		m.drop(t.rec.ID, t)
+	}
+	if m.bytes+n > m.cfg.MaxTotalBytes {
+		return &LimitError{Subject: "turn_store_memory", Max: m.cfg.MaxTotalBytes,
+			Desc: fmt.Sprintf("the turn store's memory holds %d bytes of running turns' events, its limit of %d (--turn-store-memory-bytes)", m.bytes, m.cfg.MaxTotalBytes)}
+	}
+	return nil
+}
+
+// End records the turn's end.
+func (m *Memory) End(_ context.Context, id string, end []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.turns[id]
+	if !ok || t.ended {
+		return ErrNotFound
+	}
+	t.ended, t.end = true, append([]byte(nil), end...)
+	t.rec.Ended = m.cfg.Now()
+	close(t.changed)
+	return nil
+}
+
+// Get returns the turn's record.
+func (m *Memory) Get(_ context.Context, id string) (Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.turns[id]
+	if !ok || m.cfg.Limits.expired(t.rec, m.cfg.Now()) {
+		return Record{}, ErrNotFound
+	}
+	return t.rec, nil
+}
+
+// Follow replays the events after after, then follows the new ones.
+func (m *Memory) Follow(ctx context.Context, id string, after uint64, fn func(Event) error) ([]byte, error) {
+	for {
+		m.mu.Lock()
+		t, ok := m.turns[id]
+		if !ok {
+			m.mu.Unlock()
+			return nil, ErrNotFound
+		}
+		var todo []Event
+		if after < uint64(len(t.events)) {
+			todo = t.events[after:] // events[i] has seq i+1; appends never change what is there
+		}
+		ended, end, changed := t.ended, t.end, t.changed
+		m.mu.Unlock()
+		for _, ev := range todo {
+			if err := fn(ev); err != nil {
+				return nil, err
+			}
+			after = ev.Seq
+		}
+		if ended && len(todo) == 0 {
+			return end, nil
+		}
+		if len(todo) > 0 {
+			continue // look again before waiting: more may have come
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
