@@ -26,8 +26,11 @@ import (
 // in agentloop_convert.go, its errors in agentloop_errors.go.
 type agentLoop struct {
 	exprdv1.UnimplementedAgentLoopServer
-	s  *Server
-	rt *codemode.Runtime // nil without a UTCP registry
+	s     *Server
+	rt    *codemode.Runtime // nil without a UTCP registry
+	turns liveTurns         // the turns running here
+	// stopped ends with the server's Stop: detached turns end with it.
+	stopped context.Context
 }
 
 type agentStream = grpc.BidiStreamingServer[exprdv1.AgentLoopRunRequest, exprdv1.AgentLoopRunResponse]
@@ -40,13 +43,16 @@ var codemodeParameters = json.RawMessage(`{"type":"object","required":["code"],"
 // client is answered at once (see the half-close cases of the hooks,
 // approve and runOnClient). agent.Run returns only once every tool call
 // it started has returned, so nothing of the turn runs after Run.
-func (a *agentLoop) Run(stream agentStream) error {
+func (a *agentLoop) Run(stream agentStream) (err error) {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
 		return errFirstNotStart
 	}
 	if err != nil {
 		return err
+	}
+	if r := first.GetResume(); r != nil {
+		return a.resume(stream, r)
 	}
 	start := first.GetStart()
 	if start == nil {
@@ -56,16 +62,37 @@ func (a *agentLoop) Run(stream agentStream) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancelCause(stream.Context())
+	// A detached turn's context does not end with its stream's: with the
+	// detached timeout, or the server's Stop.
+	streamCtx := stream.Context()
+	parent := streamCtx
+	if start.GetDetach() {
+		parent = context.WithoutCancel(streamCtx)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	t := newTurn(ctx, a.s.opts.initialState.Fork(a.s.opts.maxStateBytes))
+	t.cancel, t.detach, t.detachedTimeout, t.attached = cancel, start.GetDetach(), a.s.opts.detachedTimeout, 1
+	streamEnded := cancel // what the stream's end does to the turn
+	if t.detach {
+		defer context.AfterFunc(a.stopped, func() { cancel(errServerStopping) })()
+		// The client going away (not a protocol error) leaves the turn
+		// running: the outbox's and the receiver's ends do not cancel it.
+		streamEnded = func(cause error) {
+			if !clientGone(streamCtx, cause) {
+				cancel(cause)
+			}
+		}
+		defer context.AfterFunc(streamCtx, t.release)()
+		defer t.stopDetachTimer()
+	}
 	t.input = newInputAsker(a.s.opts.inputTimeout, t.askInput)
 	if start.GetRelayInputRequests() {
 		ctx = utcp.WithInputAsker(ctx, t.input)
 	}
 	// What the turn sends is queued and sent by one goroutine: a client
 	// that stops reading ends the turn after the slow-reader timeout.
-	t.out = newOutbox(a.s.opts.outboxBytes, a.s.opts.slowReaderTimeout, func(m *exprdv1.AgentLoopRunResponse) int { return proto.Size(m) }, recoveredSend(ctx, a.s, stream.Send), cancelOnDead(cancel), a.s.opts.memory.EmptyFor(ctx, outboxWhat))
+	t.out = newOutbox(a.s.opts.outboxBytes, a.s.opts.slowReaderTimeout, func(m *exprdv1.AgentLoopRunResponse) int { return proto.Size(m) }, recoveredSend(ctx, a.s, stream.Send), cancelOnDead(streamEnded), a.s.opts.memory.EmptyFor(ctx, outboxWhat))
 	defer t.out.close()
 	mem := a.s.opts.memory.EmptyFor(ctx, "the turn's state")
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
@@ -82,7 +109,16 @@ func (a *agentLoop) Run(stream agentStream) error {
 	history, reserve := historyReservation(a.s.opts.memory)
 	defer history.Close() // agent.Run has returned: nothing grows it after
 	cfg.ReserveHistory = reserve
-	go receive(ctx, a.s, stream, cancel, func(m *exprdv1.AgentLoopRunRequest) bool { return t.handle(m, cancel) }, t.halfClosed)
+	if err := a.s.opts.turnStore.Create(ctx, t.id, turnOwner(streamCtx)); err != nil {
+		return turnStoreStatus(err)
+	}
+	t.log = a.s.opts.turnStore
+	a.turns.add(t)
+	defer func() {
+		t.endRecord(err)
+		a.turns.remove(t.id)
+	}()
+	go receive(ctx, a.s, stream, streamEnded, func(m *exprdv1.AgentLoopRunRequest) bool { return t.handle(m, cancel) }, t.halfClosed)
 
 	out, err := agent.Run(ctx, cfg)
 	if perr := brokenProtocol(ctx); perr != nil {
@@ -95,7 +131,13 @@ func (a *agentLoop) Run(stream agentStream) error {
 	for _, s := range out.Steps {
 		done.Steps = append(done.Steps, stepProto(s))
 	}
-	return sendStatus(t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Done{Done: done}}))
+	if err := t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Done{Done: done}}); err != nil {
+		if perr := brokenProtocol(ctx); perr != nil {
+			return perr // done could not be recorded
+		}
+		return sendStatus(err)
+	}
+	return nil
 }
 
 // config turns Start into the loop's configuration.

@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -23,17 +25,27 @@ import (
 // by its correlator (tool outputs and approvals by the model's call id,
 // which the requests carry; hooks by a hook id the server makes).
 type turn struct {
-	ctx       context.Context
-	id        string // the turn id: 128 random bits, as hex
-	sendMu    sync.Mutex
-	seq       uint64 // the last event's seq
-	out       *outbox[*exprdv1.AgentLoopRunResponse]
-	state     *evaluator.State
-	outputs   *correlator[string, *exprdv1.ToolOutput]
-	hooks     *correlator[string, *exprdv1.HookReply]
-	approvals *correlator[string, *exprdv1.AgentApprovalReply]
-	input     *inputAsker // UTCP tools' requests for user input, by input id
-	omit      eventSet    // the events Start asked not to be sent
+	ctx    context.Context
+	id     string // the turn id: 128 random bits, as hex
+	sendMu sync.Mutex
+	seq    uint64                  // the last event's seq
+	log    turnstore.Store         // where the events are recorded; nil: nowhere
+	cancel context.CancelCauseFunc // ends the turn
+
+	// detach: the turn outlives its client, for detachedTimeout without
+	// any attached (its first stream, and the resumed ones here).
+	detach          bool
+	detachedTimeout time.Duration
+	attachMu        sync.Mutex
+	attached        int
+	detachTimer     *time.Timer
+	out             *outbox[*exprdv1.AgentLoopRunResponse]
+	state           *evaluator.State
+	outputs         *correlator[string, *exprdv1.ToolOutput]
+	hooks           *correlator[string, *exprdv1.HookReply]
+	approvals       *correlator[string, *exprdv1.AgentApprovalReply]
+	input           *inputAsker // UTCP tools' requests for user input, by input id
+	omit            eventSet    // the events Start asked not to be sent
 }
 
 // eventSet is a set of AgentEvent values.
@@ -85,17 +97,25 @@ func notAwaited(what string) func(string) string {
 	return func(id string) string { return fmt.Sprintf("no %s is waiting for %q", what, id) }
 }
 
-// send numbers m, the turn's next event (seq; the first names the turn)
-// and queues it. One at a time: the events are queued in seq order.
+// send numbers m, the turn's next event (seq; the first names the turn),
+// records it in the turn store and queues it. One at a time: the events
+// are recorded and queued in seq order. A detached turn's events go on
+// being recorded when its first stream is gone.
 func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error {
 	t.sendMu.Lock()
 	defer t.sendMu.Unlock()
-	t.seq++
-	m.Seq = t.seq
-	if t.seq == 1 {
+	m.Seq = t.seq + 1
+	if m.Seq == 1 {
 		m.TurnId = t.id
 	}
-	return t.out.put(t.ctx, m)
+	if err := t.record(m); err != nil {
+		return err
+	}
+	t.seq = m.Seq
+	if err := t.out.put(t.ctx, m); err != nil && !t.detach {
+		return err
+	}
+	return nil
 }
 
 // halfClosed is the client's half-close: no reply can come.

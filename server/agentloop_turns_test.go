@@ -1,11 +1,25 @@
 package server_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model/scripted"
+	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/turnstore"
 )
 
 var turnIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -62,6 +76,313 @@ func TestAgentLoopTurnIDAndSeq(t *testing.T) {
 					t.Fatalf("turn id %s given twice", events[0].GetTurnId())
 				}
 				ids[events[0].GetTurnId()] = true
+			}
+		})
+	}
+}
+
+// resumeStream opens a stream resuming turn id after after, under ctx.
+func resumeStream(t *testing.T, ctx context.Context, c exprdv1.AgentLoopClient, id string, after int64) agentClient {
+	t.Helper()
+	stream, err := c.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Resume{Resume: &exprdv1.AgentResume{TurnId: id, AfterSeq: after}}}); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+func clientToolTurn(detach bool) *exprdv1.AgentStart {
+	return &exprdv1.AgentStart{Messages: userMsg("Ask."), Detach: detach,
+		Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}
+}
+
+var askTurns = []scripted.Turn{
+	{Match: &scripted.Match{LastRole: "user"}, Text: "Let me ask.", ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "ask_user", Arguments: args(map[string]any{})}}},
+	{Match: &scripted.Match{LastRole: "tool"}, Text: "The user said blue."},
+}
+
+// A detached turn goes on when its client goes away; the client resumes
+// it, from some seq it had, gets every event after it once, in order,
+// answers the call that waited, and reads the turn to done.
+func TestAgentLoopResumeAfterDroppedStream(t *testing.T) {
+	t.Parallel()
+	for _, back := range []uint64{0, 1, 3} { // how many events the client lost
+		t.Run(fmt.Sprint("lost ", back), func(t *testing.T) {
+			t.Parallel()
+			c := agentServerWith(t, scripted.Script{Turns: askTurns})
+			ctx, drop := context.WithCancel(context.Background())
+			stream, err := c.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: clientToolTurn(true)}})
+			var seen []*exprdv1.AgentLoopRunResponse
+			for {
+				m, err := stream.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen = append(seen, m)
+				if m.GetToolCallRequested().GetRunOnClient() {
+					break
+				}
+			}
+			checkSeqs(t, seen, 1, "")
+			id := seen[0].GetTurnId()
+			drop() // the connection drops while the call waits
+			time.Sleep(50 * time.Millisecond)
+
+			after := seen[len(seen)-1].GetSeq() - back
+			rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			r := resumeStream(t, rctx, c, id, int64(after))
+			if back == 0 { // the client has the request: it answers on the new stream
+				_ = r.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1", OutputJson: `{"colour":"blue"}`}}})
+			}
+			var got []*exprdv1.AgentLoopRunResponse
+			events, err := drain(r, func(m *exprdv1.AgentLoopRunResponse) {
+				if m.GetToolCallRequested().GetRunOnClient() {
+					_ = r.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1", OutputJson: `{"colour":"blue"}`}}})
+				}
+			})
+			got = append(got, events...)
+			if err != nil {
+				t.Fatalf("resumed stream: %v", err)
+			}
+			checkSeqs(t, got, after+1, id)
+			if got[0].GetTurnId() != id {
+				t.Errorf("the resumed stream's first event names %q, want %q", got[0].GetTurnId(), id)
+			}
+			for i, m := range got[:back] { // the lost ones are the ones seen
+				if !proto.Equal(stripID(m), stripID(seen[int(after)+i])) {
+					t.Errorf("replayed %v, want %v", m, seen[int(after)+i])
+				}
+			}
+			if d := got[len(got)-1].GetDone(); d == nil || d.GetText() != "The user said blue." {
+				t.Fatalf("last event %v, want done", got[len(got)-1])
+			}
+		})
+	}
+}
+
+func stripID(m *exprdv1.AgentLoopRunResponse) *exprdv1.AgentLoopRunResponse {
+	m = proto.Clone(m).(*exprdv1.AgentLoopRunResponse)
+	m.TurnId = ""
+	return m
+}
+
+// An ended turn replays to its done, from any seq; one that ended with a
+// status replays to that status.
+func TestAgentLoopReplayEndedTurn(t *testing.T) {
+	t.Parallel()
+	c := agentServerWith(t, scripted.Script{Turns: askTurns, Loop: true})
+	stream := startAgent(t, c, clientToolTurn(false))
+	want, err := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
+		if m.GetToolCallRequested().GetRunOnClient() {
+			_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1"}}})
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, n := want[0].GetTurnId(), int64(len(want))
+	for _, tc := range []struct {
+		after int64
+		from  int64 // the first seq replayed
+	}{{0, 1}, {3, 4}, {n - 1, n}, {n, n + 1}, {-1, n}, {-3, n - 2}, {-n, 1}, {-n - 5, 1}} {
+		t.Run(fmt.Sprint("after ", tc.after), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			got, err := drain(resumeStream(t, ctx, c, id, tc.after), nil)
+			if tc.from > n { // nothing after the last event: the stream ends as the turn did
+				if len(got) != 0 || (err != nil && !errors.Is(err, io.EOF)) {
+					t.Fatalf("got %d events, %v; want none and the end", len(got), err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSeqs(t, got, uint64(tc.from), id)
+			if int64(len(got)) != n-tc.from+1 || got[len(got)-1].GetDone() == nil {
+				t.Fatalf("replayed %d events ending %v, want %d to done", len(got), got[len(got)-1], n-tc.from+1)
+			}
+			for i, m := range got {
+				if !proto.Equal(stripID(m), stripID(want[int(tc.from)-1+i])) {
+					t.Fatalf("replayed %v, want %v", m, want[int(tc.from)-1+i])
+				}
+			}
+		})
+	}
+
+	// A turn that ended with a status (cancel) replays to it.
+	stream = startAgent(t, c, clientToolTurn(false))
+	m, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Cancel{Cancel: &exprdv1.AgentCancel{}}})
+	_, err = drain(stream, nil)
+	wantCode := status.Code(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = drain(resumeStream(t, ctx, c, m.GetTurnId(), 0), nil)
+	if status.Code(err) != codes.Canceled || wantCode != codes.Canceled {
+		t.Fatalf("replay of a cancelled turn ended %v, the turn %v; want both CANCELED", err, wantCode)
+	}
+}
+
+// resumeTokens are two callers, alice and bob.
+const aliceToken, bobToken = "alice-token-0123456789", "bob-token-0123456789ab"
+
+func bearerCtx(tok string) context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
+}
+
+// A resume the server cannot serve ends the stream at once: an unknown,
+// expired or another caller's turn is NOT_FOUND with the same words, an
+// after_seq past the latest event OUT_OF_RANGE, a malformed id
+// INVALID_ARGUMENT.
+func TestAgentLoopBadResume(t *testing.T) {
+	t.Parallel()
+	tokens, err := server.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{now: time.Now()}
+	st, err := turnstore.NewMemory(turnstore.MemoryConfig{Limits: turnstore.Limits{MaxEvents: 1000, MaxBytes: 1 << 20, Retention: time.Minute, MaxAge: time.Hour}, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := agentServerWith(t, scripted.Script{Turns: askTurns, Loop: true}, server.WithAuth(tokens), server.WithTurnStore(st))
+	run := func(tok string, cancelIt bool) (string, int) {
+		ctx, cancel := context.WithTimeout(bearerCtx(tok), 20*time.Second)
+		defer cancel()
+		stream, err := c.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: clientToolTurn(false)}})
+		events, _ := drain(stream, func(m *exprdv1.AgentLoopRunResponse) {
+			if m.GetToolCallRequested().GetRunOnClient() {
+				_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1"}}})
+			}
+		})
+		return events[0].GetTurnId(), len(events)
+	}
+	alices, n := run(aliceToken, false)
+	expired, _ := run(aliceToken, false)
+	clk.add(time.Minute + time.Second) // past the retention of both
+	alices, n = run(aliceToken, false) // a fresh one
+	unknown := strings.Repeat("0", 32)
+	notFound := ""
+	for _, tc := range []struct {
+		name   string
+		token  string
+		id     string
+		after  int64
+		code   codes.Code
+		reason string
+		field  string
+	}{
+		{"unknown id", aliceToken, unknown, 0, codes.NotFound, "TURN_NOT_FOUND", ""},
+		{"expired", aliceToken, expired, 0, codes.NotFound, "TURN_NOT_FOUND", ""},
+		{"another caller's", bobToken, alices, 0, codes.NotFound, "TURN_NOT_FOUND", ""},
+		{"after_seq one past the end", aliceToken, alices, int64(n) + 1, codes.OutOfRange, "SEQ_OUT_OF_RANGE", "resume.after_seq"},
+		{"not an id", aliceToken, "abc.>", 0, codes.InvalidArgument, "INVALID_FIELD", "resume.turn_id"},
+		{"an id in capitals", aliceToken, strings.ToUpper(alices), 0, codes.InvalidArgument, "INVALID_FIELD", "resume.turn_id"},
+		{"at the end", aliceToken, alices, int64(n), codes.OK, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(bearerCtx(tc.token), 20*time.Second)
+			defer cancel()
+			events, err := drain(resumeStream(t, ctx, c, tc.id, tc.after), nil)
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			st := wantStatus(t, err, tc.code, tc.field)
+			if got := reasonOf(st); got != tc.reason {
+				t.Errorf("reason %q, want %q", got, tc.reason)
+			}
+			if len(events) != 0 {
+				t.Errorf("got %d events, want none", len(events))
+			}
+			if tc.code == codes.NotFound {
+				if notFound != "" && st.Message() != notFound {
+					t.Errorf("message %q, want the same as the others': %q", st.Message(), notFound)
+				}
+				notFound = st.Message()
+			}
+		})
+	}
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// A turn's events are bounded by the turn store's limits: at a limit the
+// turn runs to done, one past it ends RESOURCE_EXHAUSTED naming the limit,
+// and what was recorded replays to that status.
+func TestAgentLoopTurnStoreLimits(t *testing.T) {
+	t.Parallel()
+	script := scripted.Script{Turns: []scripted.Turn{{Text: "one two three four"}}, Loop: true}
+	start := &exprdv1.AgentStart{Messages: userMsg("Count.")}
+	// The turn once, unbounded: how many events, how many bytes.
+	events, err := drain(startAgent(t, agentServerWith(t, script), start), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for _, m := range events {
+		size += int64(proto.Size(m))
+	}
+	n := len(events)
+	for _, tc := range []struct {
+		name    string
+		events  int
+		bytes   int64
+		subject string
+	}{
+		{"events at the limit", n, 1 << 20, ""},
+		{"events one past", n - 1, 1 << 20, "turn_max_events"},
+		{"bytes at the limit", 1000, size, ""},
+		{"bytes one past", 1000, size - 1, "turn_max_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, err := turnstore.NewMemory(turnstore.MemoryConfig{Limits: turnstore.Limits{MaxEvents: tc.events, MaxBytes: tc.bytes, Retention: time.Minute, MaxAge: time.Hour}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := agentServerWith(t, script, server.WithTurnStore(st))
+			got, err := drain(startAgent(t, c, start), nil)
+			if tc.subject == "" {
+				if err != nil || len(got) != n {
+					t.Fatalf("got %d events, %v; want %d to done", len(got), err, n)
+				}
+				return
+			}
+			s := status.Convert(err)
+			if s.Code() != codes.ResourceExhausted || quotaSubject(s) != tc.subject {
+				t.Fatalf("got %v (quota %q), want RESOURCE_EXHAUSTED %s", err, quotaSubject(s), tc.subject)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			replayed, rerr := drain(resumeStream(t, ctx, c, got[0].GetTurnId(), 0), nil)
+			if len(replayed) != len(got) || status.Code(rerr) != codes.ResourceExhausted {
+				t.Fatalf("replayed %d events, %v; want the %d sent and RESOURCE_EXHAUSTED", len(replayed), rerr, len(got))
 			}
 		})
 	}

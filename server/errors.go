@@ -84,6 +84,11 @@ const errorDomain = "exprd"
 //	NO_TOOL_REGISTRY           FAILED_PRECONDITION the server runs without a UTCP registry
 //	NO_MODEL_PROVIDERS         FAILED_PRECONDITION the server has no model provider configured
 //	REGISTRY_READ_ONLY         FAILED_PRECONDITION the server's tool registry takes no writes: no auth is configured
+//	TURN_NOT_FOUND             NOT_FOUND           an AgentLoop resume names a turn that is unknown, expired or another caller's (the same for all three)
+//	SEQ_OUT_OF_RANGE           OUT_OF_RANGE        a resume's after_seq is past the turn's latest event; BadRequest resume.after_seq
+//	TURN_STORE_UNAVAILABLE     UNAVAILABLE         the turn store cannot be reached: a turn cannot be recorded or read; RetryInfo
+//	TURN_ON_ANOTHER_REPLICA    FAILED_PRECONDITION (Rejected) a reply on a stream resuming a turn that runs on another replica
+//	TURN_DETACHED_TIMEOUT      DEADLINE_EXCEEDED   a detached turn ran without a client for --turn-detached-timeout
 //
 // A status without one of these (made by grpc-go, e.g. a message over the
 // receive limit, or by code that builds its own status) gets its code's
@@ -131,6 +136,11 @@ const (
 	reasonNoRegistry       = "NO_TOOL_REGISTRY"
 	reasonNoModels         = "NO_MODEL_PROVIDERS"
 	reasonRegistryReadOnly = "REGISTRY_READ_ONLY"
+	reasonTurnNotFound     = "TURN_NOT_FOUND"
+	reasonSeqOutOfRange    = "SEQ_OUT_OF_RANGE"
+	reasonTurnStoreUnavail = "TURN_STORE_UNAVAILABLE"
+	reasonTurnElsewhere    = "TURN_ON_ANOTHER_REPLICA"
+	reasonDetachedTimeout  = "TURN_DETACHED_TIMEOUT"
 )
 
 // The ErrorInfo metadata keys.

@@ -29,6 +29,7 @@ import (
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/toolstore"
+	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -75,6 +76,9 @@ type Server struct {
 	conns *connLimits
 	// infra bounds the health and reflection calls open on a connection.
 	infra *infraLimits
+	// stopTurns ends the detached agent turns (Stop, or Shutdown past its
+	// deadline).
+	stopTurns context.CancelFunc
 }
 
 type options struct {
@@ -114,6 +118,8 @@ type options struct {
 	conn                      connOptions
 	newClock                  func() func() time.Time // nil: time.Now
 	runLimits                 runLimits               // AgentLoop's and CodeMode's maxima (agentloop_limits.go); zero: the defaults
+	turnStore                 turnstore.Store         // AgentLoop's turns (agentloop_durable.go)
+	detachedTimeout           time.Duration           // how long a detached turn runs without a client
 }
 
 // Option configures a Server.
@@ -429,6 +435,16 @@ func New(opts ...Option) (*Server, error) {
 	if o.registry != nil && o.store == nil {
 		o.store = toolstore.NewLocal(o.registry)
 	}
+	if o.turnStore == nil {
+		mem, err := turnstore.NewMemory(turnstore.MemoryConfig{Limits: turnstore.DefaultLimits()})
+		if err != nil {
+			return nil, err
+		}
+		o.turnStore = mem
+	}
+	if o.detachedTimeout == 0 {
+		o.detachedTimeout = DefaultTurnDetachedTimeout
+	}
 	if o.initialState == nil {
 		o.initialState = evaluator.NewState()
 	}
@@ -500,7 +516,9 @@ func New(opts ...Option) (*Server, error) {
 	// AgentLoop is always served, so that a server without model providers
 	// answers FAILED_PRECONDITION rather than UNIMPLEMENTED; health calls it
 	// serving only when it has providers.
-	exprdv1.RegisterAgentLoopServer(reg, &agentLoop{s: s, rt: s.codemode})
+	stopped, stopTurns := context.WithCancel(context.Background())
+	s.stopTurns = stopTurns
+	exprdv1.RegisterAgentLoopServer(reg, &agentLoop{s: s, rt: s.codemode, stopped: stopped})
 	if o.models != nil {
 		s.health.SetServingStatus(exprdv1.AgentLoop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
@@ -540,14 +558,17 @@ func (s *Server) Shutdown(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.stopTurns()
 		s.grpc.Stop()
 		<-done
 	}
+	s.stopTurns()
 	_ = s.metrics.reg.Unregister()
 }
 
 // Stop stops the server at once.
 func (s *Server) Stop() {
+	s.stopTurns()
 	s.grpc.Stop()
 	_ = s.metrics.reg.Unregister()
 }

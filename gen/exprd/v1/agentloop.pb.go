@@ -197,7 +197,7 @@ func (x AgentMessage_Role) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentMessage_Role.Descriptor instead.
 func (AgentMessage_Role) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{1, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{2, 0}
 }
 
 type AgentTool_Executor int32
@@ -262,7 +262,7 @@ func (x AgentTool_Executor) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentTool_Executor.Descriptor instead.
 func (AgentTool_Executor) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{3, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{4, 0}
 }
 
 type ToolChoice_Mode int32
@@ -322,7 +322,7 @@ func (x ToolChoice_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolChoice_Mode.Descriptor instead.
 func (ToolChoice_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type AgentInputReply_Action int32
@@ -377,7 +377,7 @@ func (x AgentInputReply_Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentInputReply_Action.Descriptor instead.
 func (AgentInputReply_Action) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21, 0}
 }
 
 // StopReason is why a turn ended well (a turn that fails ends the stream
@@ -430,7 +430,7 @@ func (x AgentDone_StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentDone_StopReason.Descriptor instead.
 func (AgentDone_StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type AgentLoopRunRequest struct {
@@ -445,6 +445,7 @@ type AgentLoopRunRequest struct {
 	//	*AgentLoopRunRequest_StatePatch
 	//	*AgentLoopRunRequest_Cancel
 	//	*AgentLoopRunRequest_InputReply
+	//	*AgentLoopRunRequest_Resume
 	Msg           isAgentLoopRunRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -559,6 +560,15 @@ func (x *AgentLoopRunRequest) GetInputReply() *AgentInputReply {
 	return nil
 }
 
+func (x *AgentLoopRunRequest) GetResume() *AgentResume {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentLoopRunRequest_Resume); ok {
+			return x.Resume
+		}
+	}
+	return nil
+}
+
 type isAgentLoopRunRequest_Msg interface {
 	isAgentLoopRunRequest_Msg()
 }
@@ -596,6 +606,12 @@ type AgentLoopRunRequest_InputReply struct {
 	InputReply *AgentInputReply `protobuf:"bytes,8,opt,name=input_reply,json=inputReply,proto3,oneof"`
 }
 
+type AgentLoopRunRequest_Resume struct {
+	// resume, as the first message instead of start, follows a turn
+	// started earlier: its events after after_seq, then the new ones.
+	Resume *AgentResume `protobuf:"bytes,9,opt,name=resume,proto3,oneof"`
+}
+
 func (*AgentLoopRunRequest_Start) isAgentLoopRunRequest_Msg() {}
 
 func (*AgentLoopRunRequest_ToolOutput) isAgentLoopRunRequest_Msg() {}
@@ -611,6 +627,69 @@ func (*AgentLoopRunRequest_StatePatch) isAgentLoopRunRequest_Msg() {}
 func (*AgentLoopRunRequest_Cancel) isAgentLoopRunRequest_Msg() {}
 
 func (*AgentLoopRunRequest_InputReply) isAgentLoopRunRequest_Msg() {}
+
+func (*AgentLoopRunRequest_Resume) isAgentLoopRunRequest_Msg() {}
+
+// AgentResume follows a turn from the turn store: the events after
+// after_seq are replayed, then the new ones are sent as the turn makes
+// them, to its end (done, or the status it ended with). Only the identity
+// that started the turn may resume it; for anyone else, as for an unknown
+// or expired turn, the stream ends NOT_FOUND.
+type AgentResume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// turn_id is the id the turn's first event named.
+	TurnId string `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	// after_seq is the last seq the client has; 0 replays from the start,
+	// a negative one counts back from the latest event (-1: the last one
+	// again). One past the latest event is OUT_OF_RANGE.
+	AfterSeq      int64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentResume) Reset() {
+	*x = AgentResume{}
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentResume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentResume) ProtoMessage() {}
+
+func (x *AgentResume) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentResume.ProtoReflect.Descriptor instead.
+func (*AgentResume) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AgentResume) GetTurnId() string {
+	if x != nil {
+		return x.TurnId
+	}
+	return ""
+}
+
+func (x *AgentResume) GetAfterSeq() int64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
 
 // AgentMessage is one message of the conversation so far.
 type AgentMessage struct {
@@ -628,7 +707,7 @@ type AgentMessage struct {
 
 func (x *AgentMessage) Reset() {
 	*x = AgentMessage{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +719,7 @@ func (x *AgentMessage) String() string {
 func (*AgentMessage) ProtoMessage() {}
 
 func (x *AgentMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +732,7 @@ func (x *AgentMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentMessage.ProtoReflect.Descriptor instead.
 func (*AgentMessage) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{1}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AgentMessage) GetRole() AgentMessage_Role {
@@ -695,7 +774,7 @@ type AgentToolCall struct {
 
 func (x *AgentToolCall) Reset() {
 	*x = AgentToolCall{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[2]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +786,7 @@ func (x *AgentToolCall) String() string {
 func (*AgentToolCall) ProtoMessage() {}
 
 func (x *AgentToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[2]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +799,7 @@ func (x *AgentToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentToolCall.ProtoReflect.Descriptor instead.
 func (*AgentToolCall) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{2}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AgentToolCall) GetId() string {
@@ -763,7 +842,7 @@ type AgentTool struct {
 
 func (x *AgentTool) Reset() {
 	*x = AgentTool{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[3]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +854,7 @@ func (x *AgentTool) String() string {
 func (*AgentTool) ProtoMessage() {}
 
 func (x *AgentTool) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[3]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +867,7 @@ func (x *AgentTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentTool.ProtoReflect.Descriptor instead.
 func (*AgentTool) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{3}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AgentTool) GetName() string {
@@ -866,7 +945,7 @@ type StopCondition struct {
 
 func (x *StopCondition) Reset() {
 	*x = StopCondition{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[4]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +957,7 @@ func (x *StopCondition) String() string {
 func (*StopCondition) ProtoMessage() {}
 
 func (x *StopCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[4]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +970,7 @@ func (x *StopCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopCondition.ProtoReflect.Descriptor instead.
 func (*StopCondition) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{4}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StopCondition) GetCond() isStopCondition_Cond {
@@ -990,7 +1069,7 @@ type StopConditions struct {
 
 func (x *StopConditions) Reset() {
 	*x = StopConditions{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[5]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1081,7 @@ func (x *StopConditions) String() string {
 func (*StopConditions) ProtoMessage() {}
 
 func (x *StopConditions) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[5]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1094,7 @@ func (x *StopConditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopConditions.ProtoReflect.Descriptor instead.
 func (*StopConditions) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{5}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StopConditions) GetConditions() []*StopCondition {
@@ -1037,7 +1116,7 @@ type ToolChoice struct {
 
 func (x *ToolChoice) Reset() {
 	*x = ToolChoice{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1128,7 @@ func (x *ToolChoice) String() string {
 func (*ToolChoice) ProtoMessage() {}
 
 func (x *ToolChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1141,7 @@ func (x *ToolChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
 func (*ToolChoice) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolChoice) GetMode() ToolChoice_Mode {
@@ -1118,13 +1197,18 @@ type AgentStart struct {
 	// AgentInputReply to. Unset, such a request fails the call (an error
 	// result).
 	RelayInputRequests bool `protobuf:"varint,16,opt,name=relay_input_requests,json=relayInputRequests,proto3" json:"relay_input_requests,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// detach: the turn goes on when its client goes away (the stream is
+	// cancelled or the connection drops), for at most the server's
+	// --turn-detached-timeout without a client, so that the client can
+	// resume it. Unset, the stream's end cancels the turn.
+	Detach        bool `protobuf:"varint,17,opt,name=detach,proto3" json:"detach,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentStart) Reset() {
 	*x = AgentStart{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1220,7 @@ func (x *AgentStart) String() string {
 func (*AgentStart) ProtoMessage() {}
 
 func (x *AgentStart) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1233,7 @@ func (x *AgentStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStart.ProtoReflect.Descriptor instead.
 func (*AgentStart) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{7}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AgentStart) GetProvider() string {
@@ -1264,6 +1348,13 @@ func (x *AgentStart) GetRelayInputRequests() bool {
 	return false
 }
 
+func (x *AgentStart) GetDetach() bool {
+	if x != nil {
+		return x.Detach
+	}
+	return false
+}
+
 // ToolOutput answers a ToolCallRequested with run_on_client. One that
 // comes after its call stopped waiting (it timed out) is Rejected.
 type ToolOutput struct {
@@ -1279,7 +1370,7 @@ type ToolOutput struct {
 
 func (x *ToolOutput) Reset() {
 	*x = ToolOutput{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1382,7 @@ func (x *ToolOutput) String() string {
 func (*ToolOutput) ProtoMessage() {}
 
 func (x *ToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1395,7 @@ func (x *ToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolOutput.ProtoReflect.Descriptor instead.
 func (*ToolOutput) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{8}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolOutput) GetCallId() string {
@@ -1350,7 +1441,7 @@ type HookReply struct {
 
 func (x *HookReply) Reset() {
 	*x = HookReply{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1453,7 @@ func (x *HookReply) String() string {
 func (*HookReply) ProtoMessage() {}
 
 func (x *HookReply) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1466,7 @@ func (x *HookReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookReply.ProtoReflect.Descriptor instead.
 func (*HookReply) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{9}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HookReply) GetHookId() string {
@@ -1453,7 +1544,7 @@ type AgentApprovalReply struct {
 
 func (x *AgentApprovalReply) Reset() {
 	*x = AgentApprovalReply{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1556,7 @@ func (x *AgentApprovalReply) String() string {
 func (*AgentApprovalReply) ProtoMessage() {}
 
 func (x *AgentApprovalReply) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1569,7 @@ func (x *AgentApprovalReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentApprovalReply.ProtoReflect.Descriptor instead.
 func (*AgentApprovalReply) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{10}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AgentApprovalReply) GetCallId() string {
@@ -1510,7 +1601,7 @@ type AgentCancel struct {
 
 func (x *AgentCancel) Reset() {
 	*x = AgentCancel{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1613,7 @@ func (x *AgentCancel) String() string {
 func (*AgentCancel) ProtoMessage() {}
 
 func (x *AgentCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1626,7 @@ func (x *AgentCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCancel.ProtoReflect.Descriptor instead.
 func (*AgentCancel) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{11}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{12}
 }
 
 type AgentLoopRunResponse struct {
@@ -1568,7 +1659,7 @@ type AgentLoopRunResponse struct {
 
 func (x *AgentLoopRunResponse) Reset() {
 	*x = AgentLoopRunResponse{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1671,7 @@ func (x *AgentLoopRunResponse) String() string {
 func (*AgentLoopRunResponse) ProtoMessage() {}
 
 func (x *AgentLoopRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1684,7 @@ func (x *AgentLoopRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLoopRunResponse.ProtoReflect.Descriptor instead.
 func (*AgentLoopRunResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{12}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AgentLoopRunResponse) GetEvent() isAgentLoopRunResponse_Event {
@@ -1806,7 +1897,7 @@ type AgentStateWrite struct {
 
 func (x *AgentStateWrite) Reset() {
 	*x = AgentStateWrite{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1909,7 @@ func (x *AgentStateWrite) String() string {
 func (*AgentStateWrite) ProtoMessage() {}
 
 func (x *AgentStateWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1922,7 @@ func (x *AgentStateWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStateWrite.ProtoReflect.Descriptor instead.
 func (*AgentStateWrite) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{13}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AgentStateWrite) GetStep() uint32 {
@@ -1878,7 +1969,7 @@ type StepStarted struct {
 
 func (x *StepStarted) Reset() {
 	*x = StepStarted{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1981,7 @@ func (x *StepStarted) String() string {
 func (*StepStarted) ProtoMessage() {}
 
 func (x *StepStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1994,7 @@ func (x *StepStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStarted.ProtoReflect.Descriptor instead.
 func (*StepStarted) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{14}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StepStarted) GetStep() uint32 {
@@ -1923,7 +2014,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2026,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2039,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{15}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TextDelta) GetStep() uint32 {
@@ -1981,7 +2072,7 @@ type ToolCallRequested struct {
 
 func (x *ToolCallRequested) Reset() {
 	*x = ToolCallRequested{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2084,7 @@ func (x *ToolCallRequested) String() string {
 func (*ToolCallRequested) ProtoMessage() {}
 
 func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2097,7 @@ func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRequested.ProtoReflect.Descriptor instead.
 func (*ToolCallRequested) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{16}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolCallRequested) GetStep() uint32 {
@@ -2046,7 +2137,7 @@ type HookRequest struct {
 
 func (x *HookRequest) Reset() {
 	*x = HookRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2149,7 @@ func (x *HookRequest) String() string {
 func (*HookRequest) ProtoMessage() {}
 
 func (x *HookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2162,7 @@ func (x *HookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookRequest.ProtoReflect.Descriptor instead.
 func (*HookRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{17}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HookRequest) GetHookId() string {
@@ -2133,7 +2224,7 @@ type AgentApprovalRequest struct {
 
 func (x *AgentApprovalRequest) Reset() {
 	*x = AgentApprovalRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2236,7 @@ func (x *AgentApprovalRequest) String() string {
 func (*AgentApprovalRequest) ProtoMessage() {}
 
 func (x *AgentApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2249,7 @@ func (x *AgentApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentApprovalRequest.ProtoReflect.Descriptor instead.
 func (*AgentApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{18}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AgentApprovalRequest) GetStep() uint32 {
@@ -2197,7 +2288,7 @@ type AgentInputRequest struct {
 
 func (x *AgentInputRequest) Reset() {
 	*x = AgentInputRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2300,7 @@ func (x *AgentInputRequest) String() string {
 func (*AgentInputRequest) ProtoMessage() {}
 
 func (x *AgentInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2313,7 @@ func (x *AgentInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInputRequest.ProtoReflect.Descriptor instead.
 func (*AgentInputRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AgentInputRequest) GetInputId() string {
@@ -2282,7 +2373,7 @@ type AgentInputReply struct {
 
 func (x *AgentInputReply) Reset() {
 	*x = AgentInputReply{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2385,7 @@ func (x *AgentInputReply) String() string {
 func (*AgentInputReply) ProtoMessage() {}
 
 func (x *AgentInputReply) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2398,7 @@ func (x *AgentInputReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInputReply.ProtoReflect.Descriptor instead.
 func (*AgentInputReply) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AgentInputReply) GetInputId() string {
@@ -2344,7 +2435,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2447,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2460,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolResult) GetStep() uint32 {
@@ -2418,7 +2509,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2521,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2534,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -2479,7 +2570,7 @@ type StepFinished struct {
 
 func (x *StepFinished) Reset() {
 	*x = StepFinished{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2582,7 @@ func (x *StepFinished) String() string {
 func (*StepFinished) ProtoMessage() {}
 
 func (x *StepFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2595,7 @@ func (x *StepFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepFinished.ProtoReflect.Descriptor instead.
 func (*StepFinished) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{23}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StepFinished) GetStep() uint32 {
@@ -2547,7 +2638,7 @@ type AgentDone struct {
 
 func (x *AgentDone) Reset() {
 	*x = AgentDone{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2650,7 @@ func (x *AgentDone) String() string {
 func (*AgentDone) ProtoMessage() {}
 
 func (x *AgentDone) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2663,7 @@ func (x *AgentDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDone.ProtoReflect.Descriptor instead.
 func (*AgentDone) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AgentDone) GetText() string {
@@ -2607,7 +2698,7 @@ var File_exprd_v1_agentloop_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\n" +
-	"\x18exprd/v1/agentloop.proto\x12\bexprd.v1\x1a\x17exprd/v1/exprtool.proto\"\xd1\x03\n" +
+	"\x18exprd/v1/agentloop.proto\x12\bexprd.v1\x1a\x17exprd/v1/exprtool.proto\"\x82\x04\n" +
 	"\x13AgentLoopRunRequest\x12,\n" +
 	"\x05start\x18\x01 \x01(\v2\x14.exprd.v1.AgentStartH\x00R\x05start\x127\n" +
 	"\vtool_output\x18\x02 \x01(\v2\x14.exprd.v1.ToolOutputH\x00R\n" +
@@ -2620,8 +2711,12 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"statePatch\x12/\n" +
 	"\x06cancel\x18\a \x01(\v2\x15.exprd.v1.AgentCancelH\x00R\x06cancel\x12<\n" +
 	"\vinput_reply\x18\b \x01(\v2\x19.exprd.v1.AgentInputReplyH\x00R\n" +
-	"inputReplyB\x05\n" +
-	"\x03msg\"\x94\x02\n" +
+	"inputReply\x12/\n" +
+	"\x06resume\x18\t \x01(\v2\x15.exprd.v1.AgentResumeH\x00R\x06resumeB\x05\n" +
+	"\x03msg\"C\n" +
+	"\vAgentResume\x12\x17\n" +
+	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\"\x94\x02\n" +
 	"\fAgentMessage\x12/\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x1b.exprd.v1.AgentMessage.RoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x126\n" +
@@ -2675,7 +2770,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\tMODE_AUTO\x10\x01\x12\r\n" +
 	"\tMODE_NONE\x10\x02\x12\x11\n" +
 	"\rMODE_REQUIRED\x10\x03\x12\r\n" +
-	"\tMODE_TOOL\x10\x04\"\x9a\x05\n" +
+	"\tMODE_TOOL\x10\x04\"\xb2\x05\n" +
 	"\n" +
 	"AgentStart\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
@@ -2697,7 +2792,8 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"state_json\x18\x0e \x01(\tR\tstateJson\x125\n" +
 	"\vomit_events\x18\x0f \x03(\x0e2\x14.exprd.v1.AgentEventR\n" +
 	"omitEvents\x120\n" +
-	"\x14relay_input_requests\x18\x10 \x01(\bR\x12relayInputRequests\"a\n" +
+	"\x14relay_input_requests\x18\x10 \x01(\bR\x12relayInputRequests\x12\x16\n" +
+	"\x06detach\x18\x11 \x01(\bR\x06detach\"a\n" +
 	"\n" +
 	"ToolOutput\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
@@ -2842,7 +2938,7 @@ func file_exprd_v1_agentloop_proto_rawDescGZIP() []byte {
 }
 
 var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_exprd_v1_agentloop_proto_goTypes = []any{
 	(Hook)(0),                    // 0: exprd.v1.Hook
 	(AgentEvent)(0),              // 1: exprd.v1.AgentEvent
@@ -2852,88 +2948,90 @@ var file_exprd_v1_agentloop_proto_goTypes = []any{
 	(AgentInputReply_Action)(0),  // 5: exprd.v1.AgentInputReply.Action
 	(AgentDone_StopReason)(0),    // 6: exprd.v1.AgentDone.StopReason
 	(*AgentLoopRunRequest)(nil),  // 7: exprd.v1.AgentLoopRunRequest
-	(*AgentMessage)(nil),         // 8: exprd.v1.AgentMessage
-	(*AgentToolCall)(nil),        // 9: exprd.v1.AgentToolCall
-	(*AgentTool)(nil),            // 10: exprd.v1.AgentTool
-	(*StopCondition)(nil),        // 11: exprd.v1.StopCondition
-	(*StopConditions)(nil),       // 12: exprd.v1.StopConditions
-	(*ToolChoice)(nil),           // 13: exprd.v1.ToolChoice
-	(*AgentStart)(nil),           // 14: exprd.v1.AgentStart
-	(*ToolOutput)(nil),           // 15: exprd.v1.ToolOutput
-	(*HookReply)(nil),            // 16: exprd.v1.HookReply
-	(*AgentApprovalReply)(nil),   // 17: exprd.v1.AgentApprovalReply
-	(*AgentCancel)(nil),          // 18: exprd.v1.AgentCancel
-	(*AgentLoopRunResponse)(nil), // 19: exprd.v1.AgentLoopRunResponse
-	(*AgentStateWrite)(nil),      // 20: exprd.v1.AgentStateWrite
-	(*StepStarted)(nil),          // 21: exprd.v1.StepStarted
-	(*TextDelta)(nil),            // 22: exprd.v1.TextDelta
-	(*ToolCallRequested)(nil),    // 23: exprd.v1.ToolCallRequested
-	(*HookRequest)(nil),          // 24: exprd.v1.HookRequest
-	(*AgentApprovalRequest)(nil), // 25: exprd.v1.AgentApprovalRequest
-	(*AgentInputRequest)(nil),    // 26: exprd.v1.AgentInputRequest
-	(*AgentInputReply)(nil),      // 27: exprd.v1.AgentInputReply
-	(*ToolResult)(nil),           // 28: exprd.v1.ToolResult
-	(*Usage)(nil),                // 29: exprd.v1.Usage
-	(*StepFinished)(nil),         // 30: exprd.v1.StepFinished
-	(*AgentDone)(nil),            // 31: exprd.v1.AgentDone
-	(*State)(nil),                // 32: exprd.v1.State
-	(*StatePatch)(nil),           // 33: exprd.v1.StatePatch
-	(*Settings)(nil),             // 34: exprd.v1.Settings
-	(*Rejected)(nil),             // 35: exprd.v1.Rejected
+	(*AgentResume)(nil),          // 8: exprd.v1.AgentResume
+	(*AgentMessage)(nil),         // 9: exprd.v1.AgentMessage
+	(*AgentToolCall)(nil),        // 10: exprd.v1.AgentToolCall
+	(*AgentTool)(nil),            // 11: exprd.v1.AgentTool
+	(*StopCondition)(nil),        // 12: exprd.v1.StopCondition
+	(*StopConditions)(nil),       // 13: exprd.v1.StopConditions
+	(*ToolChoice)(nil),           // 14: exprd.v1.ToolChoice
+	(*AgentStart)(nil),           // 15: exprd.v1.AgentStart
+	(*ToolOutput)(nil),           // 16: exprd.v1.ToolOutput
+	(*HookReply)(nil),            // 17: exprd.v1.HookReply
+	(*AgentApprovalReply)(nil),   // 18: exprd.v1.AgentApprovalReply
+	(*AgentCancel)(nil),          // 19: exprd.v1.AgentCancel
+	(*AgentLoopRunResponse)(nil), // 20: exprd.v1.AgentLoopRunResponse
+	(*AgentStateWrite)(nil),      // 21: exprd.v1.AgentStateWrite
+	(*StepStarted)(nil),          // 22: exprd.v1.StepStarted
+	(*TextDelta)(nil),            // 23: exprd.v1.TextDelta
+	(*ToolCallRequested)(nil),    // 24: exprd.v1.ToolCallRequested
+	(*HookRequest)(nil),          // 25: exprd.v1.HookRequest
+	(*AgentApprovalRequest)(nil), // 26: exprd.v1.AgentApprovalRequest
+	(*AgentInputRequest)(nil),    // 27: exprd.v1.AgentInputRequest
+	(*AgentInputReply)(nil),      // 28: exprd.v1.AgentInputReply
+	(*ToolResult)(nil),           // 29: exprd.v1.ToolResult
+	(*Usage)(nil),                // 30: exprd.v1.Usage
+	(*StepFinished)(nil),         // 31: exprd.v1.StepFinished
+	(*AgentDone)(nil),            // 32: exprd.v1.AgentDone
+	(*State)(nil),                // 33: exprd.v1.State
+	(*StatePatch)(nil),           // 34: exprd.v1.StatePatch
+	(*Settings)(nil),             // 35: exprd.v1.Settings
+	(*Rejected)(nil),             // 36: exprd.v1.Rejected
 }
 var file_exprd_v1_agentloop_proto_depIdxs = []int32{
-	14, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
-	15, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
-	16, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
-	17, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
-	32, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
-	33, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
-	18, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
-	27, // 7: exprd.v1.AgentLoopRunRequest.input_reply:type_name -> exprd.v1.AgentInputReply
-	2,  // 8: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
-	9,  // 9: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
-	3,  // 10: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
-	12, // 11: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
-	12, // 12: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
-	11, // 13: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
-	11, // 14: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
-	4,  // 15: exprd.v1.ToolChoice.mode:type_name -> exprd.v1.ToolChoice.Mode
-	8,  // 16: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
-	10, // 17: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
-	11, // 18: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
-	0,  // 19: exprd.v1.AgentStart.hooks:type_name -> exprd.v1.Hook
-	34, // 20: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
-	13, // 21: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
-	1,  // 22: exprd.v1.AgentStart.omit_events:type_name -> exprd.v1.AgentEvent
-	13, // 23: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
-	8,  // 24: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
-	21, // 25: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
-	22, // 26: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
-	23, // 27: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
-	24, // 28: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
-	25, // 29: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
-	20, // 30: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
-	28, // 31: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
-	30, // 32: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
-	31, // 33: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
-	35, // 34: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
-	26, // 35: exprd.v1.AgentLoopRunResponse.input_request:type_name -> exprd.v1.AgentInputRequest
-	9,  // 36: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
-	0,  // 37: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
-	9,  // 38: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
-	9,  // 39: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
-	5,  // 40: exprd.v1.AgentInputReply.action:type_name -> exprd.v1.AgentInputReply.Action
-	29, // 41: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
-	30, // 42: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
-	29, // 43: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
-	6,  // 44: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
-	7,  // 45: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
-	19, // 46: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
-	46, // [46:47] is the sub-list for method output_type
-	45, // [45:46] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	15, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
+	16, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
+	17, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
+	18, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
+	33, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
+	34, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
+	19, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
+	28, // 7: exprd.v1.AgentLoopRunRequest.input_reply:type_name -> exprd.v1.AgentInputReply
+	8,  // 8: exprd.v1.AgentLoopRunRequest.resume:type_name -> exprd.v1.AgentResume
+	2,  // 9: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
+	10, // 10: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
+	3,  // 11: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
+	13, // 12: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
+	13, // 13: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
+	12, // 14: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
+	12, // 15: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
+	4,  // 16: exprd.v1.ToolChoice.mode:type_name -> exprd.v1.ToolChoice.Mode
+	9,  // 17: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
+	11, // 18: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
+	12, // 19: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
+	0,  // 20: exprd.v1.AgentStart.hooks:type_name -> exprd.v1.Hook
+	35, // 21: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
+	14, // 22: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
+	1,  // 23: exprd.v1.AgentStart.omit_events:type_name -> exprd.v1.AgentEvent
+	14, // 24: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
+	9,  // 25: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
+	22, // 26: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
+	23, // 27: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
+	24, // 28: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
+	25, // 29: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
+	26, // 30: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
+	21, // 31: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
+	29, // 32: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
+	31, // 33: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
+	32, // 34: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
+	36, // 35: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
+	27, // 36: exprd.v1.AgentLoopRunResponse.input_request:type_name -> exprd.v1.AgentInputRequest
+	10, // 37: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
+	0,  // 38: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
+	10, // 39: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
+	10, // 40: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
+	5,  // 41: exprd.v1.AgentInputReply.action:type_name -> exprd.v1.AgentInputReply.Action
+	30, // 42: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
+	31, // 43: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
+	30, // 44: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
+	6,  // 45: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
+	7,  // 46: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
+	20, // 47: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
+	47, // [47:48] is the sub-list for method output_type
+	46, // [46:47] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_agentloop_proto_init() }
@@ -2951,15 +3049,16 @@ func file_exprd_v1_agentloop_proto_init() {
 		(*AgentLoopRunRequest_StatePatch)(nil),
 		(*AgentLoopRunRequest_Cancel)(nil),
 		(*AgentLoopRunRequest_InputReply)(nil),
+		(*AgentLoopRunRequest_Resume)(nil),
 	}
-	file_exprd_v1_agentloop_proto_msgTypes[4].OneofWrappers = []any{
+	file_exprd_v1_agentloop_proto_msgTypes[5].OneofWrappers = []any{
 		(*StopCondition_MaxSteps)(nil),
 		(*StopCondition_HasToolCall)(nil),
 		(*StopCondition_And)(nil),
 		(*StopCondition_Or)(nil),
 		(*StopCondition_Not)(nil),
 	}
-	file_exprd_v1_agentloop_proto_msgTypes[12].OneofWrappers = []any{
+	file_exprd_v1_agentloop_proto_msgTypes[13].OneofWrappers = []any{
 		(*AgentLoopRunResponse_StepStarted)(nil),
 		(*AgentLoopRunResponse_TextDelta)(nil),
 		(*AgentLoopRunResponse_ToolCallRequested)(nil),
@@ -2978,7 +3077,7 @@ func file_exprd_v1_agentloop_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_agentloop_proto_rawDesc), len(file_exprd_v1_agentloop_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

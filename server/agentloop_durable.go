@@ -1,0 +1,305 @@
+package server
+
+// Durable turns: what a turn records in the turn store (turnstore), the
+// turns running on this replica, detaching from a client that went away,
+// and resuming a turn from the store.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/turnstore"
+)
+
+// DefaultTurnDetachedTimeout is how long a detached turn runs without a
+// client (--turn-detached-timeout).
+const DefaultTurnDetachedTimeout = 5 * time.Minute
+
+// WithTurnStore sets where turns' events are kept (default: a
+// turnstore.Memory with the default limits, this replica's only).
+func WithTurnStore(st turnstore.Store) Option {
+	return func(o *options) error {
+		if st == nil {
+			return errors.New("turn store: nil")
+		}
+		o.turnStore = st
+		return nil
+	}
+}
+
+// WithTurnDetachedTimeout sets how long a turn started with detach runs
+// without a client.
+func WithTurnDetachedTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("turn detached timeout %s: want a positive duration", d)
+		}
+		o.detachedTimeout = d
+		return nil
+	}
+}
+
+// turnOwner is who may resume a turn the caller of ctx starts: the token's
+// caller name with auth on, else the peer's address without its port.
+func turnOwner(ctx context.Context) string {
+	if name := callerName(ctx); name != "" {
+		return "token:" + name
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		host, _, err := net.SplitHostPort(p.Addr.String())
+		if err != nil {
+			host = p.Addr.String()
+		}
+		return "peer:" + host
+	}
+	return "peer:"
+}
+
+// liveTurns are the turns running on this replica, by id.
+type liveTurns struct {
+	mu    sync.Mutex
+	turns map[string]*turn
+}
+
+func (l *liveTurns) add(t *turn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.turns == nil {
+		l.turns = map[string]*turn{}
+	}
+	l.turns[t.id] = t
+}
+
+func (l *liveTurns) remove(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.turns, id)
+}
+
+func (l *liveTurns) get(id string) *turn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.turns[id]
+}
+
+// turnStoreStatus is the status of a turn store's error.
+func turnStoreStatus(err error) error {
+	var le *turnstore.LimitError
+	switch {
+	case errors.As(err, &le):
+		return exhausted(le.Subject, le.Desc)
+	case errors.Is(err, turnstore.ErrNotFound):
+		return errTurnNotFound
+	}
+	return statusErr(codes.Unavailable, "the turn store is unavailable: the turn cannot be recorded or read; retry later", errorInfo(reasonTurnStoreUnavail), retryInfo(defaultRetryDelay))
+}
+
+// errTurnNotFound is an unknown or expired turn, or another caller's: the
+// same words for all three, so that nobody learns which ids exist.
+var errTurnNotFound = statusErr(codes.NotFound, "no turn with this id: it is unknown, has expired, or was started by another caller", errorInfo(reasonTurnNotFound))
+
+// errDetachedTimeout ends a turn that ran detached for too long.
+func errDetachedTimeout(d time.Duration) error {
+	return &streamError{st: statusErr(codes.DeadlineExceeded, fmt.Sprintf("the turn ran without a client for %s (--turn-detached-timeout)", d), errorInfo(reasonDetachedTimeout))}
+}
+
+// errServerStopping ends the detached turns of a server that stops.
+var errServerStopping = &streamError{st: statusErr(codes.Unavailable, "the server is stopping", errorInfo(codeReason(codes.Unavailable)))}
+
+// record appends m, numbered, to the store; its failure fails the turn.
+// t.sendMu is held.
+func (t *turn) record(m *exprdv1.AgentLoopRunResponse) error {
+	if t.log == nil {
+		return nil
+	}
+	data, err := proto.Marshal(m)
+	if err == nil {
+		err = t.log.Append(t.ctx, t.id, turnstore.Event{Seq: m.GetSeq(), Data: data})
+	}
+	if err != nil {
+		st := turnStoreStatus(err)
+		t.cancel(&streamError{st: st})
+		return st
+	}
+	return nil
+}
+
+// endRecord records how the turn ended: nothing more after done, else
+// its status.
+func (t *turn) endRecord(err error) {
+	if t.log == nil {
+		return
+	}
+	var end []byte
+	if err != nil {
+		end, _ = proto.Marshal(withReason(status.Convert(err)).Proto())
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 10*time.Second)
+	defer cancel()
+	_ = t.log.End(ctx, t.id, end)
+}
+
+// attach counts a client on the turn; while one is, it is not detached.
+func (t *turn) attach() {
+	t.attachMu.Lock()
+	defer t.attachMu.Unlock()
+	t.attached++
+	if t.detachTimer != nil {
+		t.detachTimer.Stop()
+		t.detachTimer = nil
+	}
+}
+
+// release is a client gone; a turn without any runs on for the detached
+// timeout.
+func (t *turn) release() {
+	t.attachMu.Lock()
+	defer t.attachMu.Unlock()
+	t.attached--
+	if t.attached == 0 && t.detach && t.detachTimer == nil {
+		d := t.detachedTimeout
+		t.detachTimer = time.AfterFunc(d, func() { t.cancel(errDetachedTimeout(d)) })
+	}
+}
+
+// stopDetachTimer is the turn's end.
+func (t *turn) stopDetachTimer() {
+	t.attachMu.Lock()
+	defer t.attachMu.Unlock()
+	if t.detachTimer != nil {
+		t.detachTimer.Stop()
+	}
+	t.attached = -1 << 30 // nothing starts it again
+}
+
+// clientGone says whether a stream's end (the cause of a failed Recv or
+// Send) is its client going away rather than a broken protocol.
+func clientGone(streamCtx context.Context, cause error) bool {
+	if streamCtx.Err() != nil {
+		return true
+	}
+	var se *streamError
+	if errors.As(cause, &se) {
+		return status.Code(se.st) == codes.Canceled
+	}
+	return false
+}
+
+// resume serves a stream whose first message is resume: the turn's events
+// after after_seq from the store, then its new ones, to its end. While
+// the turn runs on this replica, the stream's messages reach it as its
+// first stream's do; on another replica they are Rejected.
+func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
+	id := r.GetTurnId()
+	if !turnstore.ValidID(id) {
+		return badRequest("resume.turn_id", "a turn id is 32 lowercase hex digits, as the turn's first event named it")
+	}
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	st := a.s.opts.turnStore
+	rec, err := st.Get(ctx, id)
+	if err == nil && rec.Owner != turnOwner(ctx) {
+		err = turnstore.ErrNotFound // no oracle: another's turn is not there
+	}
+	if err != nil {
+		return turnStoreStatus(err)
+	}
+	var from uint64
+	switch after := r.GetAfterSeq(); {
+	case after < 0:
+		if back := uint64(-after); back < rec.Last {
+			from = rec.Last - back
+		}
+	case uint64(after) > rec.Last:
+		desc := fmt.Sprintf("the turn's latest event is seq %d; after_seq %d is past it", rec.Last, after)
+		return statusErr(codes.OutOfRange, "resume.after_seq: "+desc, errorInfo(reasonSeqOutOfRange, metaField, "resume.after_seq"),
+			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "resume.after_seq", Description: desc}}})
+	default:
+		from = uint64(after)
+	}
+	var sendMu sync.Mutex
+	send := func(m *exprdv1.AgentLoopRunResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(m)
+	}
+	handle := func(m *exprdv1.AgentLoopRunRequest) bool {
+		_ = send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Rejected{Rejected: rejected(requestKind(m), "",
+			statusErr(codes.FailedPrecondition, "the turn runs on another replica: this stream only follows it", errorInfo(reasonTurnElsewhere)))}})
+		return false
+	}
+	if live := a.turns.get(id); live != nil {
+		live.attach()
+		defer live.release()
+		handle = func(m *exprdv1.AgentLoopRunRequest) bool { return live.handle(m, live.cancel) }
+	}
+	go receive(ctx, a.s, stream, cancel, handle)
+	first := true
+	end, err := st.Follow(ctx, id, from, func(ev turnstore.Event) error {
+		m := new(exprdv1.AgentLoopRunResponse)
+		if err := proto.Unmarshal(ev.Data, m); err != nil {
+			return err
+		}
+		if first {
+			m.TurnId, first = id, false
+		}
+		return send(m)
+	})
+	if perr := brokenProtocol(ctx); perr != nil {
+		return perr
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return contextStatus(ctx.Err())
+		}
+		if _, ok := status.FromError(err); ok {
+			return err // the stream's Send
+		}
+		return turnStoreStatus(err)
+	}
+	if len(end) == 0 {
+		return nil // the turn's done was the last event
+	}
+	var sp spb.Status
+	if err := proto.Unmarshal(end, &sp); err != nil {
+		return internalError()
+	}
+	return status.FromProto(&sp).Err()
+}
+
+// requestKind is the field name of a client message.
+func requestKind(m *exprdv1.AgentLoopRunRequest) string {
+	switch m.GetMsg().(type) {
+	case *exprdv1.AgentLoopRunRequest_ToolOutput:
+		return "tool_output"
+	case *exprdv1.AgentLoopRunRequest_HookReply:
+		return "hook_reply"
+	case *exprdv1.AgentLoopRunRequest_ApprovalReply:
+		return "approval_reply"
+	case *exprdv1.AgentLoopRunRequest_InputReply:
+		return "input_reply"
+	case *exprdv1.AgentLoopRunRequest_State:
+		return "state"
+	case *exprdv1.AgentLoopRunRequest_StatePatch:
+		return "state_patch"
+	case *exprdv1.AgentLoopRunRequest_Cancel:
+		return "cancel"
+	case *exprdv1.AgentLoopRunRequest_Start:
+		return "start"
+	case *exprdv1.AgentLoopRunRequest_Resume:
+		return "resume"
+	}
+	return ""
+}
