@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // LoadDir registers every manual in dir (files ending .json, .yaml or .yml,
@@ -73,17 +74,27 @@ func similarNames(name string, names []string) []string {
 	if !hasDot {
 		short = lname
 	}
+	most := max(2, len(lname)/3)
+	runes := utf8.RuneCountInString(lname)
 	for _, n := range names {
 		ln := strings.ToLower(n)
 		_, nshort, _ := strings.Cut(ln, ".")
-		d := levenshtein(lname, ln)
+		var d int
 		switch {
 		case nshort == short:
 			d = 0
 		case strings.Contains(ln, lname) && len(lname) >= 3:
-			d = min(d, 1)
+			d = 1 // not 0: equal names have equal short names
+		default:
+			// The distance is at least the difference of the lengths:
+			// a name far longer or shorter than any is never compared
+			// (a long one would cost its length times each name's).
+			if diff := utf8.RuneCountInString(ln) - runes; diff > most || -diff > most {
+				continue
+			}
+			d = levenshtein(lname, ln)
 		}
-		if d <= max(2, len(lname)/3) {
+		if d <= most {
 			cands = append(cands, cand{n, d})
 		}
 	}

@@ -72,6 +72,12 @@ func TestNotFoundListsCloseNames(t *testing.T) {
 		{"math.ad", []string{"math.add"}},
 		{"weather.forcast", []string{"weather.forecast"}},
 		{"nothing.like.it", nil},
+		// At most a third of the name's length away: 8 letters more is at
+		// it, 9 past it; a name of a MiB is compared with none (at its
+		// length times each name's it would take minutes).
+		{"weather.forecast" + strings.Repeat("x", 8), []string{"weather.forecast"}},
+		{"weather.forecast" + strings.Repeat("x", 9), nil},
+		{strings.Repeat("x", 1<<20), nil},
 	}
 	for _, tc := range cases {
 		_, err := r.Call(context.Background(), tc.name, nil)
