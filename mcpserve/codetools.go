@@ -93,6 +93,11 @@ func decodeArgs(raw json.RawMessage, v any) error {
 		raw = json.RawMessage("{}")
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
+		var ae argError
+		var tm tooManyNames
+		if errors.As(err, &ae) || errors.As(err, &tm) {
+			return err
+		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			if te.Field == "" {
@@ -214,16 +219,64 @@ type notFound struct {
 	Similar []string `json:"similar,omitempty"`
 }
 
+// infoNames is tools_info's names, decoded up to MaxInfoNames: past it
+// the rest is not decoded (a long list would cost a string a name before
+// it could be refused), only counted.
+type infoNames []string
+
+// tooManyNames is the error of a list past MaxInfoNames.
+type tooManyNames int
+
+func (n tooManyNames) Error() string {
+	return fmt.Sprintf("%d names or more: give 1 to %d", int(n), MaxInfoNames)
+}
+
+func (n *infoNames) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return argError("names must be an array of strings")
+	}
+	for dec.More() {
+		if len(*n) == MaxInfoNames {
+			return tooManyNames(MaxInfoNames + 1)
+		}
+		var s string
+		if err := dec.Decode(&s); err != nil {
+			return argError("names must be an array of strings")
+		}
+		*n = append(*n, s)
+	}
+	return nil
+}
+
+// argError is a mistake in a call's arguments, said as it is.
+type argError string
+
+func (e argError) Error() string { return string(e) }
+
 func (h *Handler) toolsInfo(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var in struct {
-		Names []string `json:"names"`
+		Names infoNames `json:"names"`
 	}
 	if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 		return toolError("tools_info: %v", err), nil
 	}
-	if len(in.Names) == 0 || len(in.Names) > MaxInfoNames {
-		return toolError("tools_info: %d names: give 1 to %d", len(in.Names), MaxInfoNames), nil
+	if len(in.Names) == 0 {
+		return toolError("tools_info: 0 names: give 1 to %d", MaxInfoNames), nil
 	}
+	// A name asked twice is answered once (not its schemas twice).
+	seen := make(map[string]bool, len(in.Names))
+	names := in.Names[:0]
+	for _, n := range in.Names {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	in.Names = names
 	v := viewOf(requestFrom(ctx).callerOrNil())
 	out := struct {
 		Tools    []described `json:"tools"`

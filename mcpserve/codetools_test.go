@@ -1,6 +1,7 @@
 package mcpserve_test
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,6 +163,51 @@ func TestCodeModeLimitsAtTheEdge(t *testing.T) {
 				t.Errorf("got %s, want it to run", text(res))
 			case tt.reason != "" && (run.Error == nil || run.Error.Reason != tt.reason):
 				t.Errorf("got %s, want %s", text(res), tt.reason)
+			}
+		})
+	}
+}
+
+// tools_info at the body's limit, on a registry of 500 tools:
+// MaxInfoNames names as long as the body allows are answered at once (a
+// long name is compared with no tool's name for similar ones: at its
+// length times each name's it took half a minute), a name asked twice
+// once; one name more is refused without the list being decoded.
+func TestInfoNamesAtTheBodyLimit(t *testing.T) {
+	t.Parallel()
+	url, _ := serve(t, mcpserve.Config{Registry: wideRegistry(t, 500, 16)})
+	cs := connect(t, url, "2026-07-28", "")
+	long := func(n int) []string {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("math.%d%s", i, strings.Repeat("x", (mcpserve.DefaultMaxBodyBytes-4096)/(mcpserve.MaxInfoNames+1)))
+		}
+		return names
+	}
+	tests := []struct {
+		name  string
+		names []string
+		want  string
+	}{
+		{"the most names, each long", long(mcpserve.MaxInfoNames), "no such tool: math.0x"},
+		{"one name more", long(mcpserve.MaxInfoNames + 1), "33 names or more"},
+		{"a name asked twice", []string{"math.add", "math.add"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			res := call(t, cs, "tools_info", map[string]any{"names": tt.names})
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("answered in %v", took)
+			}
+			if tt.want == "" {
+				if n := strings.Count(text(res), `"name":"math.add"`); res.IsError || n != 1 {
+					t.Errorf("described %d times: %s", n, text(res))
+				}
+				return
+			}
+			if !res.IsError || !strings.Contains(text(res), tt.want) {
+				t.Errorf("got %.200s, want a tool error saying %q", text(res), tt.want)
 			}
 		})
 	}

@@ -24,8 +24,18 @@ func (h *Handler) toolsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch r := req.(type) {
 		case *mcp.ListToolsRequest:
+			end, err := h.begin(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer end()
 			return h.listTools(ctx, r)
 		case *mcp.CallToolRequest:
+			end, err := h.begin(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer end()
 			if r.Params != nil && !h.isCodeTool(r.Params.Name) && h.cfg.Expose.tools() {
 				return h.callRegistryTool(ctx, r)
 			}
@@ -121,8 +131,14 @@ func (h *Handler) callRegistryTool(ctx context.Context, req *mcp.CallToolRequest
 	if h.approval.has(t.Name) {
 		return toolError("tool %q needs a person's approval, which this MCP endpoint does not ask for: call it through exprd's gRPC CodeMode.Run, which asks the client", t.Name), nil
 	}
+	// Decoded, small JSON values take tens of times their bytes (an
+	// array of zeros, 42 times): reserved before they are decoded.
+	raw := req.Params.Arguments
+	if err := requestFrom(ctx).hold(ctx, "an MCP tool call's arguments", argsFactor*int64(len(raw))); err != nil {
+		return toolError("tool %q: exprd's memory budget cannot hold these %d bytes of arguments decoded now (memory_budget): retry later, or send less", t.Name, len(raw)), nil
+	}
 	var args map[string]any
-	if err := decodeArgs(req.Params.Arguments, &args); err != nil {
+	if err := decodeArgs(raw, &args); err != nil {
 		return toolError("tool %q: %v", t.Name, err), nil
 	}
 	if args == nil {

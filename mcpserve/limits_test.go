@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,5 +232,182 @@ func TestApprovalRefused(t *testing.T) {
 	res = call(t, cs, "tools_info", map[string]any{"names": []string{"math.divide"}})
 	if !strings.Contains(text(res), `"needs_approval":true`) {
 		t.Errorf("tools_info does not say math.divide needs approval: %s", text(res))
+	}
+}
+
+// wideRegistry is a registry of n tools whose descriptions are each of
+// desc bytes, as a provider with long descriptions gives them: one
+// gateway page of them is a long answer.
+func wideRegistry(t testing.TB, n, desc int) *utcp.Registry {
+	t.Helper()
+	reg := demoRegistry(t)
+	var tools []string
+	for i := range n {
+		tools = append(tools, fmt.Sprintf(`{"name":"t%03d","description":%q,"inputs":{"type":"object"},
+			"tool_call_template":{"call_template_type":"http","http_method":"POST","url":"http://127.0.0.1:1/t"}}`, i, strings.Repeat("w", desc)))
+	}
+	manual := `{"utcp_version":"1.0.1","manual_version":"1.0.0","tools":[` + strings.Join(tools, ",") + `]}`
+	if _, err := reg.Register(context.Background(), "wide", utcp.FromText(manual).AllowProtocols("http")); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// A client that stops reading its answer has the request ended once
+// WriteTimeout has passed from the answer's first byte: its place in
+// flight and what the memory budget holds for it are given back. A
+// client that reads is answered in full.
+func TestWriteTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	mem := membudget.New(1<<30, 10*time.Millisecond)
+	url, _ := serve(t, mcpserve.Config{Registry: wideRegistry(t, 100, 128<<10), Expose: mcpserve.ExposeTools, Memory: mem,
+		Limits: mcpserve.Limits{MaxInFlight: 1, WriteTimeout: timeout}})
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+
+	// One that reads: the whole page (over 12 MB).
+	resp := post(t, url, "", list)
+	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || len(body) < 12_000_000 || !strings.HasSuffix(strings.TrimSpace(body), "}") {
+		t.Fatalf("a client that reads: %d, %d bytes", resp.StatusCode, len(body))
+	}
+
+	// One that never reads, on a socket with a small receive buffer.
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	host := strings.TrimPrefix(strings.TrimSuffix(url, mcpserve.Path), "http://")
+	conn, err := d.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"Mcp-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n%s", mcpserve.Path, host, len(list), list)
+
+	// While it is held, the one place in flight is taken; once the
+	// timeout has passed it is free again.
+	ping := func() int {
+		resp := post(t, url, "", `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+		readAll(t, resp)
+		return resp.StatusCode
+	}
+	for start := time.Now(); ping() != http.StatusServiceUnavailable; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the request of the client that never reads was never in flight")
+		}
+	}
+	held := time.Now()
+	for ping() != http.StatusOK {
+		if time.Since(held) > 10*timeout {
+			t.Fatalf("the request of a client that never reads still holds its place after %v", time.Since(held))
+		}
+		time.Sleep(timeout / 10)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for mem.InUse() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := mem.InUse(); n != 0 {
+		t.Errorf("%d bytes still reserved for the client that never reads", n)
+	}
+}
+
+// Each tools/call of a JSON-RPC batch (2025-03-26) takes a place in
+// flight: a batch of MaxInFlight calls runs, one more and a call is
+// refused with a JSON-RPC error, never run.
+func TestBatchInFlight(t *testing.T) {
+	t.Parallel()
+	const limit = 3
+	tests := []struct {
+		name    string
+		calls   int
+		refused int
+	}{
+		{"at the limit", limit, 0},
+		{"one past it", limit + 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			reg := demoRegistry(t)
+			slow := withSlow(t, reg)
+			url, _ := serve(t, mcpserve.Config{Registry: reg, Limits: mcpserve.Limits{MaxInFlight: limit}})
+			var msgs []string
+			for i := range tt.calls {
+				msgs = append(msgs, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"call_tool_chain",`+
+					`"arguments":{"code":"codemode.CallTool(\"slow.wait\", {})"}}}`, i+1))
+			}
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("["+strings.Join(msgs, ",")+"]"))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2025-03-26")
+			got := make(chan string, 1)
+			go func() {
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				got <- string(b)
+			}()
+			for range tt.calls - tt.refused {
+				<-slow.arrived
+			}
+			select {
+			case <-slow.arrived:
+				t.Error("a call past the limit ran")
+			case <-time.After(200 * time.Millisecond):
+			}
+			slow.free()
+			body := <-got
+			if n := strings.Count(body, "max_in_flight"); n != tt.refused {
+				t.Errorf("%d calls refused, want %d: %s", n, tt.refused, body)
+			}
+			if n := strings.Count(body, `\"ok\":true`); n != tt.calls-tt.refused {
+				t.Errorf("%d calls answered, want %d: %s", n, tt.calls-tt.refused, body)
+			}
+		})
+	}
+}
+
+// A gateway call's arguments are reserved from the memory budget,
+// argsFactor (48) times their bytes, before they are decoded: at what the
+// budget holds with the body's reservation the call is made (and fails
+// on the provider's schema), one byte more and it is refused.
+func TestGatewayArgumentsBudget(t *testing.T) {
+	t.Parallel()
+	const argsFactor, bodyFactor = 48, 2
+	body := func(n int) (string, int) {
+		args := `{"a":"` + strings.Repeat("x", n-len(`{"a":""}`)) + `"}`
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"math.add","arguments":` + args + `}}`, len(args)
+	}
+	const n = 100_000
+	b, l := body(n)
+	need := int64(bodyFactor*len(b) + argsFactor*l)
+	limit := need
+	for limit-limit/16 != need { // the large reservations' part of the budget
+		limit++
+	}
+	mem := membudget.New(limit, 10*time.Millisecond)
+	url, _ := serve(t, mcpserve.Config{Registry: demoRegistry(t), Expose: mcpserve.ExposeTools, Memory: mem})
+	tests := []struct {
+		name    string
+		size    int
+		refused bool
+	}{
+		{"at what the budget holds", n, false},
+		{"one byte past it", n + 1, true},
+	}
+	for _, tt := range tests {
+		b, _ := body(tt.size)
+		got := readAll(t, post(t, url, "", b))
+		if refused := strings.Contains(got, "memory_budget"); refused != tt.refused || !strings.Contains(got, `"isError":true`) {
+			t.Errorf("%s: %.300s", tt.name, got)
+		}
+	}
+	if mem.InUse() != 0 {
+		t.Errorf("%d bytes still reserved", mem.InUse())
 	}
 }

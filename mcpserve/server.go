@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
@@ -52,6 +53,11 @@ const (
 	// timeout, and a gateway call: CodeMode's Execute default.
 	DefaultCallTimeout = codemode.DefaultTimeout
 
+	// DefaultWriteTimeout bounds the writing of an answer, from its
+	// first byte: a client that stops reading has its request ended (and
+	// its connection closed) then, not held.
+	DefaultWriteTimeout = 30 * time.Second
+
 	// The HTTP server's own bounds (NewHTTPServer): a request's headers
 	// must arrive within ReadHeaderTimeout and be at most MaxHeaderBytes,
 	// its body within ReadTimeout; an idle connection is closed after
@@ -65,10 +71,13 @@ const (
 // What the memory budget holds for a request: bodyFactor bytes a byte of
 // its body (the bytes, and the messages decoded from them), resultFactor
 // a byte of a result's JSON (the value, its text content and structured
-// content, and their encoding on the wire).
+// content, and their encoding on the wire), argsFactor a byte of a
+// gateway call's arguments (decoded into Go values: an array of small
+// numbers, 42 times its JSON's bytes, measured; empty objects 50).
 const (
 	bodyFactor   = 2
 	resultFactor = 4
+	argsFactor   = 48
 )
 
 // Expose says which tools the endpoint lists.
@@ -108,17 +117,21 @@ type Limits struct {
 	// MaxBodyBytes bounds a request's body; a longer one is answered 413.
 	MaxBodyBytes int64
 	// MaxInFlight bounds the requests being served at once; one past it
-	// is answered 503 at once, with a Retry-After.
+	// is answered 503 at once, with a Retry-After. Each tools/call and
+	// tools/list of a JSON-RPC batch (2025-03-26 and before) past its
+	// first counts as one more; one past the bound is a JSON-RPC error.
 	MaxInFlight int
 	// MaxTimeout is the most call_tool_chain's timeout may ask for
 	// (CodeMode's --codemode-max-timeout); 0: codemode.DefaultMaxTimeout.
 	MaxTimeout time.Duration
 	// PageSize is the tools of a tools/list page.
 	PageSize int
+	// WriteTimeout bounds the writing of an answer from its first byte.
+	WriteTimeout time.Duration
 }
 
 func (l Limits) withDefaults() (Limits, error) {
-	if l.MaxBodyBytes < 0 || l.MaxInFlight < 0 || l.MaxTimeout < 0 || l.PageSize < 0 {
+	if l.MaxBodyBytes < 0 || l.MaxInFlight < 0 || l.MaxTimeout < 0 || l.PageSize < 0 || l.WriteTimeout < 0 {
 		return l, fmt.Errorf("mcpserve: limits %+v: want none negative", l)
 	}
 	if l.MaxBodyBytes == 0 {
@@ -132,6 +145,9 @@ func (l Limits) withDefaults() (Limits, error) {
 	}
 	if l.PageSize == 0 {
 		l.PageSize = DefaultPageSize
+	}
+	if l.WriteTimeout == 0 {
+		l.WriteTimeout = DefaultWriteTimeout
 	}
 	return l, nil
 }
@@ -286,6 +302,7 @@ type request struct {
 	memory *membudget.Budget
 	mu     sync.Mutex
 	held   []*membudget.Reservation
+	works  int // the tools/call and tools/list messages begun (a batch has several)
 }
 
 type requestKey struct{}
@@ -322,6 +339,10 @@ func (q *request) release() {
 // serveMCP bounds the request, checks its token, admits it under the
 // overload manager and the memory budget, then lets the SDK read it.
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
+	dw := &deadlineWriter{ResponseWriter: w, timeout: h.limits.WriteTimeout}
+	dw.start()
+	defer dw.end()
+	w = dw
 	select {
 	case h.inFlight <- struct{}{}:
 		defer func() { <-h.inFlight }()
@@ -398,6 +419,73 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, c *Caller) {
 	// (callCtx), and its answer still written.
 	h.sdk.ServeHTTP(w, r.WithContext(valuesOf{Context: r.Context(), values: ctx}))
 }
+
+// begin admits one tools/call or tools/list message of the request: the
+// first rides on the request's own place in flight, each further one (a
+// batch's) takes a place of its own, or is refused. end gives it back.
+func (h *Handler) begin(ctx context.Context) (end func(), err error) {
+	q := requestFrom(ctx)
+	if q == nil {
+		return func() {}, nil
+	}
+	q.mu.Lock()
+	q.works++
+	first := q.works == 1
+	q.mu.Unlock()
+	if first {
+		return func() {}, nil
+	}
+	select {
+	case h.inFlight <- struct{}{}:
+		return func() { <-h.inFlight }, nil
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("exprd is serving %d MCP requests, its limit (max_in_flight; each message of a batch counts): retry in a second", h.limits.MaxInFlight)}
+	}
+}
+
+// deadlineWriter bounds the writing of an answer: from its first byte,
+// the connection's write deadline is timeout away, so that a client that
+// stops reading has the request end (its place in flight and what the
+// memory budget holds for it given back) rather than hold it. The
+// deadline is lifted as the request begins (a connection's requests
+// follow one another) and set again as it ends, for what the server
+// still writes after the handler.
+type deadlineWriter struct {
+	http.ResponseWriter
+	timeout time.Duration
+	set     bool
+}
+
+func (w *deadlineWriter) start() {
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Time{})
+}
+
+func (w *deadlineWriter) arm() {
+	if !w.set {
+		w.set = true
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+}
+
+func (w *deadlineWriter) end() { w.arm() }
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.arm()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.arm()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *deadlineWriter) Flush() {
+	w.arm()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // valuesOf is a context that ends as its Context does, with the values
 // of another.

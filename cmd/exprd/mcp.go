@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/mcpserve"
@@ -25,6 +26,7 @@ type mcpConfig struct {
 	maxBodyBytes  int64
 	maxInFlight   int
 	pageSize      int
+	writeTimeout  time.Duration
 	needsApproval string
 }
 
@@ -34,6 +36,7 @@ func (c *mcpConfig) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.maxBodyBytes, "mcp-max-body-bytes", mcpserve.DefaultMaxBodyBytes, "bytes of one MCP request's body; a longer one is answered 413")
 	fs.IntVar(&c.maxInFlight, "mcp-max-in-flight", mcpserve.DefaultMaxInFlight, "MCP requests served at once; one past it is answered 503 with a Retry-After")
 	fs.IntVar(&c.pageSize, "mcp-page-size", mcpserve.DefaultPageSize, "tools of one MCP tools/list page")
+	fs.DurationVar(&c.writeTimeout, "mcp-write-timeout", mcpserve.DefaultWriteTimeout, "the most an MCP answer may take to write from its first byte; a client reading slower has its request ended")
 	fs.StringVar(&c.needsApproval, "mcp-needs-approval", "", "comma-separated tools (full names, manuals, or prefixes ending in *) whose calls need a person's approval: the MCP endpoint refuses them")
 }
 
@@ -42,6 +45,7 @@ func (c mcpConfig) validate() error {
 		{"mcp-max-body-bytes", c.maxBodyBytes > 0, c.maxBodyBytes},
 		{"mcp-max-in-flight", c.maxInFlight > 0, c.maxInFlight},
 		{"mcp-page-size", c.pageSize > 0, c.pageSize},
+		{"mcp-write-timeout", c.writeTimeout > 0, c.writeTimeout},
 	})
 	if _, err := mcpserve.ParseExpose(c.expose); err != nil {
 		errs = append(errs, fmt.Errorf("mcp-expose: %v", err))
@@ -73,7 +77,7 @@ func startMCP(c config, reg *utcp.Registry, ovl *overload.Manager, log *slog.Log
 		Overload:      ovl,
 		Logger:        log,
 		Limits: mcpserve.Limits{MaxBodyBytes: c.mcp.maxBodyBytes, MaxInFlight: c.mcp.maxInFlight,
-			MaxTimeout: c.runLimits.codeModeTimeout, PageSize: c.mcp.pageSize},
+			MaxTimeout: c.runLimits.codeModeTimeout, PageSize: c.mcp.pageSize, WriteTimeout: c.mcp.writeTimeout},
 	}
 	tokens, err := c.tokens()
 	if err != nil {
