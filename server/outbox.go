@@ -41,7 +41,8 @@ const outboxWhat = "the messages queued for a stream"
 // errSlowReader ends a stream whose client stopped reading.
 var errSlowReader = errors.New("the client did not read what it was sent")
 
-// errStreamEnded refuses a put after close: the handler has returned.
+// errStreamEnded refuses a put after close (the handler has returned),
+// and a send once the overload interceptor has ended a shed stream.
 var errStreamEnded = errors.New("the stream has ended")
 
 type queued[M any] struct {

@@ -9,17 +9,21 @@ package server
 // (overloadStatus in errors.go). They are the innermost of the chain, so
 // that the context they track is the handler's.
 //
-// A stream's handler sees the tracked context, and a shed stream's
-// RecvMsg fails with the OVERLOADED status: a run (CodeMode, AgentLoop)
-// ends at once, a Session's calls at once and the Session itself at the
-// client's next message, the first it cannot take.
+// A stream's handler sees the tracked context, and a shed stream ends at
+// once with the OVERLOADED status, whatever its handler waits on (a
+// Session blocked on the client's next message among them): a run
+// (CodeMode, AgentLoop) and a Session alike.
 
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/exprd/exprd/internal/overload"
 )
@@ -46,13 +50,38 @@ func (s *Server) overloadInterceptors() (grpc.UnaryServerInterceptor, grpc.Strea
 		}
 		return resp, err
 	}
+	// The handler runs in a goroutine of its own (recovered there as the
+	// chain recovers it), so that a shed stream ends at once, whatever
+	// its handler waits on: grpc-go gives a handler blocked in RecvMsg no
+	// way out but the stream's end, which only the interceptor's return
+	// brings. The handler's sends end at the shed; it lets go of what it
+	// holds when its RecvMsg fails on the ended stream, and is tracked
+	// until then.
+	recovered := recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(s.recovered))
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if err := m.Admit(); err != nil {
 			return overloadStatus(err)
 		}
 		ctx, _, done := m.Track(ss.Context(), info.FullMethod)
-		defer done()
-		err := handler(srv, &trackedStream{ServerStream: ss, ctx: ctx})
+		ts := &trackedStream{ServerStream: ss, ctx: ctx}
+		ended := make(chan error, 1)
+		go func() {
+			defer done()
+			ended <- recovered(srv, ts, info, handler)
+		}()
+		var err error
+		select {
+		case err = <-ended:
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); errors.Is(cause, overload.ErrOverloaded) {
+				var ok bool
+				if ok, err = ts.endOr(ended); ok {
+					return overloadStatus(cause)
+				}
+			} else {
+				err = <-ended
+			}
+		}
 		if err != nil {
 			if cause := context.Cause(ctx); errors.Is(cause, overload.ErrOverloaded) {
 				return overloadStatus(cause)
@@ -65,16 +94,73 @@ func (s *Server) overloadInterceptors() (grpc.UnaryServerInterceptor, grpc.Strea
 }
 
 // trackedStream is a stream whose handler works in the tracked context.
+// Once the stream is shed (end), what the handler sends fails: the
+// stream is the interceptor's to end.
 type trackedStream struct {
 	grpc.ServerStream
 	ctx context.Context
+
+	mu    sync.Mutex
+	ended bool
 }
 
 func (t *trackedStream) Context() context.Context { return t.ctx }
 
+// endRetry is how often endOr tries again to end a stream whose handler
+// is sending.
+const endRetry = 10 * time.Millisecond
+
+// endOr makes the handler's sends fail from now on, as soon as none is in
+// flight, and reports true; or, when the handler returns first, false and
+// its error. A send blocked for good (a client that reads nothing) keeps
+// the stream until the handler ends, as before the shed.
+func (t *trackedStream) endOr(ended <-chan error) (bool, error) {
+	tick := time.NewTicker(endRetry)
+	defer tick.Stop()
+	for !t.mu.TryLock() {
+		select {
+		case err := <-ended:
+			return false, err
+		case <-tick.C:
+		}
+	}
+	t.ended = true
+	t.mu.Unlock()
+	return true, nil
+}
+
+// sending runs send unless the stream has ended.
+func (t *trackedStream) sending(send func() error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		if err := t.shed(); err != nil {
+			return err
+		}
+		return errStreamEnded
+	}
+	return send()
+}
+
+func (t *trackedStream) SendMsg(m any) error {
+	return t.sending(func() error { return t.ServerStream.SendMsg(m) })
+}
+
+func (t *trackedStream) SendHeader(md metadata.MD) error {
+	return t.sending(func() error { return t.ServerStream.SendHeader(md) })
+}
+
+func (t *trackedStream) SetHeader(md metadata.MD) error {
+	return t.sending(func() error { return t.ServerStream.SetHeader(md) })
+}
+
+func (t *trackedStream) SetTrailer(md metadata.MD) {
+	_ = t.sending(func() error { t.ServerStream.SetTrailer(md); return nil })
+}
+
 // RecvMsg fails once the manager has shed the stream, before and after
-// waiting: a handler blocked in it (a Session's) ends at the client's next
-// message.
+// waiting; a handler blocked in it when the stream is shed sees it fail
+// once the interceptor has ended the stream.
 func (t *trackedStream) RecvMsg(m any) error {
 	if err := t.shed(); err != nil {
 		return err
