@@ -67,6 +67,7 @@ type config struct {
 	registryMaxManuals        int
 	registryMaxTools          int
 	store                     storeConfig
+	turns                     turnsConfig
 	memoryBudget              int64
 	memoryBudgetWait          time.Duration
 	memory                    *membudget.Budget // made from the two above at start
@@ -125,6 +126,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.registryMaxManuals, "registry-max-manuals", utcp.DefaultMaxManuals, "manuals the tool registry holds at once, the operator's included")
 	fs.IntVar(&c.registryMaxTools, "registry-max-tools", utcp.DefaultMaxTools, "tools the tool registry holds at once, over every manual")
 	c.store.flags(fs)
+	c.turns.flags(fs)
 	fs.Int64Var(&c.memoryBudget, "memory-budget", 0, "bytes the states of sessions, turns and calls and the tools' answers being read may hold at once (0: 70% of the cgroup's memory limit, else of GOMEMLIMIT, else of the machine's memory)")
 	fs.DurationVar(&c.memoryBudgetWait, "memory-budget-wait", 250*time.Millisecond, "how long work waits for room in a spent memory budget before it is refused (RESOURCE_EXHAUSTED)")
 	c.overload.flags(fs)
@@ -318,6 +320,9 @@ func (c config) validate() error {
 	}
 	if err := c.mcp.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.turns.validate(); err != nil {
+		return err
 	}
 	if err := c.store.validate(); err != nil {
 		errs = append(errs, err)

@@ -94,6 +94,12 @@ func run(args []string) error {
 	defer func() { _ = store.Close() }()
 	tel.handle("/readyz", readyz(store))
 	opts = append(opts, dm.serverOptions(log)...)
+	turns, err := c.turns.open(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = turns.Close() }()
+	opts = append(opts, server.WithTurnStore(turns), server.WithTurnDetachedTimeout(c.turns.detachedTimeout))
 	opts = append(opts, server.WithRegistry(tl.reg), server.WithToolStore(store), server.WithModels(md.reg), server.WithMemoryBudget(c.memory))
 	if ovl != nil {
 		opts = append(opts, server.WithOverload(ovl))

@@ -1,0 +1,332 @@
+package turnstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of NATSConfig.
+const (
+	DefaultNATSStream  = "EXPRD_TURNS"
+	DefaultNATSSubject = "exprd.turn" // a turn's events are on exprd.turn.<id>
+	DefaultNATSBucket  = "exprd_turns"
+	DefaultNATSTimeout = 5 * time.Second
+)
+
+// Message headers of the events stream.
+const (
+	hdrSeq = "Exprd-Seq" // the event's seq; on the end record, the last event's
+	hdrEnd = "Exprd-End" // set on the end record
+)
+
+// NATSConfig configures a NATS store.
+type NATSConfig struct {
+	// URL is one or more servers: nats://host:4222[,nats://host:4222...]
+	// (tls:// for TLS).
+	URL string
+	// CredsFile is a NATS credentials file (a user JWT and its nkey seed),
+	// as the operator issued it; empty: none.
+	CredsFile string
+	// CAFile verifies the servers' certificates; CertFile and KeyFile are
+	// a client certificate. Either implies TLS.
+	CAFile, CertFile, KeyFile string
+	// Stream, Subject and Bucket name what the store uses (defaults above).
+	Stream, Subject, Bucket string
+	// Replicas of the stream and the bucket (0: 1).
+	Replicas int
+	// Timeout bounds one request to NATS (0: DefaultNATSTimeout).
+	Timeout time.Duration
+	Limits  Limits
+}
+
+// NATS is a Store on NATS JetStream, shared by every replica: a stream of
+// events (a subject per turn, de-duplicated by message id) and a
+// key-value bucket of turn records (owner, start, end).
+type NATS struct {
+	cfg    NATSConfig
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	kv     jetstream.KeyValue
+
+	mu     sync.Mutex
+	counts map[string]*natsCount // the turns this process writes: what they hold
+}
+
+type natsCount struct {
+	events int
+	bytes  int64
+}
+
+// natsRecord is a turn's record in the bucket.
+type natsRecord struct {
+	Owner   string `json:"owner"`
+	Started int64  `json:"started"`         // Unix nanoseconds
+	Ended   int64  `json:"ended,omitempty"` // Unix nanoseconds; 0 while it runs
+}
+
+// OpenNATS connects to NATS and makes sure the stream and the bucket exist
+// with cfg's limits.
+func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultNATSStream
+	}
+	if cfg.Subject == "" {
+		cfg.Subject = DefaultNATSSubject
+	}
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultNATSBucket
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultNATSTimeout
+	}
+	opts := []nats.Option{nats.Name("exprd"), nats.Timeout(cfg.Timeout), nats.MaxReconnects(-1)}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.CAFile))
+	}
+	if cfg.CertFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.CertFile, cfg.KeyFile))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("turn store: %w: %w", ErrUnavailable, err)
+	}
+	s := &NATS{cfg: cfg, nc: nc, counts: map[string]*natsCount{}}
+	if err := s.setUp(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *NATS) setUp(ctx context.Context) error {
+	var err error
+	if s.js, err = jetstream.New(s.nc); err != nil {
+		return err
+	}
+	maxMsg := s.cfg.Limits.MaxBytes
+	if maxMsg > math.MaxInt32 {
+		maxMsg = math.MaxInt32
+	}
+	s.stream, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        s.cfg.Stream,
+		Description: "exprd: the events of AgentLoop turns, a subject per turn",
+		Subjects:    []string{s.cfg.Subject + ".*"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+		MaxAge:      s.cfg.Limits.MaxAge,
+		// The writer enforces the limits (a clear error); the stream is
+		// the backstop: the events and the end record.
+		MaxMsgsPerSubject:    int64(s.cfg.Limits.MaxEvents) + 1,
+		MaxMsgSize:           int32(maxMsg),
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		Duplicates:           2 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("turn store: the stream %s: %w", s.cfg.Stream, err)
+	}
+	s.kv, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      s.cfg.Bucket,
+		Description: "exprd: AgentLoop turn records (owner, start, end)",
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+		TTL:         s.cfg.Limits.MaxAge,
+		History:     1,
+	})
+	if err != nil {
+		return fmt.Errorf("turn store: the bucket %s: %w", s.cfg.Bucket, err)
+	}
+	return nil
+}
+
+// Kind is "nats".
+func (s *NATS) Kind() string { return "nats" }
+
+// Close closes the connection.
+func (s *NATS) Close() error {
+	s.nc.Close()
+	return nil
+}
+
+func (s *NATS) subject(id string) string { return s.cfg.Subject + "." + id }
+
+func (s *NATS) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
+}
+
+// unavailable wraps a failure to reach NATS.
+func unavailable(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, err) }
+
+// Create records a new turn.
+func (s *NATS) Create(ctx context.Context, id, owner string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("turn id %q: want 32 lowercase hex digits", id)
+	}
+	rec, _ := json.Marshal(natsRecord{Owner: owner, Started: time.Now().UnixNano()})
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	if _, err := s.kv.Create(ctx, id, rec); err != nil {
+		return unavailable(err)
+	}
+	s.mu.Lock()
+	s.counts[id] = &natsCount{}
+	s.mu.Unlock()
+	return nil
+}
+
+// Append publishes the turn's next event, de-duplicated by turn and seq.
+func (s *NATS) Append(ctx context.Context, id string, ev Event) error {
+	s.mu.Lock()
+	c := s.counts[id]
+	if c == nil {
+		s.mu.Unlock()
+		return ErrNotFound // only the replica that created a turn writes it
+	}
+	if err := s.cfg.Limits.check(c.events, c.bytes, len(ev.Data)); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+	seq := strconv.FormatUint(ev.Seq, 10)
+	m := &nats.Msg{Subject: s.subject(id), Data: ev.Data, Header: nats.Header{hdrSeq: []string{seq}}}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-"+seq)); err != nil {
+		return unavailable(err)
+	}
+	s.mu.Lock()
+	c.events++
+	c.bytes += int64(len(ev.Data))
+	s.mu.Unlock()
+	return nil
+}
+
+// End publishes the end record and marks the record ended.
+func (s *NATS) End(ctx context.Context, id string, end []byte) error {
+	s.mu.Lock()
+	c := s.counts[id]
+	delete(s.counts, id)
+	s.mu.Unlock()
+	if c == nil {
+		return ErrNotFound
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	m := &nats.Msg{Subject: s.subject(id), Data: end, Header: nats.Header{hdrSeq: []string{strconv.Itoa(c.events)}, hdrEnd: []string{"1"}}}
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-end")); err != nil {
+		return unavailable(err)
+	}
+	e, err := s.kv.Get(ctx, id)
+	if err != nil {
+		return unavailable(err)
+	}
+	var rec natsRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return err
+	}
+	rec.Ended = time.Now().UnixNano()
+	b, _ := json.Marshal(rec)
+	if _, err := s.kv.Update(ctx, id, b, e.Revision()); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// Get reads the turn's record, and its last event's seq from the stream.
+func (s *NATS) Get(ctx context.Context, id string) (Record, error) {
+	if !ValidID(id) {
+		return Record{}, ErrNotFound
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	e, err := s.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return Record{}, ErrNotFound
+	}
+	if err != nil {
+		return Record{}, unavailable(err)
+	}
+	var nr natsRecord
+	if err := json.Unmarshal(e.Value(), &nr); err != nil {
+		return Record{}, fmt.Errorf("turn %s: its record: %w", id, err)
+	}
+	rec := Record{ID: id, Owner: nr.Owner, Started: time.Unix(0, nr.Started)}
+	if nr.Ended != 0 {
+		rec.Ended = time.Unix(0, nr.Ended)
+	}
+	if s.cfg.Limits.expired(rec, time.Now()) {
+		return Record{}, ErrNotFound
+	}
+	last, err := s.stream.GetLastMsgForSubject(ctx, s.subject(id))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return Record{}, unavailable(err)
+	default:
+		if rec.Last, err = strconv.ParseUint(last.Header.Get(hdrSeq), 10, 64); err != nil {
+			return Record{}, fmt.Errorf("turn %s: its last event has no seq", id)
+		}
+	}
+	return rec, nil
+}
+
+// Follow reads the turn's subject from its start with an ordered
+// consumer: the events after after, then the new ones, to the end record.
+func (s *NATS) Follow(ctx context.Context, id string, after uint64, fn func(Event) error) ([]byte, error) {
+	if !ValidID(id) {
+		return nil, ErrNotFound
+	}
+	cctx, cancel := s.timeout(ctx)
+	cons, err := s.js.OrderedConsumer(cctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.subject(id)}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	cancel()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, unavailable(err)
+		}
+		if m.Headers().Get(hdrEnd) != "" {
+			return m.Data(), nil
+		}
+		seq, err := strconv.ParseUint(m.Headers().Get(hdrSeq), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("turn %s: an event without a seq", id)
+		}
+		if seq <= after {
+			continue
+		}
+		if err := fn(Event{Seq: seq, Data: m.Data()}); err != nil {
+			return nil, err
+		}
+	}
+}
