@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/benchpair"
 	"github.com/exprd/exprd/mcpserve"
 	"github.com/exprd/exprd/server"
 )
@@ -19,16 +20,21 @@ codemode.CallTool("math.subtract", {"a": r2.result, "b": 6})`
 
 // A chain of three calls to the math provider on loopback: over MCP's
 // call_tool_chain (a go-sdk client at 2026-07-28), and over gRPC's
-// CodeMode.Execute, on the same registry.
+// CodeMode.Execute, on the same registry; "interleaved" runs one of each
+// an iteration (internal/benchpair) and reports their ratio, the one to
+// judge by (-count 10 and benchstat's interval).
 func BenchmarkChainOfThree(b *testing.B) {
 	reg := demoRegistry(b)
 	url, _ := serve(b, mcpserve.Config{Registry: reg})
 	cs := connect(b, url, "2026-07-28", "")
+	viaMCP := func(b *testing.B) {
+		if res := call(b, cs, "call_tool_chain", map[string]any{"code": chain3}); res.IsError {
+			b.Fatal(text(res))
+		}
+	}
 	b.Run("mcp", func(b *testing.B) {
 		for b.Loop() {
-			if res := call(b, cs, "call_tool_chain", map[string]any{"code": chain3}); res.IsError {
-				b.Fatal(text(res))
-			}
+			viaMCP(b)
 		}
 	})
 	srv, err := server.New(server.WithRegistry(reg), server.WithLogger(quiet))
@@ -47,12 +53,16 @@ func BenchmarkChainOfThree(b *testing.B) {
 	}
 	b.Cleanup(func() { conn.Close() })
 	cm := exprdv1.NewCodeModeClient(conn)
+	viaGRPC := func(b *testing.B) {
+		resp, err := cm.Execute(context.Background(), &exprdv1.ExecuteRequest{Code: chain3, Tools: []string{"math.add", "math.multiply", "math.subtract"}})
+		if err != nil || resp.GetError() != nil {
+			b.Fatal(err, resp.GetError())
+		}
+	}
 	b.Run("grpc", func(b *testing.B) {
 		for b.Loop() {
-			resp, err := cm.Execute(context.Background(), &exprdv1.ExecuteRequest{Code: chain3, Tools: []string{"math.add", "math.multiply", "math.subtract"}})
-			if err != nil || resp.GetError() != nil {
-				b.Fatal(err, resp.GetError())
-			}
+			viaGRPC(b)
 		}
 	})
+	b.Run("interleaved", func(b *testing.B) { benchpair.Interleave(b, viaMCP, viaGRPC) })
 }
