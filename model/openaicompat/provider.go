@@ -1,6 +1,7 @@
 package openaicompat
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,15 @@ const MaxReplyBytes = 8 << 20
 // most MaxReplyBytes/CallBytes, 32,768, calls).
 const CallBytes = 256
 
+// DefaultIdleConns is how many idle connections to its server a provider
+// keeps for reuse: as many as its turns in flight at once may use, so
+// that a wave of streaming turns does not open a fresh connection for
+// each (http.DefaultTransport keeps 2 a host: 100 turns at once then
+// opened 98 connections again at every wave). An idle connection costs a
+// file descriptor and its buffers (about 10 KiB) until the transport's
+// idle timeout (90 s) closes it.
+const DefaultIdleConns = 1024
+
 // chatPath is the endpoint, relative to the base URL.
 const chatPath = "chat/completions"
 
@@ -38,6 +48,7 @@ type Option func(*options) error
 
 type options struct {
 	httpClient *http.Client
+	idleConns  int
 	lookupEnv  func(string) (string, bool)
 	memory     *membudget.Budget
 }
@@ -53,6 +64,19 @@ const replyMemory = 2 * (MaxReplyBytes + MaxEventBytes)
 func WithMemoryBudget(b *membudget.Budget) Option {
 	return func(o *options) error {
 		o.memory = b
+		return nil
+	}
+}
+
+// WithIdleConns keeps at most n idle connections to the server for reuse
+// (default DefaultIdleConns), over the provider's own transport; with
+// WithHTTPClient the client's transport decides. n must be positive.
+func WithIdleConns(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("WithIdleConns(%d): want a positive count", n)
+		}
+		o.idleConns = n
 		return nil
 	}
 }
@@ -170,6 +194,8 @@ func newProvider(name string, cfg ProviderConfig, opts []Option) (*Provider, err
 		client = &http.Client{Transport: http.DefaultTransport}
 		if t, ok := http.DefaultTransport.(*http.Transport); ok {
 			p.transport = t.Clone()
+			idle := cmp.Or(o.idleConns, DefaultIdleConns)
+			p.transport.MaxIdleConns, p.transport.MaxIdleConnsPerHost = idle, idle
 			client.Transport = p.transport
 		}
 	}

@@ -310,3 +310,55 @@ func TestReplyLimits(t *testing.T) {
 		})
 	}
 }
+
+// Waves of turns held open at once reuse the connections of the first
+// wave while they are at most the idle connections kept: at the limit,
+// three waves open one wave's connections; one past it, each later wave
+// opens at least one more.
+func TestConnectionsKeptForWaves(t *testing.T) {
+	t.Parallel()
+	const idle, waves = 8, 3
+	for _, tt := range []struct {
+		name     string
+		inFlight int
+		want     func(conns int) bool
+	}{
+		{"at the limit", idle, func(n int) bool { return n == idle }},
+		{"one past it", idle + 1, func(n int) bool { return n >= idle+1+(waves-1) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{lampTurn}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(srv.Close)
+			p := provider(t, srv, nil, openaicompat.WithIdleConns(idle))
+			for range waves {
+				var open []model.Stream
+				for range tt.inFlight { // each held open: a connection of its own
+					s, err := p.Stream(context.Background(), ask)
+					if err != nil {
+						t.Fatal(err)
+					}
+					open = append(open, s)
+				}
+				for _, s := range open {
+					if _, _, err := drain(t, s); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if n := srv.Connections(); !tt.want(n) {
+				t.Errorf("%d waves of %d turns at once opened %d connections", waves, tt.inFlight, n)
+			}
+		})
+	}
+}
+
+func TestWithIdleConnsRefusesNone(t *testing.T) {
+	t.Parallel()
+	if _, err := openaicompat.New("test", openaicompat.ProviderConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "m"}, openaicompat.WithIdleConns(0)); err == nil {
+		t.Fatal("WithIdleConns(0): no error")
+	}
+}
