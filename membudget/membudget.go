@@ -77,11 +77,15 @@ type ExhaustedError struct {
 	Unreachable bool   // Need is more than one reservation may ever hold
 }
 
+// Error is what the client is told: what the bytes were for and how many,
+// never how much the server holds (InUse) nor its budget (Limit) but for
+// the bound one request may hold, a setting: figures that would tell a
+// caller when the server is near its end. Logs may read the fields.
 func (e *ExhaustedError) Error() string {
 	if e.Unreachable {
 		return fmt.Sprintf("%s needs about %d bytes of memory, more than the server's memory budget lets one request hold (%d)", e.What, e.Need, e.Limit)
 	}
-	return fmt.Sprintf("the server's memory budget is spent (%d of %d bytes reserved): %s needs about %d more; retry later", e.InUse, e.Limit, e.What, e.Need)
+	return fmt.Sprintf("the server's memory budget is spent for now: %s needs about %d bytes; retry later", e.What, e.Need)
 }
 
 // Reservation holds bytes of a budget until Release. Its methods are safe

@@ -3,6 +3,7 @@ package membudget_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -280,5 +281,26 @@ func TestHolderIsToldWhatReservationsHold(t *testing.T) {
 	r4.Close()
 	if got := h.n.Load(); got != 0 {
 		t.Errorf("a reservation of another context: the holder has %d, want 0", got)
+	}
+}
+
+// A refusal tells what it was for and how many bytes, never the server's
+// live figures: what others hold, or the budget (a request's own bound,
+// a setting, is said when it can never fit).
+func TestExhaustedErrorShowsNoLiveFigures(t *testing.T) {
+	b := membudget.New(1000, time.Millisecond)
+	held, err := b.Reserve(context.Background(), "others", 587)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	_, err = b.Reserve(context.Background(), "the state", 500)
+	var spent *membudget.ExhaustedError
+	if !errors.As(err, &spent) || spent.InUse != 587 {
+		t.Fatalf("over the budget: %v, want an ExhaustedError with what others hold in its fields", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "the state needs about 500 bytes") || strings.Contains(msg, "587") || strings.Contains(msg, "1000") {
+		t.Errorf("the refusal says %q: want what it was for and its bytes, not the server's figures", msg)
 	}
 }
