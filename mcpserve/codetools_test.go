@@ -168,14 +168,15 @@ func TestCodeModeLimitsAtTheEdge(t *testing.T) {
 	}
 }
 
-// tools_info at the body's limit, on a registry of 500 tools:
-// MaxInfoNames names as long as the body allows are answered at once (a
-// long name is compared with no tool's name for similar ones: at its
-// length times each name's it took half a minute), a name asked twice
-// once; one name more is refused without the list being decoded.
+// tools_info at the body's limit, on a registry of 1,500 tools:
+// MaxInfoNames names as long as the body allows are answered within the
+// call's deadline (20 s; a long name is compared with no tool's name for
+// similar ones: at its length times each name's, 500 tools took over 20
+// s), a name asked twice once; one name more is refused without the list
+// being decoded.
 func TestInfoNamesAtTheBodyLimit(t *testing.T) {
 	t.Parallel()
-	url, _ := serve(t, mcpserve.Config{Registry: wideRegistry(t, 500, 16)})
+	url, _ := serve(t, mcpserve.Config{Registry: wideRegistry(t, 1500, 16)})
 	cs := connect(t, url, "2026-07-28", "")
 	long := func(n int) []string {
 		names := make([]string, n)
@@ -195,11 +196,7 @@ func TestInfoNamesAtTheBodyLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start := time.Now()
 			res := call(t, cs, "tools_info", map[string]any{"names": tt.names})
-			if took := time.Since(start); took > 5*time.Second {
-				t.Errorf("answered in %v", took)
-			}
 			if tt.want == "" {
 				if n := strings.Count(text(res), `"name":"math.add"`); res.IsError || n != 1 {
 					t.Errorf("described %d times: %s", n, text(res))
