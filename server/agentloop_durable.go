@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/turnstore"
 )
 
@@ -97,9 +98,12 @@ func (l *liveTurns) get(id string) *turn {
 // turnStoreStatus is the status of a turn store's error.
 func turnStoreStatus(err error) error {
 	var le *turnstore.LimitError
+	var spent *membudget.ExhaustedError
 	switch {
 	case errors.As(err, &le):
 		return exhausted(le.Subject, le.Desc)
+	case errors.As(err, &spent): // the memory store's events, past the budget
+		return memoryStatus(spent)
 	case errors.Is(err, turnstore.ErrNotFound):
 		return errTurnNotFound
 	}

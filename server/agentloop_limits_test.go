@@ -21,6 +21,7 @@ import (
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/turnstore"
 )
 
 // reasonOf is the reason of st's ErrorInfo, or "".
@@ -166,8 +167,15 @@ func TestAgentLoopHistoryLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			budget := membudget.New(256<<20, 10*time.Millisecond)
+			// A turn store of its own, outside the budget: the events it
+			// keeps for resume after the turn are not the turn's memory
+			// (turnstore's tests hold them to a budget).
+			store, err := turnstore.NewMemory(turnstore.MemoryConfig{Limits: turnstore.DefaultLimits()})
+			if err != nil {
+				t.Fatal(err)
+			}
 			c, ms := agentServerModel(t, scripted.Script{Loop: true, Turns: []scripted.Turn{{Text: text, ToolCalls: sameCalls(4, "look")}}},
-				server.WithAgentLimits(server.AgentLimits{MaxHistoryBytes: tc.limit}), server.WithMemoryBudget(budget))
+				server.WithAgentLimits(server.AgentLimits{MaxHistoryBytes: tc.limit}), server.WithMemoryBudget(budget), server.WithTurnStore(store))
 			idle := budget.InUse() // the overdraft the server keeps for received messages
 			st, _, results := agentEnd(t, c, start())
 			if st.Code() != codes.ResourceExhausted || quotaSubject(st) != "max_history_bytes" || reasonOf(st) != "QUOTA_EXCEEDED" {

@@ -436,7 +436,7 @@ func New(opts ...Option) (*Server, error) {
 		o.store = toolstore.NewLocal(o.registry)
 	}
 	if o.turnStore == nil {
-		mem, err := turnstore.NewMemory(turnstore.MemoryConfig{Limits: turnstore.DefaultLimits()})
+		mem, err := turnstore.NewMemory(turnstore.MemoryConfig{Limits: turnstore.DefaultLimits(), Budget: o.memory})
 		if err != nil {
 			return nil, err
 		}

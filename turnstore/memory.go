@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/exprd/exprd/membudget"
 )
 
 // DefaultMemoryBytes is the most a Memory store holds of all its turns'
@@ -19,9 +21,19 @@ type MemoryConfig struct {
 	// the ended turns are dropped, oldest end first, and when none is
 	// left the event is refused (turn_store_memory). 0: DefaultMemoryBytes.
 	MaxTotalBytes int64
+	// Budget, when set, holds what the store holds (its events, and
+	// EventOverhead bytes each): past what it can give, the ended turns
+	// are dropped as past MaxTotalBytes, and when none is left the event
+	// is refused (memory_budget). The store's bytes compete with every
+	// other request's, as everything the process holds does.
+	Budget *membudget.Budget
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
+
+// EventOverhead is what an event holds besides its bytes: its slot and
+// its slice's header, rounded up.
+const EventOverhead = 64
 
 // Memory is a Store in this process's memory: for one replica. A turn can
 // be resumed only on the replica that runs it, and a restart loses every
@@ -30,7 +42,9 @@ type Memory struct {
 	cfg   MemoryConfig
 	mu    sync.Mutex
 	turns map[string]*memTurn
-	bytes int64
+	bytes int64                  // of every turn's events
+	held  int64                  // bytes and EventOverhead an event: what res holds
+	res   *membudget.Reservation // held, in cfg.Budget
 }
 
 type memTurn struct {
@@ -53,7 +67,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Memory{cfg: cfg, turns: map[string]*memTurn{}}, nil
+	return &Memory{cfg: cfg, turns: map[string]*memTurn{}, res: cfg.Budget.Empty("the turn store's events")}, nil
 }
 
 // Kind is "memory".
@@ -63,7 +77,8 @@ func (m *Memory) Kind() string { return "memory" }
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.turns, m.bytes = map[string]*memTurn{}, 0
+	m.turns, m.bytes, m.held = map[string]*memTurn{}, 0, 0
+	m.res.Release()
 	return nil
 }
 
@@ -78,6 +93,8 @@ func (m *Memory) sweep(now time.Time) {
 
 func (m *Memory) drop(id string, t *memTurn) {
 	m.bytes -= t.bytes
+	m.held -= t.bytes + EventOverhead*int64(len(t.events))
+	_ = m.res.TryResize(m.held) // a shrink always succeeds
 	delete(m.turns, id)
 	if !t.ended { // a follower of a dropped running turn must not wait forever
 		t.ended = true
@@ -115,22 +132,32 @@ func (m *Memory) Append(_ context.Context, id string, ev Event) error {
 	if err := m.cfg.Limits.check(len(t.events), t.bytes, len(ev.Data)); err != nil {
 		return err
 	}
-	if err := m.room(int64(len(ev.Data))); err != nil {
+	n := int64(len(ev.Data))
+	if err := m.room(n); err != nil {
 		return err
 	}
 	t.events = append(t.events, Event{Seq: ev.Seq, Data: append([]byte(nil), ev.Data...)})
-	t.bytes += int64(len(ev.Data))
-	m.bytes += int64(len(ev.Data))
+	t.bytes += n
+	m.bytes += n
+	m.held += n + EventOverhead
 	t.rec.Last = ev.Seq
 	close(t.changed)
 	t.changed = make(chan struct{})
 	return nil
 }
 
-// room makes room for n more bytes, dropping ended turns oldest end
-// first. m.mu is held.
+// room makes room for an event of n bytes, within MaxTotalBytes and the
+// budget (whose reservation it grows to hold it and its overhead),
+// dropping ended turns oldest end first. m.mu is held.
 func (m *Memory) room(n int64) error {
-	if m.bytes+n <= m.cfg.MaxTotalBytes {
+	fits := func() error {
+		if m.bytes+n > m.cfg.MaxTotalBytes {
+			return &LimitError{Subject: "turn_store_memory", Max: m.cfg.MaxTotalBytes,
+				Desc: fmt.Sprintf("the turn store's memory is full of running turns' events, its limit %d bytes (--turn-store-memory-bytes)", m.cfg.MaxTotalBytes)}
+		}
+		return m.res.TryResize(m.held + n + EventOverhead)
+	}
+	if fits() == nil {
 		return nil
 	}
 	m.sweep(m.cfg.Now())
@@ -141,17 +168,15 @@ func (m *Memory) room(n int64) error {
 		}
 	}
 	sort.Slice(ended, func(i, j int) bool { return ended[i].rec.Ended.Before(ended[j].rec.Ended) })
+	err := fits()
 	for _, t := range ended {
-		if m.bytes+n <= m.cfg.MaxTotalBytes {
+		if err == nil {
 			break
 		}
 		m.drop(t.rec.ID, t)
+		err = fits()
 	}
-	if m.bytes+n > m.cfg.MaxTotalBytes {
-		return &LimitError{Subject: "turn_store_memory", Max: m.cfg.MaxTotalBytes,
-			Desc: fmt.Sprintf("the turn store's memory holds %d bytes of running turns' events, its limit of %d (--turn-store-memory-bytes)", m.bytes, m.cfg.MaxTotalBytes)}
-	}
-	return nil
+	return err
 }
 
 // End records the turn's end.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/turnstore"
 )
 
@@ -248,5 +249,73 @@ func TestMemoryRefuses(t *testing.T) {
 	_ = m.End(ctx, id1, nil)
 	if err := m.Append(ctx, id1, turnstore.Event{Seq: 1}); !errors.Is(err, turnstore.ErrNotFound) {
 		t.Errorf("Append after the end: %v", err)
+	}
+}
+
+// With a memory budget the store's events and their overhead are held in
+// it: at what the budget gives they are recorded; one past it an ended
+// turn is dropped to make room, its reservation given back; with none to
+// drop the event is refused with the budget's error, and nothing else
+// changes.
+func TestMemoryHoldsItsBytesInTheBudget(t *testing.T) {
+	t.Parallel()
+	lim := turnstore.Limits{MaxEvents: 100, MaxBytes: 1 << 20, Retention: time.Minute, MaxAge: time.Hour}
+	const event = 1000
+	perEvent := int64(event + turnstore.EventOverhead)
+	budget := membudget.New(1<<20, time.Millisecond)
+	// Others hold all of the budget's large part but four events (in two
+	// reservations: one may hold at most most of it).
+	large := budget.Limit() - budget.Limit()/16 // what the small part (a sixteenth) leaves
+	half := (large - 4*perEvent) / 2
+	o1, err := budget.Reserve(context.Background(), "others", half)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o1.Release()
+	o2, err := budget.Reserve(context.Background(), "others", large-4*perEvent-half)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o2.Release()
+	others := struct{ size int64 }{o1.Size() + o2.Size()}
+	m, err := turnstore.NewMemory(turnstore.MemoryConfig{Limits: lim, Budget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, b, c := strings.Repeat("a", 32), strings.Repeat("b", 32), strings.Repeat("c", 32)
+	_ = m.Create(ctx, a, "alice")
+	if err := appendN(m, a, 1, 2, event); err != nil { // two of the budget's four
+		t.Fatal(err)
+	}
+	_ = m.End(ctx, a, nil)
+	_ = m.Create(ctx, b, "alice")
+	if err := appendN(m, b, 1, 2, event); err != nil { // at what the budget gives
+		t.Fatalf("at the budget: %v", err)
+	}
+	if got := budget.InUse() - others.size; got != 4*perEvent {
+		t.Fatalf("the store holds %d of the budget, want %d", got, 4*perEvent)
+	}
+	_ = m.Create(ctx, c, "alice")
+	if err := appendN(m, c, 1, 1, event); err != nil { // one past: a's ended turn goes
+		t.Fatalf("one past the budget with an ended turn to drop: %v", err)
+	}
+	if _, err := m.Get(ctx, a); !errors.Is(err, turnstore.ErrNotFound) {
+		t.Errorf("the ended turn: %v, want dropped", err)
+	}
+	if got := budget.InUse() - others.size; got != 3*perEvent {
+		t.Errorf("the store holds %d of the budget after the drop, want %d", got, 3*perEvent)
+	}
+	_ = appendN(m, c, 2, 1, event) // at the budget again
+	var spent *membudget.ExhaustedError
+	if err := appendN(m, b, 3, 1, event); !errors.As(err, &spent) {
+		t.Fatalf("one past the budget with nothing to drop: %v, want the budget's refusal", err)
+	}
+	if r, err := m.Get(ctx, b); err != nil || r.Last != 2 {
+		t.Errorf("the refused turn: %+v, %v; want its two events kept", r, err)
+	}
+	_ = m.Close()
+	if got := budget.InUse() - others.size; got != 0 {
+		t.Errorf("after Close the store holds %d of the budget", got)
 	}
 }

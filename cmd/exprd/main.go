@@ -94,7 +94,7 @@ func run(args []string) error {
 	defer func() { _ = store.Close() }()
 	tel.handle("/readyz", readyz(store))
 	opts = append(opts, dm.serverOptions(log)...)
-	turns, err := c.turns.open(ctx, log)
+	turns, err := c.turns.open(ctx, log, c.memory)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/turnstore"
 )
@@ -65,9 +66,9 @@ func (t *turnsConfig) validate() error {
 }
 
 // open opens the turn store.
-func (t *turnsConfig) open(ctx context.Context, log *slog.Logger) (turnstore.Store, error) {
+func (t *turnsConfig) open(ctx context.Context, log *slog.Logger, budget *membudget.Budget) (turnstore.Store, error) {
 	if t.store == "memory" {
-		return turnstore.NewMemory(turnstore.MemoryConfig{Limits: t.limits, MaxTotalBytes: t.memoryBytes})
+		return turnstore.NewMemory(turnstore.MemoryConfig{Limits: t.limits, MaxTotalBytes: t.memoryBytes, Budget: budget})
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 	"model/scripted":             {},
 	"server":                     {"agent", "codemode", "evaluator", "gen/exprd/v1", "internal/overload", "internal/recvgate", "membudget", "model", "toolstore", "turnstore", "utcp"},
 	"toolstore":                  {"utcp"},
-	"turnstore":                  {},
+	"turnstore":                  {"membudget"},
 	"utcp":                       {"internal/egress", "internal/redact", "internal/schemafast", "membudget"},
 	"utcp/grpctransport":         {"gen/grpcpb", "internal/egress", "utcp"},
 	"utcp/hostiletest":           {},
