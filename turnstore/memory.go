@@ -45,6 +45,7 @@ type Memory struct {
 	bytes int64                  // of every turn's events
 	held  int64                  // bytes and EventOverhead an event: what res holds
 	res   *membudget.Reservation // held, in cfg.Budget
+	swept time.Time              // the last sweep
 }
 
 type memTurn struct {
@@ -82,8 +83,14 @@ func (m *Memory) Close() error {
 	return nil
 }
 
+// sweepEvery is how often Create looks for expired turns: a sweep reads
+// every turn, and one at each Create made a flood of turns quadratic.
+// Get refuses an expired turn meanwhile, and room sweeps when short.
+const sweepEvery = time.Second
+
 // sweep drops the turns past their retention or max age. m.mu is held.
 func (m *Memory) sweep(now time.Time) {
+	m.swept = now
 	for id, t := range m.turns {
 		if m.cfg.Limits.expired(t.rec, now) {
 			m.drop(id, t)
@@ -110,7 +117,9 @@ func (m *Memory) Create(_ context.Context, id, owner string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Now()
-	m.sweep(now)
+	if now.Sub(m.swept) >= sweepEvery {
+		m.sweep(now)
+	}
 	if _, ok := m.turns[id]; ok {
 		return fmt.Errorf("turn %s exists", id)
 	}
