@@ -273,10 +273,10 @@ func TestAgentLoopBadResume(t *testing.T) {
 		})
 		return events[0].GetTurnId(), len(events)
 	}
-	alices, n := run(aliceToken, false)
+	run(aliceToken, false)
 	expired, _ := run(aliceToken, false)
-	clk.add(time.Minute + time.Second) // past the retention of both
-	alices, n = run(aliceToken, false) // a fresh one
+	clk.add(time.Minute + time.Second)  // past the retention of both
+	alices, n := run(aliceToken, false) // a fresh one
 	unknown := strings.Repeat("0", 32)
 	notFound := ""
 	for _, tc := range []struct {
