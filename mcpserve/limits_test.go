@@ -411,3 +411,37 @@ func TestGatewayArgumentsBudget(t *testing.T) {
 		t.Errorf("%d bytes still reserved", mem.InUse())
 	}
 }
+
+// MaxInFlightPerCaller requests of one token are served at once; its next
+// is refused 503 at once, while another token's is served.
+func TestInFlightPerCaller(t *testing.T) {
+	t.Parallel()
+	reg := demoRegistry(t)
+	slow := withSlow(t, reg)
+	const limit = 2
+	url, _ := serve(t, mcpserve.Config{Registry: reg, Verify: verifier, Limits: mcpserve.Limits{MaxInFlight: 8, MaxInFlightPerCaller: limit}})
+	cs := connect(t, url, "2025-11-25", tokenAll)
+	var wg sync.WaitGroup
+	for range limit {
+		wg.Go(func() {
+			if res := call(t, cs, "call_tool_chain", map[string]any{"code": `codemode.CallTool("slow.wait", {})`}); res.IsError {
+				t.Errorf("a call at the limit: %s", text(res))
+			}
+		})
+	}
+	for range limit {
+		<-slow.arrived
+	}
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	if resp := post(t, url, tokenAll, list); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(readAll(t, resp), "max_in_flight_per_caller") {
+		t.Errorf("the same token one past its limit: %d, want 503 naming max_in_flight_per_caller", resp.StatusCode)
+	}
+	if resp := post(t, url, tokenMCP, list); resp.StatusCode != http.StatusOK {
+		t.Errorf("another token meanwhile: %s, want served", status(t, resp))
+	}
+	slow.free()
+	wg.Wait()
+	if resp := post(t, url, tokenAll, list); resp.StatusCode != http.StatusOK {
+		t.Errorf("the token after its calls ended: %s", status(t, resp))
+	}
+}

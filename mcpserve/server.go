@@ -41,6 +41,9 @@ const (
 	DefaultMaxBodyBytes = mcp.DefaultMaxRequestBodyBytes
 	// DefaultMaxInFlight bounds the requests being served at once.
 	DefaultMaxInFlight = 64
+	// DefaultMaxInFlightPerCaller bounds those of one token: a quarter,
+	// so that one caller cannot take every place from the others.
+	DefaultMaxInFlightPerCaller = DefaultMaxInFlight / 4
 	// DefaultPageSize is how many tools a tools/list page holds.
 	DefaultPageSize = 100
 	// DefaultSearchLimit and MaxSearchLimit are search_tools' limit when
@@ -121,6 +124,11 @@ type Limits struct {
 	// tools/list of a JSON-RPC batch (2025-03-26 and before) past its
 	// first counts as one more; one past the bound is a JSON-RPC error.
 	MaxInFlight int
+	// MaxInFlightPerCaller bounds the requests of one token (a caller)
+	// being served at once, batch messages counted as for MaxInFlight;
+	// one past it is answered as one past MaxInFlight is. Without auth
+	// there is no caller to bound.
+	MaxInFlightPerCaller int
 	// MaxTimeout is the most call_tool_chain's timeout may ask for
 	// (CodeMode's --codemode-max-timeout); 0: codemode.DefaultMaxTimeout.
 	MaxTimeout time.Duration
@@ -131,7 +139,7 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() (Limits, error) {
-	if l.MaxBodyBytes < 0 || l.MaxInFlight < 0 || l.MaxTimeout < 0 || l.PageSize < 0 || l.WriteTimeout < 0 {
+	if l.MaxBodyBytes < 0 || l.MaxInFlight < 0 || l.MaxInFlightPerCaller < 0 || l.MaxTimeout < 0 || l.PageSize < 0 || l.WriteTimeout < 0 {
 		return l, fmt.Errorf("mcpserve: limits %+v: want none negative", l)
 	}
 	if l.MaxBodyBytes == 0 {
@@ -139,6 +147,9 @@ func (l Limits) withDefaults() (Limits, error) {
 	}
 	if l.MaxInFlight == 0 {
 		l.MaxInFlight = DefaultMaxInFlight
+	}
+	if l.MaxInFlightPerCaller == 0 {
+		l.MaxInFlightPerCaller = max(l.MaxInFlight/4, 1)
 	}
 	if l.MaxTimeout == 0 {
 		l.MaxTimeout = codemode.DefaultMaxTimeout
@@ -184,6 +195,8 @@ type Handler struct {
 	server   *mcp.Server
 	sdk      http.Handler
 	inFlight chan struct{}
+	callerMu sync.Mutex
+	callers  map[string]int // requests in flight by caller
 	approval nameSet
 	code     []*mcp.Tool // the code-mode tools, in the order listed
 	log      *slog.Logger
@@ -216,7 +229,7 @@ func New(cfg Config) (*Handler, error) {
 	if version == "" {
 		version = "dev"
 	}
-	h := &Handler{cfg: cfg, limits: limits, rt: rt, inFlight: make(chan struct{}, limits.MaxInFlight),
+	h := &Handler{cfg: cfg, limits: limits, rt: rt, inFlight: make(chan struct{}, limits.MaxInFlight), callers: map[string]int{},
 		approval: newNameSet(cfg.NeedsApproval), log: log}
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "exprd", Version: version}, &mcp.ServerOptions{
 		Instructions: instructions(cfg.Expose),
@@ -388,8 +401,35 @@ func refuse(w http.ResponseWriter, msg string) {
 	http.Error(w, msg, http.StatusServiceUnavailable)
 }
 
+// takeCaller takes one of c's places in flight, or reports false when it
+// has none left; a nil c (no auth) has no bound.
+func (h *Handler) takeCaller(c *Caller) (release func(), ok bool) {
+	if c == nil {
+		return func() {}, true
+	}
+	h.callerMu.Lock()
+	defer h.callerMu.Unlock()
+	if h.callers[c.Name] >= h.limits.MaxInFlightPerCaller {
+		return nil, false
+	}
+	h.callers[c.Name]++
+	return func() {
+		h.callerMu.Lock()
+		defer h.callerMu.Unlock()
+		if h.callers[c.Name]--; h.callers[c.Name] <= 0 {
+			delete(h.callers, c.Name)
+		}
+	}, true
+}
+
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, c *Caller) {
 	ctx := r.Context()
+	release, ok := h.takeCaller(c)
+	if !ok {
+		refuse(w, fmt.Sprintf("this token has %d MCP requests in flight, its limit (max_in_flight_per_caller): retry in a second", h.limits.MaxInFlightPerCaller))
+		return
+	}
+	defer release()
 	if m := h.cfg.Overload; m != nil {
 		if err := m.Admit(); err != nil {
 			refuse(w, "exprd is overloaded (its heap is near its line): retry in a second")
@@ -435,10 +475,16 @@ func (h *Handler) begin(ctx context.Context) (end func(), err error) {
 	if first {
 		return func() {}, nil
 	}
+	release, ok := h.takeCaller(q.caller)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("this token has %d MCP requests in flight, its limit (max_in_flight_per_caller; each message of a batch counts): retry in a second", h.limits.MaxInFlightPerCaller)}
+	}
 	select {
 	case h.inFlight <- struct{}{}:
-		return func() { <-h.inFlight }, nil
+		return func() { <-h.inFlight; release() }, nil
 	default:
+		release()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
 			Message: fmt.Sprintf("exprd is serving %d MCP requests, its limit (max_in_flight; each message of a batch counts): retry in a second", h.limits.MaxInFlight)}
 	}

@@ -25,6 +25,7 @@ type mcpConfig struct {
 	expose        string
 	maxBodyBytes  int64
 	maxInFlight   int
+	perCaller     int
 	pageSize      int
 	writeTimeout  time.Duration
 	needsApproval string
@@ -35,6 +36,7 @@ func (c *mcpConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.expose, "mcp-expose", string(mcpserve.ExposeCode), "what the MCP endpoint lists: code (search_tools, tools_info, call_tool_chain), tools (the registry's tools themselves) or both")
 	fs.Int64Var(&c.maxBodyBytes, "mcp-max-body-bytes", mcpserve.DefaultMaxBodyBytes, "bytes of one MCP request's body; a longer one is answered 413")
 	fs.IntVar(&c.maxInFlight, "mcp-max-in-flight", mcpserve.DefaultMaxInFlight, "MCP requests served at once; one past it is answered 503 with a Retry-After")
+	fs.IntVar(&c.perCaller, "mcp-max-in-flight-per-caller", mcpserve.DefaultMaxInFlightPerCaller, "MCP requests of one token served at once; one past it is answered 503 with a Retry-After")
 	fs.IntVar(&c.pageSize, "mcp-page-size", mcpserve.DefaultPageSize, "tools of one MCP tools/list page")
 	fs.DurationVar(&c.writeTimeout, "mcp-write-timeout", mcpserve.DefaultWriteTimeout, "the most an MCP answer may take to write from its first byte; a client reading slower has its request ended")
 	fs.StringVar(&c.needsApproval, "mcp-needs-approval", "", "comma-separated tools (full names, manuals, or prefixes ending in *) whose calls need a person's approval: the MCP endpoint refuses them")
@@ -44,6 +46,7 @@ func (c mcpConfig) validate() error {
 	errs := notPositive([]positiveFlag{
 		{"mcp-max-body-bytes", c.maxBodyBytes > 0, c.maxBodyBytes},
 		{"mcp-max-in-flight", c.maxInFlight > 0, c.maxInFlight},
+		{"mcp-max-in-flight-per-caller", c.perCaller > 0, c.perCaller},
 		{"mcp-page-size", c.pageSize > 0, c.pageSize},
 		{"mcp-write-timeout", c.writeTimeout > 0, c.writeTimeout},
 	})
@@ -76,7 +79,7 @@ func startMCP(c config, reg *utcp.Registry, ovl *overload.Manager, log *slog.Log
 		Memory:        c.memory,
 		Overload:      ovl,
 		Logger:        log,
-		Limits: mcpserve.Limits{MaxBodyBytes: c.mcp.maxBodyBytes, MaxInFlight: c.mcp.maxInFlight,
+		Limits: mcpserve.Limits{MaxBodyBytes: c.mcp.maxBodyBytes, MaxInFlight: c.mcp.maxInFlight, MaxInFlightPerCaller: c.mcp.perCaller,
 			MaxTimeout: c.runLimits.codeModeTimeout, PageSize: c.mcp.pageSize, WriteTimeout: c.mcp.writeTimeout},
 	}
 	tokens, err := c.tokens()

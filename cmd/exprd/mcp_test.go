@@ -19,6 +19,7 @@ func TestMCPFlags(t *testing.T) {
 	}{
 		{[]string{"--mcp-max-body-bytes", "0"}, "mcp-max-body-bytes: 0, want a positive value"},
 		{[]string{"--mcp-max-in-flight", "-1"}, "mcp-max-in-flight: -1, want a positive value"},
+		{[]string{"--mcp-max-in-flight-per-caller", "0"}, "mcp-max-in-flight-per-caller: 0, want a positive value"},
 		{[]string{"--mcp-page-size", "0"}, "mcp-page-size: 0, want a positive value"},
 		{[]string{"--mcp-write-timeout", "0s"}, "mcp-write-timeout: 0s, want a positive duration"},
 		{[]string{"--mcp-expose", "all"}, `mcp-expose: "all": want code, tools or both`},
