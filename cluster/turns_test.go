@@ -5,12 +5,15 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model"
@@ -162,5 +165,47 @@ func TestTurnResumedOnAnotherReplica(t *testing.T) {
 				t.Fatalf("replay: %d events, %v; want seq 1 to done", len(all), err)
 			}
 		})
+	}
+}
+
+// A turn running on replica A is stopped by AgentLoop.Cancel on replica
+// B, which shares the NATS turn store: the stop is recorded, A's watch
+// sees it, and A's stream ends CANCELLED; a second Cancel on B finds the
+// turn ended.
+func TestTurnCancelledFromAnotherReplica(t *testing.T) {
+	t.Parallel()
+	url := startNATS(t)
+	// A slow reply: the turn still runs when B cancels it.
+	script := scripted.Script{Loop: true, Turns: []scripted.Turn{{Text: strings.Repeat("word ", 200), ChunkDelayMS: 50}}}
+	a, b := agentReplica(t, url, script), agentReplica(t, url, script)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sa, err := a.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sa.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
+		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Talk."}}}}})
+	first, err := sa.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.GetTurnId()
+	resp, err := b.Cancel(ctx, &exprdv1.AgentCancelRequest{TurnId: id})
+	if err != nil || resp.GetEnded() {
+		t.Fatalf("Cancel on B: %v, %v; want the running turn stopped", resp, err)
+	}
+	events, err := recvAll(sa)
+	if status.Code(err) != codes.Canceled {
+		t.Fatalf("A's stream ended %v after %d more events, want CANCELLED", err, len(events))
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err = b.Cancel(ctx, &exprdv1.AgentCancelRequest{TurnId: id})
+		if err != nil || resp.GetEnded() || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || !resp.GetEnded() {
+		t.Errorf("a second Cancel on B: %v, %v; want the turn ended", resp, err)
 	}
 }

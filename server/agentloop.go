@@ -113,6 +113,16 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 		return turnStoreStatus(err)
 	}
 	t.log = a.s.opts.turnStore
+	// A stop recorded by Cancel, on this replica or another, ends the
+	// turn as a cancel on its stream does.
+	stopAsked := t.log.WatchCancel(ctx, t.id)
+	go func() {
+		select {
+		case <-stopAsked:
+			cancel(errAborted)
+		case <-ctx.Done():
+		}
+	}()
 	a.turns.add(t)
 	defer func() {
 		t.endRecord(err)

@@ -283,6 +283,34 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 	return status.FromProto(&sp).Err()
 }
 
+// Cancel records a stop for the caller's running turn in the turn store,
+// then stops it here if it runs here; the replica running it otherwise
+// stops it when its watch sees the record (turnstore.WatchCancel).
+func (a *agentLoop) Cancel(ctx context.Context, req *exprdv1.AgentCancelRequest) (*exprdv1.AgentCancelResponse, error) {
+	id := req.GetTurnId()
+	if !turnstore.ValidID(id) {
+		return nil, badRequest("turn_id", "a turn id is 32 lowercase hex digits, as the turn's first event named it")
+	}
+	st := a.s.opts.turnStore
+	rec, err := st.Get(ctx, id)
+	if err == nil && rec.Owner != turnOwner(ctx) {
+		err = turnstore.ErrNotFound // no oracle: another's turn is not there
+	}
+	if err != nil {
+		return nil, turnStoreStatus(err)
+	}
+	if !rec.Ended.IsZero() {
+		return &exprdv1.AgentCancelResponse{Ended: true}, nil
+	}
+	if err := st.Cancel(ctx, id); err != nil {
+		return nil, turnStoreStatus(err)
+	}
+	if live := a.turns.get(id); live != nil {
+		live.cancel(errAborted)
+	}
+	return &exprdv1.AgentCancelResponse{}, nil
+}
+
 // requestKind is the field name of a client message.
 func requestKind(m *exprdv1.AgentLoopRunRequest) string {
 	switch m.GetMsg().(type) {

@@ -387,3 +387,83 @@ func TestAgentLoopTurnStoreLimits(t *testing.T) {
 		})
 	}
 }
+
+// AgentLoop.Cancel stops a running turn (the stop recorded in the store
+// first): its stream ends CANCELLED; a second Cancel finds it ended;
+// another caller's turn, an unknown one and a malformed id are refused
+// as a resume is, and change nothing.
+func TestAgentLoopCancelUnary(t *testing.T) {
+	t.Parallel()
+	tokens, err := server.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := turnstore.NewMemory(turnstore.MemoryConfig{Limits: turnstore.DefaultLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := agentServerWith(t, scripted.Script{Turns: askTurns, Loop: true}, server.WithAuth(tokens), server.WithTurnStore(st))
+	ctx, cancel := context.WithTimeout(bearerCtx(aliceToken), 20*time.Second)
+	defer cancel()
+	stream, err := c.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: clientToolTurn(false)}})
+	var id string
+	for { // to the call that waits for the client
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == "" {
+			id = m.GetTurnId()
+		}
+		if m.GetToolCallRequested().GetRunOnClient() {
+			break
+		}
+	}
+	for _, tc := range []struct {
+		name, token, id string
+		want            codes.Code
+		reason          string
+	}{
+		{"another caller's turn", bobToken, id, codes.NotFound, "TURN_NOT_FOUND"},
+		{"an unknown turn", aliceToken, strings.Repeat("0", 32), codes.NotFound, "TURN_NOT_FOUND"},
+		{"a malformed id", aliceToken, "a.>", codes.InvalidArgument, "INVALID_FIELD"},
+	} {
+		_, err := c.Cancel(bearerCtx(tc.token), &exprdv1.AgentCancelRequest{TurnId: tc.id})
+		if s := status.Convert(err); s.Code() != tc.want || reasonOf(s) != tc.reason {
+			t.Errorf("%s: %v (%s), want %v %s", tc.name, err, reasonOf(s), tc.want, tc.reason)
+		}
+	}
+	if rec, err := st.Get(context.Background(), id); err != nil || rec.Cancelled || !rec.Ended.IsZero() {
+		t.Fatalf("after the refused cancels: %+v, %v; want it running, no stop recorded", rec, err)
+	}
+	resp, err := c.Cancel(bearerCtx(aliceToken), &exprdv1.AgentCancelRequest{TurnId: id})
+	if err != nil || resp.GetEnded() {
+		t.Fatalf("the owner's cancel: %v, %v; want the running turn stopped", resp, err)
+	}
+	for {
+		if _, err = stream.Recv(); err != nil {
+			break
+		}
+	}
+	if status.Code(err) != codes.Canceled {
+		t.Fatalf("the cancelled turn's stream ended %v, want CANCELLED", err)
+	}
+	if rec, err := st.Get(context.Background(), id); err != nil || !rec.Cancelled {
+		t.Errorf("the record: %+v, %v; want the stop recorded", rec, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err = c.Cancel(bearerCtx(aliceToken), &exprdv1.AgentCancelRequest{TurnId: id})
+		if err != nil || resp.GetEnded() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // its end is recorded as the handler returns
+	}
+	if err != nil || !resp.GetEnded() {
+		t.Errorf("a second cancel: %v, %v; want ended", resp, err)
+	}
+}

@@ -55,6 +55,7 @@ type memTurn struct {
 	ended   bool
 	end     []byte
 	changed chan struct{} // closed and replaced on each append and at the end
+	stop    chan struct{} // closed by Cancel
 }
 
 // NewMemory returns an empty Memory store.
@@ -123,7 +124,7 @@ func (m *Memory) Create(_ context.Context, id, owner string) error {
 	if _, ok := m.turns[id]; ok {
 		return fmt.Errorf("turn %s exists", id)
 	}
-	m.turns[id] = &memTurn{rec: Record{ID: id, Owner: owner, Started: now}, changed: make(chan struct{})}
+	m.turns[id] = &memTurn{rec: Record{ID: id, Owner: owner, Started: now}, changed: make(chan struct{}), stop: make(chan struct{})}
 	return nil
 }
 
@@ -186,6 +187,32 @@ func (m *Memory) room(n int64) error {
 		err = fits()
 	}
 	return err
+}
+
+// Cancel records that the turn is to stop.
+func (m *Memory) Cancel(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.turns[id]
+	if !ok || m.cfg.Limits.expired(t.rec, m.cfg.Now()) {
+		return ErrNotFound
+	}
+	if t.ended || t.rec.Cancelled {
+		return nil
+	}
+	t.rec.Cancelled = true
+	close(t.stop)
+	return nil
+}
+
+// WatchCancel is closed by Cancel.
+func (m *Memory) WatchCancel(_ context.Context, id string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t, ok := m.turns[id]; ok {
+		return t.stop
+	}
+	return nil // never
 }
 
 // End records the turn's end.

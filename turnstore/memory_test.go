@@ -319,3 +319,51 @@ func TestMemoryHoldsItsBytesInTheBudget(t *testing.T) {
 		t.Errorf("after Close the store holds %d of the budget", got)
 	}
 }
+
+// Cancel records a stop for a running turn and closes its watch; for an
+// ended turn it changes nothing; for an unknown one it is ErrNotFound.
+func TestMemoryCancel(t *testing.T) {
+	t.Parallel()
+	m, _ := newMemory(t, turnstore.DefaultLimits(), 0)
+	ctx := context.Background()
+	running, ended := strings.Repeat("a", 32), strings.Repeat("b", 32)
+	for _, id := range []string{running, ended} {
+		if err := m.Create(ctx, id, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = m.End(ctx, ended, nil)
+	watch := m.WatchCancel(ctx, running)
+	select {
+	case <-watch:
+		t.Fatal("the watch is closed before any Cancel")
+	default:
+	}
+	for _, tc := range []struct {
+		name, id  string
+		err       error
+		cancelled bool
+	}{
+		{"a running turn", running, nil, true},
+		{"the same again", running, nil, true},
+		{"an ended turn", ended, nil, false},
+		{"an unknown turn", strings.Repeat("c", 32), turnstore.ErrNotFound, false},
+	} {
+		if err := m.Cancel(ctx, tc.id); !errors.Is(err, tc.err) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
+		}
+		if rec, err := m.Get(ctx, tc.id); err == nil && rec.Cancelled != tc.cancelled {
+			t.Errorf("%s: cancelled %v, want %v", tc.name, rec.Cancelled, tc.cancelled)
+		}
+	}
+	select {
+	case <-watch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the running turn's watch was not closed by its Cancel")
+	}
+	select {
+	case <-m.WatchCancel(ctx, ended):
+		t.Error("the ended turn's watch is closed: it was not cancelled")
+	default:
+	}
+}

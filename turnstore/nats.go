@@ -70,8 +70,9 @@ type natsCount struct {
 // natsRecord is a turn's record in the bucket.
 type natsRecord struct {
 	Owner   string `json:"owner"`
-	Started int64  `json:"started"`         // Unix nanoseconds
-	Ended   int64  `json:"ended,omitempty"` // Unix nanoseconds; 0 while it runs
+	Started int64  `json:"started"`          // Unix nanoseconds
+	Ended   int64  `json:"ended,omitempty"`  // Unix nanoseconds; 0 while it runs
+	Cancel  bool   `json:"cancel,omitempty"` // a stop was asked for
 }
 
 // OpenNATS connects to NATS and makes sure the stream and the bucket exist
@@ -235,20 +236,97 @@ func (s *NATS) End(ctx context.Context, id string, end []byte) error {
 	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-end")); err != nil {
 		return unavailable(err)
 	}
-	e, err := s.kv.Get(ctx, id)
+	for range casTries { // a Cancel may update the record meanwhile
+		e, err := s.kv.Get(ctx, id)
+		if err != nil {
+			return unavailable(err)
+		}
+		var rec natsRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return err
+		}
+		rec.Ended = time.Now().UnixNano()
+		b, _ := json.Marshal(rec)
+		if _, err = s.kv.Update(ctx, id, b, e.Revision()); err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return unavailable(err)
+		}
+	}
+	return unavailable(fmt.Errorf("turn %s: its record changed %d times while its end was set", id, casTries))
+}
+
+// casTries bounds the compare-and-set rounds of a record's update.
+const casTries = 8
+
+// Cancel sets the record's cancel flag, compare-and-set on its revision.
+func (s *NATS) Cancel(ctx context.Context, id string) error {
+	if !ValidID(id) {
+		return ErrNotFound
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	for range casTries {
+		e, err := s.kv.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		var rec natsRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return fmt.Errorf("turn %s: its record: %w", id, err)
+		}
+		if rec.Ended != 0 || rec.Cancel {
+			return nil
+		}
+		rec.Cancel = true
+		b, _ := json.Marshal(rec)
+		if _, err = s.kv.Update(ctx, id, b, e.Revision()); err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) { // not a lost race
+			return unavailable(err)
+		}
+	}
+	return unavailable(fmt.Errorf("turn %s: its record changed %d times while a cancel was set", id, casTries))
+}
+
+// WatchCancel watches the turn's record (its value now, then each
+// update) for the cancel flag.
+func (s *NATS) WatchCancel(ctx context.Context, id string) <-chan struct{} {
+	stop := make(chan struct{})
+	if !ValidID(id) {
+		return stop
+	}
+	w, err := s.kv.Watch(ctx, id)
 	if err != nil {
-		return unavailable(err)
+		return stop // never: a turn whose watch fails is stopped by its own replica only
 	}
-	var rec natsRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return err
-	}
-	rec.Ended = time.Now().UnixNano()
-	b, _ := json.Marshal(rec)
-	if _, err := s.kv.Update(ctx, id, b, e.Revision()); err != nil {
-		return unavailable(err)
-	}
-	return nil
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue // the initial values are in
+				}
+				var rec natsRecord
+				if json.Unmarshal(e.Value(), &rec) == nil && rec.Cancel {
+					close(stop)
+					return
+				}
+			}
+		}
+	}()
+	return stop
 }
 
 // Get reads the turn's record, and its last event's seq from the stream.
@@ -269,7 +347,7 @@ func (s *NATS) Get(ctx context.Context, id string) (Record, error) {
 	if err := json.Unmarshal(e.Value(), &nr); err != nil {
 		return Record{}, fmt.Errorf("turn %s: its record: %w", id, err)
 	}
-	rec := Record{ID: id, Owner: nr.Owner, Started: time.Unix(0, nr.Started)}
+	rec := Record{ID: id, Owner: nr.Owner, Started: time.Unix(0, nr.Started), Cancelled: nr.Cancel}
 	if nr.Ended != 0 {
 		rec.Ended = time.Unix(0, nr.Ended)
 	}

@@ -79,6 +79,9 @@ type Record struct {
 	Started time.Time
 	Ended   time.Time // zero while it runs
 	Last    uint64    // the seq of its last event (0: none yet)
+	// Cancelled says a stop was asked for (Cancel), whichever replica
+	// asked: the replica running the turn stops it (WatchCancel).
+	Cancelled bool
 }
 
 // Store keeps turns. Its methods are safe for concurrent use.
@@ -99,6 +102,14 @@ type Store interface {
 	// then with each new one as it is appended, until the turn's end,
 	// which it returns; or until ctx ends or fn fails (their error).
 	Follow(ctx context.Context, id string, after uint64, fn func(Event) error) (end []byte, err error)
+	// Cancel records that the turn is to stop, before anything stops it:
+	// the replica running it learns of it by WatchCancel. A turn that has
+	// ended is left as it is; ErrNotFound for an unknown turn.
+	Cancel(ctx context.Context, id string) error
+	// WatchCancel is closed once a stop is recorded for the turn (at once
+	// if one already is), or never, until ctx ends. The replica running
+	// the turn watches it for as long as it runs.
+	WatchCancel(ctx context.Context, id string) <-chan struct{}
 	// Kind names the implementation: "memory" or "nats".
 	Kind() string
 	Close() error

@@ -197,7 +197,7 @@ func (x AgentMessage_Role) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentMessage_Role.Descriptor instead.
 func (AgentMessage_Role) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{2, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{4, 0}
 }
 
 type AgentTool_Executor int32
@@ -262,7 +262,7 @@ func (x AgentTool_Executor) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentTool_Executor.Descriptor instead.
 func (AgentTool_Executor) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{4, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6, 0}
 }
 
 type ToolChoice_Mode int32
@@ -322,7 +322,7 @@ func (x ToolChoice_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolChoice_Mode.Descriptor instead.
 func (ToolChoice_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{7, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{9, 0}
 }
 
 type AgentInputReply_Action int32
@@ -377,7 +377,7 @@ func (x AgentInputReply_Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentInputReply_Action.Descriptor instead.
 func (AgentInputReply_Action) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{23, 0}
 }
 
 // StopReason is why a turn ended well (a turn that fails ends the stream
@@ -430,7 +430,100 @@ func (x AgentDone_StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentDone_StopReason.Descriptor instead.
 func (AgentDone_StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{25, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{27, 0}
+}
+
+// AgentCancelRequest names the turn to stop.
+type AgentCancelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// turn_id is the id the turn's first event named.
+	TurnId        string `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentCancelRequest) Reset() {
+	*x = AgentCancelRequest{}
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentCancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentCancelRequest) ProtoMessage() {}
+
+func (x *AgentCancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentCancelRequest.ProtoReflect.Descriptor instead.
+func (*AgentCancelRequest) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AgentCancelRequest) GetTurnId() string {
+	if x != nil {
+		return x.TurnId
+	}
+	return ""
+}
+
+// AgentCancelResponse says what Cancel found.
+type AgentCancelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ended is true when the turn had ended before the cancel: nothing
+	// was stopped.
+	Ended         bool `protobuf:"varint,1,opt,name=ended,proto3" json:"ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentCancelResponse) Reset() {
+	*x = AgentCancelResponse{}
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentCancelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentCancelResponse) ProtoMessage() {}
+
+func (x *AgentCancelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentCancelResponse.ProtoReflect.Descriptor instead.
+func (*AgentCancelResponse) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AgentCancelResponse) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
 }
 
 type AgentLoopRunRequest struct {
@@ -453,7 +546,7 @@ type AgentLoopRunRequest struct {
 
 func (x *AgentLoopRunRequest) Reset() {
 	*x = AgentLoopRunRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[0]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +558,7 @@ func (x *AgentLoopRunRequest) String() string {
 func (*AgentLoopRunRequest) ProtoMessage() {}
 
 func (x *AgentLoopRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[0]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +571,7 @@ func (x *AgentLoopRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLoopRunRequest.ProtoReflect.Descriptor instead.
 func (*AgentLoopRunRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AgentLoopRunRequest) GetMsg() isAgentLoopRunRequest_Msg {
@@ -649,7 +742,7 @@ type AgentResume struct {
 
 func (x *AgentResume) Reset() {
 	*x = AgentResume{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +754,7 @@ func (x *AgentResume) String() string {
 func (*AgentResume) ProtoMessage() {}
 
 func (x *AgentResume) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +767,7 @@ func (x *AgentResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentResume.ProtoReflect.Descriptor instead.
 func (*AgentResume) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{1}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AgentResume) GetTurnId() string {
@@ -707,7 +800,7 @@ type AgentMessage struct {
 
 func (x *AgentMessage) Reset() {
 	*x = AgentMessage{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[2]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +812,7 @@ func (x *AgentMessage) String() string {
 func (*AgentMessage) ProtoMessage() {}
 
 func (x *AgentMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[2]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +825,7 @@ func (x *AgentMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentMessage.ProtoReflect.Descriptor instead.
 func (*AgentMessage) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{2}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AgentMessage) GetRole() AgentMessage_Role {
@@ -774,7 +867,7 @@ type AgentToolCall struct {
 
 func (x *AgentToolCall) Reset() {
 	*x = AgentToolCall{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[3]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +879,7 @@ func (x *AgentToolCall) String() string {
 func (*AgentToolCall) ProtoMessage() {}
 
 func (x *AgentToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[3]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +892,7 @@ func (x *AgentToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentToolCall.ProtoReflect.Descriptor instead.
 func (*AgentToolCall) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{3}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AgentToolCall) GetId() string {
@@ -842,7 +935,7 @@ type AgentTool struct {
 
 func (x *AgentTool) Reset() {
 	*x = AgentTool{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[4]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +947,7 @@ func (x *AgentTool) String() string {
 func (*AgentTool) ProtoMessage() {}
 
 func (x *AgentTool) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[4]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +960,7 @@ func (x *AgentTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentTool.ProtoReflect.Descriptor instead.
 func (*AgentTool) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{4}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AgentTool) GetName() string {
@@ -945,7 +1038,7 @@ type StopCondition struct {
 
 func (x *StopCondition) Reset() {
 	*x = StopCondition{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[5]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1050,7 @@ func (x *StopCondition) String() string {
 func (*StopCondition) ProtoMessage() {}
 
 func (x *StopCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[5]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1063,7 @@ func (x *StopCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopCondition.ProtoReflect.Descriptor instead.
 func (*StopCondition) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{5}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StopCondition) GetCond() isStopCondition_Cond {
@@ -1069,7 +1162,7 @@ type StopConditions struct {
 
 func (x *StopConditions) Reset() {
 	*x = StopConditions{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1174,7 @@ func (x *StopConditions) String() string {
 func (*StopConditions) ProtoMessage() {}
 
 func (x *StopConditions) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[6]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1187,7 @@ func (x *StopConditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopConditions.ProtoReflect.Descriptor instead.
 func (*StopConditions) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{6}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StopConditions) GetConditions() []*StopCondition {
@@ -1116,7 +1209,7 @@ type ToolChoice struct {
 
 func (x *ToolChoice) Reset() {
 	*x = ToolChoice{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1221,7 @@ func (x *ToolChoice) String() string {
 func (*ToolChoice) ProtoMessage() {}
 
 func (x *ToolChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[7]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1234,7 @@ func (x *ToolChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
 func (*ToolChoice) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{7}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolChoice) GetMode() ToolChoice_Mode {
@@ -1208,7 +1301,7 @@ type AgentStart struct {
 
 func (x *AgentStart) Reset() {
 	*x = AgentStart{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1313,7 @@ func (x *AgentStart) String() string {
 func (*AgentStart) ProtoMessage() {}
 
 func (x *AgentStart) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[8]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1326,7 @@ func (x *AgentStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStart.ProtoReflect.Descriptor instead.
 func (*AgentStart) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{8}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AgentStart) GetProvider() string {
@@ -1370,7 +1463,7 @@ type ToolOutput struct {
 
 func (x *ToolOutput) Reset() {
 	*x = ToolOutput{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1475,7 @@ func (x *ToolOutput) String() string {
 func (*ToolOutput) ProtoMessage() {}
 
 func (x *ToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[9]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1488,7 @@ func (x *ToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolOutput.ProtoReflect.Descriptor instead.
 func (*ToolOutput) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{9}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolOutput) GetCallId() string {
@@ -1441,7 +1534,7 @@ type HookReply struct {
 
 func (x *HookReply) Reset() {
 	*x = HookReply{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1546,7 @@ func (x *HookReply) String() string {
 func (*HookReply) ProtoMessage() {}
 
 func (x *HookReply) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[10]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1559,7 @@ func (x *HookReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookReply.ProtoReflect.Descriptor instead.
 func (*HookReply) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{10}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HookReply) GetHookId() string {
@@ -1544,7 +1637,7 @@ type AgentApprovalReply struct {
 
 func (x *AgentApprovalReply) Reset() {
 	*x = AgentApprovalReply{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1649,7 @@ func (x *AgentApprovalReply) String() string {
 func (*AgentApprovalReply) ProtoMessage() {}
 
 func (x *AgentApprovalReply) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[11]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1662,7 @@ func (x *AgentApprovalReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentApprovalReply.ProtoReflect.Descriptor instead.
 func (*AgentApprovalReply) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{11}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AgentApprovalReply) GetCallId() string {
@@ -1601,7 +1694,7 @@ type AgentCancel struct {
 
 func (x *AgentCancel) Reset() {
 	*x = AgentCancel{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1706,7 @@ func (x *AgentCancel) String() string {
 func (*AgentCancel) ProtoMessage() {}
 
 func (x *AgentCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[12]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1719,7 @@ func (x *AgentCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentCancel.ProtoReflect.Descriptor instead.
 func (*AgentCancel) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{12}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{14}
 }
 
 type AgentLoopRunResponse struct {
@@ -1659,7 +1752,7 @@ type AgentLoopRunResponse struct {
 
 func (x *AgentLoopRunResponse) Reset() {
 	*x = AgentLoopRunResponse{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1764,7 @@ func (x *AgentLoopRunResponse) String() string {
 func (*AgentLoopRunResponse) ProtoMessage() {}
 
 func (x *AgentLoopRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[13]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1777,7 @@ func (x *AgentLoopRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentLoopRunResponse.ProtoReflect.Descriptor instead.
 func (*AgentLoopRunResponse) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{13}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AgentLoopRunResponse) GetEvent() isAgentLoopRunResponse_Event {
@@ -1897,7 +1990,7 @@ type AgentStateWrite struct {
 
 func (x *AgentStateWrite) Reset() {
 	*x = AgentStateWrite{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2002,7 @@ func (x *AgentStateWrite) String() string {
 func (*AgentStateWrite) ProtoMessage() {}
 
 func (x *AgentStateWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[14]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2015,7 @@ func (x *AgentStateWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStateWrite.ProtoReflect.Descriptor instead.
 func (*AgentStateWrite) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{14}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AgentStateWrite) GetStep() uint32 {
@@ -1969,7 +2062,7 @@ type StepStarted struct {
 
 func (x *StepStarted) Reset() {
 	*x = StepStarted{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2074,7 @@ func (x *StepStarted) String() string {
 func (*StepStarted) ProtoMessage() {}
 
 func (x *StepStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[15]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2087,7 @@ func (x *StepStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStarted.ProtoReflect.Descriptor instead.
 func (*StepStarted) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{15}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StepStarted) GetStep() uint32 {
@@ -2014,7 +2107,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2119,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2132,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{16}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TextDelta) GetStep() uint32 {
@@ -2072,7 +2165,7 @@ type ToolCallRequested struct {
 
 func (x *ToolCallRequested) Reset() {
 	*x = ToolCallRequested{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2177,7 @@ func (x *ToolCallRequested) String() string {
 func (*ToolCallRequested) ProtoMessage() {}
 
 func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2190,7 @@ func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRequested.ProtoReflect.Descriptor instead.
 func (*ToolCallRequested) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{17}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolCallRequested) GetStep() uint32 {
@@ -2137,7 +2230,7 @@ type HookRequest struct {
 
 func (x *HookRequest) Reset() {
 	*x = HookRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2242,7 @@ func (x *HookRequest) String() string {
 func (*HookRequest) ProtoMessage() {}
 
 func (x *HookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2255,7 @@ func (x *HookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookRequest.ProtoReflect.Descriptor instead.
 func (*HookRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{18}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HookRequest) GetHookId() string {
@@ -2224,7 +2317,7 @@ type AgentApprovalRequest struct {
 
 func (x *AgentApprovalRequest) Reset() {
 	*x = AgentApprovalRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2329,7 @@ func (x *AgentApprovalRequest) String() string {
 func (*AgentApprovalRequest) ProtoMessage() {}
 
 func (x *AgentApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2342,7 @@ func (x *AgentApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentApprovalRequest.ProtoReflect.Descriptor instead.
 func (*AgentApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AgentApprovalRequest) GetStep() uint32 {
@@ -2288,7 +2381,7 @@ type AgentInputRequest struct {
 
 func (x *AgentInputRequest) Reset() {
 	*x = AgentInputRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2393,7 @@ func (x *AgentInputRequest) String() string {
 func (*AgentInputRequest) ProtoMessage() {}
 
 func (x *AgentInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2406,7 @@ func (x *AgentInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInputRequest.ProtoReflect.Descriptor instead.
 func (*AgentInputRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AgentInputRequest) GetInputId() string {
@@ -2373,7 +2466,7 @@ type AgentInputReply struct {
 
 func (x *AgentInputReply) Reset() {
 	*x = AgentInputReply{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2478,7 @@ func (x *AgentInputReply) String() string {
 func (*AgentInputReply) ProtoMessage() {}
 
 func (x *AgentInputReply) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2491,7 @@ func (x *AgentInputReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInputReply.ProtoReflect.Descriptor instead.
 func (*AgentInputReply) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AgentInputReply) GetInputId() string {
@@ -2435,7 +2528,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2540,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2553,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ToolResult) GetStep() uint32 {
@@ -2509,7 +2602,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2614,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2627,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{23}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -2570,7 +2663,7 @@ type StepFinished struct {
 
 func (x *StepFinished) Reset() {
 	*x = StepFinished{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2675,7 @@ func (x *StepFinished) String() string {
 func (*StepFinished) ProtoMessage() {}
 
 func (x *StepFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2688,7 @@ func (x *StepFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepFinished.ProtoReflect.Descriptor instead.
 func (*StepFinished) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StepFinished) GetStep() uint32 {
@@ -2638,7 +2731,7 @@ type AgentDone struct {
 
 func (x *AgentDone) Reset() {
 	*x = AgentDone{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2743,7 @@ func (x *AgentDone) String() string {
 func (*AgentDone) ProtoMessage() {}
 
 func (x *AgentDone) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2756,7 @@ func (x *AgentDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDone.ProtoReflect.Descriptor instead.
 func (*AgentDone) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{25}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AgentDone) GetText() string {
@@ -2698,7 +2791,11 @@ var File_exprd_v1_agentloop_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\n" +
-	"\x18exprd/v1/agentloop.proto\x12\bexprd.v1\x1a\x17exprd/v1/exprtool.proto\"\x82\x04\n" +
+	"\x18exprd/v1/agentloop.proto\x12\bexprd.v1\x1a\x17exprd/v1/exprtool.proto\"-\n" +
+	"\x12AgentCancelRequest\x12\x17\n" +
+	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"+\n" +
+	"\x13AgentCancelResponse\x12\x14\n" +
+	"\x05ended\x18\x01 \x01(\bR\x05ended\"\x82\x04\n" +
 	"\x13AgentLoopRunRequest\x12,\n" +
 	"\x05start\x18\x01 \x01(\v2\x14.exprd.v1.AgentStartH\x00R\x05start\x127\n" +
 	"\vtool_output\x18\x02 \x01(\v2\x14.exprd.v1.ToolOutputH\x00R\n" +
@@ -2921,9 +3018,10 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x1fAGENT_EVENT_TOOL_CALL_ANNOUNCED\x10\x03\x12\x1b\n" +
 	"\x17AGENT_EVENT_STATE_WRITE\x10\x04\x12\x1b\n" +
 	"\x17AGENT_EVENT_TOOL_RESULT\x10\x05\x12\x1d\n" +
-	"\x19AGENT_EVENT_STEP_FINISHED\x10\x062U\n" +
+	"\x19AGENT_EVENT_STEP_FINISHED\x10\x062\x9c\x01\n" +
 	"\tAgentLoop\x12H\n" +
-	"\x03Run\x12\x1d.exprd.v1.AgentLoopRunRequest\x1a\x1e.exprd.v1.AgentLoopRunResponse(\x010\x01B-Z+github.com/exprd/exprd/gen/exprd/v1;exprdv1b\x06proto3"
+	"\x03Run\x12\x1d.exprd.v1.AgentLoopRunRequest\x1a\x1e.exprd.v1.AgentLoopRunResponse(\x010\x01\x12E\n" +
+	"\x06Cancel\x12\x1c.exprd.v1.AgentCancelRequest\x1a\x1d.exprd.v1.AgentCancelResponseB-Z+github.com/exprd/exprd/gen/exprd/v1;exprdv1b\x06proto3"
 
 var (
 	file_exprd_v1_agentloop_proto_rawDescOnce sync.Once
@@ -2938,7 +3036,7 @@ func file_exprd_v1_agentloop_proto_rawDescGZIP() []byte {
 }
 
 var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_exprd_v1_agentloop_proto_goTypes = []any{
 	(Hook)(0),                    // 0: exprd.v1.Hook
 	(AgentEvent)(0),              // 1: exprd.v1.AgentEvent
@@ -2947,88 +3045,92 @@ var file_exprd_v1_agentloop_proto_goTypes = []any{
 	(ToolChoice_Mode)(0),         // 4: exprd.v1.ToolChoice.Mode
 	(AgentInputReply_Action)(0),  // 5: exprd.v1.AgentInputReply.Action
 	(AgentDone_StopReason)(0),    // 6: exprd.v1.AgentDone.StopReason
-	(*AgentLoopRunRequest)(nil),  // 7: exprd.v1.AgentLoopRunRequest
-	(*AgentResume)(nil),          // 8: exprd.v1.AgentResume
-	(*AgentMessage)(nil),         // 9: exprd.v1.AgentMessage
-	(*AgentToolCall)(nil),        // 10: exprd.v1.AgentToolCall
-	(*AgentTool)(nil),            // 11: exprd.v1.AgentTool
-	(*StopCondition)(nil),        // 12: exprd.v1.StopCondition
-	(*StopConditions)(nil),       // 13: exprd.v1.StopConditions
-	(*ToolChoice)(nil),           // 14: exprd.v1.ToolChoice
-	(*AgentStart)(nil),           // 15: exprd.v1.AgentStart
-	(*ToolOutput)(nil),           // 16: exprd.v1.ToolOutput
-	(*HookReply)(nil),            // 17: exprd.v1.HookReply
-	(*AgentApprovalReply)(nil),   // 18: exprd.v1.AgentApprovalReply
-	(*AgentCancel)(nil),          // 19: exprd.v1.AgentCancel
-	(*AgentLoopRunResponse)(nil), // 20: exprd.v1.AgentLoopRunResponse
-	(*AgentStateWrite)(nil),      // 21: exprd.v1.AgentStateWrite
-	(*StepStarted)(nil),          // 22: exprd.v1.StepStarted
-	(*TextDelta)(nil),            // 23: exprd.v1.TextDelta
-	(*ToolCallRequested)(nil),    // 24: exprd.v1.ToolCallRequested
-	(*HookRequest)(nil),          // 25: exprd.v1.HookRequest
-	(*AgentApprovalRequest)(nil), // 26: exprd.v1.AgentApprovalRequest
-	(*AgentInputRequest)(nil),    // 27: exprd.v1.AgentInputRequest
-	(*AgentInputReply)(nil),      // 28: exprd.v1.AgentInputReply
-	(*ToolResult)(nil),           // 29: exprd.v1.ToolResult
-	(*Usage)(nil),                // 30: exprd.v1.Usage
-	(*StepFinished)(nil),         // 31: exprd.v1.StepFinished
-	(*AgentDone)(nil),            // 32: exprd.v1.AgentDone
-	(*State)(nil),                // 33: exprd.v1.State
-	(*StatePatch)(nil),           // 34: exprd.v1.StatePatch
-	(*Settings)(nil),             // 35: exprd.v1.Settings
-	(*Rejected)(nil),             // 36: exprd.v1.Rejected
+	(*AgentCancelRequest)(nil),   // 7: exprd.v1.AgentCancelRequest
+	(*AgentCancelResponse)(nil),  // 8: exprd.v1.AgentCancelResponse
+	(*AgentLoopRunRequest)(nil),  // 9: exprd.v1.AgentLoopRunRequest
+	(*AgentResume)(nil),          // 10: exprd.v1.AgentResume
+	(*AgentMessage)(nil),         // 11: exprd.v1.AgentMessage
+	(*AgentToolCall)(nil),        // 12: exprd.v1.AgentToolCall
+	(*AgentTool)(nil),            // 13: exprd.v1.AgentTool
+	(*StopCondition)(nil),        // 14: exprd.v1.StopCondition
+	(*StopConditions)(nil),       // 15: exprd.v1.StopConditions
+	(*ToolChoice)(nil),           // 16: exprd.v1.ToolChoice
+	(*AgentStart)(nil),           // 17: exprd.v1.AgentStart
+	(*ToolOutput)(nil),           // 18: exprd.v1.ToolOutput
+	(*HookReply)(nil),            // 19: exprd.v1.HookReply
+	(*AgentApprovalReply)(nil),   // 20: exprd.v1.AgentApprovalReply
+	(*AgentCancel)(nil),          // 21: exprd.v1.AgentCancel
+	(*AgentLoopRunResponse)(nil), // 22: exprd.v1.AgentLoopRunResponse
+	(*AgentStateWrite)(nil),      // 23: exprd.v1.AgentStateWrite
+	(*StepStarted)(nil),          // 24: exprd.v1.StepStarted
+	(*TextDelta)(nil),            // 25: exprd.v1.TextDelta
+	(*ToolCallRequested)(nil),    // 26: exprd.v1.ToolCallRequested
+	(*HookRequest)(nil),          // 27: exprd.v1.HookRequest
+	(*AgentApprovalRequest)(nil), // 28: exprd.v1.AgentApprovalRequest
+	(*AgentInputRequest)(nil),    // 29: exprd.v1.AgentInputRequest
+	(*AgentInputReply)(nil),      // 30: exprd.v1.AgentInputReply
+	(*ToolResult)(nil),           // 31: exprd.v1.ToolResult
+	(*Usage)(nil),                // 32: exprd.v1.Usage
+	(*StepFinished)(nil),         // 33: exprd.v1.StepFinished
+	(*AgentDone)(nil),            // 34: exprd.v1.AgentDone
+	(*State)(nil),                // 35: exprd.v1.State
+	(*StatePatch)(nil),           // 36: exprd.v1.StatePatch
+	(*Settings)(nil),             // 37: exprd.v1.Settings
+	(*Rejected)(nil),             // 38: exprd.v1.Rejected
 }
 var file_exprd_v1_agentloop_proto_depIdxs = []int32{
-	15, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
-	16, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
-	17, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
-	18, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
-	33, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
-	34, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
-	19, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
-	28, // 7: exprd.v1.AgentLoopRunRequest.input_reply:type_name -> exprd.v1.AgentInputReply
-	8,  // 8: exprd.v1.AgentLoopRunRequest.resume:type_name -> exprd.v1.AgentResume
+	17, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
+	18, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
+	19, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
+	20, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
+	35, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
+	36, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
+	21, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
+	30, // 7: exprd.v1.AgentLoopRunRequest.input_reply:type_name -> exprd.v1.AgentInputReply
+	10, // 8: exprd.v1.AgentLoopRunRequest.resume:type_name -> exprd.v1.AgentResume
 	2,  // 9: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
-	10, // 10: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
+	12, // 10: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
 	3,  // 11: exprd.v1.AgentTool.executor:type_name -> exprd.v1.AgentTool.Executor
-	13, // 12: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
-	13, // 13: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
-	12, // 14: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
-	12, // 15: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
+	15, // 12: exprd.v1.StopCondition.and:type_name -> exprd.v1.StopConditions
+	15, // 13: exprd.v1.StopCondition.or:type_name -> exprd.v1.StopConditions
+	14, // 14: exprd.v1.StopCondition.not:type_name -> exprd.v1.StopCondition
+	14, // 15: exprd.v1.StopConditions.conditions:type_name -> exprd.v1.StopCondition
 	4,  // 16: exprd.v1.ToolChoice.mode:type_name -> exprd.v1.ToolChoice.Mode
-	9,  // 17: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
-	11, // 18: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
-	12, // 19: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
+	11, // 17: exprd.v1.AgentStart.messages:type_name -> exprd.v1.AgentMessage
+	13, // 18: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
+	14, // 19: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
 	0,  // 20: exprd.v1.AgentStart.hooks:type_name -> exprd.v1.Hook
-	35, // 21: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
-	14, // 22: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
+	37, // 21: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
+	16, // 22: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
 	1,  // 23: exprd.v1.AgentStart.omit_events:type_name -> exprd.v1.AgentEvent
-	14, // 24: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
-	9,  // 25: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
-	22, // 26: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
-	23, // 27: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
-	24, // 28: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
-	25, // 29: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
-	26, // 30: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
-	21, // 31: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
-	29, // 32: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
-	31, // 33: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
-	32, // 34: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
-	36, // 35: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
-	27, // 36: exprd.v1.AgentLoopRunResponse.input_request:type_name -> exprd.v1.AgentInputRequest
-	10, // 37: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
+	16, // 24: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
+	11, // 25: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
+	24, // 26: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
+	25, // 27: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
+	26, // 28: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
+	27, // 29: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
+	28, // 30: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
+	23, // 31: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
+	31, // 32: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
+	33, // 33: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
+	34, // 34: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
+	38, // 35: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
+	29, // 36: exprd.v1.AgentLoopRunResponse.input_request:type_name -> exprd.v1.AgentInputRequest
+	12, // 37: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
 	0,  // 38: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
-	10, // 39: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
-	10, // 40: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
+	12, // 39: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
+	12, // 40: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
 	5,  // 41: exprd.v1.AgentInputReply.action:type_name -> exprd.v1.AgentInputReply.Action
-	30, // 42: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
-	31, // 43: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
-	30, // 44: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
+	32, // 42: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
+	33, // 43: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
+	32, // 44: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
 	6,  // 45: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
-	7,  // 46: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
-	20, // 47: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
-	47, // [47:48] is the sub-list for method output_type
-	46, // [46:47] is the sub-list for method input_type
+	9,  // 46: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
+	7,  // 47: exprd.v1.AgentLoop.Cancel:input_type -> exprd.v1.AgentCancelRequest
+	22, // 48: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
+	8,  // 49: exprd.v1.AgentLoop.Cancel:output_type -> exprd.v1.AgentCancelResponse
+	48, // [48:50] is the sub-list for method output_type
+	46, // [46:48] is the sub-list for method input_type
 	46, // [46:46] is the sub-list for extension type_name
 	46, // [46:46] is the sub-list for extension extendee
 	0,  // [0:46] is the sub-list for field type_name
@@ -3040,7 +3142,7 @@ func file_exprd_v1_agentloop_proto_init() {
 		return
 	}
 	file_exprd_v1_exprtool_proto_init()
-	file_exprd_v1_agentloop_proto_msgTypes[0].OneofWrappers = []any{
+	file_exprd_v1_agentloop_proto_msgTypes[2].OneofWrappers = []any{
 		(*AgentLoopRunRequest_Start)(nil),
 		(*AgentLoopRunRequest_ToolOutput)(nil),
 		(*AgentLoopRunRequest_HookReply)(nil),
@@ -3051,14 +3153,14 @@ func file_exprd_v1_agentloop_proto_init() {
 		(*AgentLoopRunRequest_InputReply)(nil),
 		(*AgentLoopRunRequest_Resume)(nil),
 	}
-	file_exprd_v1_agentloop_proto_msgTypes[5].OneofWrappers = []any{
+	file_exprd_v1_agentloop_proto_msgTypes[7].OneofWrappers = []any{
 		(*StopCondition_MaxSteps)(nil),
 		(*StopCondition_HasToolCall)(nil),
 		(*StopCondition_And)(nil),
 		(*StopCondition_Or)(nil),
 		(*StopCondition_Not)(nil),
 	}
-	file_exprd_v1_agentloop_proto_msgTypes[13].OneofWrappers = []any{
+	file_exprd_v1_agentloop_proto_msgTypes[15].OneofWrappers = []any{
 		(*AgentLoopRunResponse_StepStarted)(nil),
 		(*AgentLoopRunResponse_TextDelta)(nil),
 		(*AgentLoopRunResponse_ToolCallRequested)(nil),
@@ -3077,7 +3179,7 @@ func file_exprd_v1_agentloop_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_agentloop_proto_rawDesc), len(file_exprd_v1_agentloop_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentLoop_Run_FullMethodName = "/exprd.v1.AgentLoop/Run"
+	AgentLoop_Run_FullMethodName    = "/exprd.v1.AgentLoop/Run"
+	AgentLoop_Cancel_FullMethodName = "/exprd.v1.AgentLoop/Cancel"
 )
 
 // AgentLoopClient is the client API for AgentLoop service.
@@ -40,6 +41,13 @@ type AgentLoopClient interface {
 	// denied, a client-run call is an error result, a pre_tool_call hook's
 	// call does not run, prepare_step and post_tool_call change nothing).
 	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AgentLoopRunRequest, AgentLoopRunResponse], error)
+	// Cancel stops a running turn from any replica sharing its turn store:
+	// the stop is recorded in the store first, then the replica running
+	// the turn stops it, and it ends CANCELLED as a cancel on its stream
+	// ends it. Only the identity that started the turn may cancel it; for
+	// anyone else, as for an unknown or expired turn, NOT_FOUND. A turn
+	// that has ended already is left as it is (ended is then true).
+	Cancel(ctx context.Context, in *AgentCancelRequest, opts ...grpc.CallOption) (*AgentCancelResponse, error)
 }
 
 type agentLoopClient struct {
@@ -63,6 +71,16 @@ func (c *agentLoopClient) Run(ctx context.Context, opts ...grpc.CallOption) (grp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentLoop_RunClient = grpc.BidiStreamingClient[AgentLoopRunRequest, AgentLoopRunResponse]
 
+func (c *agentLoopClient) Cancel(ctx context.Context, in *AgentCancelRequest, opts ...grpc.CallOption) (*AgentCancelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AgentCancelResponse)
+	err := c.cc.Invoke(ctx, AgentLoop_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentLoopServer is the server API for AgentLoop service.
 // All implementations must embed UnimplementedAgentLoopServer
 // for forward compatibility.
@@ -81,6 +99,13 @@ type AgentLoopServer interface {
 	// denied, a client-run call is an error result, a pre_tool_call hook's
 	// call does not run, prepare_step and post_tool_call change nothing).
 	Run(grpc.BidiStreamingServer[AgentLoopRunRequest, AgentLoopRunResponse]) error
+	// Cancel stops a running turn from any replica sharing its turn store:
+	// the stop is recorded in the store first, then the replica running
+	// the turn stops it, and it ends CANCELLED as a cancel on its stream
+	// ends it. Only the identity that started the turn may cancel it; for
+	// anyone else, as for an unknown or expired turn, NOT_FOUND. A turn
+	// that has ended already is left as it is (ended is then true).
+	Cancel(context.Context, *AgentCancelRequest) (*AgentCancelResponse, error)
 	mustEmbedUnimplementedAgentLoopServer()
 }
 
@@ -93,6 +118,9 @@ type UnimplementedAgentLoopServer struct{}
 
 func (UnimplementedAgentLoopServer) Run(grpc.BidiStreamingServer[AgentLoopRunRequest, AgentLoopRunResponse]) error {
 	return status.Error(codes.Unimplemented, "method Run not implemented")
+}
+func (UnimplementedAgentLoopServer) Cancel(context.Context, *AgentCancelRequest) (*AgentCancelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
 }
 func (UnimplementedAgentLoopServer) mustEmbedUnimplementedAgentLoopServer() {}
 func (UnimplementedAgentLoopServer) testEmbeddedByValue()                   {}
@@ -122,13 +150,36 @@ func _AgentLoop_Run_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentLoop_RunServer = grpc.BidiStreamingServer[AgentLoopRunRequest, AgentLoopRunResponse]
 
+func _AgentLoop_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AgentCancelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentLoopServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentLoop_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentLoopServer).Cancel(ctx, req.(*AgentCancelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentLoop_ServiceDesc is the grpc.ServiceDesc for AgentLoop service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var AgentLoop_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "exprd.v1.AgentLoop",
 	HandlerType: (*AgentLoopServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Cancel",
+			Handler:    _AgentLoop_Cancel_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Run",
