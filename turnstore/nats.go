@@ -60,6 +60,13 @@ type NATS struct {
 
 	mu     sync.Mutex
 	counts map[string]*natsCount // the turns this process writes: what they hold
+
+	// One watch of every record's updates serves every WatchCancel of the
+	// process, started by the first: a watch a turn would be a consumer
+	// on the NATS server for each turn running.
+	watchMu   sync.Mutex
+	watching  map[string]chan struct{} // by turn: closed at its cancel
+	watchStop context.CancelFunc       // nil until started
 }
 
 type natsCount struct {
@@ -164,6 +171,11 @@ func (s *NATS) Kind() string { return "nats" }
 
 // Close closes the connection.
 func (s *NATS) Close() error {
+	s.watchMu.Lock()
+	if s.watchStop != nil {
+		s.watchStop()
+	}
+	s.watchMu.Unlock()
 	s.nc.Close()
 	return nil
 }
@@ -294,17 +306,39 @@ func (s *NATS) Cancel(ctx context.Context, id string) error {
 	return unavailable(fmt.Errorf("turn %s: its record changed %d times while a cancel was set", id, casTries))
 }
 
-// WatchCancel watches the turn's record (its value now, then each
-// update) for the cancel flag.
+// WatchCancel registers the turn with the process's one watch of the
+// bucket's updates (started by the first call), then reads the turn's
+// record, for a cancel recorded before: either closes the channel.
 func (s *NATS) WatchCancel(ctx context.Context, id string) <-chan struct{} {
 	stop := make(chan struct{})
 	if !ValidID(id) {
 		return stop
 	}
-	w, err := s.kv.Watch(ctx, id)
-	if err != nil {
-		return stop // never: a turn whose watch fails is stopped by its own replica only
+	s.watchMu.Lock()
+	if s.watchStop == nil {
+		if err := s.startWatch(); err != nil {
+			s.watchMu.Unlock()
+			return stop // never: a turn whose watch fails is stopped by its own replica only
+		}
 	}
+	s.watching[id] = stop
+	s.watchMu.Unlock()
+	context.AfterFunc(ctx, func() { s.unwatch(id, stop) })
+	if rec, err := s.Get(ctx, id); err == nil && rec.Cancelled {
+		s.cancelled(id)
+	}
+	return stop
+}
+
+// startWatch starts the watch of every record's updates. s.watchMu is held.
+func (s *NATS) startWatch() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := s.kv.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+	if err != nil {
+		cancel()
+		return err
+	}
+	s.watching, s.watchStop = map[string]chan struct{}{}, cancel
 	go func() {
 		defer func() { _ = w.Stop() }()
 		for {
@@ -316,17 +350,35 @@ func (s *NATS) WatchCancel(ctx context.Context, id string) <-chan struct{} {
 					return
 				}
 				if e == nil {
-					continue // the initial values are in
+					continue
 				}
 				var rec natsRecord
 				if json.Unmarshal(e.Value(), &rec) == nil && rec.Cancel {
-					close(stop)
-					return
+					s.cancelled(e.Key())
 				}
 			}
 		}
 	}()
-	return stop
+	return nil
+}
+
+// cancelled closes the watch of turn id, if this process watches it.
+func (s *NATS) cancelled(id string) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if ch, ok := s.watching[id]; ok {
+		close(ch)
+		delete(s.watching, id)
+	}
+}
+
+// unwatch forgets the watch stop of turn id (its context ended).
+func (s *NATS) unwatch(id string, stop chan struct{}) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.watching[id] == stop {
+		delete(s.watching, id)
+	}
 }
 
 // Get reads the turn's record, and its last event's seq from the stream.
