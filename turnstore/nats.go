@@ -248,37 +248,20 @@ func (s *NATS) End(ctx context.Context, id string, end []byte) error {
 	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-end")); err != nil {
 		return unavailable(err)
 	}
-	for range casTries { // a Cancel may update the record meanwhile
-		e, err := s.kv.Get(ctx, id)
-		if err != nil {
-			return unavailable(err)
-		}
-		var rec natsRecord
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return err
-		}
+	return s.update(ctx, id, "its end", func(rec *natsRecord) bool {
 		rec.Ended = time.Now().UnixNano()
-		b, _ := json.Marshal(rec)
-		if _, err = s.kv.Update(ctx, id, b, e.Revision()); err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return unavailable(err)
-		}
-	}
-	return unavailable(fmt.Errorf("turn %s: its record changed %d times while its end was set", id, casTries))
+		return true
+	})
 }
 
 // casTries bounds the compare-and-set rounds of a record's update.
 const casTries = 8
 
-// Cancel sets the record's cancel flag, compare-and-set on its revision.
-func (s *NATS) Cancel(ctx context.Context, id string) error {
-	if !ValidID(id) {
-		return ErrNotFound
-	}
-	ctx, cancel := s.timeout(ctx)
-	defer cancel()
+// update changes the turn's record with change (which reports false to
+// leave it as it is), compare-and-set on its revision, again when another
+// write came between (a Cancel and an End may race). what names the
+// change for the error past casTries.
+func (s *NATS) update(ctx context.Context, id, what string, change func(*natsRecord) bool) error {
 	for range casTries {
 		e, err := s.kv.Get(ctx, id)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -291,10 +274,9 @@ func (s *NATS) Cancel(ctx context.Context, id string) error {
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			return fmt.Errorf("turn %s: its record: %w", id, err)
 		}
-		if rec.Ended != 0 || rec.Cancel {
+		if !change(&rec) {
 			return nil
 		}
-		rec.Cancel = true
 		b, _ := json.Marshal(rec)
 		if _, err = s.kv.Update(ctx, id, b, e.Revision()); err == nil {
 			return nil
@@ -303,7 +285,23 @@ func (s *NATS) Cancel(ctx context.Context, id string) error {
 			return unavailable(err)
 		}
 	}
-	return unavailable(fmt.Errorf("turn %s: its record changed %d times while a cancel was set", id, casTries))
+	return unavailable(fmt.Errorf("turn %s: its record changed %d times while %s was set", id, casTries, what))
+}
+
+// Cancel sets the record's cancel flag, unless the turn has ended.
+func (s *NATS) Cancel(ctx context.Context, id string) error {
+	if !ValidID(id) {
+		return ErrNotFound
+	}
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	return s.update(ctx, id, "a cancel", func(rec *natsRecord) bool {
+		if rec.Ended != 0 || rec.Cancel {
+			return false
+		}
+		rec.Cancel = true
+		return true
+	})
 }
 
 // WatchCancel registers the turn with the process's one watch of the
