@@ -191,7 +191,7 @@ func TestTurnCancelledFromAnotherReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := first.GetTurnId()
-	resp, err := b.Cancel(ctx, &exprdv1.AgentCancelRequest{TurnId: id})
+	resp, err := b.Cancel(ctx, &exprdv1.AgentLoopCancelRequest{TurnId: id})
 	if err != nil || resp.GetEnded() {
 		t.Fatalf("Cancel on B: %v, %v; want the running turn stopped", resp, err)
 	}
@@ -200,7 +200,7 @@ func TestTurnCancelledFromAnotherReplica(t *testing.T) {
 		t.Fatalf("A's stream ended %v after %d more events, want CANCELLED", err, len(events))
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err = b.Cancel(ctx, &exprdv1.AgentCancelRequest{TurnId: id})
+		resp, err = b.Cancel(ctx, &exprdv1.AgentLoopCancelRequest{TurnId: id})
 		if err != nil || resp.GetEnded() || time.Now().After(deadline) {
 			break
 		}

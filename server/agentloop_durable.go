@@ -286,7 +286,7 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 // Cancel records a stop for the caller's running turn in the turn store,
 // then stops it here if it runs here; the replica running it otherwise
 // stops it when its watch sees the record (turnstore.WatchCancel).
-func (a *agentLoop) Cancel(ctx context.Context, req *exprdv1.AgentCancelRequest) (*exprdv1.AgentCancelResponse, error) {
+func (a *agentLoop) Cancel(ctx context.Context, req *exprdv1.AgentLoopCancelRequest) (*exprdv1.AgentLoopCancelResponse, error) {
 	id := req.GetTurnId()
 	if !turnstore.ValidID(id) {
 		return nil, badRequest("turn_id", "a turn id is 32 lowercase hex digits, as the turn's first event named it")
@@ -300,7 +300,7 @@ func (a *agentLoop) Cancel(ctx context.Context, req *exprdv1.AgentCancelRequest)
 		return nil, turnStoreStatus(err)
 	}
 	if !rec.Ended.IsZero() {
-		return &exprdv1.AgentCancelResponse{Ended: true}, nil
+		return &exprdv1.AgentLoopCancelResponse{Ended: true}, nil
 	}
 	if err := st.Cancel(ctx, id); err != nil {
 		return nil, turnStoreStatus(err)
@@ -308,7 +308,7 @@ func (a *agentLoop) Cancel(ctx context.Context, req *exprdv1.AgentCancelRequest)
 	if live := a.turns.get(id); live != nil {
 		live.cancel(errAborted)
 	}
-	return &exprdv1.AgentCancelResponse{}, nil
+	return &exprdv1.AgentLoopCancelResponse{}, nil
 }
 
 // requestKind is the field name of a client message.

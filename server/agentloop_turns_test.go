@@ -432,7 +432,7 @@ func TestAgentLoopCancelUnary(t *testing.T) {
 		{"an unknown turn", aliceToken, strings.Repeat("0", 32), codes.NotFound, "TURN_NOT_FOUND"},
 		{"a malformed id", aliceToken, "a.>", codes.InvalidArgument, "INVALID_FIELD"},
 	} {
-		_, err := c.Cancel(bearerCtx(tc.token), &exprdv1.AgentCancelRequest{TurnId: tc.id})
+		_, err := c.Cancel(bearerCtx(tc.token), &exprdv1.AgentLoopCancelRequest{TurnId: tc.id})
 		if s := status.Convert(err); s.Code() != tc.want || reasonOf(s) != tc.reason {
 			t.Errorf("%s: %v (%s), want %v %s", tc.name, err, reasonOf(s), tc.want, tc.reason)
 		}
@@ -440,7 +440,7 @@ func TestAgentLoopCancelUnary(t *testing.T) {
 	if rec, err := st.Get(context.Background(), id); err != nil || rec.Cancelled || !rec.Ended.IsZero() {
 		t.Fatalf("after the refused cancels: %+v, %v; want it running, no stop recorded", rec, err)
 	}
-	resp, err := c.Cancel(bearerCtx(aliceToken), &exprdv1.AgentCancelRequest{TurnId: id})
+	resp, err := c.Cancel(bearerCtx(aliceToken), &exprdv1.AgentLoopCancelRequest{TurnId: id})
 	if err != nil || resp.GetEnded() {
 		t.Fatalf("the owner's cancel: %v, %v; want the running turn stopped", resp, err)
 	}
@@ -457,7 +457,7 @@ func TestAgentLoopCancelUnary(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		resp, err = c.Cancel(bearerCtx(aliceToken), &exprdv1.AgentCancelRequest{TurnId: id})
+		resp, err = c.Cancel(bearerCtx(aliceToken), &exprdv1.AgentLoopCancelRequest{TurnId: id})
 		if err != nil || resp.GetEnded() || time.Now().After(deadline) {
 			break
 		}

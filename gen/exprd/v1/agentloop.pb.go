@@ -433,8 +433,8 @@ func (AgentDone_StopReason) EnumDescriptor() ([]byte, []int) {
 	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{27, 0}
 }
 
-// AgentCancelRequest names the turn to stop.
-type AgentCancelRequest struct {
+// AgentLoopCancelRequest names the turn to stop.
+type AgentLoopCancelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// turn_id is the id the turn's first event named.
 	TurnId        string `protobuf:"bytes,1,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
@@ -442,20 +442,20 @@ type AgentCancelRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *AgentCancelRequest) Reset() {
-	*x = AgentCancelRequest{}
+func (x *AgentLoopCancelRequest) Reset() {
+	*x = AgentLoopCancelRequest{}
 	mi := &file_exprd_v1_agentloop_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *AgentCancelRequest) String() string {
+func (x *AgentLoopCancelRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*AgentCancelRequest) ProtoMessage() {}
+func (*AgentLoopCancelRequest) ProtoMessage() {}
 
-func (x *AgentCancelRequest) ProtoReflect() protoreflect.Message {
+func (x *AgentLoopCancelRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_exprd_v1_agentloop_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -467,20 +467,20 @@ func (x *AgentCancelRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use AgentCancelRequest.ProtoReflect.Descriptor instead.
-func (*AgentCancelRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use AgentLoopCancelRequest.ProtoReflect.Descriptor instead.
+func (*AgentLoopCancelRequest) Descriptor() ([]byte, []int) {
 	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *AgentCancelRequest) GetTurnId() string {
+func (x *AgentLoopCancelRequest) GetTurnId() string {
 	if x != nil {
 		return x.TurnId
 	}
 	return ""
 }
 
-// AgentCancelResponse says what Cancel found.
-type AgentCancelResponse struct {
+// AgentLoopCancelResponse says what Cancel found.
+type AgentLoopCancelResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ended is true when the turn had ended before the cancel: nothing
 	// was stopped.
@@ -489,20 +489,20 @@ type AgentCancelResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *AgentCancelResponse) Reset() {
-	*x = AgentCancelResponse{}
+func (x *AgentLoopCancelResponse) Reset() {
+	*x = AgentLoopCancelResponse{}
 	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *AgentCancelResponse) String() string {
+func (x *AgentLoopCancelResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*AgentCancelResponse) ProtoMessage() {}
+func (*AgentLoopCancelResponse) ProtoMessage() {}
 
-func (x *AgentCancelResponse) ProtoReflect() protoreflect.Message {
+func (x *AgentLoopCancelResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_exprd_v1_agentloop_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -514,12 +514,12 @@ func (x *AgentCancelResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use AgentCancelResponse.ProtoReflect.Descriptor instead.
-func (*AgentCancelResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use AgentLoopCancelResponse.ProtoReflect.Descriptor instead.
+func (*AgentLoopCancelResponse) Descriptor() ([]byte, []int) {
 	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *AgentCancelResponse) GetEnded() bool {
+func (x *AgentLoopCancelResponse) GetEnded() bool {
 	if x != nil {
 		return x.Ended
 	}
@@ -2791,10 +2791,10 @@ var File_exprd_v1_agentloop_proto protoreflect.FileDescriptor
 
 const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\n" +
-	"\x18exprd/v1/agentloop.proto\x12\bexprd.v1\x1a\x17exprd/v1/exprtool.proto\"-\n" +
-	"\x12AgentCancelRequest\x12\x17\n" +
-	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"+\n" +
-	"\x13AgentCancelResponse\x12\x14\n" +
+	"\x18exprd/v1/agentloop.proto\x12\bexprd.v1\x1a\x17exprd/v1/exprtool.proto\"1\n" +
+	"\x16AgentLoopCancelRequest\x12\x17\n" +
+	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"/\n" +
+	"\x17AgentLoopCancelResponse\x12\x14\n" +
 	"\x05ended\x18\x01 \x01(\bR\x05ended\"\x82\x04\n" +
 	"\x13AgentLoopRunRequest\x12,\n" +
 	"\x05start\x18\x01 \x01(\v2\x14.exprd.v1.AgentStartH\x00R\x05start\x127\n" +
@@ -3018,10 +3018,10 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x1fAGENT_EVENT_TOOL_CALL_ANNOUNCED\x10\x03\x12\x1b\n" +
 	"\x17AGENT_EVENT_STATE_WRITE\x10\x04\x12\x1b\n" +
 	"\x17AGENT_EVENT_TOOL_RESULT\x10\x05\x12\x1d\n" +
-	"\x19AGENT_EVENT_STEP_FINISHED\x10\x062\x9c\x01\n" +
+	"\x19AGENT_EVENT_STEP_FINISHED\x10\x062\xa4\x01\n" +
 	"\tAgentLoop\x12H\n" +
-	"\x03Run\x12\x1d.exprd.v1.AgentLoopRunRequest\x1a\x1e.exprd.v1.AgentLoopRunResponse(\x010\x01\x12E\n" +
-	"\x06Cancel\x12\x1c.exprd.v1.AgentCancelRequest\x1a\x1d.exprd.v1.AgentCancelResponseB-Z+github.com/exprd/exprd/gen/exprd/v1;exprdv1b\x06proto3"
+	"\x03Run\x12\x1d.exprd.v1.AgentLoopRunRequest\x1a\x1e.exprd.v1.AgentLoopRunResponse(\x010\x01\x12M\n" +
+	"\x06Cancel\x12 .exprd.v1.AgentLoopCancelRequest\x1a!.exprd.v1.AgentLoopCancelResponseB-Z+github.com/exprd/exprd/gen/exprd/v1;exprdv1b\x06proto3"
 
 var (
 	file_exprd_v1_agentloop_proto_rawDescOnce sync.Once
@@ -3038,45 +3038,45 @@ func file_exprd_v1_agentloop_proto_rawDescGZIP() []byte {
 var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_exprd_v1_agentloop_proto_goTypes = []any{
-	(Hook)(0),                    // 0: exprd.v1.Hook
-	(AgentEvent)(0),              // 1: exprd.v1.AgentEvent
-	(AgentMessage_Role)(0),       // 2: exprd.v1.AgentMessage.Role
-	(AgentTool_Executor)(0),      // 3: exprd.v1.AgentTool.Executor
-	(ToolChoice_Mode)(0),         // 4: exprd.v1.ToolChoice.Mode
-	(AgentInputReply_Action)(0),  // 5: exprd.v1.AgentInputReply.Action
-	(AgentDone_StopReason)(0),    // 6: exprd.v1.AgentDone.StopReason
-	(*AgentCancelRequest)(nil),   // 7: exprd.v1.AgentCancelRequest
-	(*AgentCancelResponse)(nil),  // 8: exprd.v1.AgentCancelResponse
-	(*AgentLoopRunRequest)(nil),  // 9: exprd.v1.AgentLoopRunRequest
-	(*AgentResume)(nil),          // 10: exprd.v1.AgentResume
-	(*AgentMessage)(nil),         // 11: exprd.v1.AgentMessage
-	(*AgentToolCall)(nil),        // 12: exprd.v1.AgentToolCall
-	(*AgentTool)(nil),            // 13: exprd.v1.AgentTool
-	(*StopCondition)(nil),        // 14: exprd.v1.StopCondition
-	(*StopConditions)(nil),       // 15: exprd.v1.StopConditions
-	(*ToolChoice)(nil),           // 16: exprd.v1.ToolChoice
-	(*AgentStart)(nil),           // 17: exprd.v1.AgentStart
-	(*ToolOutput)(nil),           // 18: exprd.v1.ToolOutput
-	(*HookReply)(nil),            // 19: exprd.v1.HookReply
-	(*AgentApprovalReply)(nil),   // 20: exprd.v1.AgentApprovalReply
-	(*AgentCancel)(nil),          // 21: exprd.v1.AgentCancel
-	(*AgentLoopRunResponse)(nil), // 22: exprd.v1.AgentLoopRunResponse
-	(*AgentStateWrite)(nil),      // 23: exprd.v1.AgentStateWrite
-	(*StepStarted)(nil),          // 24: exprd.v1.StepStarted
-	(*TextDelta)(nil),            // 25: exprd.v1.TextDelta
-	(*ToolCallRequested)(nil),    // 26: exprd.v1.ToolCallRequested
-	(*HookRequest)(nil),          // 27: exprd.v1.HookRequest
-	(*AgentApprovalRequest)(nil), // 28: exprd.v1.AgentApprovalRequest
-	(*AgentInputRequest)(nil),    // 29: exprd.v1.AgentInputRequest
-	(*AgentInputReply)(nil),      // 30: exprd.v1.AgentInputReply
-	(*ToolResult)(nil),           // 31: exprd.v1.ToolResult
-	(*Usage)(nil),                // 32: exprd.v1.Usage
-	(*StepFinished)(nil),         // 33: exprd.v1.StepFinished
-	(*AgentDone)(nil),            // 34: exprd.v1.AgentDone
-	(*State)(nil),                // 35: exprd.v1.State
-	(*StatePatch)(nil),           // 36: exprd.v1.StatePatch
-	(*Settings)(nil),             // 37: exprd.v1.Settings
-	(*Rejected)(nil),             // 38: exprd.v1.Rejected
+	(Hook)(0),                       // 0: exprd.v1.Hook
+	(AgentEvent)(0),                 // 1: exprd.v1.AgentEvent
+	(AgentMessage_Role)(0),          // 2: exprd.v1.AgentMessage.Role
+	(AgentTool_Executor)(0),         // 3: exprd.v1.AgentTool.Executor
+	(ToolChoice_Mode)(0),            // 4: exprd.v1.ToolChoice.Mode
+	(AgentInputReply_Action)(0),     // 5: exprd.v1.AgentInputReply.Action
+	(AgentDone_StopReason)(0),       // 6: exprd.v1.AgentDone.StopReason
+	(*AgentLoopCancelRequest)(nil),  // 7: exprd.v1.AgentLoopCancelRequest
+	(*AgentLoopCancelResponse)(nil), // 8: exprd.v1.AgentLoopCancelResponse
+	(*AgentLoopRunRequest)(nil),     // 9: exprd.v1.AgentLoopRunRequest
+	(*AgentResume)(nil),             // 10: exprd.v1.AgentResume
+	(*AgentMessage)(nil),            // 11: exprd.v1.AgentMessage
+	(*AgentToolCall)(nil),           // 12: exprd.v1.AgentToolCall
+	(*AgentTool)(nil),               // 13: exprd.v1.AgentTool
+	(*StopCondition)(nil),           // 14: exprd.v1.StopCondition
+	(*StopConditions)(nil),          // 15: exprd.v1.StopConditions
+	(*ToolChoice)(nil),              // 16: exprd.v1.ToolChoice
+	(*AgentStart)(nil),              // 17: exprd.v1.AgentStart
+	(*ToolOutput)(nil),              // 18: exprd.v1.ToolOutput
+	(*HookReply)(nil),               // 19: exprd.v1.HookReply
+	(*AgentApprovalReply)(nil),      // 20: exprd.v1.AgentApprovalReply
+	(*AgentCancel)(nil),             // 21: exprd.v1.AgentCancel
+	(*AgentLoopRunResponse)(nil),    // 22: exprd.v1.AgentLoopRunResponse
+	(*AgentStateWrite)(nil),         // 23: exprd.v1.AgentStateWrite
+	(*StepStarted)(nil),             // 24: exprd.v1.StepStarted
+	(*TextDelta)(nil),               // 25: exprd.v1.TextDelta
+	(*ToolCallRequested)(nil),       // 26: exprd.v1.ToolCallRequested
+	(*HookRequest)(nil),             // 27: exprd.v1.HookRequest
+	(*AgentApprovalRequest)(nil),    // 28: exprd.v1.AgentApprovalRequest
+	(*AgentInputRequest)(nil),       // 29: exprd.v1.AgentInputRequest
+	(*AgentInputReply)(nil),         // 30: exprd.v1.AgentInputReply
+	(*ToolResult)(nil),              // 31: exprd.v1.ToolResult
+	(*Usage)(nil),                   // 32: exprd.v1.Usage
+	(*StepFinished)(nil),            // 33: exprd.v1.StepFinished
+	(*AgentDone)(nil),               // 34: exprd.v1.AgentDone
+	(*State)(nil),                   // 35: exprd.v1.State
+	(*StatePatch)(nil),              // 36: exprd.v1.StatePatch
+	(*Settings)(nil),                // 37: exprd.v1.Settings
+	(*Rejected)(nil),                // 38: exprd.v1.Rejected
 }
 var file_exprd_v1_agentloop_proto_depIdxs = []int32{
 	17, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
@@ -3126,9 +3126,9 @@ var file_exprd_v1_agentloop_proto_depIdxs = []int32{
 	32, // 44: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
 	6,  // 45: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
 	9,  // 46: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
-	7,  // 47: exprd.v1.AgentLoop.Cancel:input_type -> exprd.v1.AgentCancelRequest
+	7,  // 47: exprd.v1.AgentLoop.Cancel:input_type -> exprd.v1.AgentLoopCancelRequest
 	22, // 48: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
-	8,  // 49: exprd.v1.AgentLoop.Cancel:output_type -> exprd.v1.AgentCancelResponse
+	8,  // 49: exprd.v1.AgentLoop.Cancel:output_type -> exprd.v1.AgentLoopCancelResponse
 	48, // [48:50] is the sub-list for method output_type
 	46, // [46:48] is the sub-list for method input_type
 	46, // [46:46] is the sub-list for extension type_name

@@ -47,7 +47,7 @@ type AgentLoopClient interface {
 	// ends it. Only the identity that started the turn may cancel it; for
 	// anyone else, as for an unknown or expired turn, NOT_FOUND. A turn
 	// that has ended already is left as it is (ended is then true).
-	Cancel(ctx context.Context, in *AgentCancelRequest, opts ...grpc.CallOption) (*AgentCancelResponse, error)
+	Cancel(ctx context.Context, in *AgentLoopCancelRequest, opts ...grpc.CallOption) (*AgentLoopCancelResponse, error)
 }
 
 type agentLoopClient struct {
@@ -71,9 +71,9 @@ func (c *agentLoopClient) Run(ctx context.Context, opts ...grpc.CallOption) (grp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentLoop_RunClient = grpc.BidiStreamingClient[AgentLoopRunRequest, AgentLoopRunResponse]
 
-func (c *agentLoopClient) Cancel(ctx context.Context, in *AgentCancelRequest, opts ...grpc.CallOption) (*AgentCancelResponse, error) {
+func (c *agentLoopClient) Cancel(ctx context.Context, in *AgentLoopCancelRequest, opts ...grpc.CallOption) (*AgentLoopCancelResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AgentCancelResponse)
+	out := new(AgentLoopCancelResponse)
 	err := c.cc.Invoke(ctx, AgentLoop_Cancel_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -105,7 +105,7 @@ type AgentLoopServer interface {
 	// ends it. Only the identity that started the turn may cancel it; for
 	// anyone else, as for an unknown or expired turn, NOT_FOUND. A turn
 	// that has ended already is left as it is (ended is then true).
-	Cancel(context.Context, *AgentCancelRequest) (*AgentCancelResponse, error)
+	Cancel(context.Context, *AgentLoopCancelRequest) (*AgentLoopCancelResponse, error)
 	mustEmbedUnimplementedAgentLoopServer()
 }
 
@@ -119,7 +119,7 @@ type UnimplementedAgentLoopServer struct{}
 func (UnimplementedAgentLoopServer) Run(grpc.BidiStreamingServer[AgentLoopRunRequest, AgentLoopRunResponse]) error {
 	return status.Error(codes.Unimplemented, "method Run not implemented")
 }
-func (UnimplementedAgentLoopServer) Cancel(context.Context, *AgentCancelRequest) (*AgentCancelResponse, error) {
+func (UnimplementedAgentLoopServer) Cancel(context.Context, *AgentLoopCancelRequest) (*AgentLoopCancelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
 }
 func (UnimplementedAgentLoopServer) mustEmbedUnimplementedAgentLoopServer() {}
@@ -151,7 +151,7 @@ func _AgentLoop_Run_Handler(srv interface{}, stream grpc.ServerStream) error {
 type AgentLoop_RunServer = grpc.BidiStreamingServer[AgentLoopRunRequest, AgentLoopRunResponse]
 
 func _AgentLoop_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AgentCancelRequest)
+	in := new(AgentLoopCancelRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func _AgentLoop_Cancel_Handler(srv interface{}, ctx context.Context, dec func(in
 		FullMethod: AgentLoop_Cancel_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(AgentLoopServer).Cancel(ctx, req.(*AgentCancelRequest))
+		return srv.(AgentLoopServer).Cancel(ctx, req.(*AgentLoopCancelRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
