@@ -44,7 +44,7 @@ var sections = []struct {
 		{"10,000-item `filter`/`map` step through `evaluator/` vs a bare run on a reused `vm.VM`", "bench:Engines/large/exprd", "bench:Engines/large/expr", 1.1, ""},
 		{"the same step, bare in cel-go (context)", "bench:Engines/large/exprd", "bench:Engines/large/cel", 0, ""},
 		{"the same step, bare in goja (context)", "bench:Engines/large/exprd", "bench:Engines/large/goja", 0, ""},
-		{"the seed step with `fromPairs` (`evaluator` `BenchmarkOneStep`) vs a bare run on a reused `vm.VM`", "evaluator:OneStep/exprd", "evaluator:OneStep/bare_expr", 1.3, ""},
+		{"the steady call's step with `fromPairs` (`evaluator` `BenchmarkOneStep`) vs a bare run on a reused `vm.VM`", "evaluator:OneStep/exprd", "evaluator:OneStep/bare_expr", 1.3, ""},
 		{"compile-cache hit vs a compile of the same step", "evaluator:Compile/cache_hit", "evaluator:Compile/compile", 0, ""},
 		{"applying a 1 MB state snapshot vs `encoding/json.Unmarshal` into `map[string]any`", "evaluator:StateSnapshot/exprd", "evaluator:StateSnapshot/encoding_json", 1, ""},
 	}},
