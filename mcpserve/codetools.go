@@ -377,16 +377,22 @@ func (h *Handler) callToolChain(ctx context.Context, req *mcp.CallToolRequest) (
 		return h.runFailed(ctx, err, nil), nil
 	}
 	v := viewOf(requestFrom(ctx).callerOrNil())
-	var tools []string
+	var tools, need []string
 	for _, name := range a.UsedTools() {
 		if !v.sees(name) {
 			continue
 		}
 		if h.approval.has(name) {
-			return toolError("call_tool_chain: tool %q needs a person's approval, which this MCP endpoint does not ask for: "+
-				"leave it out, or call it through exprd's gRPC CodeMode.Run, which asks the client", name), nil
+			need = append(need, name)
 		}
 		tools = append(tools, name)
+	}
+	if len(need) > 0 {
+		// Approved, the program calls them as it calls any tool it names:
+		// the approval is of every call of them this program makes.
+		if res := h.approve(ctx, req, need, approvalMessage(need, in.Code)); res != nil {
+			return res, nil
+		}
 	}
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
@@ -403,6 +409,12 @@ func (h *Handler) callToolChain(ctx context.Context, req *mcp.CallToolRequest) (
 // runFailed answers a run's failure: its reason and message, and the
 // calls it made, for the model to fix; a run the overload manager or
 // the client ended says so.
+// approvalMessage is what the user is asked before a program runs.
+func approvalMessage(need []string, code string) string {
+	return fmt.Sprintf("An agent asks to run this program, which calls %s. Each needs your approval; approving lets the program make "+
+		"every call of them it makes (with the arguments it computes). Run it?\n\n%s", quoted(need), code)
+}
+
 func (h *Handler) runFailed(ctx context.Context, err error, trace []codemode.Call) *mcp.CallToolResult {
 	var ce *codemode.Error
 	if !errors.As(err, &ce) {

@@ -20,8 +20,10 @@
 //     policy and answer limits as a CodeMode call) under a time budget.
 //
 // A tool that needs approval (Config.NeedsApproval) is never run unasked:
-// over MCP its calls are refused with a tool error. Nothing writes the
-// registry.
+// a client of the 2026-07-28 revision that can elicit is asked through
+// input_required, with a request state signed by Config.ApprovalKey that
+// carries what was asked (approval.go); any other is refused with a tool
+// error. Nothing writes the registry.
 //
 // Every request passes, in order: the bound on requests in flight, the
 // bearer token (before any byte of the body is read), the overload

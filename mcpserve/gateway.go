@@ -129,7 +129,14 @@ func (h *Handler) callRegistryTool(ctx context.Context, req *mcp.CallToolRequest
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
 	if h.approval.has(t.Name) {
-		return toolError("tool %q needs a person's approval, which this MCP endpoint does not ask for: call it through exprd's gRPC CodeMode.Run, which asks the client", t.Name), nil
+		if len(req.Params.Arguments) > MaxApprovalArgsBytes {
+			return toolError("tool %q needs a person's approval, and its %d bytes of arguments are more than a person is asked about (%d): send less",
+				t.Name, len(req.Params.Arguments), MaxApprovalArgsBytes), nil
+		}
+		msg := fmt.Sprintf("An agent asks to call %q with these arguments, which needs your approval. Call it?\n\n%s", t.Name, req.Params.Arguments)
+		if res := h.approve(ctx, req, []string{t.Name}, msg); res != nil {
+			return res, nil
+		}
 	}
 	// Decoded, small JSON values take tens of times their bytes (an
 	// array of zeros, 42 times): reserved before they are decoded.

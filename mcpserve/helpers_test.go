@@ -129,11 +129,16 @@ func connect(t testing.TB, url, revision, token string) *mcp.ClientSession {
 }
 
 func dial(url, revision, token string) (*mcp.ClientSession, error) {
+	return dialWith(url, revision, token, nil)
+}
+
+// dialWith is dial with the client's options.
+func dialWith(url, revision, token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	hc := &http.Client{Transport: http.DefaultTransport}
 	if token != "" {
 		hc.Transport = bearer{token: token, next: http.DefaultTransport}
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "exprd-test", Version: "1"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "exprd-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true},

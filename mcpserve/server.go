@@ -172,9 +172,15 @@ type Config struct {
 	// Verify checks bearer tokens; nil turns auth off.
 	Verify Verifier
 	// NeedsApproval names the tools whose calls need a person's approval:
-	// full names, or a prefix ending in * ("catalog.*"). Over MCP they are
-	// refused.
+	// full names, or a prefix ending in * ("catalog.*"). A client of the
+	// 2026-07-28 revision that can elicit is asked (input_required);
+	// another is refused.
 	NeedsApproval []string
+	// ApprovalKey signs the request states of approvals (at least
+	// MinApprovalKeyBytes): replicas behind one balancer share it, so that
+	// an answer may reach any of them. Empty: a random key of this
+	// process's, whose states only this process takes back.
+	ApprovalKey []byte
 	// Memory is the server's memory budget (nil: none).
 	Memory *membudget.Budget
 	// Overload is the overload manager (nil: none).
@@ -198,6 +204,7 @@ type Handler struct {
 	callerMu sync.Mutex
 	callers  map[string]int // requests in flight by caller
 	approval nameSet
+	signer   signer
 	code     []*mcp.Tool // the code-mode tools, in the order listed
 	log      *slog.Logger
 }
@@ -229,8 +236,12 @@ func New(cfg Config) (*Handler, error) {
 	if version == "" {
 		version = "dev"
 	}
+	sg, err := newSigner(cfg.ApprovalKey)
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{cfg: cfg, limits: limits, rt: rt, inFlight: make(chan struct{}, limits.MaxInFlight), callers: map[string]int{},
-		approval: newNameSet(cfg.NeedsApproval), log: log}
+		approval: newNameSet(cfg.NeedsApproval), signer: sg, log: log}
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "exprd", Version: version}, &mcp.ServerOptions{
 		Instructions: instructions(cfg.Expose),
 		Logger:       log,

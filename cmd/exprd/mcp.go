@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/exprd/exprd/internal/overload"
@@ -29,6 +31,7 @@ type mcpConfig struct {
 	pageSize      int
 	writeTimeout  time.Duration
 	needsApproval string
+	approvalKey   string // a file
 }
 
 func (c *mcpConfig) flags(fs *flag.FlagSet) {
@@ -39,7 +42,8 @@ func (c *mcpConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.perCaller, "mcp-max-in-flight-per-caller", mcpserve.DefaultMaxInFlightPerCaller, "MCP requests of one token served at once; one past it is answered 503 with a Retry-After")
 	fs.IntVar(&c.pageSize, "mcp-page-size", mcpserve.DefaultPageSize, "tools of one MCP tools/list page")
 	fs.DurationVar(&c.writeTimeout, "mcp-write-timeout", mcpserve.DefaultWriteTimeout, "the most an MCP answer may take to write from its first byte; a client reading slower has its request ended")
-	fs.StringVar(&c.needsApproval, "mcp-needs-approval", "", "comma-separated tools (full names, manuals, or prefixes ending in *) whose calls need a person's approval: the MCP endpoint refuses them")
+	fs.StringVar(&c.needsApproval, "mcp-needs-approval", "", "comma-separated tools (full names, manuals, or prefixes ending in *) whose calls need a person's approval: the MCP endpoint asks the host's user (2026-07-28's input_required) or refuses them")
+	fs.StringVar(&c.approvalKey, "mcp-approval-key-file", "", "a file of at least 32 bytes (a mounted Secret) that signs MCP approvals' request states; replicas behind one balancer share it. Empty: a random key of the process's, whose approvals only it takes back")
 }
 
 func (c mcpConfig) validate() error {
@@ -81,6 +85,15 @@ func startMCP(c config, reg *utcp.Registry, ovl *overload.Manager, log *slog.Log
 		Logger:        log,
 		Limits: mcpserve.Limits{MaxBodyBytes: c.mcp.maxBodyBytes, MaxInFlight: c.mcp.maxInFlight, MaxInFlightPerCaller: c.mcp.perCaller,
 			MaxTimeout: c.runLimits.codeModeTimeout, PageSize: c.mcp.pageSize, WriteTimeout: c.mcp.writeTimeout},
+	}
+	if c.mcp.approvalKey != "" {
+		key, err := os.ReadFile(c.mcp.approvalKey)
+		if err != nil {
+			return nil, fmt.Errorf("mcp-approval-key-file: %w", err)
+		}
+		cfg.ApprovalKey = bytes.TrimRight(key, "\r\n")
+	} else if cfg.NeedsApproval != nil {
+		log.Warn("exprd MCP approvals are signed with a key of this process's: with several replicas, give each the same --mcp-approval-key-file")
 	}
 	tokens, err := c.tokens()
 	if err != nil {

@@ -5,9 +5,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/exprd/exprd/mcpserve"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -76,5 +79,44 @@ func TestStartMCP(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest { // no Accept of both types: the SDK's 400, from the endpoint
 		t.Errorf("POST /mcp: %d", resp.StatusCode)
+	}
+}
+
+// --mcp-approval-key-file: a key of MinApprovalKeyBytes is taken (its
+// trailing newline not counted), a shorter one or a missing file stops
+// exprd.
+func TestMCPApprovalKeyFile(t *testing.T) {
+	reg, err := utcp.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		file string
+		want string
+	}{
+		{write("ok", strings.Repeat("k", mcpserve.MinApprovalKeyBytes)+"\n"), ""},
+		{write("short", strings.Repeat("k", mcpserve.MinApprovalKeyBytes-1)+"\n"), "want at least 32"},
+		{filepath.Join(dir, "missing"), "mcp-approval-key-file"},
+	} {
+		c, err := parseConfig([]string{"--mcp-listen", "127.0.0.1:0", "--mcp-approval-key-file", tc.file}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := startMCP(c, reg, nil, slog.New(slog.DiscardHandler))
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", filepath.Base(tc.file), err, tc.want)
+		}
+		if m != nil {
+			m.close()
+		}
 	}
 }

@@ -1,0 +1,55 @@
+package mcpserve
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A request state is taken back until ApprovalTTL has passed, and not a
+// second after.
+func TestStateExpires(t *testing.T) {
+	s, err := newSigner([]byte(strings.Repeat("k", MinApprovalKeyBytes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_800_000_000, 0)
+	s.now = func() time.Time { return at }
+	state := s.sign(approvalState{Caller: "ops", Tool: "call_tool_chain", Tools: []string{"math.divide"}, Expires: at.Add(ApprovalTTL).Unix()})
+	for _, tc := range []struct {
+		after time.Duration
+		ok    bool
+	}{{0, true}, {ApprovalTTL, true}, {ApprovalTTL + time.Second, false}} {
+		s.now = func() time.Time { return at.Add(tc.after) }
+		_, err := s.open(state)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "expired")) {
+			t.Errorf("after %v: %v, want taken %v", tc.after, err, tc.ok)
+		}
+	}
+}
+
+// A key shorter than MinApprovalKeyBytes is refused; one of that length
+// is taken.
+func TestApprovalKeyLength(t *testing.T) {
+	if _, err := newSigner([]byte(strings.Repeat("k", MinApprovalKeyBytes-1))); err == nil {
+		t.Error("a key one byte short was taken")
+	}
+	if _, err := newSigner([]byte(strings.Repeat("k", MinApprovalKeyBytes))); err != nil {
+		t.Error(err)
+	}
+}
+
+// No state but one the signer made is taken back, whatever a client
+// sends.
+func FuzzOpenState(f *testing.F) {
+	s, _ := newSigner([]byte(strings.Repeat("k", MinApprovalKeyBytes)))
+	good := s.sign(approvalState{Caller: "ops", Tool: "call_tool_chain", Expires: time.Now().Add(time.Hour).Unix()})
+	for _, seed := range []string{"", ".", good, good + "x", "e30.AAAA", strings.Repeat("a.", 100)} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, state string) {
+		if _, err := s.open(state); err == nil && state != good {
+			t.Fatalf("%q was taken as a state this signer made", state)
+		}
+	})
+}
