@@ -31,6 +31,12 @@ const nodeStamp = "node_modules/.exprd-package-lock.sha256"
 // fails under CI.
 func requireNode(t *testing.T) string {
 	t.Helper()
+	return requireNodeIn(t, nodeDir)
+}
+
+// requireNodeIn is requireNode for the npm project in dir.
+func requireNodeIn(t *testing.T, dir string) string {
+	t.Helper()
 	var node string
 	for _, tool := range []string{"node", "npm"} {
 		p, err := exec.LookPath(tool)
@@ -45,7 +51,7 @@ func requireNode(t *testing.T) string {
 			node = p
 		}
 	}
-	lock, err := os.ReadFile(filepath.Join(nodeDir, "package-lock.json"))
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,17 +67,17 @@ func requireNode(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }()
-	if got, err := os.ReadFile(filepath.Join(nodeDir, nodeStamp)); err == nil && strings.TrimSpace(string(got)) == want {
+	if got, err := os.ReadFile(filepath.Join(dir, nodeStamp)); err == nil && strings.TrimSpace(string(got)) == want {
 		return node
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = nodeDir
+	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci: %v\n%s", err, out)
 	}
-	if err := os.WriteFile(filepath.Join(nodeDir, nodeStamp), []byte(want+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, nodeStamp), []byte(want+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return node
@@ -143,5 +149,50 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	if !strings.Contains(got.WithoutToken, "401") && !strings.Contains(strings.ToLower(got.WithoutToken), "unauthorized") {
 		t.Errorf("without a token: %q, want 401", got.WithoutToken)
+	}
+}
+
+// nodeV2Dir holds the TypeScript client 2.x's script and its pinned
+// packages (@modelcontextprotocol/client 2.3.1), which speaks 2026-07-28.
+const nodeV2Dir = "testdata/nodev2"
+
+// The official TypeScript client 2.x asks its user through its own
+// input_required driver: a chain that needs approval runs when the user
+// accepts and not when they decline, each asked once with the program.
+func TestTypeScriptClientApproval(t *testing.T) {
+	t.Parallel()
+	node := requireNodeIn(t, nodeV2Dir)
+	url, _ := serve(t, mcpserve.Config{Registry: demoRegistry(t), Verify: verifier, NeedsApproval: []string{"math.divide"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "client.mjs")
+	cmd.Dir = nodeV2Dir
+	cmd.Env = append(os.Environ(), "EXPRD_MCP_URL="+url, "EXPRD_MCP_TOKEN="+tokenMCP, "EXPRD_MCP_CODE="+divideChain)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client.mjs: %v\n%s", err, stderr.String())
+	}
+	type run struct {
+		Asked      []string
+		IsError    bool
+		Text       string
+		Structured chainResult
+	}
+	var got struct{ Accepted, Declined run }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the client's output %s: %v", out, err)
+	}
+	for name, r := range map[string]run{"accepted": got.Accepted, "declined": got.Declined} {
+		if len(r.Asked) != 1 || !strings.Contains(r.Asked[0], divideChain) {
+			t.Errorf("%s: asked %q, want once, with the program", name, r.Asked)
+		}
+	}
+	if a := got.Accepted; a.IsError || string(a.Structured.Value) != `{"result":2}` || len(a.Structured.Trace) != 2 {
+		t.Errorf("accepted: %+v", a)
+	}
+	if d := got.Declined; !d.IsError || !strings.Contains(d.Text, "did not approve") || len(d.Structured.Trace) != 0 {
+		t.Errorf("declined: %+v", d)
 	}
 }
