@@ -25,10 +25,11 @@ import (
 // Proc is a running exprd.
 type Proc struct {
 	cmd *exec.Cmd
-	// Addr is the gRPC address, Metrics the Prometheus address.
-	Addr, Metrics string
-	exited        chan struct{} // closed once the process has exited
-	err           error         // how it exited, set before exited is closed
+	// Addr is the gRPC address, Metrics the Prometheus address, MCP the
+	// MCP endpoint's (host:port; "" when it serves none).
+	Addr, Metrics, MCP string
+	exited             chan struct{} // closed once the process has exited
+	err                error         // how it exited, set before exited is closed
 }
 
 // Build compiles ./cmd/exprd of the module rooted at moduleDir into dir
@@ -84,7 +85,13 @@ func Start(bin string, logTo io.Writer, args ...string) (*Proc, error) {
 	for lines.Scan() {
 		var rec struct{ Msg, Addr, Metrics string }
 		fmt.Fprintln(&seen, lines.Text())
-		if json.Unmarshal(lines.Bytes(), &rec) == nil && rec.Msg == "exprd serving" {
+		if json.Unmarshal(lines.Bytes(), &rec) != nil {
+			continue
+		}
+		if rec.Msg == "exprd MCP serving" {
+			p.MCP = rec.Addr // logged before "exprd serving"
+		}
+		if rec.Msg == "exprd serving" {
 			p.Addr, p.Metrics = rec.Addr, rec.Metrics
 			go func() {
 				defer pr.Close()

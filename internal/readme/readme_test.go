@@ -145,6 +145,7 @@ func lineMatches(want, got string) bool {
 type demo struct {
 	dir     string // the test's directory of binaries
 	addr    string // exprd's gRPC address
+	mcp     string // its MCP endpoint's address, where the README says 127.0.0.1:8765
 	grpcurl string
 }
 
@@ -159,12 +160,17 @@ func startDemo(t *testing.T, ctx context.Context) demo {
 	}
 	d.grpcurl = grpcurlBinary(t, ctx, d.dir)
 	var log exprdproc.LogBuffer
-	p, err := exprdproc.Start(exprd, &log, "--demo", "--registry-writes-without-auth")
+	// The MCP endpoint on a port of its own: the demo's 127.0.0.1:8765
+	// may be another demo's.
+	p, err := exprdproc.Start(exprd, &log, "--demo", "--registry-writes-without-auth", "--mcp-listen", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Stop)
-	d.addr = p.Addr
+	d.addr, d.mcp = p.Addr, p.MCP
+	if d.mcp == "" {
+		t.Fatalf("exprd --demo serves no MCP endpoint:\n%s", log.String())
+	}
 	return d
 }
 
@@ -192,9 +198,18 @@ func TestReadmeTour(t *testing.T) {
 		t.Fatalf("go build ./cmd/exprctl: %v\n%s", err, out)
 	}
 
-	rewrite := strings.NewReplacer("go run ./cmd/exprctl", exprctl, "bin/grpcurl", d.grpcurl, "localhost:50051", d.addr)
+	inspector, noInspector := inspectorBinary(t, ctx)
+
+	rewrite := strings.NewReplacer("go run ./cmd/exprctl", exprctl, "bin/grpcurl", d.grpcurl, "localhost:50051", d.addr,
+		"bin/mcp-inspector", inspector, "127.0.0.1:8765", d.mcp)
 	for _, b := range bs {
 		t.Run(fmt.Sprintf("line %d", b.line), func(t *testing.T) {
+			if inspector == "" && strings.Contains(strings.Join(b.commands, "\n"), "bin/mcp-inspector") {
+				if os.Getenv("CI") != "" {
+					t.Fatal(noInspector)
+				}
+				t.Skip(noInspector)
+			}
 			var all []string
 			commands := b.commands
 			if b.whole != nil {
@@ -298,4 +313,30 @@ func grpcurlBinary(t *testing.T, ctx context.Context, dir string) string {
 		t.Fatalf("go install grpcurl: %v\n%s", err, out)
 	}
 	return filepath.Join(dir, "grpcurl")
+}
+
+// inspectorBinary is the pinned MCP Inspector, bin/mcp-inspector: make's
+// when it has put it there, else installed by make's target (npm, at the
+// Makefile's INSPECTOR_VERSION). Without make, node and npm it is "", and
+// why.
+func inspectorBinary(t *testing.T, ctx context.Context) (string, string) {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join(root, "bin", "mcp-inspector"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(abs); err == nil {
+		return abs, ""
+	}
+	for _, tool := range []string{"make", "node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", tool + " is not on PATH: the MCP Inspector cannot be installed (make tools, with Node 20+ and npm)"
+		}
+	}
+	cmd := exec.CommandContext(ctx, "make", abs)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make %s: %v\n%s", abs, err, out)
+	}
+	return abs, ""
 }
