@@ -26,8 +26,12 @@
 // error. Nothing writes the registry.
 //
 // Every request passes, in order: the bound on requests in flight, the
-// bearer token (before any byte of the body is read), the overload
-// manager, and the memory budget for its body; then the SDK reads at most
+// bearer token (before any byte of the body is read), the caller's rate
+// limit (gRPC's buckets, Config.RateLimit), its bound on requests in
+// flight, the overload manager, and the memory budget for its body; then the SDK reads at most
 // Limits.MaxBodyBytes of it. Mistakes the model should fix are tool
 // results with isError; malformed requests are JSON-RPC errors.
+//
+// Each request is an OpenTelemetry server span, the child of the trace
+// context its _meta carries (tracing.go).
 package mcpserve

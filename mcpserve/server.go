@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/internal/overload"
@@ -181,11 +184,20 @@ type Config struct {
 	// an answer may reach any of them. Empty: a random key of this
 	// process's, whose states only this process takes back.
 	ApprovalKey []byte
+	// RateLimit takes a token for a request from its caller's bucket
+	// (caller: the token's name; "" with auth off, when the bucket is
+	// the client's address), or says how long until there is one: the
+	// gRPC server's (server.Server.TakeHTTP), so that a caller's MCP
+	// requests and RPCs draw on one bucket. nil: no rate limit.
+	RateLimit func(caller string, r *http.Request) (wait time.Duration, ok bool)
 	// Memory is the server's memory budget (nil: none).
 	Memory *membudget.Budget
 	// Overload is the overload manager (nil: none).
 	Overload *overload.Manager
 	Limits   Limits
+	// TracerProvider makes the requests' spans (nil: OpenTelemetry's
+	// global provider).
+	TracerProvider trace.TracerProvider
 	// Logger logs what goes wrong on the server's side (nil: discarded).
 	Logger *slog.Logger
 	// Version is the server's version in its Implementation.
@@ -205,6 +217,7 @@ type Handler struct {
 	callers  map[string]int // requests in flight by caller
 	approval nameSet
 	signer   signer
+	tracer   trace.Tracer
 	code     []*mcp.Tool // the code-mode tools, in the order listed
 	log      *slog.Logger
 }
@@ -252,7 +265,13 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Expose.code() {
 		h.addCodeTools()
 	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	h.tracer = tp.Tracer(tracerName)
 	h.server.AddReceivingMiddleware(h.toolsMiddleware)
+	h.server.AddReceivingMiddleware(h.tracing) // the outermost
 	h.sdk = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.server }, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		JSONResponse:                 true,
@@ -435,6 +454,18 @@ func (h *Handler) takeCaller(c *Caller) (release func(), ok bool) {
 
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, c *Caller) {
 	ctx := r.Context()
+	if h.cfg.RateLimit != nil {
+		name := ""
+		if c != nil {
+			name = c.Name
+		}
+		if wait, ok := h.cfg.RateLimit(name, r); !ok {
+			secs := max(1, int((wait+time.Second-1)/time.Second))
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			http.Error(w, fmt.Sprintf("this caller is over its rate limit (rate_limit): retry in %v", wait), http.StatusTooManyRequests)
+			return
+		}
+	}
 	release, ok := h.takeCaller(c)
 	if !ok {
 		refuse(w, fmt.Sprintf("this token has %d MCP requests in flight, its limit (max_in_flight_per_caller): retry in a second", h.limits.MaxInFlightPerCaller))

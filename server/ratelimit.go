@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -63,19 +64,45 @@ func (l *callerLimiter) caller(ctx context.Context) string {
 
 // limit takes a token from key's bucket, or says how long until it has one.
 func (l *callerLimiter) limit(key string) error {
+	if wait, ok := l.take(key); !ok {
+		return exhausted(quotaRate, fmt.Sprintf("over %v requests per second (burst %d) for this caller", float64(l.rate), l.burst),
+			retryInfo(wait))
+	}
+	return nil
+}
+
+// take takes a token from key's bucket, or says how long until it has
+// one.
+func (l *callerLimiter) take(key string) (wait time.Duration, ok bool) {
 	now := time.Now()
 	l.mu.Lock()
-	lim, ok := l.buckets.Get(key)
-	if !ok {
+	lim, found := l.buckets.Get(key)
+	if !found {
 		lim = rate.NewLimiter(l.rate, l.burst)
 		l.buckets.Add(key, lim)
 	}
 	l.mu.Unlock()
 	if !lim.AllowN(now, 1) {
-		return exhausted(quotaRate, fmt.Sprintf("over %v requests per second (burst %d) for this caller", float64(l.rate), l.burst),
-			retryInfo(l.untilToken(lim, now)))
+		return l.untilToken(lim, now), false
 	}
-	return nil
+	return 0, true
+}
+
+// TakeHTTP takes a token for an HTTP request (the MCP endpoint's) from
+// the bucket its caller's gRPC RPCs draw on: caller, the name its token
+// gives, or with none the client's address, as an RPC's (the peer, or
+// through a trusted proxy the x-forwarded-for header). It says how long
+// until the bucket has a token when it has none.
+func (s *Server) TakeHTTP(caller string, r *http.Request) (wait time.Duration, ok bool) {
+	key := caller
+	if key == "" {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			return 0, true // not a TCP peer (a test's handler): no address to limit
+		}
+		key = s.rate.addrClient(ap.Addr().WithZone("").Unmap(), r.Header.Values("X-Forwarded-For"))
+	}
+	return s.rate.take(key)
 }
 
 // untilToken is how long until lim holds a token again, at least a
@@ -124,9 +151,15 @@ func (l *callerLimiter) clientKey(ctx context.Context) string {
 	if !ok {
 		return ""
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	return l.addrClient(addr, md.Get("x-forwarded-for"))
+}
+
+// addrClient is clientKey's bucket of a peer's address and the values of
+// its x-forwarded-for.
+func (l *callerLimiter) addrClient(addr netip.Addr, forwarded []string) string {
 	if l.trusted(addr) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		hops := strings.Split(strings.Join(md.Get("x-forwarded-for"), ","), ",")
+		hops := strings.Split(strings.Join(forwarded, ","), ",")
 		for i := len(hops) - 1; i >= 0; i-- {
 			a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
 			if err != nil {

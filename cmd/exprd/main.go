@@ -118,7 +118,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	mcpSrv, err := startMCP(c, tl.reg, ovl, log)
+	mcpSrv, err := startMCP(c, tl.reg, srv, ovl, log)
 	if err != nil {
 		return err
 	}

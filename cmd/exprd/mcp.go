@@ -14,6 +14,7 @@ import (
 
 	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/mcpserve"
+	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -67,8 +68,9 @@ type mcpServer struct {
 }
 
 // startMCP serves the MCP endpoint over the registry, with the gRPC
-// server's tokens, memory budget, overload manager and CodeMode maximum.
-func startMCP(c config, reg *utcp.Registry, ovl *overload.Manager, log *slog.Logger) (*mcpServer, error) {
+// server's tokens, rate limit (its buckets), memory budget, overload
+// manager and CodeMode maximum.
+func startMCP(c config, reg *utcp.Registry, srv *server.Server, ovl *overload.Manager, log *slog.Logger) (*mcpServer, error) {
 	addr := c.mcp.listen
 	if addr == "" && c.demo {
 		addr = demoMCPListen
@@ -85,6 +87,9 @@ func startMCP(c config, reg *utcp.Registry, ovl *overload.Manager, log *slog.Log
 		Logger:        log,
 		Limits: mcpserve.Limits{MaxBodyBytes: c.mcp.maxBodyBytes, MaxInFlight: c.mcp.maxInFlight, MaxInFlightPerCaller: c.mcp.perCaller,
 			MaxTimeout: c.runLimits.codeModeTimeout, PageSize: c.mcp.pageSize, WriteTimeout: c.mcp.writeTimeout},
+	}
+	if srv != nil {
+		cfg.RateLimit = srv.TakeHTTP
 	}
 	if c.mcp.approvalKey != "" {
 		key, err := os.ReadFile(c.mcp.approvalKey)

@@ -50,7 +50,7 @@ func TestStartMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err := startMCP(c, reg, nil, log); m != nil || err != nil {
+	if m, err := startMCP(c, reg, nil, nil, log); m != nil || err != nil {
 		t.Fatalf("off by default: %v, %v", m, err)
 	}
 	taken, err := net.Listen("tcp", demoMCPListen)
@@ -59,15 +59,15 @@ func TestStartMCP(t *testing.T) {
 	}
 	defer taken.Close()
 	c.demo = true
-	if m, err := startMCP(c, reg, nil, log); m != nil || err != nil {
+	if m, err := startMCP(c, reg, nil, nil, log); m != nil || err != nil {
 		t.Errorf("the demo's address taken: %v, %v; want no endpoint and no error", m, err)
 	}
 	c.mcp.listen = demoMCPListen
-	if _, err := startMCP(c, reg, nil, log); err == nil || !strings.Contains(err.Error(), "mcp-listen") {
+	if _, err := startMCP(c, reg, nil, nil, log); err == nil || !strings.Contains(err.Error(), "mcp-listen") {
 		t.Errorf("an address asked for and taken: %v", err)
 	}
 	c.mcp.listen = "127.0.0.1:0"
-	m, err := startMCP(c, reg, nil, log)
+	m, err := startMCP(c, reg, nil, nil, log)
 	if err != nil || m == nil {
 		t.Fatalf("127.0.0.1:0: %v, %v", m, err)
 	}
@@ -111,7 +111,7 @@ func TestMCPApprovalKeyFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := startMCP(c, reg, nil, slog.New(slog.DiscardHandler))
+		m, err := startMCP(c, reg, nil, nil, slog.New(slog.DiscardHandler))
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", filepath.Base(tc.file), err, tc.want)
 		}
