@@ -1,8 +1,12 @@
 package mcpserve_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -22,7 +26,9 @@ codemode.CallTool("math.subtract", {"a": r2.result, "b": 6})`
 // call_tool_chain (a go-sdk client at 2026-07-28), and over gRPC's
 // CodeMode.Execute, on the same registry; "interleaved" runs one of each
 // an iteration (internal/benchpair) and reports their ratio, the one to
-// judge by (-count 10 and benchstat's interval).
+// judge by (-count 10 and benchstat's interval). "interleaved-http" does
+// the same with a plain HTTP client instead of the go-sdk's: the
+// endpoint's share without the SDK client's.
 func BenchmarkChainOfThree(b *testing.B) {
 	reg := demoRegistry(b)
 	url, _ := serve(b, mcpserve.Config{Registry: reg})
@@ -65,4 +71,33 @@ func BenchmarkChainOfThree(b *testing.B) {
 		}
 	})
 	b.Run("interleaved", func(b *testing.B) { benchpair.Interleave(b, viaMCP, viaGRPC) })
+	// The endpoint's own share: the same call by a plain HTTP client, one
+	// POST of the 2026-07-28 revision's JSON-RPC and one read of its
+	// answer, against gRPC's client and server.
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
+		"name": "call_tool_chain", "arguments": map[string]any{"code": chain3},
+		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}}})
+	viaHTTP := func(b *testing.B) {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "call_tool_chain")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"value":{"result":30}`)) {
+			b.Fatalf("%d %s %v", resp.StatusCode, out, err)
+		}
+	}
+	b.Run("http", func(b *testing.B) {
+		for b.Loop() {
+			viaHTTP(b)
+		}
+	})
+	b.Run("interleaved-http", func(b *testing.B) { benchpair.Interleave(b, viaHTTP, viaGRPC) })
 }
