@@ -81,11 +81,12 @@ type reply struct {
 }
 
 // Orchestrate turns a prompt into a plan with the model and runs it. It
-// ranks the whole registry for the prompt, offers the model the top
-// candidates with their schemas in a closed-world prompt, and checks the
-// plan it answers (CheckPlan, then a compile); a plan that fails goes back
-// to the model once with the error, then fails as invalid-plan. A model
-// that says no tool is needed gives Handled false and no error.
+// ranks the whole registry (as far as Run.Visible sees it) for the
+// prompt, offers the model the top candidates with their schemas in a
+// closed-world prompt, and checks the plan it answers (CheckPlan, then a
+// compile); a plan that fails goes back to the model once with the
+// error, then fails as invalid-plan. A model that says no tool is needed
+// gives Handled false and no error.
 func (rt *Runtime) Orchestrate(ctx context.Context, prompt string, provider model.Provider, opts OrchestrateOptions) (Orchestration, error) {
 	nCand, nCat, err := opts.limits()
 	if err != nil {
@@ -97,9 +98,26 @@ func (rt *Runtime) Orchestrate(ctx context.Context, prompt string, provider mode
 	}
 	// The ranking reads the prompt's first terms (utcp's search limits);
 	// the model reads all of it.
-	ranked, err := rt.reg.SearchContext(ctx, search.TrimQuery(prompt), nCat)
+	visible := opts.Run.Visible
+	ask := nCat
+	if visible != nil {
+		ask = 0 // every match, then those the caller sees
+	}
+	ranked, err := rt.reg.SearchContext(ctx, search.TrimQuery(prompt), ask)
 	if err != nil {
 		return Orchestration{}, err
+	}
+	if visible != nil {
+		seen := ranked[:0:0]
+		for _, r := range ranked {
+			if len(seen) == nCat {
+				break
+			}
+			if visible(r.Tool.Name) {
+				seen = append(seen, r)
+			}
+		}
+		ranked = seen
 	}
 	out := Orchestration{}
 	for i := 0; i < len(ranked) && i < nCand; i++ {

@@ -95,6 +95,12 @@ type RunOptions struct {
 	// Tools is the whitelist: the full names of the tools the program may
 	// call. Empty: none.
 	Tools []string
+	// Visible, when set, says which tools the run's caller may see of the
+	// registry (a token's tools: scopes): a tool it does not see is off
+	// the whitelist (unknown-reference, as any tool the whitelist lacks),
+	// and a prompt is neither ranked against nor planned with it. Nil:
+	// every tool.
+	Visible func(name string) bool
 	// Budgets bound the run; Budgets.Timeout is timeout_ms (0: DefaultTimeout).
 	Budgets Budgets
 	// NeedsApproval names tools whose every call is first put to Approve.
@@ -171,6 +177,13 @@ func (rt *Runtime) Run(ctx context.Context, code string, opts RunOptions) (Resul
 		return Result{}, cerr
 	}
 	allowed := set(opts.Tools)
+	if opts.Visible != nil {
+		for n := range allowed {
+			if !opts.Visible(n) {
+				delete(allowed, n)
+			}
+		}
+	}
 	if cerr := checkTools(p.analysis, allowed); cerr != nil {
 		return Result{}, cerr
 	}
