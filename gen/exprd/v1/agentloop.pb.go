@@ -724,10 +724,14 @@ func (*AgentLoopRunRequest_InputReply) isAgentLoopRunRequest_Msg() {}
 func (*AgentLoopRunRequest_Resume) isAgentLoopRunRequest_Msg() {}
 
 // AgentResume follows a turn from the turn store: the events after
-// after_seq are replayed, then the new ones are sent as the turn makes
-// them, to its end (done, or the status it ended with). Only the identity
-// that started the turn may resume it; for anyone else, as for an unknown
-// or expired turn, the stream ends NOT_FOUND.
+// after_seq are replayed, then the requests still waiting for the client
+// are sent again (pending), then the new events as the turn makes them,
+// to its end (done, or the status it ended with). Replies sent on the
+// stream reach the turn on whichever replica runs it; the first reply to
+// a request wins. Rejected on a resumed stream answers that stream only
+// (seq 0). Only the identity that started the turn may resume it; for
+// anyone else, as for an unknown or expired turn, the stream ends
+// NOT_FOUND.
 type AgentResume struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// turn_id is the id the turn's first event named.
@@ -1745,7 +1749,18 @@ type AgentLoopRunResponse struct {
 	// seq numbers the turn's events from 1, with no gaps: every event the
 	// turn sends (those omit_events leaves out are not events of the turn)
 	// is recorded in the turn store under its seq before it is sent.
-	Seq           uint64 `protobuf:"varint,13,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,13,opt,name=seq,proto3" json:"seq,omitempty"`
+	// pending marks a request the turn still waits for the client to
+	// answer (a tool_call_requested with run_on_client, a hook_request, an
+	// approval_request, an input_request), sent again on a resumed stream
+	// after the replay, before the new events: the event as it was
+	// recorded, under the seq it was recorded with (at most the latest
+	// event's). It is not a new event of the turn: a client that has this
+	// seq already has the request (and a reply it sent on an earlier stream
+	// may have reached the turn); resume after the highest seq of the events
+	// without pending. The first reply to a request wins; another is
+	// Rejected (NOT_FOUND).
+	Pending       bool `protobuf:"varint,14,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1898,6 +1913,13 @@ func (x *AgentLoopRunResponse) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *AgentLoopRunResponse) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
 }
 
 type isAgentLoopRunResponse_Event interface {
@@ -2913,7 +2935,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"\r\n" +
-	"\vAgentCancel\"\xeb\x05\n" +
+	"\vAgentCancel\"\x85\x06\n" +
 	"\x14AgentLoopRunResponse\x12:\n" +
 	"\fstep_started\x18\x01 \x01(\v2\x15.exprd.v1.StepStartedH\x00R\vstepStarted\x124\n" +
 	"\n" +
@@ -2931,7 +2953,8 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	" \x01(\v2\x12.exprd.v1.RejectedH\x00R\brejected\x12B\n" +
 	"\rinput_request\x18\v \x01(\v2\x1b.exprd.v1.AgentInputRequestH\x00R\finputRequest\x12\x17\n" +
 	"\aturn_id\x18\f \x01(\tR\x06turnId\x12\x10\n" +
-	"\x03seq\x18\r \x01(\x04R\x03seqB\a\n" +
+	"\x03seq\x18\r \x01(\x04R\x03seq\x12\x18\n" +
+	"\apending\x18\x0e \x01(\bR\apendingB\a\n" +
 	"\x05event\"\x8e\x01\n" +
 	"\x0fAgentStateWrite\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
