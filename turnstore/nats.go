@@ -39,8 +39,10 @@ type NATSConfig struct {
 	// CAFile verifies the servers' certificates; CertFile and KeyFile are
 	// a client certificate. Either implies TLS.
 	CAFile, CertFile, KeyFile string
-	// Stream, Subject and Bucket name what the store uses (defaults above).
-	Stream, Subject, Bucket string
+	// Stream, Subject and Bucket name what the store uses (defaults above);
+	// RelaySubject is where resumed streams reach the replica running a
+	// turn (DefaultNATSRelaySubject).
+	Stream, Subject, Bucket, RelaySubject string
 	// Replicas of the stream and the bucket (0: 1).
 	Replicas int
 	// Timeout bounds one request to NATS (0: DefaultNATSTimeout).
@@ -96,6 +98,9 @@ func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	}
 	if cfg.Bucket == "" {
 		cfg.Bucket = DefaultNATSBucket
+	}
+	if cfg.RelaySubject == "" {
+		cfg.RelaySubject = DefaultNATSRelaySubject
 	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
