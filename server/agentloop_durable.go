@@ -178,6 +178,16 @@ func (t *turn) release() {
 	}
 }
 
+// hold is a sign that a client follows the turn on another replica (a
+// stream resumed there): a detached turn's timeout starts again.
+func (t *turn) hold() {
+	t.attachMu.Lock()
+	defer t.attachMu.Unlock()
+	if t.attached == 0 && t.detachTimer != nil {
+		t.detachTimer.Reset(t.detachedTimeout)
+	}
+}
+
 // stopDetachTimer is the turn's end.
 func (t *turn) stopDetachTimer() {
 	t.attachMu.Lock()
@@ -202,9 +212,12 @@ func clientGone(streamCtx context.Context, cause error) bool {
 }
 
 // resume serves a stream whose first message is resume: the turn's events
-// after after_seq from the store, then its new ones, to its end. While
-// the turn runs on this replica, the stream's messages reach it as its
-// first stream's do; on another replica they are Rejected.
+// after after_seq from the store, up to the latest when it resumed; then
+// the requests still waiting for the client, sent again (pending); then
+// the new events, to the turn's end. The stream's replies reach the turn
+// wherever it runs (turnLink): here directly, on another replica through
+// the store's relay. Its other messages reach a turn running here as its
+// first stream's do, and are Rejected for one running elsewhere.
 func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 	id := r.GetTurnId()
 	if !turnstore.ValidID(id) {
@@ -213,8 +226,9 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
 	st := a.s.opts.turnStore
+	owner := turnOwner(ctx)
 	rec, err := st.Get(ctx, id)
-	if err == nil && rec.Owner != turnOwner(ctx) {
+	if err == nil && rec.Owner != owner {
 		err = turnstore.ErrNotFound // no oracle: another's turn is not there
 	}
 	if err != nil {
@@ -234,33 +248,112 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 		from = uint64(after)
 	}
 	var sendMu sync.Mutex
+	first := true
 	send := func(m *exprdv1.AgentLoopRunResponse) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
-		return stream.Send(m)
-	}
-	handle := func(m *exprdv1.AgentLoopRunRequest) bool {
-		_ = send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Rejected{Rejected: rejected(requestKind(m), "",
-			statusErr(codes.FailedPrecondition, "the turn runs on another replica: this stream only follows it", errorInfo(reasonTurnElsewhere)))}})
-		return false
-	}
-	if live := a.turns.get(id); live != nil {
-		live.attach()
-		defer live.release()
-		handle = func(m *exprdv1.AgentLoopRunRequest) bool { return live.handle(m, live.cancel) }
-	}
-	go receive(ctx, a.s, stream, cancel, handle)
-	first := true
-	end, err := st.Follow(ctx, id, from, func(ev turnstore.Event) error {
-		m := new(exprdv1.AgentLoopRunResponse)
-		if err := proto.Unmarshal(ev.Data, m); err != nil {
-			return err
-		}
 		if first {
 			m.TurnId, first = id, false
 		}
-		return send(m)
-	})
+		return stream.Send(m)
+	}
+	// reject answers a message of this stream on this stream only: not
+	// an event of the turn (seq 0).
+	reject := func(m *exprdv1.AgentLoopRunRequest, err error) {
+		kind, callID := replyOf(m)
+		if kind == "" {
+			kind = requestKind(m)
+		}
+		_ = send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Rejected{Rejected: rejected(kind, callID, err)}})
+	}
+	var link turnLink
+	handle := func(m *exprdv1.AgentLoopRunRequest) bool {
+		reject(m, statusErr(codes.FailedPrecondition, "the turn runs on another replica: this stream only follows it and carries its replies", errorInfo(reasonTurnElsewhere)))
+		return false
+	}
+	live := a.turns.get(id)
+	relay, relays := st.(turnstore.Relay)
+	switch {
+	case live != nil:
+		live.attach()
+		defer live.release()
+		link = localLink{live}
+		handle = func(m *exprdv1.AgentLoopRunRequest) bool {
+			if kind, _ := replyOf(m); kind != "" {
+				if err := live.deliver(m); err != nil {
+					reject(m, err)
+				}
+				return false
+			}
+			return live.handle(m, live.cancel)
+		}
+	case relays && rec.Ended.IsZero():
+		link = remoteLink{relay: relay, id: id, owner: owner}
+		other := handle
+		handle = func(m *exprdv1.AgentLoopRunRequest) bool {
+			if kind, _ := replyOf(m); kind != "" {
+				if err := link.deliver(ctx, m); err != nil {
+					reject(m, err)
+				}
+				return false
+			}
+			return other(m)
+		}
+		// The replica running the turn learns that a client follows it:
+		// its detached timeout starts again at each hold.
+		go func() {
+			tick := time.NewTicker(holdEvery(a.s.opts.detachedTimeout))
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					link.hold(ctx)
+				}
+			}
+		}()
+	}
+	go receive(ctx, a.s, stream, cancel, handle)
+	// resend sends the requests waiting for the client among the events
+	// up to the latest when the stream resumed (those after it come as
+	// new events), least seq first, one question at a time.
+	resend := func() error {
+		if link == nil {
+			return nil
+		}
+		for after := uint64(0); ; {
+			m, err := link.pendingAfter(ctx, after, rec.Last)
+			if err != nil || m == nil {
+				return err
+			}
+			if err := send(m); err != nil {
+				return err
+			}
+			after = m.GetSeq()
+		}
+	}
+	resent := from >= rec.Last
+	if resent {
+		err = resend()
+	}
+	var end []byte
+	if err == nil {
+		end, err = st.Follow(ctx, id, from, func(ev turnstore.Event) error {
+			m := new(exprdv1.AgentLoopRunResponse)
+			if err := proto.Unmarshal(ev.Data, m); err != nil {
+				return err
+			}
+			if err := send(m); err != nil {
+				return err
+			}
+			if !resent && ev.Seq >= rec.Last {
+				resent = true
+				return resend()
+			}
+			return nil
+		})
+	}
 	if perr := brokenProtocol(ctx); perr != nil {
 		return perr
 	}

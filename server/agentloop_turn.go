@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/evaluator"
@@ -27,10 +28,16 @@ import (
 type turn struct {
 	ctx    context.Context
 	id     string // the turn id: 128 random bits, as hex
+	owner  string // who may resume it (turnOwner)
 	sendMu sync.Mutex
-	seq    uint64                  // the last event's seq
-	log    turnstore.Store         // where the events are recorded; nil: nowhere
-	cancel context.CancelCauseFunc // ends the turn
+	seq    uint64 // the last event's seq
+	// pending are the requests sent that wait for the client's reply, by
+	// seq: a resumed stream sends them again. Each is in a correlator
+	// too, so there are as many as requests waiting.
+	pendMu  sync.Mutex
+	pending map[uint64]*exprdv1.AgentLoopRunResponse
+	log     turnstore.Store         // where the events are recorded; nil: nowhere
+	cancel  context.CancelCauseFunc // ends the turn
 
 	// detach: the turn outlives its client, for detachedTimeout without
 	// any attached (its first stream, and the resumed ones here).
@@ -102,13 +109,33 @@ func notAwaited(what string) func(string) string {
 // are recorded and queued in seq order. A detached turn's events go on
 // being recorded when its first stream is gone.
 func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error {
+	return t.sendEvent(m, false)
+}
+
+// sendRequest sends m, a request that waits for the client's reply, as
+// send does, and keeps it as pending from before it is recorded (so a
+// stream resuming after its seq finds it) until unpend.
+func (t *turn) sendRequest(m *exprdv1.AgentLoopRunResponse) error {
+	return t.sendEvent(m, true)
+}
+
+func (t *turn) sendEvent(m *exprdv1.AgentLoopRunResponse, request bool) error {
 	t.sendMu.Lock()
 	defer t.sendMu.Unlock()
 	m.Seq = t.seq + 1
 	if m.Seq == 1 {
 		m.TurnId = t.id
 	}
+	if request {
+		t.pendMu.Lock()
+		if t.pending == nil {
+			t.pending = map[uint64]*exprdv1.AgentLoopRunResponse{}
+		}
+		t.pending[m.Seq] = m
+		t.pendMu.Unlock()
+	}
 	if err := t.record(m); err != nil {
+		t.unpend(m.Seq)
 		return err
 	}
 	t.seq = m.Seq
@@ -116,6 +143,33 @@ func (t *turn) send(m *exprdv1.AgentLoopRunResponse) error {
 		return err
 	}
 	return nil
+}
+
+// unpend is a request's wait over: it is not sent again.
+func (t *turn) unpend(seq uint64) {
+	t.pendMu.Lock()
+	delete(t.pending, seq)
+	t.pendMu.Unlock()
+}
+
+// pendingAfter is the waiting request with the least seq in (after,
+// upTo], marked pending, or nil. The one returned may be answered
+// meanwhile: its reply then is Rejected, as a repeated one is.
+func (t *turn) pendingAfter(after, upTo uint64) *exprdv1.AgentLoopRunResponse {
+	t.pendMu.Lock()
+	defer t.pendMu.Unlock()
+	var next *exprdv1.AgentLoopRunResponse
+	for seq, m := range t.pending { // as many as requests waiting: a few
+		if seq > after && seq <= upTo && (next == nil || seq < next.GetSeq()) {
+			next = m
+		}
+	}
+	if next == nil {
+		return nil
+	}
+	next = proto.Clone(next).(*exprdv1.AgentLoopRunResponse)
+	next.TurnId, next.Pending = "", true
+	return next
 }
 
 // halfClosed is the client's half-close: no reply can come.
@@ -131,21 +185,12 @@ func (t *turn) halfClosed() {
 // answered with Rejected and changes nothing; Cancel aborts the turn, and
 // nothing more is read.
 func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCauseFunc) (stop bool) {
-	var kind, callID string
+	kind, callID := replyOf(m)
 	var bad error
 	switch msg := m.GetMsg().(type) {
-	case *exprdv1.AgentLoopRunRequest_ToolOutput:
-		kind, callID = "tool_output", msg.ToolOutput.GetCallId()
-		bad = t.outputs.deliver(callID, msg.ToolOutput)
-	case *exprdv1.AgentLoopRunRequest_HookReply:
-		kind, callID = "hook_reply", msg.HookReply.GetHookId() // hook replies are matched by hook id
-		bad = t.hooks.deliver(callID, msg.HookReply)
-	case *exprdv1.AgentLoopRunRequest_ApprovalReply:
-		kind, callID = "approval_reply", msg.ApprovalReply.GetCallId()
-		bad = t.approvals.deliver(callID, msg.ApprovalReply)
-	case *exprdv1.AgentLoopRunRequest_InputReply:
-		kind, callID = "input_reply", msg.InputReply.GetInputId() // matched by input id
-		bad = t.input.deliver(callID, int32(msg.InputReply.GetAction()), msg.InputReply.GetContentJson())
+	case *exprdv1.AgentLoopRunRequest_ToolOutput, *exprdv1.AgentLoopRunRequest_HookReply,
+		*exprdv1.AgentLoopRunRequest_ApprovalReply, *exprdv1.AgentLoopRunRequest_InputReply:
+		bad = t.deliver(m)
 	case *exprdv1.AgentLoopRunRequest_State:
 		kind = "state"
 		if err := t.state.Replace([]byte(msg.State.GetStateJson())); err != nil {
@@ -170,9 +215,51 @@ func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCause
 	return false
 }
 
-// ask sends m and waits for the reply to it that c matches under id.
+// replyOf names a reply to a request of the turn: its field name and
+// the id it answers (a call id, hook id or input id); "" for a message
+// that is not a reply.
+func replyOf(m *exprdv1.AgentLoopRunRequest) (kind, id string) {
+	switch msg := m.GetMsg().(type) {
+	case *exprdv1.AgentLoopRunRequest_ToolOutput:
+		return "tool_output", msg.ToolOutput.GetCallId()
+	case *exprdv1.AgentLoopRunRequest_HookReply:
+		return "hook_reply", msg.HookReply.GetHookId() // hook replies are matched by hook id
+	case *exprdv1.AgentLoopRunRequest_ApprovalReply:
+		return "approval_reply", msg.ApprovalReply.GetCallId()
+	case *exprdv1.AgentLoopRunRequest_InputReply:
+		return "input_reply", msg.InputReply.GetInputId() // matched by input id
+	}
+	return "", ""
+}
+
+// deliver hands a reply to the request waiting for it: nil, or why it
+// is refused (nothing waits for it: NOT_FOUND; it does not fit the
+// request, which waits on). It never blocks. Whichever stream it came
+// on, the first reply to a request wins.
+func (t *turn) deliver(m *exprdv1.AgentLoopRunRequest) error {
+	_, id := replyOf(m)
+	switch msg := m.GetMsg().(type) {
+	case *exprdv1.AgentLoopRunRequest_ToolOutput:
+		return t.outputs.deliver(id, msg.ToolOutput)
+	case *exprdv1.AgentLoopRunRequest_HookReply:
+		return t.hooks.deliver(id, msg.HookReply)
+	case *exprdv1.AgentLoopRunRequest_ApprovalReply:
+		return t.approvals.deliver(id, msg.ApprovalReply)
+	case *exprdv1.AgentLoopRunRequest_InputReply:
+		return t.input.deliver(id, int32(msg.InputReply.GetAction()), msg.InputReply.GetContentJson())
+	}
+	return badRequest("msg", "a tool output, or a hook, approval or input reply")
+}
+
+// ask sends m and waits for the reply to it that c matches under id; m
+// is pending while it waits.
 func ask[V any](ctx context.Context, t *turn, c *correlator[string, V], id string, check func(V) error, m *exprdv1.AgentLoopRunResponse) (V, error) {
-	return c.ask(ctx, id, check, func() error { return t.send(m) })
+	defer func() {
+		if m.GetSeq() != 0 {
+			t.unpend(m.GetSeq())
+		}
+	}()
+	return c.ask(ctx, id, check, func() error { return t.sendRequest(m) })
 }
 
 // askInput sends a UTCP tool's request for user input (Start's
@@ -180,8 +267,14 @@ func ask[V any](ctx context.Context, t *turn, c *correlator[string, V], id strin
 // from.
 func (t *turn) askInput(ctx context.Context, id string, req *utcp.InputRequest) error {
 	step, _ := agent.CallStep(ctx)
-	return t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_InputRequest{InputRequest: &exprdv1.AgentInputRequest{
-		InputId: id, Step: uint32(step), CallId: agent.CallID(ctx), Tool: req.Tool, Message: req.Message, RequestedSchemaJson: string(req.Schema)}}})
+	m := &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_InputRequest{InputRequest: &exprdv1.AgentInputRequest{
+		InputId: id, Step: uint32(step), CallId: agent.CallID(ctx), Tool: req.Tool, Message: req.Message, RequestedSchemaJson: string(req.Schema)}}}
+	err := t.sendRequest(m)
+	if m.GetSeq() != 0 {
+		// ctx is the request's own: it ends when the request stops waiting.
+		context.AfterFunc(ctx, func() { t.unpend(m.GetSeq()) })
+	}
+	return err
 }
 
 // runOnClient asks the client to run a call: the second ToolCallRequested
