@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -39,8 +41,8 @@ func startNATS(t *testing.T) string {
 }
 
 // agentReplica serves AgentLoop in this process, with the scripted model
-// and its turns kept in NATS at url.
-func agentReplica(t *testing.T, url string, script scripted.Script) exprdv1.AgentLoopClient {
+// and its turns kept in NATS at url, and opts.
+func agentReplica(t *testing.T, url string, script scripted.Script, opts ...server.Option) exprdv1.AgentLoopClient {
 	t.Helper()
 	ms, err := scripted.Start(script)
 	if err != nil {
@@ -60,7 +62,7 @@ func agentReplica(t *testing.T, url string, script scripted.Script) exprdv1.Agen
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	srv, err := server.New(server.WithModels(models), server.WithTurnStore(st))
+	srv, err := server.New(append([]server.Option{server.WithModels(models), server.WithTurnStore(st)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,5 +209,218 @@ func TestTurnCancelledFromAnotherReplica(t *testing.T) {
 	}
 	if err != nil || !resp.GetEnded() {
 		t.Errorf("a second Cancel on B: %v, %v; want the turn ended", resp, err)
+	}
+}
+
+// A turn started on replica A with a client-run tool, its client gone
+// before the tool is requested, is resumed on replica B sharing the NATS
+// turn store: B replays every event once, in order, then sends the
+// request again (pending), and the client's answer on B reaches the turn
+// on A (B forwards it over the store's relay), which runs to done. A
+// second answer and one to a request never sent are Rejected on B,
+// NOT_FOUND, by A; the turn goes on. Answered past A's detached timeout,
+// the turn still waits: B tells A that a client follows it.
+func TestTurnRequestAnsweredOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	url := startNATS(t)
+	script := scripted.Script{Loop: true, Turns: []scripted.Turn{
+		{Match: &scripted.Match{LastRole: "user"}, Text: "Let me ask the user about it.", ChunkDelayMS: 30,
+			ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "ask_user", Arguments: json.RawMessage(`{}`)}}},
+		{Match: &scripted.Match{LastRole: "tool"}, Text: "The user said blue."},
+	}}
+	const detached = 1500 * time.Millisecond
+	a := agentReplica(t, url, script, server.WithTurnDetachedTimeout(detached))
+	b := agentReplica(t, url, script, server.WithTurnDetachedTimeout(detached))
+	start := &exprdv1.AgentStart{Detach: true, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask."}},
+		Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}
+	answer := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1", OutputJson: `{"colour":"blue"}`}}}
+	bogus := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "never-sent"}}}
+	const waiting = 500 * time.Millisecond // the turn waits for the client by then
+	for _, tc := range []struct {
+		name    string
+		resume  time.Duration // how long after the drop the client resumes on B
+		after   int64         // -1: the latest; else from the last seen on A
+		waitFor time.Duration // how long B's client waits before answering
+		extra   []*exprdv1.AgentLoopRunRequest
+		pending bool // the request is sent again (else it comes as a new event)
+	}{
+		{name: "resumed before the request", after: 0},
+		{name: "resumed after the request, from the last seen", resume: waiting, after: 0, pending: true},
+		{name: "resumed after the request, from the latest", resume: waiting, after: -1, pending: true},
+		{name: "a duplicate answer and one to no request", resume: waiting, after: 0, pending: true, extra: []*exprdv1.AgentLoopRunRequest{answer, bogus}},
+		{name: "answered past A's detached timeout", resume: waiting, after: 0, pending: true, waitFor: 2 * detached},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, drop := context.WithCancel(context.Background())
+			defer drop()
+			sa, err := a.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = sa.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}})
+			var seen []*exprdv1.AgentLoopRunResponse
+			for len(seen) < 2 {
+				m, err := sa.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen = append(seen, m)
+			}
+			drop() // before the call is requested: it is requested while detached
+			id, last := seen[0].GetTurnId(), seen[len(seen)-1].GetSeq()
+			time.Sleep(tc.resume)
+			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			sb, err := b.Run(rctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := int64(last)
+			if tc.after < 0 {
+				after = tc.after
+			}
+			_ = sb.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Resume{Resume: &exprdv1.AgentResume{TurnId: id, AfterSeq: after}}})
+			var events, pending, rejected []*exprdv1.AgentLoopRunResponse
+			for {
+				m, err := sb.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("on B after %d events: %v", len(events), err)
+				}
+				switch {
+				case m.GetPending():
+					pending = append(pending, m)
+				case m.GetRejected() != nil && m.GetSeq() == 0:
+					rejected = append(rejected, m)
+				default:
+					events = append(events, m)
+				}
+				if m.GetToolCallRequested().GetRunOnClient() && m.GetPending() == tc.pending {
+					time.Sleep(tc.waitFor)
+					_ = sb.Send(answer)
+					for _, x := range tc.extra {
+						_ = sb.Send(x)
+					}
+				}
+			}
+			if len(events) == 0 || events[len(events)-1].GetDone() == nil || events[len(events)-1].GetDone().GetText() != "The user said blue." {
+				t.Fatalf("B sent %v; want the turn to done", events)
+			}
+			first := events[0].GetSeq()
+			if after >= 0 && first != uint64(after)+1 {
+				t.Errorf("B started at seq %d, want %d", first, after+1)
+			}
+			var request *exprdv1.AgentLoopRunResponse
+			for i, m := range events {
+				if m.GetSeq() != first+uint64(i) {
+					t.Fatalf("B's event %d has seq %d, want %d", i, m.GetSeq(), first+uint64(i))
+				}
+				if m.GetToolCallRequested().GetRunOnClient() {
+					request = m
+				}
+				if r := m.GetToolResult(); r != nil && (r.GetOutputJson() != `{"colour":"blue"}` || r.GetIsError()) {
+					t.Errorf("the call's result %v, want the answer given on B", r)
+				}
+			}
+			switch {
+			case !tc.pending && (len(pending) != 0 || request == nil):
+				t.Fatalf("sent again on B: %v, requested %v; want the call requested as a new event only", pending, request)
+			case !tc.pending:
+			case len(pending) != 1 || !pending[0].GetToolCallRequested().GetRunOnClient() || pending[0].GetToolCallRequested().GetCall().GetId() != "c1":
+				t.Fatalf("sent again on B: %v; want the call c1 once", pending)
+			case request != nil && request.GetSeq() != pending[0].GetSeq():
+				t.Errorf("sent again under seq %d, recorded under %d", pending[0].GetSeq(), request.GetSeq())
+			}
+			if len(rejected) != len(tc.extra) {
+				t.Fatalf("Rejected on B: %v; want %d", rejected, len(tc.extra))
+			}
+			for _, m := range rejected {
+				if st := status.FromProto(m.GetRejected().GetStatus()); st.Code() != codes.NotFound {
+					t.Errorf("Rejected %v, want NOT_FOUND", m)
+				}
+			}
+		})
+	}
+}
+
+// Another caller cannot resume a turn on another replica, so never sees
+// nor answers its requests: NOT_FOUND, as for an unknown turn, while the
+// owner resumes it there and answers.
+func TestTurnResumedOnAnotherReplicaOnlyByItsOwner(t *testing.T) {
+	t.Parallel()
+	url := startNATS(t)
+	const alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
+	tokens, err := server.ParseTokens(strings.NewReader("alice " + alice + " *\nbob " + bob + " *"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := scripted.Script{Loop: true, Turns: []scripted.Turn{
+		{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "ask_user", Arguments: json.RawMessage(`{}`)}}},
+		{Match: &scripted.Match{LastRole: "tool"}, Text: "Done."},
+	}}
+	a := agentReplica(t, url, script, server.WithAuth(tokens))
+	b := agentReplica(t, url, script, server.WithAuth(tokens))
+	as := func(tok string) context.Context {
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok), 30*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	actx, drop := context.WithCancel(as(alice))
+	sa, err := a.Run(actx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sa.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Detach: true,
+		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask."}},
+		Tools:    []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}}})
+	var id string
+	for {
+		m, err := sa.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == "" {
+			id = m.GetTurnId()
+		}
+		if m.GetToolCallRequested().GetRunOnClient() {
+			break
+		}
+	}
+	drop()
+	resume := func(tok string) agentStream {
+		s, err := b.Run(as(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Resume{Resume: &exprdv1.AgentResume{TurnId: id, AfterSeq: -1}}})
+		return s
+	}
+	sb := resume(bob)
+	_ = sb.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1", OutputJson: `"bob's"`}}})
+	if got, err := recvAll(sb); status.Code(err) != codes.NotFound || len(got) != 0 {
+		t.Fatalf("bob's resume on B: %d events, %v; want none and NOT_FOUND", len(got), err)
+	}
+	sb = resume(alice)
+	var result string
+	for {
+		m, err := sb.Recv()
+		if err != nil {
+			t.Fatalf("alice's resume on B: %v", err)
+		}
+		if m.GetPending() {
+			_ = sb.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1", OutputJson: `"alice's"`}}})
+		}
+		if r := m.GetToolResult(); r != nil {
+			result = r.GetOutputJson()
+		}
+		if m.GetDone() != nil {
+			break
+		}
+	}
+	if result != `"alice's"` {
+		t.Errorf("the call's result %s, want alice's answer", result)
 	}
 }
