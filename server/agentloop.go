@@ -16,8 +16,8 @@ import (
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/model"
-	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -110,8 +110,7 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	history, reserve := historyReservation(a.s.opts.memory)
 	defer history.Close() // agent.Run has returned: nothing grows it after
 	cfg.ReserveHistory = reserve
-	t.owner = turnOwner(streamCtx)
-	if err := a.s.opts.turnStore.Create(ctx, t.id, t.owner); err != nil {
+	if err := a.s.opts.turnStore.Create(ctx, t.id, turnOwner(streamCtx)); err != nil {
 		return turnStoreStatus(err)
 	}
 	t.log = a.s.opts.turnStore
@@ -130,14 +129,6 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 		t.endRecord(err)
 		a.turns.remove(t.id)
 	}()
-	// Streams resumed on other replicas reach the turn's requests here.
-	if relay, ok := t.log.(turnstore.Relay); ok {
-		stop, err := relay.ServeTurn(t.id, t.serveRelay(relay.MaxRelayBytes()))
-		if err != nil {
-			return turnStoreStatus(err)
-		}
-		defer stop()
-	}
 	go receive(ctx, a.s, stream, streamEnded, func(m *exprdv1.AgentLoopRunRequest) bool { return t.handle(m, cancel) }, t.halfClosed)
 
 	out, err := agent.Run(ctx, cfg)
@@ -234,9 +225,12 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 }
 
 // tool builds the i-th declared tool with its executor; its error is the
-// stream's status.
-func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start *exprdv1.AgentStart, t *turn) (agent.Tool, error) {
+// stream's status. A UTCP tool the caller does not see (its tools:
+// scopes) is refused as an unknown one is; a codemode tool may call only
+// those it sees, and an expr tool's host functions resolve only those.
+func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, start *exprdv1.AgentStart, t *turn) (agent.Tool, error) {
 	field := fmt.Sprintf("start.tools[%d]", i)
+	view := toolscope.FromContext(ctx)
 	tool := agent.Tool{Name: tp.GetName(), Description: tp.GetDescription(), Parameters: json.RawMessage(tp.GetParametersJson()),
 		NeedsApproval: tp.GetNeedsApproval()}
 	if ms := tp.GetTimeoutMs(); ms > 0 { // 0: the turn's tool_timeout_ms
@@ -253,7 +247,7 @@ func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start 
 		if a.s.opts.registry == nil {
 			return tool, statusErr(codes.FailedPrecondition, field+": this server has no UTCP registry", errorInfo(reasonNoRegistry))
 		}
-		ut, err := a.s.opts.registry.Tool(tp.GetUtcpTool())
+		ut, err := view.Tool(a.s.opts.registry, tp.GetUtcpTool())
 		if err != nil {
 			return tool, badRequest(field+".utcp_tool", clientText(err))
 		}
@@ -265,7 +259,7 @@ func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start 
 		}
 		tool.Exec = agent.UTCPExecutor(a.s.opts.registry, tp.GetUtcpTool())
 	case exprdv1.AgentTool_EXECUTOR_EXPR:
-		settings, err := a.s.settings(start.GetExprSettings())
+		settings, err := a.s.settings(view, start.GetExprSettings())
 		if err != nil {
 			// Its BadRequest names settings.*; in a turn they are Start's.
 			return tool, refield(err, "settings", "start.expr_settings")
@@ -289,7 +283,7 @@ func (a *agentLoop) tool(_ context.Context, i int, tp *exprdv1.AgentTool, start 
 		if len(tool.Parameters) == 0 {
 			tool.Parameters = codemodeParameters
 		}
-		tool.Exec = agent.CodeModeExecutor(a.rt, tp.GetCodemodeTools())
+		tool.Exec = agent.CodeModeExecutor(a.rt, view.Filter(tp.GetCodemodeTools()))
 	default:
 		return tool, badRequest(field+".executor", fmt.Sprintf("unknown executor %v", tp.GetExecutor()))
 	}

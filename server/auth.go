@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/toolscope"
 )
 
 // Tokens are the bearer tokens a server accepts, each with a caller name and
@@ -21,7 +22,8 @@ import (
 // exprd.v1.ExprTool (the service name's last part, lower-cased); "*" grants
 // every service. Changing the tool registry (RegisterManual,
 // DeregisterManual) is an admin act: it needs ScopeRegistryWrite, which
-// "*" does not grant.
+// "*" does not grant. Scopes of the form tools:PATTERN (ScopeToolsPrefix)
+// limit which of the registry's tools the token sees, in every service.
 type Tokens struct {
 	byHash map[[32]byte]caller
 }
@@ -29,6 +31,7 @@ type Tokens struct {
 type caller struct {
 	name   string
 	scopes map[string]bool
+	view   toolscope.View // what its tools: scopes let it see of the registry
 }
 
 // ParseTokens reads tokens, one per line: `NAME TOKEN SCOPE[,SCOPE...]`;
@@ -57,11 +60,14 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 				return t, fmt.Errorf("tokens line %d (%s): the token is given twice", n, f[0])
 			}
 			c := caller{name: f[0], scopes: map[string]bool{}}
+			var scopes []string
 			for _, s := range strings.Split(f[2], ",") {
 				if s = strings.TrimSpace(s); s != "" {
 					c.scopes[s] = true
+					scopes = append(scopes, s)
 				}
 			}
+			c.view = toolscope.Of(scopes)
 			t.byHash[h] = c
 		}
 	}
@@ -97,6 +103,16 @@ func callerName(ctx context.Context) string {
 	return s
 }
 
+// ScopeToolsPrefix starts a scope that limits what a token sees of the
+// tool registry: "tools:math" is the manual math's tools,
+// "tools:catalog.get*" the tools whose full name starts with catalog.get,
+// "tools:*" all; a token with none sees every tool, as every caller does
+// without auth. A tool the token does not see is, to it, not registered:
+// ListTools and SearchTools leave it out, CodeMode refuses it as off the
+// whitelist, AgentLoop and ExprTool as an unknown tool. The MCP endpoint
+// reads the same scopes.
+const ScopeToolsPrefix = toolscope.Prefix
+
 // ScopeRegistryWrite is the scope that RegisterManual and DeregisterManual
 // need when auth is on. Only a token that names it has it.
 const ScopeRegistryWrite = "registry.write"
@@ -121,27 +137,33 @@ func scopeOf(fullMethod string) string {
 }
 
 // check checks the bearer token of a call to fullMethod, in ctx's incoming
-// metadata, and returns its caller's name: none (TOKEN_MISSING) or an
+// metadata, and returns its caller: none (TOKEN_MISSING) or an
 // unknown one (TOKEN_UNKNOWN) is Unauthenticated, one without the
 // method's scope PermissionDenied (SCOPE_MISSING). The server's tap
 // checks it before the call's stream is admitted (tap.go), so that no
 // byte of a message is read for a call without a token.
-func (t Tokens) check(ctx context.Context, fullMethod string) (string, error) {
+func (t Tokens) check(ctx context.Context, fullMethod string) (caller, error) {
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	if err != nil {
-		return "", statusErr(codes.Unauthenticated, `the call carries no bearer token: send the metadata "authorization: Bearer <token>"`,
+		return caller{}, statusErr(codes.Unauthenticated, `the call carries no bearer token: send the metadata "authorization: Bearer <token>"`,
 			errorInfo(reasonTokenMissing))
 	}
 	c, ok := t.byHash[sha256.Sum256([]byte(token))]
 	if !ok {
-		return "", statusErr(codes.Unauthenticated, "the bearer token is not known", errorInfo(reasonTokenUnknown))
+		return caller{}, statusErr(codes.Unauthenticated, "the bearer token is not known", errorInfo(reasonTokenUnknown))
 	}
 	scope := scopeOf(fullMethod)
 	_, admin := adminMethods[fullMethod]
 	if !c.scopes[scope] && (admin || !c.scopes["*"]) {
-		return "", statusErr(codes.PermissionDenied, fmt.Sprintf("caller %q has no %q scope", c.name, scope), errorInfo(reasonScopeMissing, metaScope, scope))
+		return caller{}, statusErr(codes.PermissionDenied, fmt.Sprintf("caller %q has no %q scope", c.name, scope), errorInfo(reasonScopeMissing, metaScope, scope))
 	}
-	return c.name, nil
+	return c, nil
+}
+
+// with carries the caller into a call's context: its name (callerName)
+// and what it sees of the tool registry (toolscope.FromContext).
+func (c caller) with(ctx context.Context) context.Context {
+	return toolscope.WithView(context.WithValue(ctx, callerKey{}, c.name), c.view)
 }
 
 // authFunc is the auth interceptors' check. A call the tap admitted
@@ -153,9 +175,9 @@ func (t Tokens) authFunc(ctx context.Context) (context.Context, error) {
 		return ctx, nil
 	}
 	method, _ := grpc.Method(ctx)
-	name, err := t.check(ctx, method)
+	c, err := t.check(ctx, method)
 	if err != nil {
 		return nil, err
 	}
-	return context.WithValue(ctx, callerKey{}, name), nil
+	return c.with(ctx), nil
 }

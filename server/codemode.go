@@ -15,6 +15,7 @@ import (
 
 	"github.com/exprd/exprd/codemode"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/utcp"
 )
@@ -33,14 +34,16 @@ func (c *codeMode) timeout(field string, n uint32, def time.Duration) (time.Dura
 	return limitedTimeout(field, n, def, c.s.opts.runLimits.codeModeMaxTimeout())
 }
 
-// Execute runs code and returns its value, its trace, or its error.
+// Execute runs code and returns its value, its trace, or its error. Here,
+// in CallTool and in Run, a tool the caller does not see (its tools:
+// scopes) is off the whitelist, and a prompt is not planned with it.
 func (c *codeMode) Execute(ctx context.Context, req *exprdv1.ExecuteRequest) (*exprdv1.ExecuteResponse, error) {
 	timeout, err := c.timeout("timeout_ms", req.GetTimeoutMs(), codemode.DefaultTimeout)
 	if err != nil {
 		return nil, err
 	}
 	res, err := c.rt.Run(ctx, req.GetCode(), codemode.RunOptions{
-		Tools: req.GetTools(), Budgets: codemode.Budgets{Timeout: timeout},
+		Tools: req.GetTools(), Visible: toolscope.FromContext(ctx).Func(), Budgets: codemode.Budgets{Timeout: timeout},
 	})
 	if err := runStatus(ctx, err); err != nil {
 		return nil, err
@@ -60,7 +63,7 @@ func (c *codeMode) CallTool(ctx context.Context, req *exprdv1.CallToolRequest) (
 		return nil, err
 	}
 	o, err := c.rt.Orchestrate(ctx, req.GetPrompt(), p, codemode.OrchestrateOptions{
-		Run: codemode.RunOptions{Budgets: codemode.Budgets{Timeout: timeout}},
+		Run: codemode.RunOptions{Visible: toolscope.FromContext(ctx).Func(), Budgets: codemode.Budgets{Timeout: timeout}},
 	})
 	c.logModelFailure(ctx, err)
 	if err := runStatus(ctx, err); err != nil {
@@ -133,6 +136,7 @@ func (c *codeMode) Run(stream runStream) error {
 
 	opts := codemode.RunOptions{
 		Tools:         start.GetTools(),
+		Visible:       toolscope.FromContext(ctx).Func(),
 		Budgets:       codemode.Budgets{Timeout: timeout},
 		NeedsApproval: start.GetNeedsApproval(),
 		Approve:       r.approve,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,26 +9,28 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/toolscope"
 )
 
 // settings turns the wire settings into the evaluator's, resolving
-// server-run functions in the server's catalogue.
-func (s *Server) settings(in *exprdv1.Settings) (evaluator.Settings, error) {
+// server-run functions in the server's catalogue: its own functions, then
+// the registry's tools that view (the caller's tools: scopes) sees.
+func (s *Server) settings(view toolscope.View, in *exprdv1.Settings) (evaluator.Settings, error) {
 	out := evaluator.Settings{Read: in.GetRead(), Note: in.GetNote()}
 	var err error
-	if out.Functions, err = s.functions(in.GetFunctions(), "settings.functions"); err != nil {
+	if out.Functions, err = s.functions(view, in.GetFunctions(), "settings.functions"); err != nil {
 		return out, err
 	}
 	if ts := in.GetToolFunctions(); ts != nil {
 		out.HasToolFunctions = true
-		if out.ToolFunctions, err = s.functions(ts.GetFunctions(), "settings.tool_functions"); err != nil {
+		if out.ToolFunctions, err = s.functions(view, ts.GetFunctions(), "settings.tool_functions"); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
 }
 
-func (s *Server) functions(in []*exprdv1.Function, field string) ([]evaluator.Function, error) {
+func (s *Server) functions(view toolscope.View, in []*exprdv1.Function, field string) ([]evaluator.Function, error) {
 	out := make([]evaluator.Function, 0, len(in))
 	for i, f := range in {
 		ef := evaluator.Function{
@@ -45,7 +48,7 @@ func (s *Server) functions(in []*exprdv1.Function, field string) ([]evaluator.Fu
 				name = f.GetName()
 			}
 			sf, ok := s.opts.functions[name]
-			if !ok && s.opts.registry != nil {
+			if !ok && s.opts.registry != nil && view.Sees(name) {
 				sf, ok = s.utcpFunction(name)
 			}
 			if !ok {
@@ -110,9 +113,10 @@ func budgetsProto(b evaluator.Budgets) *exprdv1.Budgets {
 	}
 }
 
-// tool builds the evaluator's Tool for a request's settings and budgets.
-func (s *Server) tool(settings *exprdv1.Settings, budgets *exprdv1.Budgets, opts ...evaluator.ToolOption) (*evaluator.Tool, error) {
-	es, err := s.settings(settings)
+// tool builds the evaluator's Tool for a request's settings and budgets;
+// its server-run functions may be the registry's tools ctx's caller sees.
+func (s *Server) tool(ctx context.Context, settings *exprdv1.Settings, budgets *exprdv1.Budgets, opts ...evaluator.ToolOption) (*evaluator.Tool, error) {
+	es, err := s.settings(toolscope.FromContext(ctx), settings)
 	if err != nil {
 		return nil, err
 	}

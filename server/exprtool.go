@@ -18,8 +18,8 @@ type exprTool struct {
 }
 
 // Describe renders the tool and the prompt partials for the settings.
-func (e *exprTool) Describe(_ context.Context, req *exprdv1.DescribeRequest) (*exprdv1.DescribeResponse, error) {
-	t, err := e.s.tool(req.GetSettings(), nil)
+func (e *exprTool) Describe(ctx context.Context, req *exprdv1.DescribeRequest) (*exprdv1.DescribeResponse, error) {
+	t, err := e.s.tool(ctx, req.GetSettings(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (e *exprTool) Describe(_ context.Context, req *exprdv1.DescribeRequest) (*e
 // confirm is declined and client-run functions are unknown-reference.
 func (e *exprTool) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1.CallResponse, error) {
 	s := e.s
-	t, err := s.tool(req.GetSettings(), req.GetBudgets(), evaluator.ClientUnreachable())
+	t, err := s.tool(ctx, req.GetSettings(), req.GetBudgets(), evaluator.ClientUnreachable())
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func (e *exprTool) Session(stream sessionStream) error {
 	if open == nil {
 		return badRequest("open", "the stream's first message must be Open")
 	}
-	t, err := s.tool(open.GetSettings(), open.GetBudgets())
+	t, err := s.tool(stream.Context(), open.GetSettings(), open.GetBudgets())
 	if err != nil {
 		return err
 	}

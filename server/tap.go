@@ -49,12 +49,12 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 		limit = MaxInfraMsgSize
 	default:
 		if s.opts.tokens != nil {
-			name, err := s.opts.tokens.check(ctx, info.FullMethodName)
+			c, err := s.opts.tokens.check(ctx, info.FullMethodName)
 			if err != nil {
 				return nil, err
 			}
-			ctx = context.WithValue(ctx, callerKey{}, name)
-			who = name
+			ctx = c.with(ctx)
+			who = c.name
 		}
 		key := s.rate.caller(ctx)
 		if err := s.rate.limit(key); err != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -83,7 +84,11 @@ func readPageToken(tok, fingerprint string) (string, error) {
 	return string(b[8:]), nil
 }
 
-func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsRequest) (*exprdv1.ListToolsResponse, error) {
+// ListTools lists the tools the caller sees (its tools: scopes): one it
+// does not see is left out as if it were not registered, and so is a
+// manual of which it sees none.
+func (t *toolRegistry) ListTools(ctx context.Context, req *exprdv1.ListToolsRequest) (*exprdv1.ListToolsResponse, error) {
+	v := toolscope.FromContext(ctx)
 	manual := utcp.SanitizeManualName(req.GetManual())
 	fp := "list\x00" + manual
 	after, err := readPageToken(req.GetPageToken(), fp)
@@ -98,8 +103,11 @@ func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsReques
 	}
 	out := &exprdv1.ListToolsResponse{}
 	pg := page{size: size}
+	listed := func(tool *utcp.Tool) bool {
+		return (manual == "" || tool.ManualName() == manual) && v.Sees(tool.Name)
+	}
 	for ; i < len(tools); i++ {
-		if manual == "" || tools[i].ManualName() == manual {
+		if listed(tools[i]) {
 			info := t.toolInfo(tools[i], req.GetView())
 			if !pg.fits(proto.Size(info)) {
 				break
@@ -108,7 +116,7 @@ func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsReques
 		}
 	}
 	for ; i < len(tools); i++ { // is there one more?
-		if manual == "" || tools[i].ManualName() == manual {
+		if listed(tools[i]) {
 			out.NextPageToken = pageToken(fp, out.Tools[len(out.Tools)-1].GetName())
 			break
 		}
@@ -116,6 +124,9 @@ func (t *toolRegistry) ListTools(_ context.Context, req *exprdv1.ListToolsReques
 	return out, nil
 }
 
+// SearchTools ranks the tools the caller sees (its tools: scopes): one it
+// does not see is not found, as if it were not registered, and takes no
+// place in the ranking's pages.
 func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchToolsRequest) (*exprdv1.SearchToolsResponse, error) {
 	if strings.TrimSpace(req.GetQuery()) == "" {
 		return nil, badRequest("query", "the query is empty")
@@ -140,14 +151,33 @@ func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchTools
 	}
 	size := pageSize(req.GetPageSize(), DefaultSearchPageSize, MaxSearchPageSize)
 	end := min(offset+size, MaxSearchDepth)
-	// One more than the page, to know whether there is a next one.
-	found, err := t.reg.SearchContext(ctx, req.GetQuery(), min(end+1, MaxSearchDepth))
+	// One more than the page, to know whether there is a next one; of
+	// every match when the caller sees only some tools, then those.
+	v := toolscope.FromContext(ctx)
+	want := min(end+1, MaxSearchDepth)
+	ask := want
+	if !v.All() {
+		ask = 0
+	}
+	found, err := t.reg.SearchContext(ctx, req.GetQuery(), ask)
 	var qe *utcp.QueryError
 	switch {
 	case errors.As(err, &qe):
 		return nil, badRequest("query", clientText(err))
 	case err != nil:
 		return nil, status.FromContextError(err).Err()
+	}
+	if !v.All() {
+		seen := found[:0:0]
+		for _, f := range found {
+			if len(seen) == want {
+				break
+			}
+			if v.Sees(f.Tool.Name) {
+				seen = append(seen, f)
+			}
+		}
+		found = seen
 	}
 	out := &exprdv1.SearchToolsResponse{}
 	pg := page{size: size}
