@@ -18,6 +18,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -110,7 +111,8 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	history, reserve := historyReservation(a.s.opts.memory)
 	defer history.Close() // agent.Run has returned: nothing grows it after
 	cfg.ReserveHistory = reserve
-	if err := a.s.opts.turnStore.Create(ctx, t.id, turnOwner(streamCtx)); err != nil {
+	t.owner = turnOwner(streamCtx)
+	if err := a.s.opts.turnStore.Create(ctx, t.id, t.owner); err != nil {
 		return turnStoreStatus(err)
 	}
 	t.log = a.s.opts.turnStore
@@ -129,6 +131,14 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 		t.endRecord(err)
 		a.turns.remove(t.id)
 	}()
+	// Streams resumed on other replicas reach the turn's requests here.
+	if relay, ok := t.log.(turnstore.Relay); ok {
+		stop, err := relay.ServeTurn(t.id, t.serveRelay(relay.MaxRelayBytes()))
+		if err != nil {
+			return turnStoreStatus(err)
+		}
+		defer stop()
+	}
 	go receive(ctx, a.s, stream, streamEnded, func(m *exprdv1.AgentLoopRunRequest) bool { return t.handle(m, cancel) }, t.halfClosed)
 
 	out, err := agent.Run(ctx, cfg)
