@@ -33,6 +33,9 @@ type stepRun struct {
 	// run (no hook is asked): the reply was cut at its length limit, or
 	// it made more calls than a step runs.
 	refused []string
+	// resumed, when set, is what the calls of a step that was under way
+	// when its turn stopped go on from (a takeover).
+	resumed *resumed
 
 	mu      sync.Mutex
 	missing map[string]string // the message of each missing tool's name, made once a step
@@ -50,7 +53,7 @@ func (s *stepRun) refusal(j int) string {
 // may have replaced one), in call order. Its error (a hook's) fails the
 // turn; every other failure is a result.
 func (l *loop) runCalls(ctx context.Context, s *stepRun, raw []model.ToolCall, calls []ToolCall) ([]Result, []ToolCall, error) {
-	if f := l.cfg.Events.ToolCallRequested; f != nil {
+	if f := l.cfg.Events.ToolCallRequested; f != nil && s.resumed == nil { // a resumed step's were told
 		for _, c := range calls {
 			f(s.index, c)
 		}
@@ -88,6 +91,14 @@ func (l *loop) runCalls(ctx context.Context, s *stepRun, raw []model.ToolCall, c
 // runCall takes one call through hooks, checks, approval and its executor;
 // *call ends as the call ran.
 func (l *loop) runCall(ctx context.Context, s *stepRun, refused string, argsErr error, call *ToolCall) (Result, error) {
+	if rs := s.resumed; rs != nil {
+		if r, ok := rs.recorded[call.ID]; ok {
+			return r, nil // its result was recorded (and told) before the turn stopped
+		}
+		if refused == "" && rs.interrupted[call.ID] {
+			refused = Interrupted
+		}
+	}
 	r, post, err := l.resolve(ctx, s, refused, argsErr, call)
 	if err != nil {
 		return Result{}, err

@@ -87,6 +87,10 @@ type Config struct {
 	// returned. Its error ends the turn with a *HistoryError wrapping it.
 	ReserveHistory func(ctx context.Context, bytes int64) error
 	Events         Events
+	// Resume, when set, goes on with a turn that another process ran until
+	// it stopped, from what its events recorded: Messages is then the
+	// history after Resume.Steps.
+	Resume *Resume
 }
 
 // turn is a checked Config with its defaults filled in.

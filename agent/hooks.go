@@ -58,5 +58,12 @@ type Events struct {
 	TextDelta         func(step int, text string)
 	ToolCallRequested func(step int, call ToolCall)
 	ToolResult        func(step int, call ToolCall, r Result)
-	StepFinished      func(s Step)
+	// Replied tells a step's model answer (Results empty), before its
+	// calls run; HistoryGrew, the messages the step adds to the history
+	// (its answer with each call as it ran, then the results), before
+	// StepFinished. With StepFinished and ToolResult, they are what a
+	// turn records to be resumed elsewhere (Config.Resume).
+	Replied      func(step int, r Reply)
+	HistoryGrew  func(step int, msgs []model.Message)
+	StepFinished func(s Step)
 }

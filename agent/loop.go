@@ -76,6 +76,11 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		return Outcome{StopReason: reason}, err
 	}
 	l := &loop{turn: t, parent: ctx, messages: slices.Clone(cfg.Messages), history: t.history}
+	if cfg.Resume != nil {
+		if err := l.resumeFrom(cfg.Resume); err != nil {
+			return Outcome{StopReason: StopError}, err
+		}
+	}
 	defer l.executors.Wait()
 	var cancel context.CancelFunc
 	l.ctx, cancel = context.WithTimeoutCause(ctx, t.cfg.TurnTimeout, ErrTurnTimeout)
@@ -97,12 +102,16 @@ type loop struct {
 	history  historyBytes
 	reserved int64
 	out      Outcome
+	// first is the first step this Run makes (Resume's finished steps
+	// are before it); reply, the model's answer it resumes that step with.
+	first int
+	reply *Reply
 	// executors are the goroutines running Executors (execute).
 	executors sync.WaitGroup
 }
 
 func (l *loop) run() (Outcome, error) {
-	for i := 0; ; i++ {
+	for i := l.first; ; i++ {
 		step, err := l.step(i)
 		if err != nil {
 			return l.fail(err)
@@ -148,11 +157,18 @@ func (l *loop) step(i int) (Step, error) {
 	if err := l.ctx.Err(); err != nil {
 		return Step{}, err
 	}
+	sctx, cancel := context.WithTimeoutCause(l.ctx, l.cfg.StepTimeout, ErrStepTimeout)
+	defer cancel()
+	resp, res, resuming := l.replied(i)
+	if resuming {
+		// The step was under way when the turn stopped, its model
+		// answered: its calls go on, with the tools all active (a
+		// PrepareStep hook's choice for it was not recorded).
+		return l.finish(sctx, i, resp, res, l.tools)
+	}
 	if f := l.cfg.Events.StepStarted; f != nil {
 		f(i)
 	}
-	sctx, cancel := context.WithTimeoutCause(l.ctx, l.cfg.StepTimeout, ErrStepTimeout)
-	defer cancel()
 	p := PrepareStep{Step: i, Messages: l.messages, ActiveTools: l.names, ToolChoice: l.cfg.ToolChoice, Model: l.cfg.Model}
 	prepared := int64(-1) // the size of the hook's messages
 	if h := l.cfg.Hooks.PrepareStep; h != nil {
@@ -183,15 +199,31 @@ func (l *loop) step(i int) (Step, error) {
 	for _, name := range p.ActiveTools {
 		req.Tools = append(req.Tools, active[name].desc)
 	}
-	resp, err := l.callModel(sctx, i, req)
+	resp, err = l.callModel(sctx, i, req)
 	if err != nil {
 		if context.Cause(sctx) == ErrStepTimeout && l.ctx.Err() == nil {
 			return Step{}, &TimeoutError{Step: i, Timeout: l.cfg.StepTimeout}
 		}
 		return Step{}, &ModelError{Step: i, Model: p.Model, ModelFromHook: p.Model != l.cfg.Model, Err: err}
 	}
+	return l.finish(sctx, i, resp, nil, active)
+}
+
+// finish runs the calls of a step's model answer and grows the history
+// with the answer and their results. res, when set, is what the calls
+// of a resumed step go on from.
+func (l *loop) finish(sctx context.Context, i int, resp model.Response, res *resumed, active map[string]*compiledTool) (Step, error) {
+	for j, c := range resp.Message.ToolCalls {
+		if c.ID == "" {
+			// A result must name its call: give an id the model left out.
+			resp.Message.ToolCalls[j].ID = fmt.Sprintf("call_%d_%d", i, j)
+		}
+	}
+	if f := l.cfg.Events.Replied; f != nil && res == nil {
+		f(i, Reply{Message: model.Assistant(resp.Message.Content, slices.Clone(resp.Message.ToolCalls)...), FinishReason: resp.FinishReason, Usage: resp.Usage})
+	}
 	step := Step{Index: i, Text: resp.Message.Content, FinishReason: resp.FinishReason, Usage: resp.Usage}
-	run := &stepRun{index: i, active: active}
+	run := &stepRun{index: i, active: active, resumed: res}
 	if n, most := len(resp.Message.ToolCalls), l.cfg.MaxCallsPerStep; n > most {
 		// The calls past the limit are one error result, on the first of
 		// them; the others are in neither the step nor the history.
@@ -213,11 +245,6 @@ func (l *loop) step(i int) (Step, error) {
 	if len(resp.Message.ToolCalls) > 0 {
 		step.ToolCalls = make([]ToolCall, len(resp.Message.ToolCalls))
 		for j, c := range resp.Message.ToolCalls {
-			if c.ID == "" {
-				// A result must name its call: give an id the model left out.
-				c.ID = fmt.Sprintf("call_%d_%d", i, j)
-				resp.Message.ToolCalls[j].ID = c.ID
-			}
 			step.ToolCalls[j] = ToolCall{ID: c.ID, Name: c.Name, Arguments: []byte(c.Arguments)}
 		}
 		// The reply is held while its calls run.
@@ -227,6 +254,7 @@ func (l *loop) step(i int) (Step, error) {
 			return Step{}, err
 		}
 		var ran []ToolCall
+		var err error
 		if step.Results, ran, err = l.runCalls(sctx, run, resp.Message.ToolCalls, step.ToolCalls); err != nil {
 			return Step{}, err
 		}
@@ -250,6 +278,9 @@ func (l *loop) step(i int) (Step, error) {
 	}
 	l.messages = append(l.messages, msgs...)
 	l.history = grown
+	if f := l.cfg.Events.HistoryGrew; f != nil {
+		f(i, msgs)
+	}
 	return step, nil
 }
 

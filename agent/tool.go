@@ -52,6 +52,11 @@ type Tool struct {
 	NeedsApproval bool
 	// Timeout bounds one call; 0: Config.ToolTimeout.
 	Timeout time.Duration
+	// Idempotent says a call may run again when the process running it
+	// stopped before its result was recorded (Config.Resume): MCP's
+	// idempotentHint or readOnlyHint, a manual's flag, or a client's
+	// declaration. Otherwise such a call is answered Interrupted.
+	Idempotent bool
 }
 
 // ErrorResult is the is_error result carrying msg: {"error": msg}, msg
