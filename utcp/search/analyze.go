@@ -45,7 +45,8 @@ func splitWords(s string) []string {
 		}
 	}
 	rs := []rune(s)
-	for i, r := range rs {
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
 		switch {
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
 			// A hump: lower→Upper, or the last capital of an acronym before a
@@ -58,15 +59,39 @@ func splitWords(s string) []string {
 				}
 			}
 			cur = append(cur, r)
-		case r == '\'':
-			// "customer's" → customer
+		case (r == '\'' || r == '’') && len(cur) > 0:
+			// A contraction's or possessive's tail is no word of its own:
+			// "customer's" → customer, "we're" → we; a negated auxiliary
+			// ("don't", "won't") is dropped whole, as a stop word.
+			tail := contractionTail(rs[i+1:])
+			if tail > 0 && unicode.ToLower(rs[i+1]) == 't' && unicode.ToLower(cur[len(cur)-1]) == 'n' {
+				cur = cur[:0]
+			}
 			flush()
+			i += tail
 		default:
 			flush()
 		}
 	}
 	flush()
 	return words
+}
+
+// contractionTail is the length of the contraction's or possessive's
+// tail rs starts with (s, t, d, ll, m, re, ve, then no letter or digit),
+// 0 when it starts with none.
+func contractionTail(rs []rune) int {
+	n := 0
+	for n < len(rs) && n < 3 && (unicode.IsLetter(rs[n]) || unicode.IsDigit(rs[n])) {
+		n++
+	}
+	if n == len(rs) || !unicode.IsLetter(rs[n]) && !unicode.IsDigit(rs[n]) {
+		switch strings.ToLower(string(rs[:n])) {
+		case "s", "t", "d", "ll", "m", "re", "ve":
+			return n
+		}
+	}
+	return 0
 }
 
 // stem reduces an English word to its stem with the Snowball (Porter2)

@@ -1,8 +1,11 @@
 package search
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/exprd/exprd/utcp"
 )
 
 func TestStem(t *testing.T) {
@@ -40,7 +43,34 @@ func TestStem(t *testing.T) {
 func TestSplitWords(t *testing.T) {
 	t.Parallel()
 	got := strings.Join(splitWords("getUserHTTPServer_v2.list-items customer's"), " ")
-	if want := "get User HTTP Server v2 list items customer s"; got != want {
+	if want := "get User HTTP Server v2 list items customer"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+	// A contraction's tail is no word; a negated auxiliary is none at all;
+	// an apostrophe before anything else splits.
+	got = strings.Join(splitWords("it's we’re I'd they'll I'm you've don't WON'T shouldn’t o'brien rock'n'roll users' 'twas"), " ")
+	if want := "it we I they I you o brien rock n roll users twas"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestTrimQueryContractions: the tails of contractions and the negated
+// auxiliaries are no terms to TrimQuery either, so a prompt of them is
+// not cut short of the terms the search reads.
+func TestTrimQueryContractions(t *testing.T) {
+	t.Parallel()
+	var words []string
+	for i := range utcp.MaxQueryTerms {
+		words = append(words, fmt.Sprintf("term%d don't it's", i))
+	}
+	q := strings.Join(words, " ")
+	if got := TrimQuery(q); got != q {
+		t.Errorf("cut to %d of %d bytes", len(got), len(q))
+	}
+	if n := distinctTerms(q + " another"); n != utcp.MaxQueryTerms+1 {
+		t.Errorf("%d terms, want %d", n, utcp.MaxQueryTerms+1)
+	}
+	if got := TrimQuery(q + " another"); got != q+" " {
+		t.Errorf("got %q, want the prompt less its last word", got)
 	}
 }

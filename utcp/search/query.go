@@ -1,7 +1,7 @@
 package search
 
 import (
-	"unicode"
+	"unicode/utf8"
 
 	"github.com/exprd/exprd/utcp"
 )
@@ -31,12 +31,18 @@ func distinctTerms(query string) int {
 	return len(seen)
 }
 
-// splitWordSpans is the byte spans of text's runs of letters and digits.
+// splitWordSpans is the byte spans of text's runs of letters and digits,
+// an apostrophe between two of them inside the run ("don't", as analyze
+// reads it).
 func splitWordSpans(text string) [][2]int {
 	var out [][2]int
 	start := -1
 	for i, r := range text {
-		inWord := unicode.IsLetter(r) || unicode.IsDigit(r)
+		inWord := isWordRune(r)
+		if (r == '\'' || r == '’') && start >= 0 {
+			next, _ := utf8.DecodeRuneInString(text[i+utf8.RuneLen(r):])
+			inWord = isWordRune(next)
+		}
 		switch {
 		case inWord && start < 0:
 			start = i
