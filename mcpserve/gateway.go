@@ -109,6 +109,12 @@ func (h *Handler) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 		more = true
 	}
 	res := &mcp.ListToolsResult{Tools: page}
+	// Stale at once (the registry changes at run time), and with auth on,
+	// the caller's own: its scopes say what it sees.
+	res.CacheScope = "public"
+	if h.cfg.Verify != nil {
+		res.CacheScope = "private"
+	}
 	if res.Tools == nil {
 		res.Tools = []*mcp.Tool{}
 	}

@@ -1,7 +1,9 @@
 package mcpserve_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -101,6 +103,46 @@ func TestGatewayBadCursor(t *testing.T) {
 		b := readAll(t, resp)
 		if resp.StatusCode != 200 || !strings.Contains(b, `"code":-32602`) || !strings.Contains(b, "invalid cursor") {
 			t.Errorf("%s: got %d %s, want invalid params", body, resp.StatusCode, b)
+		}
+	}
+}
+
+// A tools/list answer says how it may be cached, as 2026-07-28 wants:
+// public with auth off, the caller's own (private) with auth on, where
+// its scopes choose what it lists; and its resultType.
+func TestListCacheScope(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		verify mcpserve.Verifier
+		token  string
+		want   string
+	}{{nil, "", "public"}, {verifier, tokenMath, "private"}} {
+		url, _ := serve(t, mcpserve.Config{Registry: demoRegistry(t), Expose: mcpserve.ExposeBoth, Verify: tc.verify})
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/list")
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp)
+		resp.Body.Close()
+		var got struct {
+			Result struct {
+				CacheScope string `json:"cacheScope"`
+				ResultType string `json:"resultType"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(body), &got); err != nil || got.Result.CacheScope != tc.want || got.Result.ResultType != "complete" {
+			t.Errorf("auth %v: %s, want cacheScope %q and resultType complete", tc.verify != nil, body, tc.want)
 		}
 	}
 }
