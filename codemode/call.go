@@ -196,6 +196,7 @@ func (r *run) approve(name string, args map[string]any) error {
 // run's own context error when the run is ending (so it ends as cancelled
 // or timed out), else a host-function error naming the tool.
 func (r *run) callFailed(c *Call, err error) error {
+	err = r.unseen(err)
 	switch {
 	case r.ctx.Err() != nil:
 		c.Outcome, c.Error = OutcomeCancelled, "the run was cancelled"
@@ -216,6 +217,23 @@ func (r *run) callFailed(c *Call, err error) error {
 	e := toolError(c.Tool, err)
 	c.Error = e.Message
 	return e
+}
+
+// unseen keeps out of an unknown tool's error the similar names the
+// caller does not see (RunOptions.Visible).
+func (r *run) unseen(err error) error {
+	var nf *utcp.NotFoundError
+	if r.opts.Visible == nil || !errors.As(err, &nf) {
+		return err
+	}
+	c := *nf
+	c.Similar = nil
+	for _, s := range nf.Similar {
+		if r.opts.Visible(s) {
+			c.Similar = append(c.Similar, s)
+		}
+	}
+	return &c
 }
 
 // toolError is a tool's failure as the program sees it: host-function

@@ -98,8 +98,9 @@ type RunOptions struct {
 	// Visible, when set, says which tools the run's caller may see of the
 	// registry (a token's tools: scopes): a tool it does not see is off
 	// the whitelist (unknown-reference, as any tool the whitelist lacks),
-	// and a prompt is neither ranked against nor planned with it. Nil:
-	// every tool.
+	// a prompt is neither ranked against nor planned with it, and an
+	// unknown tool's error offers only similar names it sees. Nil: every
+	// tool.
 	Visible func(name string) bool
 	// Budgets bound the run; Budgets.Timeout is timeout_ms (0: DefaultTimeout).
 	Budgets Budgets

@@ -242,6 +242,29 @@ func TestToolScopesCodeMode(t *testing.T) {
 	}
 }
 
+// An unknown tool a token's view matches fails as for any token, but its
+// error offers only similar names the token sees.
+func TestToolScopesCodeModeSimilarNames(t *testing.T) {
+	t.Parallel()
+	conn, _ := scopedConn(t, scripted.Script{})
+	c := exprdv1.NewCodeModeClient(conn)
+	code := `codemode.CallTool("math.get", {})`
+	for _, tt := range []struct {
+		token  string
+		offers bool
+	}{{scopePlain, true}, {scopeMath, false}} {
+		resp, err := c.Execute(scopeCtx(t, tt.token), &exprdv1.ExecuteRequest{Code: code, Tools: []string{"math.get"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := resp.GetError().GetMessage()
+		if resp.GetError().GetReason() != "host-function" || !strings.Contains(msg, `tool "math.get" not found`) ||
+			strings.Contains(msg, "catalog.get") != tt.offers {
+			t.Errorf("%s: got %v; want host-function, not found, offering catalog.get: %v", tt.token, resp.GetError(), tt.offers)
+		}
+	}
+}
+
 // runCodeCtx is runCode under ctx (a token's), without approvals.
 func runCodeCtx(t *testing.T, ctx context.Context, c exprdv1.CodeModeClient, start *exprdv1.RunStart) ([]*exprdv1.RunResponse, *exprdv1.RunResult) {
 	t.Helper()
@@ -353,6 +376,9 @@ func TestToolScopesAgentLoop(t *testing.T) {
 	}{
 		{"tools:math, UTCP catalog.get", scopeMath, utcpTool, "catalog.get", "catalog.nope"},
 		{"tools:math, UTCP math.add", scopeMath, utcpTool, "math.add", ""},
+		// Unregistered, in the token's view: "did you mean" offers no
+		// catalog.get, as it does to a token seeing everything.
+		{"tools:math, UTCP math.get", scopeMath, utcpTool, "math.get", "math.get"},
 		{"tools:catalog.get*, UTCP math.add", scopePrefix, utcpTool, "math.add", "math.nope"},
 		{"tools:catalog.get*, UTCP catalog.get", scopePrefix, utcpTool, "catalog.get", ""},
 		{"tools:*, UTCP catalog.get", scopeStar, utcpTool, "catalog.get", ""},
