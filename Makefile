@@ -131,11 +131,10 @@ $(BIN)/buf:
 # (mcp-inspector --cli URL --transport http) the README's tour runs against
 # the demo's MCP endpoint. 2.12.0, the latest, declares engines node>=22.19,
 # as every release since 0.16 declares node>=22 (0.16 to 1.0.3: >=22.7.5);
-# its CLI runs on Node 20.20, as CI has, for tools/list and tools/call at the
-# 2025-11-25 revision (its default for a URL; 0.22.0 and 1.0.3 ran too, 1.x
-# printing a deprecation banner). Its --protocol-era modern (2026-07-28)
-# refuses exprd's tools/list as yet: an empty cacheScope. Its own prefix, not
-# buf's: an npm install --no-save removes what the prefix held before.
+# its CLI runs on Node 20.20, as CI has, for tools/list and tools/call at
+# 2025-11-25 (its default for a URL) and 2026-07-28 (--protocol-era modern);
+# 0.22.0 and 1.0.3 ran too, 1.x printing a deprecation banner. Its own
+# prefix, not buf's: an npm install --no-save removes what the prefix held.
 $(BIN)/mcp-inspector:
 	@mkdir -p $(BIN)/npm-inspector
 	npm install --silent --no-save --no-audit --no-fund --prefix $(BIN)/npm-inspector @modelcontextprotocol/inspector@$(INSPECTOR_VERSION)
