@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model"
@@ -235,20 +236,19 @@ func TestTurnRequestAnsweredOnAnotherReplica(t *testing.T) {
 		Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}
 	answer := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1", OutputJson: `{"colour":"blue"}`}}}
 	bogus := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "never-sent"}}}
-	const waiting = 500 * time.Millisecond // the turn waits for the client by then
 	for _, tc := range []struct {
 		name    string
-		resume  time.Duration // how long after the drop the client resumes on B
+		waiting bool          // the client resumes on B once the call is requested
 		after   int64         // -1: the latest; else from the last seen on A
 		waitFor time.Duration // how long B's client waits before answering
 		extra   []*exprdv1.AgentLoopRunRequest
 		pending bool // the request is sent again (else it comes as a new event)
 	}{
 		{name: "resumed before the request", after: 0},
-		{name: "resumed after the request, from the last seen", resume: waiting, after: 0, pending: true},
-		{name: "resumed after the request, from the latest", resume: waiting, after: -1, pending: true},
-		{name: "a duplicate answer and one to no request", resume: waiting, after: 0, pending: true, extra: []*exprdv1.AgentLoopRunRequest{answer, bogus}},
-		{name: "answered past A's detached timeout", resume: waiting, after: 0, pending: true, waitFor: 2 * detached},
+		{name: "resumed after the request, from the last seen", waiting: true, after: 0, pending: true},
+		{name: "resumed after the request, from the latest", waiting: true, after: -1, pending: true},
+		{name: "a duplicate answer and one to no request", waiting: true, after: 0, pending: true, extra: []*exprdv1.AgentLoopRunRequest{answer, bogus}},
+		{name: "answered past A's detached timeout", waiting: true, after: 0, pending: true, waitFor: 2 * detached},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -269,7 +269,9 @@ func TestTurnRequestAnsweredOnAnotherReplica(t *testing.T) {
 			}
 			drop() // before the call is requested: it is requested while detached
 			id, last := seen[0].GetTurnId(), seen[len(seen)-1].GetSeq()
-			time.Sleep(tc.resume)
+			if tc.waiting {
+				waitRequested(t, url, id)
+			}
 			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			sb, err := b.Run(rctx)
@@ -343,6 +345,33 @@ func TestTurnRequestAnsweredOnAnotherReplica(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// waitRequested returns once turn id has recorded a request for the
+// client to run a call, read from the NATS turn store at url.
+func waitRequested(t *testing.T, url, id string) {
+	t.Helper()
+	st, err := turnstore.OpenNATS(context.Background(), turnstore.NATSConfig{URL: url, Limits: turnstore.DefaultLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	found := errors.New("requested")
+	_, err = st.Follow(ctx, id, 0, func(ev turnstore.Event) error {
+		var m exprdv1.AgentLoopRunResponse
+		if err := proto.Unmarshal(ev.Data, &m); err != nil {
+			return err
+		}
+		if m.GetToolCallRequested().GetRunOnClient() {
+			return found
+		}
+		return nil
+	})
+	if !errors.Is(err, found) {
+		t.Fatalf("waiting for the call to be requested: %v", err)
 	}
 }
 
