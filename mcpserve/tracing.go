@@ -3,7 +3,10 @@ package mcpserve
 import (
 	"context"
 	"net/http"
+	"reflect"
+	"runtime/debug"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
@@ -47,10 +50,10 @@ func (m metaCarrier) Keys() []string {
 // registry calls it makes, are its children. A tool result with isError
 // sets the span's status to error.
 func (h *Handler) tracing(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 		var meta map[string]any
 		var header http.Header
-		if p := req.GetParams(); p != nil {
+		if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() { // a request without params has a nil *Params
 			meta = p.GetMeta()
 		}
 		if e := req.GetExtra(); e != nil {
@@ -72,7 +75,16 @@ func (h *Handler) tracing(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		ctx, span := h.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 		defer span.End()
-		res, err := next(ctx, method, req)
+		defer func() {
+			// A panic below (a handler's, the SDK's) is this request's
+			// internal error, not the process's end.
+			if p := recover(); p != nil {
+				h.log.ErrorContext(ctx, "mcp: a request panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+				span.SetStatus(otelcodes.Error, "panic")
+				res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "exprd failed to serve this request"}
+			}
+		}()
+		res, err = next(ctx, method, req)
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(otelcodes.Error, err.Error())

@@ -2,6 +2,7 @@ package mcpserve_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestSpansFollowMetaTraceparent(t *testing.T) {
 			}
 			var attrs []string
 			for _, a := range found.Attributes() {
-				attrs = append(attrs, string(a.Key)+"="+a.Value.Emit())
+				attrs = append(attrs, string(a.Key)+"="+a.Value.String())
 			}
 			if s := strings.Join(attrs, " "); !strings.Contains(s, "mcp.method.name=tools/call") || !strings.Contains(s, "gen_ai.tool.name=call_tool_chain") {
 				t.Errorf("%s: attributes %s", rev, s)
@@ -72,4 +73,18 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 		out = append(out, s.Name()+"<"+s.Parent().SpanID().String())
 	}
 	return out
+}
+
+// A request without params (a bare tools/list, as the TypeScript SDK's
+// listTools() and the MCP Inspector send it) is traced and answered: its
+// nil params once took the process down.
+func TestRequestWithoutParams(t *testing.T) {
+	t.Parallel()
+	url, _ := serve(t, mcpserve.Config{Registry: demoRegistry(t)})
+	for range 2 {
+		resp := post(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		if body := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(body, "call_tool_chain") {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+	}
 }
