@@ -227,7 +227,7 @@ func evalRegistry(t testing.TB, doc []byte) (*utcp.Registry, func() *Index) {
 // the evaluation fails below it.
 var evalFloors = map[string]int{
 	"openai-openapi.json": 19, "twilio-api-v2010.json": 13, "twilio-messaging-v1.json": 10,
-	"github-selection.json": 14, "github-selection-2.json": 9, "github-selection-3.json": 10,
+	"github-selection.json": 14, "github-selection-2.json": 10, "github-selection-3.json": 10,
 }
 
 // TestSearchOnPublishedCatalogues ranks each frozen request against its
@@ -238,7 +238,9 @@ var evalFloors = map[string]int{
 // fails if exprd's search does worse than plain BM25 on a catalogue its
 // parts were tuned or chosen on, or falls below evalFloors on any. It
 // does not hold it to BM25 on the held-out catalogue, where it finds one
-// fewer in the top 3 (the goal, 80%, is far off: see BENCHMARKS.md). The
+// fewer in the top 3: issue 34's floor, never below plain BM25 there, is
+// not met, and no general change tried reaches it without costing the
+// tuned catalogues (BENCHMARKS.md says which, with their figures). The
 // ablation only reports, and is left out under the race detector, where
 // it took two minutes (go test -v -run TestSearchOnPublishedCatalogues
 // ./utcp/search/ prints it). Not parallel: the ablation changes the
