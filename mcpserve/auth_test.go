@@ -154,3 +154,15 @@ func TestScopesLimitTheTools(t *testing.T) {
 		})
 	}
 }
+
+// A run's "did you mean" names only tools the token sees: math.get,
+// under tools:math, is not told of catalog.get.
+func TestChainSuggestsOnlyWhatItSees(t *testing.T) {
+	t.Parallel()
+	url, _ := serve(t, mcpserve.Config{Registry: demoRegistry(t), Verify: verifier})
+	cs := connect(t, url, "2026-07-28", tokenMath)
+	res := call(t, cs, "call_tool_chain", map[string]any{"code": `codemode.CallTool("math.get", {})`})
+	if !res.IsError || strings.Contains(text(res), "catalog") {
+		t.Errorf("%s: want an error that names no catalog tool", text(res))
+	}
+}

@@ -396,7 +396,7 @@ func (h *Handler) callToolChain(ctx context.Context, req *mcp.CallToolRequest) (
 	}
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
-	res, err := h.rt.Run(ctx, in.Code, codemode.RunOptions{Tools: tools, Budgets: b})
+	res, err := h.rt.Run(ctx, in.Code, codemode.RunOptions{Tools: tools, Budgets: b, Visible: v.Func()})
 	if err != nil {
 		return h.runFailed(ctx, err, res.Trace), nil
 	}
