@@ -42,8 +42,10 @@ const CodeModeParameters = `{"type": "object", "required": ["code"], "additional
 // may call the given UTCP tools; the result is {"value": ...}, a failed
 // program an error result. Each run is bounded by the tool handler's time
 // budget, codemode.ToolHandlerTimeout, or by the call's own timeout when
-// that ends first.
-func CodeModeExecutor(rt *codemode.Runtime, tools []string) Executor {
+// that ends first. visible, when set, is what the turn's caller sees of the
+// registry (codemode.RunOptions.Visible): nothing else is called or named
+// to the model, not even as a similar name.
+func CodeModeExecutor(rt *codemode.Runtime, tools []string, visible func(name string) bool) Executor {
 	return ExecutorFunc(func(ctx context.Context, call ToolCall) (Result, error) {
 		var args struct {
 			Code *string `json:"code"`
@@ -51,7 +53,7 @@ func CodeModeExecutor(rt *codemode.Runtime, tools []string) Executor {
 		if err := json.Unmarshal(call.Arguments, &args); err != nil || args.Code == nil {
 			return Result{}, errors.New(`the arguments must be {"code": "<program>"}`)
 		}
-		res, err := rt.Run(ctx, *args.Code, codemode.RunOptions{Tools: tools,
+		res, err := rt.Run(ctx, *args.Code, codemode.RunOptions{Tools: tools, Visible: visible,
 			Budgets: codemode.Budgets{Timeout: codemode.ToolHandlerTimeout}})
 		if err != nil {
 			return Result{}, err

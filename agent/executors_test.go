@@ -107,7 +107,7 @@ func TestTurnWithAllFourExecutors(t *testing.T) {
 		agent.Tool{Name: "math_add", Description: add.Description, Parameters: add.Inputs, Exec: agent.UTCPExecutor(reg, "math.add")},
 		exprTool(t, host),
 		agent.Tool{Name: "codemode", Parameters: json.RawMessage(agent.CodeModeParameters),
-			Exec: agent.CodeModeExecutor(rt, []string{"math.multiply"})})
+			Exec: agent.CodeModeExecutor(rt, []string{"math.multiply"}, nil)})
 	out := run(t, cfg)
 	if out.StopReason != agent.StopCompleted || len(out.Steps) != 3 || out.Text != "Done." {
 		t.Fatalf("got %s after %d steps, %q; want completed after 3, Done.", out.StopReason, len(out.Steps), out.Text)
@@ -153,8 +153,8 @@ func TestExecutorsErrorResults(t *testing.T) {
 	}{
 		{"utcp tool fails", agent.UTCPExecutor(reg, "math.divide"), `{"a": 1, "b": 0}`, "division by zero", false},
 		{"utcp unknown tool", agent.UTCPExecutor(reg, "math.nope"), `{}`, "not found", false},
-		{"codemode without code", agent.CodeModeExecutor(rt, nil), `{}`, `{"code": "<program>"}`, false},
-		{"codemode tool not on the whitelist", agent.CodeModeExecutor(rt, nil), `{"code": "codemode.CallTool(\"math.add\", {\"a\": 1, \"b\": 2})"}`, "math.add", false},
+		{"codemode without code", agent.CodeModeExecutor(rt, nil, nil), `{}`, `{"code": "<program>"}`, false},
+		{"codemode tool not on the whitelist", agent.CodeModeExecutor(rt, nil, nil), `{"code": "codemode.CallTool(\"math.add\", {\"a\": 1, \"b\": 2})"}`, "math.add", false},
 		{"expr error answer", exprTool(t, nil).Exec, `{"steps": [{"set": "scopes.evt.x", "expr": "1"}]}`, "guardrail-violation", false},
 		{"expr read", exprTool(t, nil).Exec, `{"read": "len(scopes.root.products.items)"}`, `{"value":20}`, true},
 	}

@@ -293,7 +293,7 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 		if len(tool.Parameters) == 0 {
 			tool.Parameters = codemodeParameters
 		}
-		tool.Exec = agent.CodeModeExecutor(a.rt, view.Filter(tp.GetCodemodeTools()))
+		tool.Exec = agent.CodeModeExecutor(a.rt, view.Filter(tp.GetCodemodeTools()), view.Func())
 	default:
 		return tool, badRequest(field+".executor", fmt.Sprintf("unknown executor %v", tp.GetExecutor()))
 	}

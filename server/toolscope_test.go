@@ -334,6 +334,8 @@ func TestToolScopesAgentLoop(t *testing.T) {
 		{Match: &scripted.Match{LastUser: "add", LastRole: "user"}, ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "add", Arguments: args(map[string]any{"a": 2, "b": 3})}}},
 		{Match: &scripted.Match{LastUser: "code", LastRole: "user"}, ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "code", Arguments: args(map[string]any{
 			"code": `codemode.CallTool("catalog.get", {"id": "p03"})`})}}},
+		{Match: &scripted.Match{LastUser: "similar", LastRole: "user"}, ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "code", Arguments: args(map[string]any{
+			"code": `codemode.CallTool("math.get", {})`})}}},
 		{Match: &scripted.Match{LastRole: "tool"}, Text: "done"},
 	}})
 	c := exprdv1.NewAgentLoopClient(conn)
@@ -433,6 +435,14 @@ func TestToolScopesAgentLoop(t *testing.T) {
 			if r := results[0]; r.GetIsError() != tt.refused || tt.refused && !strings.Contains(r.GetOutputJson(), "not allowed") {
 				t.Errorf("%s: got %v, refused %v", tt.token, r, tt.refused)
 			}
+		}
+		// An unregistered name in the token's view is offered no similar
+		// tool it does not see (math.get: not catalog.get).
+		s := &exprdv1.AgentStart{Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "similar"}},
+			Tools: []*exprdv1.AgentTool{{Name: "code", Executor: exprdv1.AgentTool_EXECUTOR_CODEMODE, CodemodeTools: []string{"math.add", "math.get"}}}}
+		results, err := start(scopeMath, s)
+		if err != nil || len(results) != 1 || !results[0].GetIsError() || strings.Contains(results[0].GetOutputJson(), "catalog") {
+			t.Errorf("math.get under tools:math: %v %v, want an error naming no catalog tool", results, err)
 		}
 	})
 }
