@@ -19,7 +19,9 @@ const (
 	DefaultNATSStream  = "EXPRD_TURNS"
 	DefaultNATSSubject = "exprd.turn" // a turn's events are on exprd.turn.<id>
 	DefaultNATSBucket  = "exprd_turns"
-	DefaultNATSTimeout = 5 * time.Second
+	// DefaultNATSLeaseBucket holds the turns' leases (nats_takeover.go).
+	DefaultNATSLeaseBucket = "exprd_turn_leases"
+	DefaultNATSTimeout     = 5 * time.Second
 )
 
 // Message headers of the events stream.
@@ -43,6 +45,11 @@ type NATSConfig struct {
 	// RelaySubject is where resumed streams reach the replica running a
 	// turn (DefaultNATSRelaySubject).
 	Stream, Subject, Bucket, RelaySubject string
+	// LeaseBucket names the bucket of the turns' leases (default above);
+	// Lease is how long one lasts after its last renewal (0:
+	// DefaultLease).
+	LeaseBucket string
+	Lease       time.Duration
 	// Replicas of the stream and the bucket (0: 1).
 	Replicas int
 	// Timeout bounds one request to NATS (0: DefaultNATSTimeout).
@@ -59,6 +66,7 @@ type NATS struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	kv     jetstream.KeyValue
+	leases jetstream.KeyValue // the turns' leases: a key a running turn, lapsing Lease after its last write
 
 	mu     sync.Mutex
 	counts map[string]*natsCount // the turns this process writes: what they hold
@@ -73,7 +81,12 @@ type NATS struct {
 
 type natsCount struct {
 	events int
-	bytes  int64
+	bytes  int64 // its events' and its journal's
+	// last is the stream sequence of its last event: the next append
+	// expects it, so that a replica that lost the turn's lease cannot
+	// append after another took it over.
+	last    uint64
+	journal int // its journal's entries
 }
 
 // natsRecord is a turn's record in the bucket.
@@ -82,6 +95,9 @@ type natsRecord struct {
 	Started int64  `json:"started"`          // Unix nanoseconds
 	Ended   int64  `json:"ended,omitempty"`  // Unix nanoseconds; 0 while it runs
 	Cancel  bool   `json:"cancel,omitempty"` // a stop was asked for
+	// Takeovers counts the replicas that went on with the turn after
+	// the one running it stopped (Adopt).
+	Takeovers int `json:"takeovers,omitempty"`
 }
 
 // OpenNATS connects to NATS and makes sure the stream and the bucket exist
@@ -101,6 +117,12 @@ func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	}
 	if cfg.RelaySubject == "" {
 		cfg.RelaySubject = DefaultNATSRelaySubject
+	}
+	if cfg.LeaseBucket == "" {
+		cfg.LeaseBucket = DefaultNATSLeaseBucket
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
 	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
@@ -168,6 +190,21 @@ func (s *NATS) setUp(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("turn store: the bucket %s: %w", s.cfg.Bucket, err)
 	}
+	// A lease lapses Lease after its last write: the bucket's max age,
+	// with a marker then (LimitMarkerTTL, NATS 2.11 and later) that the
+	// other replicas' watches see.
+	s.leases, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         s.cfg.LeaseBucket,
+		Description:    "exprd: the leases of running AgentLoop turns, each held by the replica running it",
+		Storage:        jetstream.FileStorage,
+		Replicas:       s.cfg.Replicas,
+		TTL:            s.cfg.Lease,
+		History:        1,
+		LimitMarkerTTL: max(2*s.cfg.Lease, time.Second),
+	})
+	if err != nil {
+		return fmt.Errorf("turn store: the bucket %s: %w", s.cfg.LeaseBucket, err)
+	}
 	return nil
 }
 
@@ -223,17 +260,23 @@ func (s *NATS) Append(ctx context.Context, id string, ev Event) error {
 		s.mu.Unlock()
 		return err
 	}
+	last := c.last
 	s.mu.Unlock()
 	seq := strconv.FormatUint(ev.Seq, 10)
 	m := &nats.Msg{Subject: s.subject(id), Data: ev.Data, Header: nats.Header{hdrSeq: []string{seq}}}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-"+seq)); err != nil {
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-"+seq), jetstream.WithExpectLastSequencePerSubject(last))
+	if err != nil {
+		if isWrongLast(err) {
+			return ErrLeaseLost // another replica appended: it runs the turn now
+		}
 		return unavailable(err)
 	}
 	s.mu.Lock()
 	c.events++
 	c.bytes += int64(len(ev.Data))
+	c.last = ack.Sequence
 	s.mu.Unlock()
 	return nil
 }
@@ -250,7 +293,10 @@ func (s *NATS) End(ctx context.Context, id string, end []byte) error {
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
 	m := &nats.Msg{Subject: s.subject(id), Data: end, Header: nats.Header{hdrSeq: []string{strconv.Itoa(c.events)}, hdrEnd: []string{"1"}}}
-	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-end")); err != nil {
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-end"), jetstream.WithExpectLastSequencePerSubject(c.last)); err != nil {
+		if isWrongLast(err) {
+			return ErrLeaseLost
+		}
 		return unavailable(err)
 	}
 	return s.update(ctx, id, "its end", func(rec *natsRecord) bool {
