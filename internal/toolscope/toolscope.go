@@ -78,6 +78,7 @@ func next(name string, i int) int {
 type View struct {
 	limited bool
 	tools   Set
+	pats    []string // the patterns of its tools: scopes
 }
 
 // Of is the view a token's scopes give: the patterns of its tools:
@@ -92,7 +93,17 @@ func Of(scopes []string) View {
 	if len(pats) == 0 {
 		return View{}
 	}
-	return View{limited: true, tools: NewSet(pats)}
+	return View{limited: true, tools: NewSet(pats), pats: pats}
+}
+
+// Scopes are the tools: scopes that give the view (Of(v.Scopes()) sees
+// what v sees): none for a view of every tool.
+func (v View) Scopes() []string {
+	out := make([]string, len(v.pats))
+	for i, p := range v.pats {
+		out[i] = Prefix + p
+	}
+	return out
 }
 
 // All reports whether the view sees every tool.

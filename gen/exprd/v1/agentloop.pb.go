@@ -933,8 +933,15 @@ type AgentTool struct {
 	CodemodeTools  []string           `protobuf:"bytes,6,rep,name=codemode_tools,json=codemodeTools,proto3" json:"codemode_tools,omitempty"`
 	NeedsApproval  bool               `protobuf:"varint,7,opt,name=needs_approval,json=needsApproval,proto3" json:"needs_approval,omitempty"`
 	TimeoutMs      uint32             `protobuf:"varint,8,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// idempotent declares that a call may run again when the replica
+	// running the turn stopped before its result was recorded (a
+	// takeover): otherwise such a call is answered with the error result
+	// "interrupted: the replica running this call stopped". A UTCP tool is
+	// idempotent when its provider says so (MCP's idempotentHint or
+	// readOnlyHint, in its manual's annotations) or this is set.
+	Idempotent    bool `protobuf:"varint,9,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentTool) Reset() {
@@ -1021,6 +1028,13 @@ func (x *AgentTool) GetTimeoutMs() uint32 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *AgentTool) GetIdempotent() bool {
+	if x != nil {
+		return x.Idempotent
+	}
+	return false
 }
 
 // StopCondition ends the turn after a step when it matches; the default is
@@ -2852,7 +2866,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\rAgentToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\xa6\x03\n" +
+	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\xc6\x03\n" +
 	"\tAgentTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
@@ -2862,7 +2876,10 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x0ecodemode_tools\x18\x06 \x03(\tR\rcodemodeTools\x12%\n" +
 	"\x0eneeds_approval\x18\a \x01(\bR\rneedsApproval\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\b \x01(\rR\ttimeoutMs\"v\n" +
+	"timeout_ms\x18\b \x01(\rR\ttimeoutMs\x12\x1e\n" +
+	"\n" +
+	"idempotent\x18\t \x01(\bR\n" +
+	"idempotent\"v\n" +
 	"\bExecutor\x12\x18\n" +
 	"\x14EXECUTOR_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fEXECUTOR_CLIENT\x10\x01\x12\x11\n" +
