@@ -33,6 +33,8 @@ type agentLoop struct {
 	turns liveTurns         // the turns running here
 	// stopped ends with the server's Stop: detached turns end with it.
 	stopped context.Context
+	// holder names this replica to the turns' leases (takeover).
+	holder string
 }
 
 type agentStream = grpc.BidiStreamingServer[exprdv1.AgentLoopRunRequest, exprdv1.AgentLoopRunResponse]
@@ -112,10 +114,23 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	defer history.Close() // agent.Run has returned: nothing grows it after
 	cfg.ReserveHistory = reserve
 	t.owner = turnOwner(streamCtx)
+	created := time.Now()
 	if err := a.s.opts.turnStore.Create(ctx, t.id, t.owner); err != nil {
 		return turnStoreStatus(err)
 	}
-	t.log = a.s.opts.turnStore
+	a.s.metrics.storeOp(ctx, "create", created)
+	t.log, t.m = a.s.opts.turnStore, a.s.metrics
+	// Where turns can be taken over, the turn holds a lease and keeps a
+	// journal to be taken over from (agentloop_takeover.go).
+	d, err := a.hold(ctx, t, start)
+	if err != nil {
+		t.endRecord(err)
+		return err
+	}
+	if d != nil {
+		cfg.Events = d.events(cfg.Events)
+		defer d.release()
+	}
 	// A stop recorded by Cancel, on this replica or another, ends the
 	// turn as a cancel on its stream does.
 	stopAsked := t.log.WatchCancel(ctx, t.id)
@@ -128,7 +143,9 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	}()
 	a.turns.add(t)
 	defer func() {
-		t.endRecord(err)
+		if d == nil || !d.lost.Load() { // a turn another replica took is its to end
+			t.endRecord(err)
+		}
 		a.turns.remove(t.id)
 	}()
 	// Streams resumed on other replicas reach the turn's requests here.
@@ -242,7 +259,7 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 	field := fmt.Sprintf("start.tools[%d]", i)
 	view := toolscope.FromContext(ctx)
 	tool := agent.Tool{Name: tp.GetName(), Description: tp.GetDescription(), Parameters: json.RawMessage(tp.GetParametersJson()),
-		NeedsApproval: tp.GetNeedsApproval()}
+		NeedsApproval: tp.GetNeedsApproval(), Idempotent: tp.GetIdempotent()}
 	if ms := tp.GetTimeoutMs(); ms > 0 { // 0: the turn's tool_timeout_ms
 		var err error
 		if tool.Timeout, err = limitedTimeout(field+".timeout_ms", ms, 0, a.s.opts.runLimits.agentLimits().MaxToolTimeout); err != nil {
@@ -268,6 +285,9 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 			tool.Description = ut.Description
 		}
 		tool.Exec = agent.UTCPExecutor(a.s.opts.registry, tp.GetUtcpTool())
+		if an := ut.Annotations; an != nil && (isTrue(an.IdempotentHint) || isTrue(an.ReadOnlyHint)) {
+			tool.Idempotent = true // the provider says a call may be made again
+		}
 	case exprdv1.AgentTool_EXECUTOR_EXPR:
 		settings, err := a.s.settings(view, start.GetExprSettings())
 		if err != nil {
@@ -286,6 +306,9 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 			tool.Description = d.Description
 		}
 		tool.Exec = agent.ExprExecutor(a.s.eval, et, t.state, &agentExprHost{t: t})
+		// Run again after a takeover, it reads the state as the step began
+		// (the journal's), and writes what it wrote.
+		tool.Idempotent = true
 	case exprdv1.AgentTool_EXECUTOR_CODEMODE:
 		if a.rt == nil {
 			return tool, statusErr(codes.FailedPrecondition, field+": this server has no UTCP registry for codemode", errorInfo(reasonNoRegistry))
@@ -299,3 +322,5 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 	}
 	return tool, nil
 }
+
+func isTrue(b *bool) bool { return b != nil && *b }

@@ -89,6 +89,21 @@ func (l *liveTurns) remove(id string) {
 	delete(l.turns, id)
 }
 
+// counts is how many turns run here, and how many of them detached.
+func (l *liveTurns) counts() (running, detached int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, t := range l.turns {
+		running++
+		t.attachMu.Lock()
+		if t.attached <= 0 {
+			detached++
+		}
+		t.attachMu.Unlock()
+	}
+	return running, detached
+}
+
 func (l *liveTurns) get(id string) *turn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -130,6 +145,7 @@ func (t *turn) record(m *exprdv1.AgentLoopRunResponse) error {
 	}
 	data, err := proto.Marshal(m)
 	if err == nil {
+		defer t.m.storeOp(t.ctx, "append", time.Now())
 		err = t.log.Append(t.ctx, t.id, turnstore.Event{Seq: m.GetSeq(), Data: data})
 	}
 	if err != nil {
@@ -152,6 +168,7 @@ func (t *turn) endRecord(err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 10*time.Second)
 	defer cancel()
+	defer t.m.storeOp(ctx, "end", time.Now())
 	_ = t.log.End(ctx, t.id, end)
 }
 

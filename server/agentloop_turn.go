@@ -37,6 +37,7 @@ type turn struct {
 	pendMu  sync.Mutex
 	pending map[uint64]*exprdv1.AgentLoopRunResponse
 	log     turnstore.Store         // where the events are recorded; nil: nowhere
+	m       *metrics                // the turn store's latency is told here (nil: nowhere)
 	cancel  context.CancelCauseFunc // ends the turn
 
 	// detach: the turn outlives its client, for detachedTimeout without
@@ -139,6 +140,9 @@ func (t *turn) sendEvent(m *exprdv1.AgentLoopRunResponse, request bool) error {
 		return err
 	}
 	t.seq = m.Seq
+	if t.out == nil { // a turn taken over: its clients read the store
+		return nil
+	}
 	if err := t.out.put(t.ctx, m); err != nil && !t.detach {
 		return err
 	}

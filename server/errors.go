@@ -89,6 +89,8 @@ const errorDomain = "exprd"
 //	TURN_STORE_UNAVAILABLE     UNAVAILABLE         the turn store cannot be reached: a turn cannot be recorded or read; RetryInfo
 //	TURN_ON_ANOTHER_REPLICA    FAILED_PRECONDITION (Rejected) a reply on a stream resuming a turn that runs on another replica
 //	TURN_DETACHED_TIMEOUT      DEADLINE_EXCEEDED   a detached turn ran without a client for --turn-detached-timeout
+//	TURN_TAKEN_OVER            UNAVAILABLE         this replica lost the turn's lease (it stopped renewing it in time) and another runs it now: resume it
+//	TURN_TAKEOVER_FAILED       UNAVAILABLE         the replica running the turn stopped and the turn could not go on elsewhere (not started with detach, past --turn-max-takeovers, its journal unreadable): the turn's end
 //
 // A status without one of these (made by grpc-go, e.g. a message over the
 // receive limit, or by code that builds its own status) gets its code's
@@ -141,6 +143,8 @@ const (
 	reasonTurnStoreUnavail = "TURN_STORE_UNAVAILABLE"
 	reasonTurnElsewhere    = "TURN_ON_ANOTHER_REPLICA"
 	reasonDetachedTimeout  = "TURN_DETACHED_TIMEOUT"
+	reasonTurnTakenOver    = "TURN_TAKEN_OVER"
+	reasonTurnTakeover     = "TURN_TAKEOVER_FAILED"
 )
 
 // The ErrorInfo metadata keys.

@@ -120,6 +120,7 @@ type options struct {
 	runLimits                 runLimits               // AgentLoop's and CodeMode's maxima (agentloop_limits.go); zero: the defaults
 	turnStore                 turnstore.Store         // AgentLoop's turns (agentloop_durable.go)
 	detachedTimeout           time.Duration           // how long a detached turn runs without a client
+	maxTakeovers              int                     // how many times one turn may be taken over
 }
 
 // Option configures a Server.
@@ -442,6 +443,9 @@ func New(opts ...Option) (*Server, error) {
 		}
 		o.turnStore = mem
 	}
+	if o.maxTakeovers == 0 {
+		o.maxTakeovers = DefaultMaxTakeovers
+	}
 	if o.detachedTimeout == 0 {
 		o.detachedTimeout = DefaultTurnDetachedTimeout
 	}
@@ -518,7 +522,12 @@ func New(opts ...Option) (*Server, error) {
 	// serving only when it has providers.
 	stopped, stopTurns := context.WithCancel(context.Background())
 	s.stopTurns = stopTurns
-	exprdv1.RegisterAgentLoopServer(reg, &agentLoop{s: s, rt: s.codemode, stopped: stopped})
+	al := &agentLoop{s: s, rt: s.codemode, stopped: stopped, holder: newHolder()}
+	exprdv1.RegisterAgentLoopServer(reg, al)
+	if err := s.metrics.observeTurns(o.meterProvider, al.turns.counts); err != nil {
+		return nil, err
+	}
+	go al.watchTakeovers()
 	if o.models != nil {
 		s.health.SetServingStatus(exprdv1.AgentLoop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
@@ -564,6 +573,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.stopTurns()
 	_ = s.metrics.reg.Unregister()
+	if s.metrics.turnsReg != nil {
+		_ = s.metrics.turnsReg.Unregister()
+	}
 }
 
 // Stop stops the server at once.
@@ -571,6 +583,9 @@ func (s *Server) Stop() {
 	s.stopTurns()
 	s.grpc.Stop()
 	_ = s.metrics.reg.Unregister()
+	if s.metrics.turnsReg != nil {
+		_ = s.metrics.turnsReg.Unregister()
+	}
 }
 
 // Evaluator returns the server's evaluator (for its cache counters).

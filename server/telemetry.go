@@ -29,6 +29,49 @@ type metrics struct {
 	sessions   metric.Int64UpDownCounter
 	panics     metric.Int64Counter
 	reg        metric.Registration
+	// durable turns: takeovers by outcome, the turn store's latency by
+	// operation; the turns running and detached are read from turns.
+	takeovers metric.Int64Counter
+	storeTime metric.Float64Histogram
+	turnsReg  metric.Registration
+}
+
+// turnCounts reads how many turns run on this replica, and how many of
+// them run detached (no client attached).
+type turnCounts func() (running, detached int64)
+
+// observeTurns reports the turns running and detached (AgentLoop's).
+func (m *metrics) observeTurns(mp metric.MeterProvider, counts turnCounts) error {
+	meter := mp.Meter(meterName)
+	running, err := meter.Int64ObservableGauge("exprd.turns.running", metric.WithDescription("AgentLoop turns running on this replica."))
+	if err != nil {
+		return err
+	}
+	detached, err := meter.Int64ObservableGauge("exprd.turns.detached", metric.WithDescription("AgentLoop turns running on this replica with no client attached."))
+	if err != nil {
+		return err
+	}
+	m.turnsReg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		r, d := counts()
+		o.ObserveInt64(running, r)
+		o.ObserveInt64(detached, d)
+		return nil
+	}, running, detached)
+	return err
+}
+
+// takeover counts a lapsed turn this replica adopted ("adopted"), and
+// one of those it ended instead of running ("ended").
+func (m *metrics) takeover(ctx context.Context, outcome string) {
+	m.takeovers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+// storeOp records how long an operation of the turn store took.
+func (m *metrics) storeOp(ctx context.Context, op string, since time.Time) {
+	if m == nil {
+		return
+	}
+	m.storeTime.Record(ctx, time.Since(since).Seconds(), metric.WithAttributes(attribute.String("op", op)))
 }
 
 func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstore.Store, mem *membudget.Budget, ovl *overload.Manager) (*metrics, error) {
@@ -50,6 +93,14 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 		return nil, err
 	}
 	if out.panics, err = m.Int64Counter("exprd.panics", metric.WithDescription("Panics recovered in handlers and in the goroutines they start.")); err != nil {
+		return nil, err
+	}
+	if out.takeovers, err = m.Int64Counter("exprd.turns.takeovers", metric.WithDescription("AgentLoop turns whose replica stopped that this replica adopted (outcome adopted), and those of them it ended instead of running on (outcome ended).")); err != nil {
+		return nil, err
+	}
+	if out.storeTime, err = m.Float64Histogram("exprd.turn_store.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a turn store operation took, by op: create, append, journal, end, renew."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)); err != nil {
 		return nil, err
 	}
 	hits, err := m.Int64ObservableCounter("exprd.compile_cache.hits", metric.WithDescription("Compile-cache lookups that found the program."))

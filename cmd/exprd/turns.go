@@ -25,6 +25,8 @@ type turnsConfig struct {
 	limits          turnstore.Limits
 	memoryBytes     int64
 	detachedTimeout time.Duration
+	lease           time.Duration
+	maxTakeovers    int
 }
 
 func (t *turnsConfig) flags(fs *flag.FlagSet) {
@@ -41,6 +43,8 @@ func (t *turnsConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&t.limits.MaxAge, "turn-max-age", turnstore.DefaultMaxAge, "how long any turn is kept from its start, ended or not; at least --turn-retention, and more than --agent-max-turn-timeout")
 	fs.Int64Var(&t.memoryBytes, "turn-store-memory-bytes", turnstore.DefaultMemoryBytes, "--turn-store memory: the most bytes of events it holds for all turns; ended turns are dropped first")
 	fs.DurationVar(&t.detachedTimeout, "turn-detached-timeout", server.DefaultTurnDetachedTimeout, "how long a turn started with detach runs without a client")
+	fs.DurationVar(&t.lease, "turn-lease", turnstore.DefaultLease, "--turn-store nats: how long a turn's lease lasts after its replica last renewed it (a third of it apart); a turn whose replica stopped is taken over by another within it")
+	fs.IntVar(&t.maxTakeovers, "turn-max-takeovers", server.DefaultMaxTakeovers, "--turn-store nats: how many times one turn may be taken over after its replica stopped; one more ends it (TURN_TAKEOVER_FAILED)")
 }
 
 func (t *turnsConfig) validate() error {
@@ -59,6 +63,12 @@ func (t *turnsConfig) validate() error {
 	if (t.certFile == "") != (t.keyFile == "") {
 		return fmt.Errorf("nats-cert-file and nats-key-file go together")
 	}
+	if t.lease < time.Second {
+		return fmt.Errorf("turn-lease %s: want at least 1s", t.lease)
+	}
+	if t.maxTakeovers < 1 {
+		return fmt.Errorf("turn-max-takeovers %d: want at least 1", t.maxTakeovers)
+	}
 	if t.replicas < 1 {
 		return fmt.Errorf("nats-replicas %d: want at least 1", t.replicas)
 	}
@@ -73,10 +83,10 @@ func (t *turnsConfig) open(ctx context.Context, log *slog.Logger, budget *membud
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := turnstore.OpenNATS(sctx, turnstore.NATSConfig{URL: t.natsURL, CredsFile: t.credsFile, CAFile: t.caFile,
-		CertFile: t.certFile, KeyFile: t.keyFile, Replicas: t.replicas, Limits: t.limits})
+		CertFile: t.certFile, KeyFile: t.keyFile, Replicas: t.replicas, Limits: t.limits, Lease: t.lease})
 	if err != nil {
 		return nil, err
 	}
-	log.Info("turn store", "store", "nats", "url", t.natsURL)
+	log.Info("turn store", "store", "nats", "url", t.natsURL, "lease", t.lease.String())
 	return st, nil
 }
