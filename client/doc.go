@@ -30,6 +30,18 @@
 // the generated messages carry it in string fields named *_json, so it
 // must be UTF-8 (else ErrNotUTF8, before anything is sent).
 //
+// StartTurn runs an AgentLoop turn on a Run stream and ResumeTurn follows
+// one started earlier, by its id, from a seq; both return a Turn, which
+// tells TurnHandlers.OnEvent of each event of the turn once, in seq order,
+// and answers what the turn asks with the other handlers (Tools for
+// client-run calls, OnApproval, OnHook, OnInput), each request once, each
+// on its own goroutine. With a Reconnect, a stream that broke (a dropped
+// connection, not an answer of the server's) is resumed after the last
+// seq the Turn has, at most Reconnect.MaxAttempts times in a row, with a
+// doubling backoff; a request the server sends again (pending) is answered
+// only if it was not, and a reply lost with its stream is sent again.
+// Wait returns the turn's done, or the status it ended with.
+//
 // The other services are the generated clients on the same connection
 // (AgentLoop, CodeMode, ToolRegistry). Tools ranges over every page of
 // ToolRegistry.ListTools.

@@ -13,6 +13,10 @@ import (
 // ErrClosed is returned by a Session's methods once Close has begun.
 var ErrClosed = errors.New("exprd client: session closed")
 
+// ErrTurnClosed is what a Turn's Wait returns when Close stopped following
+// the turn before its end.
+var ErrTurnClosed = errors.New("exprd client: turn closed")
+
 // ErrNotUTF8 is returned, wrapped, for JSON that is not valid UTF-8: exprd's
 // *_json fields are proto strings, which must be. (encoding/json never
 // writes such JSON; a json.RawMessage built by hand may hold it.)
