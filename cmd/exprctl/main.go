@@ -4,7 +4,8 @@
 //	exprctl [CONN] describe [--read] [--server-fn A,B] [--client-fn C] [--note TEXT] [--part PART]
 //	exprctl [CONN] expr --call JSON [--state FILE] [--read] [--server-fn A,B] [--client-fn downloadCsv] [--yes|--no] [--timeout-ms N] [--csv-out FILE]
 //	exprctl [CONN] call --call JSON [--state FILE] [--read] [--server-fn A,B] [--timeout-ms N]
-//	exprctl [CONN] agent --prompt TEXT [--provider P] [--expr] [--utcp NAME=TOOL] [--codemode A,B] [--tool-choice auto|none|required|TOOL] ...
+//	exprctl [CONN] agent --prompt TEXT [--provider P] [--expr] [--utcp NAME=TOOL] [--codemode A,B] [--client-tool downloadCsv] [--needs-approval A,B] [--yes|--no] [--tool-choice auto|none|required|TOOL] ...
+//	exprctl [CONN] agent --resume TURN_ID[:SEQ] [--yes|--no] [--csv-out FILE]
 //	exprctl [CONN] codemode run (FILE | - | --code CODE | --prompt TEXT [--provider P]) [--tools A,B] [--needs-approval A,B] [--yes|--no] [--timeout-ms N] [--json]
 //	exprctl [CONN] tools list [--manual M] [--full] [--json]
 //	exprctl [CONN] tools search QUERY [--limit N] [--full] [--json]
@@ -28,6 +29,16 @@
 // happens ("write step=N path=P value=JSON"), then "answer JSON". call does
 // the same through the unary Call. --call takes the tool input as JSON, or
 // @FILE to read it from a file.
+//
+// agent runs an AgentLoop turn and prints it as it streams, its first line
+// "turn TURN_ID"; --resume TURN_ID[:SEQ] follows a turn started earlier
+// (its events after SEQ, default 0, all; a negative SEQ counts back from
+// the latest), printed the same way. Either answers what the turn asks: a
+// call of a tool --needs-approval lists on the terminal (or --yes, --no),
+// a call of the client-run downloadCsv (--client-tool) by writing its CSV.
+// A turn is started detached, and a dropped connection is told on stderr
+// and resumed after the last event printed, at most --reconnect (8)
+// failed attempts in a row; Ctrl-C cancels the turn.
 //
 // codemode run runs a program on a CodeMode Run stream: from FILE, from
 // stdin (-) or --code, calling only the tools --tools lists; or a plan a
@@ -131,7 +142,7 @@ commands:
   describe           print the tool's description, schemas and prompt partials
   expr               run a call on a Session stream (confirms, client-run downloadCsv)
   call               run a call through the unary Call
-  agent              run an AgentLoop turn and print it as it streams
+  agent              run an AgentLoop turn (or --resume one) and print it as it streams
   codemode run       run a CodeMode program, or a model's plan for a prompt, printing its events as they happen
   tools list         list the registered UTCP tools
   tools search       rank the registered tools for a query
