@@ -54,6 +54,34 @@ func etcdOf(t *testing.T, m *manifest) *corev1.Container {
 	return c
 }
 
+// natsOf is the manifest's NATS container, for a mutation to change.
+func natsOf(t *testing.T, m *manifest) *corev1.Container {
+	t.Helper()
+	if m.nats == nil {
+		t.Fatal("the build runs no NATS")
+	}
+	c, err := m.nats.container()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// editNATSConf replaces old with new in the NATS config file.
+func editNATSConf(t *testing.T, m *manifest, old, new string) {
+	t.Helper()
+	for _, cm := range m.configMaps {
+		if d, ok := cm.Data["nats.conf"]; ok {
+			if !strings.Contains(d, old) {
+				t.Fatalf("nats.conf: no %q to replace", old)
+			}
+			cm.Data["nats.conf"] = strings.Replace(d, old, new, 1)
+			return
+		}
+	}
+	t.Fatal("no ConfigMap with nats.conf")
+}
+
 // secretVolume is the pod's Secret volume of that name.
 func secretVolume(t *testing.T, m *manifest, name string) *corev1.SecretVolumeSource {
 	t.Helper()
@@ -327,7 +355,7 @@ func TestChecksCatch(t *testing.T) {
 			setArg(exprdOf(t, m), "registry-store", "etcds://etcd.exprd.svc:2379")
 		}},
 		{"the start timeout past the startup probe", checkRegistryStore, func(t *testing.T, m *manifest) {
-			removeArg(exprdOf(t, m), "registry-store-start-timeout")
+			setArg(exprdOf(t, m), "registry-store-start-timeout", "90s")
 		}},
 		{"the etcd image on another release", checkEtcdPod, func(t *testing.T, m *manifest) {
 			etcdOf(t, m).Image = "gcr.io/etcd-development/etcd:v3.6.5"
@@ -445,8 +473,176 @@ func TestChecksCatch(t *testing.T) {
 			})
 		}},
 		{"exprd let out to etcd's peer port", checkEtcdNetworkPolicy, func(t *testing.T, m *manifest) {
-			r := &m.netpol.Spec.Egress[len(m.netpol.Spec.Egress)-1]
+			r := &m.netpol.Spec.Egress[len(m.netpol.Spec.Egress)-2]
 			r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Port: ptr(intstr.FromInt32(2380))})
+		}},
+		{"the NATS image on another release", checkNATSPod, func(t *testing.T, m *manifest) {
+			natsOf(t, m).Image = "docker.io/library/nats:2.10.22"
+		}},
+		{"the NATS image floating", checkNATSPod, func(t *testing.T, m *manifest) {
+			natsOf(t, m).Image = "docker.io/library/nats:latest"
+		}},
+		{"the NATS image with a digest that is none", checkNATSPod, func(t *testing.T, m *manifest) {
+			natsOf(t, m).Image += "@sha256:0123"
+		}},
+		{"NATS as root", checkNATSPod, func(t *testing.T, m *manifest) {
+			m.nats.sts.Spec.Template.Spec.SecurityContext.RunAsUser = ptr(int64(0))
+		}},
+		{"NATS's root filesystem writable", checkNATSPod, func(t *testing.T, m *manifest) {
+			natsOf(t, m).SecurityContext.ReadOnlyRootFilesystem = ptr(false)
+		}},
+		{"NATS with a capability", checkNATSPod, func(t *testing.T, m *manifest) {
+			natsOf(t, m).SecurityContext.Capabilities.Drop = nil
+		}},
+		{"NATS without seccomp", checkNATSPod, func(t *testing.T, m *manifest) {
+			natsOf(t, m).SecurityContext.SeccompProfile = nil
+			m.nats.sts.Spec.Template.Spec.SecurityContext.SeccompProfile = nil
+		}},
+		{"Service variables in NATS's environment", checkNATSPod, func(t *testing.T, m *manifest) {
+			m.nats.sts.Spec.Template.Spec.EnableServiceLinks = nil
+		}},
+		{"NATS's service account token mounted", checkNATSPod, func(t *testing.T, m *manifest) {
+			m.nats.sts.Spec.Template.Spec.AutomountServiceAccountToken = ptr(true)
+		}},
+		{"NATS without a memory limit", checkNATSPod, func(t *testing.T, m *manifest) {
+			delete(natsOf(t, m).Resources.Limits, corev1.ResourceMemory)
+		}},
+		{"NATS's liveness on the full /healthz", checkNATSPod, func(t *testing.T, m *manifest) {
+			natsOf(t, m).LivenessProbe.HTTPGet.Path = "/healthz"
+		}},
+		{"NATS's readiness probe on the client port", checkNATSPod, func(t *testing.T, m *manifest) {
+			natsOf(t, m).ReadinessProbe.HTTPGet.Port = intstr.FromInt32(4222)
+		}},
+		{"no NATS readiness probe", checkNATSPod, func(t *testing.T, m *manifest) {
+			natsOf(t, m).ReadinessProbe = nil
+		}},
+		{"a misspelt nats-server flag", checkNATSMembers, func(t *testing.T, m *manifest) {
+			c := natsOf(t, m)
+			c.Args = append(c.Args, "--cluster_nam", "x")
+		}},
+		{"a misspelt nats.conf setting", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "max_file_store:", "max_file_stor:")
+		}},
+		{"NATS without its config file", checkNATSMembers, func(t *testing.T, m *manifest) {
+			natsOf(t, m).Args = []string{"--jetstream"}
+		}},
+		{"NATS's command replacing its entrypoint", checkNATSMembers, func(t *testing.T, m *manifest) {
+			natsOf(t, m).Command = []string{"nats-server"}
+		}},
+		{"JetStream off", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "jetstream {", "jetstream {\n  enabled: false")
+		}},
+		{"every member one server_name", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "server_name: $POD_NAME", "server_name: nats")
+		}},
+		{"server_name from a variable the pod does not set", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "server_name: $POD_NAME", "server_name: $HOSTNAME_OF_POD")
+		}},
+		{"a member more than the routes name", checkNATSMembers, func(t *testing.T, m *manifest) {
+			m.nats.sts.Spec.Replicas = ptr(int32(5))
+		}},
+		{"an even number of NATS members", checkNATSMembers, func(t *testing.T, m *manifest) {
+			m.nats.sts.Spec.Replicas = ptr(int32(2))
+			editNATSConf(t, m, "    nats://nats-2.nats-headless:6222\n", "")
+		}},
+		{"routes through the client Service", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "nats://nats-1.nats-headless:6222", "nats://nats:6222")
+		}},
+		{"a route to the client port", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "nats://nats-1.nats-headless:6222", "nats://nats-1.nats-headless:4222")
+		}},
+		{"JetStream's store off the volume claim", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "store_dir: /data", "store_dir: /tmp/js")
+		}},
+		{"JetStream's store as large as the disk", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "max_file_store: 8G", "max_file_store: 20G")
+		}},
+		{"the lame duck outlasting the grace period", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "lame_duck_duration: 30s", `lame_duck_duration: "2m"`)
+		}},
+		{"NATS's cluster port not the container's", checkNATSMembers, func(t *testing.T, m *manifest) {
+			editNATSConf(t, m, "  port: 6222", "  port: 7222")
+		}},
+		{"NATS members started one by one", checkNATSMembers, func(t *testing.T, m *manifest) {
+			m.nats.sts.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+		}},
+		{"NATS members unnamed until ready", checkNATSMembers, func(t *testing.T, m *manifest) {
+			for _, s := range m.nats.services {
+				s.Spec.PublishNotReadyAddresses = false
+			}
+		}},
+		{"no NATS volume claim", checkNATSMembers, func(t *testing.T, m *manifest) {
+			m.nats.sts.Spec.VolumeClaimTemplates = nil
+		}},
+		{"a NATS disruption budget that loses the quorum", checkNATSMembers, func(t *testing.T, m *manifest) {
+			m.nats.pdb.Spec.MaxUnavailable = ptr(intstr.FromInt32(2))
+		}},
+		{"no NATS disruption budget", checkNATSMembers, func(t *testing.T, m *manifest) {
+			m.nats.pdb = nil
+		}},
+		{"no NATS NetworkPolicy", checkNATSNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.nats.netpol = nil
+		}},
+		{"NATS's client port open to every pod", checkNATSNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.nats.netpol.Spec.Ingress[0].From[0].PodSelector = &metav1.LabelSelector{}
+		}},
+		{"NATS's client port open to etcd", checkNATSNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.nats.netpol.Spec.Ingress[0].From = append(m.nats.netpol.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{
+				PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "etcd"}},
+			})
+		}},
+		{"NATS's client port open to an address range", checkNATSNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.nats.netpol.Spec.Ingress[0].From = append(m.nats.netpol.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{
+				IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8"},
+			})
+		}},
+		{"NATS's monitoring port open to exprd", checkNATSNetworkPolicy, func(t *testing.T, m *manifest) {
+			r := &m.nats.netpol.Spec.Ingress[0]
+			r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Port: ptr(intstr.FromString("monitor"))})
+		}},
+		{"NATS's members shut out", checkNATSNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.nats.netpol.Spec.Ingress = m.nats.netpol.Spec.Ingress[:1]
+		}},
+		{"NATS let out anywhere", checkNATSNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.nats.netpol.Spec.Egress = append(m.nats.netpol.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(443))}},
+			})
+		}},
+		{"exprd not let out to NATS", checkNATSNetworkPolicy, func(t *testing.T, m *manifest) {
+			m.netpol.Spec.Egress = slices.DeleteFunc(m.netpol.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool {
+				return len(r.To) > 0 && r.To[0].PodSelector != nil && r.To[0].PodSelector.MatchLabels["app.kubernetes.io/name"] == "nats"
+			})
+		}},
+		{"exprd let out to NATS's cluster port", checkNATSNetworkPolicy, func(t *testing.T, m *manifest) {
+			r := &m.netpol.Spec.Egress[len(m.netpol.Spec.Egress)-1]
+			r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Port: ptr(intstr.FromInt32(6222))})
+		}},
+		{"turns kept in memory beside the NATS", checkTurnStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "turn-store", "memory")
+		}},
+		{"--nats-url on the headless Service", checkTurnStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "nats-url", "nats://nats-headless.exprd.svc:4222")
+		}},
+		{"--nats-url on the cluster port", checkTurnStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "nats-url", "nats://nats.exprd.svc:6222")
+		}},
+		{"--nats-url in another namespace", checkTurnStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "nats-url", "nats://nats.turns.svc:4222")
+		}},
+		{"--nats-url over TLS to a plaintext NATS", checkTurnStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "nats-url", "tls://nats.exprd.svc:4222")
+		}},
+		{"--nats-url left to its default", checkTurnStore, func(t *testing.T, m *manifest) {
+			removeArg(exprdOf(t, m), "nats-url")
+		}},
+		{"one copy of each turn on three members", checkTurnStore, func(t *testing.T, m *manifest) {
+			removeArg(exprdOf(t, m), "nats-replicas")
+		}},
+		{"more copies of each turn than members", checkTurnStore, func(t *testing.T, m *manifest) {
+			setArg(exprdOf(t, m), "nats-replicas", "5")
+		}},
+		{"the startup probe shorter than the wait for both stores", checkTurnStore, func(t *testing.T, m *manifest) {
+			exprdOf(t, m).StartupProbe.FailureThreshold = 30
 		}},
 	}
 	for dir, tests := range map[string][]breakage{"base": base, "overlays/example": overlay} {

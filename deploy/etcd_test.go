@@ -284,7 +284,7 @@ func checkEtcdMembers(m *manifest) error {
 		fail("StatefulSet %s: no volumeClaimTemplates: a member's data would not outlive its pod", e.sts.Name)
 	}
 	if n > 1 {
-		if err := quorumBudget(e.pdb, n); err != nil {
+		if err := quorumBudget("etcd", e.pdb, n); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -355,9 +355,9 @@ func checkEtcdMembers(m *manifest) error {
 
 // quorumBudget checks that a disruption budget lets no eviction take a
 // quorum of n members.
-func quorumBudget(pdb *policyv1.PodDisruptionBudget, n int) error {
+func quorumBudget(what string, pdb *policyv1.PodDisruptionBudget, n int) error {
 	if pdb == nil {
-		return fmt.Errorf("no PodDisruptionBudget selects etcd's pods: a node drain may evict a quorum of the %d members at once", n)
+		return fmt.Errorf("no PodDisruptionBudget selects %s's pods: a node drain may evict a quorum of the %d members at once", what, n)
 	}
 	quorum := n/2 + 1
 	var down int

@@ -217,6 +217,20 @@ func startPod(t *testing.T, m *manifest, bin string, log io.Writer) (*exprdproc.
 		}
 		args = append(args, "--registry-store=etcd://"+etcdtest.Start(t).Endpoint())
 	}
+	// The manifests' NATS likewise, by one nats-server with JetStream on
+	// loopback: one server holds one copy of each turn, so the stand-in
+	// takes --nats-replicas 1 (checkTurnStore holds the manifests' to
+	// their members).
+	turns, err := m.turnStore()
+	if err != nil {
+		return nil, err
+	}
+	if turns.urls != nil {
+		if turns.urls[0].Scheme == "tls" {
+			return nil, errors.New("--nats-url tls://: the embedded nats-server that stands in for it speaks plaintext only")
+		}
+		args = append(args, "--nats-url="+startNATS(t), "--nats-replicas=1")
+	}
 	proc, err := exprdproc.Start(bin, log, args...)
 	if err != nil {
 		return nil, fmt.Errorf("exprd %s: %w", strings.Join(args, " "), err)

@@ -59,8 +59,8 @@ func kustomizations(t *testing.T) []string {
 type manifest struct {
 	dir        string
 	deployment *appsv1.Deployment
-	// services, pdb and netpol are exprd's: those that do not select
-	// etcd's pods.
+	// services, pdb and netpol are exprd's: those that select neither
+	// etcd's pods nor NATS's.
 	services   []*corev1.Service
 	configMaps map[string]*corev1.ConfigMap
 	hpa        *autoscalingv2.HorizontalPodAutoscaler
@@ -71,6 +71,9 @@ type manifest struct {
 	// etcd is the shared tool registry's store; nil when the build runs
 	// none (the base: --registry-store memory).
 	etcd *etcdObjects
+	// nats is the turn store's NATS JetStream; nil when the build runs
+	// none (the base: --turn-store memory).
+	nats *natsObjects
 	// secrets are the Secrets the operator creates, as secretsExample
 	// beside the kustomization lists them: not part of the build.
 	secrets map[string]*corev1.Secret
@@ -174,25 +177,50 @@ func build(fSys filesys.FileSystem, dir string) (*manifest, error) {
 }
 
 // assign sorts the Services, disruption budgets and NetworkPolicies into
-// exprd's and etcd's by the pods they select: etcd's select the
-// StatefulSet's pods (etcd is the only StatefulSet the checks know), the
-// rest are exprd's, whose checks then say what is wrong with them.
+// exprd's, etcd's and NATS's by the pods they select: a StatefulSet is
+// etcd's or NATS's by its container's name (etcd, nats), and theirs are
+// those that select its pods; the rest are exprd's, whose checks then say
+// what is wrong with them.
 func (m *manifest) assign(statefulSets []*appsv1.StatefulSet, services []*corev1.Service, pdbs []*policyv1.PodDisruptionBudget, netpols []*networkingv1.NetworkPolicy) []error {
 	var errs []error
-	var etcdPod labels.Set
-	switch len(statefulSets) {
-	case 0:
-	case 1:
-		m.etcd = &etcdObjects{sts: statefulSets[0]}
-		etcdPod = statefulSets[0].Spec.Template.Labels
-	default:
-		errs = append(errs, fmt.Errorf("%d StatefulSets; the checks expect one, etcd's", len(statefulSets)))
+	byKind := map[string][]*appsv1.StatefulSet{}
+	for _, s := range statefulSets {
+		kind := ""
+		for _, c := range s.Spec.Template.Spec.Containers {
+			if c.Name == etcdContainer || c.Name == natsContainer {
+				kind = c.Name
+			}
+		}
+		if kind == "" {
+			errs = append(errs, fmt.Errorf("StatefulSet %s: no container named %s or %s; the checks know etcd's and NATS's StatefulSets only", s.Name, etcdContainer, natsContainer))
+			continue
+		}
+		byKind[kind] = append(byKind[kind], s)
+	}
+	for kind, ss := range byKind {
+		if len(ss) > 1 {
+			errs = append(errs, fmt.Errorf("%d StatefulSets running %s; the checks expect one", len(ss), kind))
+		}
+	}
+	var etcdPod, natsPod labels.Set
+	if ss := byKind[etcdContainer]; len(ss) > 0 {
+		m.etcd = &etcdObjects{sts: ss[0]}
+		etcdPod = ss[0].Spec.Template.Labels
+	}
+	if ss := byKind[natsContainer]; len(ss) > 0 {
+		m.nats = &natsObjects{sts: ss[0]}
+		natsPod = ss[0].Spec.Template.Labels
 	}
 	ofEtcd := func(sel *metav1.LabelSelector) bool { return m.etcd != nil && selects(sel, etcdPod) }
+	ofNATS := func(sel *metav1.LabelSelector) bool { return m.nats != nil && selects(sel, natsPod) }
 	for _, s := range services {
-		if ofEtcd(&metav1.LabelSelector{MatchLabels: s.Spec.Selector}) {
+		sel := &metav1.LabelSelector{MatchLabels: s.Spec.Selector}
+		switch {
+		case ofEtcd(sel):
 			m.etcd.services = append(m.etcd.services, s)
-		} else {
+		case ofNATS(sel):
+			m.nats.services = append(m.nats.services, s)
+		default:
 			m.services = append(m.services, s)
 		}
 	}
@@ -200,7 +228,9 @@ func (m *manifest) assign(statefulSets []*appsv1.StatefulSet, services []*corev1
 		switch {
 		case ofEtcd(p.Spec.Selector) && m.etcd.pdb == nil:
 			m.etcd.pdb = p
-		case !ofEtcd(p.Spec.Selector) && m.pdb == nil:
+		case ofNATS(p.Spec.Selector) && m.nats.pdb == nil:
+			m.nats.pdb = p
+		case !ofEtcd(p.Spec.Selector) && !ofNATS(p.Spec.Selector) && m.pdb == nil:
 			m.pdb = p
 		default:
 			errs = append(errs, fmt.Errorf("PodDisruptionBudget %s: a second one for the same pods; the checks expect one each", p.Name))
@@ -210,7 +240,9 @@ func (m *manifest) assign(statefulSets []*appsv1.StatefulSet, services []*corev1
 		switch {
 		case ofEtcd(&n.Spec.PodSelector) && m.etcd.netpol == nil:
 			m.etcd.netpol = n
-		case !ofEtcd(&n.Spec.PodSelector) && m.netpol == nil:
+		case ofNATS(&n.Spec.PodSelector) && m.nats.netpol == nil:
+			m.nats.netpol = n
+		case !ofEtcd(&n.Spec.PodSelector) && !ofNATS(&n.Spec.PodSelector) && m.netpol == nil:
 			m.netpol = n
 		default:
 			errs = append(errs, fmt.Errorf("NetworkPolicy %s: a second one for the same pods; the checks expect one each", n.Name))
@@ -495,6 +527,7 @@ spec:
 		{"a Deployment alone", deployment, "no HorizontalPodAutoscaler"},
 		{"two NetworkPolicies for exprd's pods", deployment + netpol("a") + netpol("b"), "NetworkPolicy b: a second one for the same pods"},
 		{"two StatefulSets", deployment + statefulSet("etcd") + statefulSet("etcd2"), "2 StatefulSets"},
+		{"a StatefulSet of neither etcd nor NATS", deployment + strings.ReplaceAll(statefulSet("redis"), "name: etcd,", "name: redis,"), "the checks know etcd's and NATS's"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

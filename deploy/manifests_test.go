@@ -48,6 +48,10 @@ func TestManifests(t *testing.T) {
 		{"etcd pod locked down, probed, pinned", checkEtcdPod},
 		{"only exprd reaches etcd", checkEtcdNetworkPolicy},
 		{"--registry-store is the etcd Service", checkRegistryStore},
+		{"NATS members route to each other and keep a quorum", checkNATSMembers},
+		{"NATS pod locked down, probed, pinned", checkNATSPod},
+		{"only exprd reaches NATS", checkNATSNetworkPolicy},
+		{"--turn-store and --nats-url are the NATS Service", checkTurnStore},
 	}
 	for _, dir := range kustomizations(t) {
 		t.Run(strings.TrimPrefix(dir, k8sDir+"/"), func(t *testing.T) {

@@ -171,31 +171,59 @@ func probeWindow(p *corev1.Probe) time.Duration {
 	return time.Duration(p.InitialDelaySeconds+period*threshold) * time.Second
 }
 
-// peerKind says whose pods a NetworkPolicy peer is: exprd's or etcd's,
-// in the policy's own namespace; anything else is an error.
+// peerKind says whose pods a NetworkPolicy peer is: exprd's, etcd's or
+// NATS's, in the policy's own namespace; anything else is an error.
 func (m *manifest) peerKind(p networkingv1.NetworkPolicyPeer) (string, error) {
-	exprdPod, etcdPod := labels.Set(m.deployment.Spec.Template.Labels), labels.Set(m.etcd.sts.Spec.Template.Labels)
+	pods := map[string]labels.Set{"exprd": m.deployment.Spec.Template.Labels}
+	if m.etcd != nil {
+		pods["etcd"] = m.etcd.sts.Spec.Template.Labels
+	}
+	if m.nats != nil {
+		pods["nats"] = m.nats.sts.Spec.Template.Labels
+	}
 	switch {
 	case p.IPBlock != nil:
-		return "", fmt.Errorf("ipBlock %s: addresses, not exprd's or etcd's pods", p.IPBlock.CIDR)
+		return "", fmt.Errorf("ipBlock %s: addresses, not pods of exprd's, etcd's or NATS's", p.IPBlock.CIDR)
 	case p.NamespaceSelector != nil:
 		return "", fmt.Errorf("namespaceSelector %v: pods of other namespaces; want the policy's own (no namespaceSelector)", p.NamespaceSelector.MatchLabels)
 	case p.PodSelector == nil || len(p.PodSelector.MatchLabels) == 0 && len(p.PodSelector.MatchExpressions) == 0:
 		return "", errors.New("an empty podSelector: every pod of the namespace")
-	case selects(p.PodSelector, exprdPod) && selects(p.PodSelector, etcdPod):
-		return "", fmt.Errorf("podSelector %v: both exprd's pods and etcd's", p.PodSelector.MatchLabels)
-	case selects(p.PodSelector, exprdPod):
-		return "exprd", nil
-	case selects(p.PodSelector, etcdPod):
-		return "etcd", nil
 	}
-	return "", fmt.Errorf("podSelector %v: neither exprd's pods nor etcd's", p.PodSelector.MatchLabels)
+	var who []string
+	for _, kind := range slices.Sorted(maps.Keys(pods)) {
+		if selects(p.PodSelector, pods[kind]) {
+			who = append(who, kind)
+		}
+	}
+	switch len(who) {
+	case 0:
+		return "", fmt.Errorf("podSelector %v: none of %v's pods", p.PodSelector.MatchLabels, slices.Sorted(maps.Keys(pods)))
+	case 1:
+		return who[0], nil
+	}
+	return "", fmt.Errorf("podSelector %v: the pods of %v at once", p.PodSelector.MatchLabels, who)
 }
 
-// etcdPorts resolves a rule's ports against etcd's container ports (a
-// named port names the destination pod's port). A rule with no ports, a
-// port rule with no port or a range is an error: it opens more.
-func (m *manifest) etcdPorts(ps []networkingv1.NetworkPolicyPort) ([]int32, error) {
+// store is a StatefulSet that only exprd may reach (etcd, NATS), as the
+// NetworkPolicy checks see it.
+type store struct {
+	kind    string // "etcd", "nats": its peerKind
+	name    string // the StatefulSet's
+	flag    string // exprd's flag that names it
+	pod     labels.Set
+	netpol  *networkingv1.NetworkPolicy
+	members int
+	// client is the port exprd connects to; peer the one the members
+	// connect to each other on.
+	client, peer         map[int32]bool
+	clientName, peerName string
+	containerPort        func(string) (*corev1.ContainerPort, error)
+}
+
+// storePorts resolves a rule's ports against the store's container ports
+// (a named port names the destination pod's port). A rule with no ports,
+// a port rule with no port or a range is an error: it opens more.
+func storePorts(st store, ps []networkingv1.NetworkPolicyPort) ([]int32, error) {
 	if len(ps) == 0 {
 		return nil, errors.New("no ports: every port")
 	}
@@ -209,7 +237,7 @@ func (m *manifest) etcdPorts(ps []networkingv1.NetworkPolicyPort) ([]int32, erro
 		case p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP:
 			return nil, fmt.Errorf("port %s: protocol %s, want TCP", p.Port.String(), *p.Protocol)
 		}
-		cp, err := m.etcd.containerPort(p.Port.String())
+		cp, err := st.containerPort(p.Port.String())
 		if err != nil {
 			return nil, err
 		}
@@ -227,16 +255,28 @@ func checkEtcdNetworkPolicy(m *manifest) error {
 	if err != nil {
 		return err
 	}
-	clientPorts, peerPorts := ports(members[0].cfg.ListenClientUrls), ports(members[0].cfg.ListenPeerUrls)
+	return checkStoreNetworkPolicy(m, store{
+		kind: "etcd", name: e.sts.Name, flag: "--registry-store", pod: e.sts.Spec.Template.Labels, netpol: e.netpol, members: e.replicas(),
+		client: ports(members[0].cfg.ListenClientUrls), peer: ports(members[0].cfg.ListenPeerUrls), clientName: "client", peerName: "peer",
+		containerPort: e.containerPort,
+	})
+}
+
+// checkStoreNetworkPolicy checks that the store's NetworkPolicy lets in
+// exprd's pods on the client port and the members on the peer port, and
+// nothing else; lets the members out to DNS and each other's peer port
+// only; and that exprd's lets it out to the store's client port.
+func checkStoreNetworkPolicy(m *manifest, st store) error {
+	clientPorts, peerPorts := st.client, st.peer
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 
-	np := e.netpol
+	np := st.netpol
 	if np == nil {
-		fail("no NetworkPolicy selects etcd's pods: any pod of the cluster may write the registry, past the registry.write scope")
+		fail("no NetworkPolicy selects %s's pods: any pod of the cluster may connect to it, past exprd's auth", st.name)
 	} else {
 		if selects(&np.Spec.PodSelector, labels.Set(m.deployment.Spec.Template.Labels)) {
-			fail("NetworkPolicy %s: podSelector selects exprd's pods too: want etcd's only", np.Name)
+			fail("NetworkPolicy %s: podSelector selects exprd's pods too: want %s's only", np.Name, st.name)
 		}
 		for _, want := range []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress} {
 			if !slices.Contains(np.Spec.PolicyTypes, want) {
@@ -248,7 +288,7 @@ func checkEtcdNetworkPolicy(m *manifest) error {
 			if len(r.From) == 0 {
 				fail("NetworkPolicy %s ingress[%d]: no `from`: every pod and address", np.Name, i)
 			}
-			ps, err := m.etcdPorts(r.Ports)
+			ps, err := storePorts(st, r.Ports)
 			if err != nil {
 				fail("NetworkPolicy %s ingress[%d]: %v", np.Name, i, err)
 				continue
@@ -263,23 +303,23 @@ func checkEtcdNetworkPolicy(m *manifest) error {
 					switch {
 					case who == "exprd" && clientPorts[p]:
 						exprdIn = true
-					case who == "etcd" && peerPorts[p]:
+					case who == st.kind && peerPorts[p]:
 						peersIn = true
 					default:
-						fail("NetworkPolicy %s ingress[%d]: lets %s's pods in to port %d: want exprd's to the client port %v and etcd's to the peer port %v, nothing else", np.Name, i, who, p, slices.Sorted(maps.Keys(clientPorts)), slices.Sorted(maps.Keys(peerPorts)))
+						fail("NetworkPolicy %s ingress[%d]: lets %s's pods in to port %d: want exprd's to the %s port %v and %s's to the %s port %v, nothing else", np.Name, i, who, p, st.clientName, slices.Sorted(maps.Keys(clientPorts)), st.kind, st.peerName, slices.Sorted(maps.Keys(peerPorts)))
 					}
 				}
 			}
 		}
 		if !exprdIn {
-			fail("NetworkPolicy %s: no ingress rule lets exprd's pods in to the client port %v: --registry-store cannot connect", np.Name, slices.Sorted(maps.Keys(clientPorts)))
+			fail("NetworkPolicy %s: no ingress rule lets exprd's pods in to the %s port %v: %s cannot connect", np.Name, st.clientName, slices.Sorted(maps.Keys(clientPorts)), st.flag)
 		}
-		if !peersIn && e.replicas() > 1 {
-			fail("NetworkPolicy %s: no ingress rule lets the members in to each other's peer port %v: they form no quorum", np.Name, slices.Sorted(maps.Keys(peerPorts)))
+		if !peersIn && st.members > 1 {
+			fail("NetworkPolicy %s: no ingress rule lets the members in to each other's %s port %v: they form no quorum", np.Name, st.peerName, slices.Sorted(maps.Keys(peerPorts)))
 		}
 		for i, r := range np.Spec.Egress {
 			if len(r.To) == 0 || len(r.Ports) == 0 {
-				fail("NetworkPolicy %s egress[%d]: got to %v, ports %v: want both named (kube-dns on 53, the members on the peer port)", np.Name, i, r.To, r.Ports)
+				fail("NetworkPolicy %s egress[%d]: got to %v, ports %v: want both named (kube-dns on 53, the members on the %s port)", np.Name, i, r.To, r.Ports, st.peerName)
 				continue
 			}
 			for j, peer := range r.To {
@@ -292,21 +332,21 @@ func checkEtcdNetworkPolicy(m *manifest) error {
 					continue
 				}
 				who, err := m.peerKind(peer)
-				if err == nil && who != "etcd" {
-					err = fmt.Errorf("%s's pods: etcd connects to its peers and DNS only", who)
+				if err == nil && who != st.kind {
+					err = fmt.Errorf("%s's pods: %s connects to its peers and DNS only", who, st.kind)
 				}
 				if err != nil {
 					fail("NetworkPolicy %s egress[%d].to[%d]: %v", np.Name, i, j, err)
 					continue
 				}
-				ps, err := m.etcdPorts(r.Ports)
+				ps, err := storePorts(st, r.Ports)
 				if err != nil {
 					fail("NetworkPolicy %s egress[%d]: %v", np.Name, i, err)
 					continue
 				}
 				for _, p := range ps {
 					if !peerPorts[p] {
-						fail("NetworkPolicy %s egress[%d]: lets the members out to each other's port %d: want the peer port %v only", np.Name, i, p, slices.Sorted(maps.Keys(peerPorts)))
+						fail("NetworkPolicy %s egress[%d]: lets the members out to each other's port %d: want the %s port %v only", np.Name, i, p, st.peerName, slices.Sorted(maps.Keys(peerPorts)))
 					}
 				}
 			}
@@ -314,31 +354,31 @@ func checkEtcdNetworkPolicy(m *manifest) error {
 	}
 
 	// exprd's side: out to the members' client port, and no other of theirs.
-	toEtcd := false
+	toStore := false
 	for i, r := range m.netpol.Spec.Egress {
 		for j, peer := range r.To {
-			if peer.PodSelector == nil || !selects(peer.PodSelector, labels.Set(e.sts.Spec.Template.Labels)) {
+			if peer.PodSelector == nil || !selects(peer.PodSelector, st.pod) {
 				continue
 			}
 			if peer.NamespaceSelector != nil {
-				fail("NetworkPolicy %s egress[%d].to[%d]: etcd's pods by a namespaceSelector: want the policy's own namespace (none)", m.netpol.Name, i, j)
+				fail("NetworkPolicy %s egress[%d].to[%d]: %s's pods by a namespaceSelector: want the policy's own namespace (none)", m.netpol.Name, i, j, st.kind)
 			}
-			ps, err := m.etcdPorts(r.Ports)
+			ps, err := storePorts(st, r.Ports)
 			if err != nil {
-				fail("NetworkPolicy %s egress[%d] (to etcd): %v", m.netpol.Name, i, err)
+				fail("NetworkPolicy %s egress[%d] (to %s): %v", m.netpol.Name, i, st.kind, err)
 				continue
 			}
 			for _, p := range ps {
 				if clientPorts[p] {
-					toEtcd = true
+					toStore = true
 				} else {
-					fail("NetworkPolicy %s egress[%d]: lets exprd out to etcd's port %d: want the client port %v only", m.netpol.Name, i, p, slices.Sorted(maps.Keys(clientPorts)))
+					fail("NetworkPolicy %s egress[%d]: lets exprd out to %s's port %d: want the %s port %v only", m.netpol.Name, i, st.kind, p, st.clientName, slices.Sorted(maps.Keys(clientPorts)))
 				}
 			}
 		}
 	}
-	if !toEtcd {
-		fail("NetworkPolicy %s: no egress rule lets exprd out to etcd's pods on the client port %v: --registry-store cannot connect", m.netpol.Name, slices.Sorted(maps.Keys(clientPorts)))
+	if !toStore {
+		fail("NetworkPolicy %s: no egress rule lets exprd out to %s's pods on the %s port %v: %s cannot connect", m.netpol.Name, st.kind, st.clientName, slices.Sorted(maps.Keys(clientPorts)), st.flag)
 	}
 	return errors.Join(errs...)
 }
