@@ -1,6 +1,7 @@
 // A Node client of exprd over @grpc/grpc-js, loading ../../proto at run
 // time. It runs the ExprTool seed scenario on one Session stream and one
-// AgentLoop turn against the demo model, prints a transcript, and checks
+// AgentLoop turn against the demo model, then drops a durable turn's
+// stream and resumes it once, prints a transcript, and checks
 // everything it receives with node:assert: any mismatch exits 1.
 //
 //   node client.mjs localhost:50051
@@ -431,6 +432,77 @@ function checkTurn(seen, text, done) {
   log(`✓ the turn ran expr once, selected ${cheapest.join(', ')}, and answered`);
 }
 
+// --- (c) AgentLoop: a durable turn, its stream dropped and resumed once ------
+
+// resumeOnce starts a detached turn, reads its first events, drops the
+// stream (cancels the call, as a client whose connection went away), then
+// resumes the turn by its id after the last seq it saw, on a new stream,
+// and reads it to done: every event once, seq 1, 2, ... in order.
+async function resumeOnce(addr) {
+  log('== AgentLoop.Run, dropped and resumed');
+  section('AgentLoop: resume');
+  const client = new AgentLoop(addr, grpc.credentials.createInsecure());
+  try {
+    const prompt = 'Select the five cheapest products.';
+    const first = new Stream(client.Run(), 'event');
+    first.send({
+      start: {
+        provider: 'demo',
+        messages: [{ role: 'ROLE_USER', content: prompt }],
+        tools: [{ name: 'expr', executor: 'EXECUTOR_EXPR' }],
+        state_json: readFileSync(productsFile, 'utf8'),
+        // The turn goes on when its stream goes away, so that it can be
+        // resumed.
+        detach: true,
+      },
+    });
+    log(`→ start provider=demo tools=expr(EXECUTOR_EXPR) detach=true user=${JSON.stringify(prompt)}`);
+    const events = [];
+    const show = (m) => log(`← seq=${m.seq} ${m.event}${m.turn_id ? ` turn=${m.turn_id}` : ''}`);
+    while (events.length < 3) {
+      const m = await first.next('an event before the drop');
+      show(m);
+      events.push(m);
+    }
+    const turnId = events[0].turn_id;
+    assert.match(turnId, /^[0-9a-f]{32}$/, 'the first event names the turn');
+    const last = events[events.length - 1].seq;
+    first.call.cancel();
+    log(`✗ stream dropped after seq ${last}`);
+
+    const second = new Stream(client.Run(), 'event');
+    second.send({ resume: { turn_id: turnId, after_seq: last } });
+    log(`→ resume turn=${turnId} after_seq=${last}`);
+    for (let i = 0; ; i++) {
+      const m = await second.next('an event of the resumed turn');
+      show(m);
+      if (i === 0) {
+        assert.equal(m.turn_id, turnId, "the resumed stream's first event names the turn");
+      }
+      assert.equal(m.pending, false, 'the turn asks the client nothing');
+      events.push(m);
+      if (m.event === 'done') {
+        break;
+      }
+    }
+    await second.close('the resumed AgentLoop.Run');
+    log('← resumed stream closed: OK');
+
+    assert.deepEqual(events.map((m) => Number(m.seq)), events.map((_, i) => i + 1), 'want seq 1, 2, ... once each, in order');
+    const of = (kind) => events.filter((m) => m.event === kind).map((m) => m[kind]);
+    assert.deepEqual(of('step_started').map((e) => e.step), [0, 1]);
+    assert.equal(of('tool_call_requested').length, 1, 'want one tool call');
+    assert.deepEqual(of('state_write').map((w) => parse(w.value_json)), [cheapestSet]);
+    assert.equal(of('tool_result').length, 1, 'want one tool result');
+    const done = of('done')[0];
+    assert.equal(done.text, 'Done: the five cheapest products are now selected in the list.');
+    assert.equal(done.stop_reason, 'STOP_REASON_COMPLETED');
+    log(`✓ resumed after seq ${last}: every event once, seq 1..${events.length} in order, and done`);
+  } finally {
+    client.close();
+  }
+}
+
 // --- main -------------------------------------------------------------------
 
 async function main() {
@@ -446,12 +518,13 @@ async function main() {
   try {
     await exprTool(addr);
     await agentLoop(addr);
+    await resumeOnce(addr);
   } catch (err) {
     console.error(`FAIL [${stage}]: ${err.message}`);
     process.exit(1);
   }
   clearTimeout(deadline);
-  log('PASS: ExprTool session and AgentLoop turn as expected');
+  log('PASS: ExprTool session and AgentLoop turn as expected, the turn resumed once');
 }
 
 await main();

@@ -90,7 +90,12 @@ func TestNodeClient(t *testing.T) {
 		"← result expr id=",
 		"← done: STOP_REASON_COMPLETED after 2 steps",
 		"✓ the turn ran expr once, selected " + strings.Join(cheapest, ", "),
-		"PASS: ExprTool session and AgentLoop turn as expected",
+		"→ start provider=demo tools=expr(EXECUTOR_EXPR) detach=true",
+		"✗ stream dropped after seq 3",
+		"→ resume turn=",
+		" after_seq=3",
+		"✓ resumed after seq 3: every event once, seq 1..",
+		"PASS: ExprTool session and AgentLoop turn as expected, the turn resumed once",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("node output lacks %q\n--- node output ---\n%s", want, out)
