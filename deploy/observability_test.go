@@ -26,6 +26,7 @@ import (
 	"github.com/exprd/exprd/cluster/etcdtest"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/model/scripted"
 )
 
 // The Grafana dashboard and the Prometheus alert rules, held to what a
@@ -43,6 +44,11 @@ const (
 var eventOnly = map[string]struct{ file, declaration string }{
 	"exprd_panics_total": {"server/telemetry.go", `Int64Counter("exprd.panics"`},
 }
+
+// afterTakeover are metrics exprd exports once it has taken over a turn
+// whose replica stopped: TestTakeoverMetricsMatchExprd kills a replica to
+// show them.
+var afterTakeover = map[string]bool{"exprd_turns_takeovers_total": true}
 
 // ruleFile is a Prometheus rules file, decoded strictly: a misspelt field
 // is an error, not a rule without it.
@@ -353,6 +359,10 @@ var covered = []struct {
 	{"panics", "exprd_panics_total", true},
 	{"registry propagation", "exprd_registry_propagation_seconds_bucket", false},
 	{"snapshot reloads", "exprd_registry_snapshot_reloads_total", false},
+	{"turns running", "exprd_turns_running", true},
+	{"turns detached", "exprd_turns_detached", true},
+	{"turn takeovers", "exprd_turns_takeovers_total", true},
+	{"turn store latency", "exprd_turn_store_duration_seconds_bucket", true},
 }
 
 // names is every metric the queries name.
@@ -492,10 +502,11 @@ func exprdBinary(t *testing.T) string {
 	return imageBinary(t)
 }
 
-// TestDashboardAndAlertsMatchExprd starts exprd with the demo and an
-// embedded etcd as its registry store, makes the calls that bring every
-// series out (a CodeMode program calling a demo tool, ExprTool calls with
-// a tool function and over a budget, a Session, registry writes, a
+// TestDashboardAndAlertsMatchExprd starts exprd with the demo, an
+// embedded etcd as its registry store and an embedded nats-server as its
+// turn store, makes the calls that bring every series out (a CodeMode
+// program calling a demo tool, ExprTool calls with a tool function and
+// over a budget, a Session, an AgentLoop turn, registry writes, a
 // snapshot reload), and holds every query of the dashboard and the alert
 // rules to the metrics and labels its /metrics page then shows.
 func TestDashboardAndAlertsMatchExprd(t *testing.T) {
@@ -509,7 +520,8 @@ func TestDashboardAndAlertsMatchExprd(t *testing.T) {
 
 	etcd := etcdtest.Start(t)
 	log := &exprdproc.LogBuffer{}
-	proc, err := exprdproc.Start(exprdBinary(t), log, "--demo", "--registry-store=etcd://"+etcd.Endpoint(), "--registry-writes-without-auth")
+	proc, err := exprdproc.Start(exprdBinary(t), log, "--demo", "--registry-store=etcd://"+etcd.Endpoint(), "--registry-writes-without-auth",
+		"--turn-store=nats", "--nats-url="+startNATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +549,7 @@ func TestDashboardAndAlertsMatchExprd(t *testing.T) {
 	// calls above have each answered; poll a little for the reload.
 	want := map[string]bool{}
 	for m := range names(queries) {
-		if _, ok := eventOnly[m]; !ok {
+		if _, ok := eventOnly[m]; !ok && !afterTakeover[m] {
 			want[m] = true
 		}
 	}
@@ -551,7 +563,7 @@ func TestDashboardAndAlertsMatchExprd(t *testing.T) {
 			break
 		}
 	}
-	skip := map[string]bool{}
+	skip := maps.Clone(afterTakeover)
 	for m := range eventOnly {
 		skip[m] = true
 	}
@@ -610,6 +622,29 @@ func exerciseExprd(ctx context.Context, conn *grpc.ClientConn) error {
 			return fmt.Errorf("Session after the half-close: %w", err)
 		}
 	}
+	// An AgentLoop turn with the demo's model, kept in NATS: the turn
+	// store's operations, and the turns running and detached.
+	run, err := exprdv1.NewAgentLoopClient(conn).Run(ctx)
+	if err != nil {
+		return err
+	}
+	if err := run.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
+		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "What is 2 + 3?"}}}}}); err != nil {
+		return err
+	}
+	done := false
+	for {
+		m, err := run.Recv()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("AgentLoop.Run: %w", err)
+		}
+		done = done || m.GetDone() != nil
+	}
+	if !done {
+		return errors.New("AgentLoop.Run: the stream ended with no done")
+	}
 	registry := exprdv1.NewToolRegistryClient(conn)
 	if _, err := registry.RegisterManual(ctx, &exprdv1.RegisterManualRequest{
 		Name: "probe", Source: &exprdv1.RegisterManualRequest_ManualJson{ManualJson: `{"utcp_version": "1.1.0", "tools": []}`},
@@ -657,4 +692,107 @@ func scrape(addr string) (exposition, error) {
 		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
 	return parseExposition(resp.Body)
+}
+
+// TestTakeoverMetricsMatchExprd starts two exprd processes on one
+// embedded nats-server with a short lease and a slow scripted model,
+// kills the first (SIGKILL) while its detached turn waits for the model,
+// waits for the second to take the turn over and run it to done, and
+// holds the dashboard's and the alerts' queries on the takeover metrics
+// to what the second's /metrics page then shows.
+func TestTakeoverMetricsMatchExprd(t *testing.T) {
+	t.Parallel()
+	rf, d := readRules(t), readDashboard(t)
+	dq, err := d.queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queries []query
+	for _, q := range append(dq, rf.queries()...) {
+		for m := range names([]query{q}) {
+			if afterTakeover[m] {
+				queries = append(queries, q)
+				break
+			}
+		}
+	}
+	if len(queries) == 0 {
+		t.Fatalf("no query names %v: nothing to check", slices.Sorted(maps.Keys(afterTakeover)))
+	}
+
+	ms, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{{Text: "taken over", DelayMS: 2000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ms.Close)
+	models := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(models, fmt.Appendf(nil, "default: scripted\nproviders:\n  scripted:\n    base_url: %s\n    model: m\n", ms.BaseURL()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	natsURL := startNATS(t)
+	start := func(name string) (*exprdproc.Proc, *grpc.ClientConn) {
+		log := &exprdproc.LogBuffer{}
+		proc, err := exprdproc.Start(exprdBinary(t), log, "--turn-store=nats", "--nats-url="+natsURL, "--turn-lease=1s",
+			"--models-config="+models, "--mcp-listen=off")
+		if err != nil {
+			t.Fatalf("exprd %s: %v", name, err)
+		}
+		t.Cleanup(proc.Stop)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("exprd %s's log:\n%s", name, log)
+			}
+		})
+		conn, err := grpc.NewClient(proc.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return proc, conn
+	}
+	a, aConn := start("A")
+	b, _ := start("B")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := exprdv1.NewAgentLoopClient(aConn).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
+		Detach: true, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Go on."}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if first, err := run.Recv(); err != nil || first.GetTurnId() == "" {
+		t.Fatalf("AgentLoop.Run on A: got %v, %v; want the turn's first event", first, err)
+	}
+	// The model answers after 2 s: A dies with the request in flight.
+	if err := a.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	var exp exposition
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if exp, err = scrape(b.Metrics); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := exp["exprd_turns_takeovers_total"]; ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B's /metrics: no exprd_turns_takeovers_total 30 s after A was killed: no takeover")
+		}
+	}
+	skip := map[string]bool{}
+	for m := range eventOnly {
+		skip[m] = true
+	}
+	if err := unexported(queries, exp, skip); err != nil {
+		t.Errorf("queries naming what exprd does not export after a takeover:\n%v", err)
+	}
+	// The same check, on the same page, with a label that is not there.
+	wrong := query{"a copy with another label", `sum by (result) (increase(exprd_turns_takeovers_total{result="ended"}[10m]))`}
+	if err := unexported([]query{wrong}, exp, skip); err == nil || !strings.Contains(err.Error(), "no label result") {
+		t.Errorf("unexported(%q): got %v, want an error naming the label result", wrong.expr, err)
+	}
 }
