@@ -2,7 +2,8 @@
 
 It plays the seed scenario on one ExprTool Session stream and one AgentLoop
 turn against the demo model, in which the `expr` tool runs here, on the
-client's own state. It prints a transcript and checks everything it gets:
+client's own state; then the same turn, durable, its stream dropped while
+the call waits and resumed once. It prints a transcript and checks everything it gets:
 any mismatch prints `FAIL [part]: what differed` and exits 1.
 
     /usr/bin/python3 generate.py                # the stubs, into gen/
@@ -565,6 +566,104 @@ def check_turn(seen, text, done, state):
     log(f"✓ the turn ran expr on the client once, selected {', '.join(cheapest)}, and answered")
 
 
+# --- (c) AgentLoop: a durable turn, its stream dropped and resumed once ------
+
+
+def resume_once(channel):
+    """Starts the same turn detached, drops its stream (cancels the call, as
+    a client whose connection went away) when the turn asks for the
+    client-run call, then resumes it by its id after the last seq it saw on
+    a new stream: the request comes again, marked pending, is answered
+    there, and the turn goes on to done. The two streams together bring
+    every event once, seq 1, 2, ... in order."""
+    log("== AgentLoop.Run, dropped and resumed")
+    section("AgentLoop: resume")
+    tool = exprtool_grpc.ExprToolStub(channel)
+    settings = et.Settings(read=False)
+    d = tool.Describe(et.DescribeRequest(settings=settings), timeout=RECV_TIMEOUT_S)
+    state = ClientState(tool, settings, copy.deepcopy(products))
+    stub = agentloop_grpc.AgentLoopStub(channel)
+    prompt = "Select the five cheapest products."
+
+    def show(m):
+        kind = m.WhichOneof("event")
+        extra = f" turn={m.turn_id}" if m.turn_id else ""
+        if kind == "tool_call_requested" and m.tool_call_requested.run_on_client:
+            extra += " run_on_client"
+        log(f"← seq={m.seq} {kind}{extra}{' pending' if m.pending else ''}")
+
+    first = Stream(stub.Run, "event")
+    first.send(
+        al.AgentLoopRunRequest(
+            start=al.AgentStart(
+                provider="demo",
+                messages=[al.AgentMessage(role=al.AgentMessage.ROLE_USER, content=prompt)],
+                tools=[al.AgentTool(name="expr", description=d.description, parameters_json=d.input_schema_json, executor=al.AgentTool.EXECUTOR_CLIENT)],
+                # The turn goes on when its stream goes away, so that it
+                # can be resumed.
+                detach=True,
+            )
+        )
+    )
+    log(f"→ start provider=demo tools=expr(EXECUTOR_CLIENT) detach=true user={dumps(prompt)}")
+    events = []
+    while True:
+        m = first.next("an event before the drop")
+        show(m)
+        events.append(m)
+        if m.WhichOneof("event") == "tool_call_requested" and m.tool_call_requested.run_on_client:
+            break
+    turn_id, request = events[0].turn_id, events[-1]
+    ok(re.fullmatch(r"[0-9a-f]{32}", turn_id), f"the first event names the turn: {turn_id!r}")
+    first.cancel()
+    log(f"✗ stream dropped after seq {request.seq}, the client-run call unanswered")
+
+    second = Stream(stub.Run, "event")
+    try:
+        second.send(al.AgentLoopRunRequest(resume=al.AgentResume(turn_id=turn_id, after_seq=request.seq)))
+        log(f"→ resume turn={turn_id} after_seq={request.seq}")
+        pending = []
+        first_message = True
+        while True:
+            m = second.next("an event of the resumed turn")
+            show(m)
+            if first_message:
+                check(m.turn_id, turn_id, "the turn the resumed stream's first message names")
+                first_message = False
+            if m.pending:
+                # Sent again: the request the first stream left unanswered,
+                # as it was, under its seq. Answered here.
+                pending.append(m)
+                check(
+                    {"seq": m.seq, "call": m.tool_call_requested.call.id, "run_on_client": m.tool_call_requested.run_on_client},
+                    {"seq": request.seq, "call": request.tool_call_requested.call.id, "run_on_client": True},
+                    "the request sent again",
+                )
+                resp = state.run(m.tool_call_requested.call.arguments_json)
+                second.send(al.AgentLoopRunRequest(tool_output=al.ToolOutput(call_id=m.tool_call_requested.call.id, output_json=resp.answer_json)))
+                log(f"→ tool_output id={m.tool_call_requested.call.id} {resp.answer_json}")
+                continue
+            events.append(m)
+            if m.WhichOneof("event") == "done":
+                break
+        second.close("the resumed AgentLoop.Run")
+    finally:
+        second.cancel()
+    log("← resumed stream closed: OK")
+
+    check(len(pending), 1, "requests sent again (pending)")
+    check([m.seq for m in events], list(range(1, len(events) + 1)), "the events' seqs (each once, in order)")
+    kinds = [m.WhichOneof("event") for m in events]
+    check(kinds.count("step_started"), 2, "steps")
+    check(kinds.count("tool_result"), 1, "tool results")
+    result = next(m.tool_result for m in events if m.WhichOneof("event") == "tool_result")
+    check({"call_id": result.call_id, "output": parse(result.output_json)}, {"call_id": request.tool_call_requested.call.id, "output": {}}, "the tool result")
+    check(state.state.get("selected"), cheapest_set, "the client's state after the turn")
+    done = events[-1].done
+    check(done.text, "Done: the five cheapest products are now selected in the list.", "the done event's text")
+    log(f"✓ resumed after seq {request.seq}: the call answered once, every event once, seq 1..{len(events)} in order, and done")
+
+
 # --- main --------------------------------------------------------------------
 
 
@@ -589,6 +688,7 @@ def main():
         with grpc.insecure_channel(opts.addr) as channel:
             expr_tool(channel)
             agent_loop(channel)
+            resume_once(channel)
     except Mismatch as err:
         print(f"FAIL [{stage}]: {err}", file=sys.stderr, flush=True)
         return 1
@@ -597,7 +697,7 @@ def main():
         return 1
     finally:
         deadline.cancel()
-    log("PASS: ExprTool session and AgentLoop turn as expected")
+    log("PASS: ExprTool session and AgentLoop turn as expected, the turn resumed once")
     return 0
 
 

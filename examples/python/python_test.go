@@ -89,7 +89,13 @@ func TestPythonClient(t *testing.T) {
 		"← result expr id=",
 		"← done: STOP_REASON_COMPLETED after 2 steps",
 		"✓ the turn ran expr on the client once, selected " + cheapest,
-		"PASS: ExprTool session and AgentLoop turn as expected",
+		"→ start provider=demo tools=expr(EXECUTOR_CLIENT) detach=true",
+		" run_on_client\n✗ stream dropped after seq ",
+		"→ resume turn=",
+		" run_on_client pending\n→ tool_output id=",
+		"✓ resumed after seq ",
+		": the call answered once, every event once, seq 1..",
+		"PASS: ExprTool session and AgentLoop turn as expected, the turn resumed once",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("python output lacks %q\n--- python output ---\n%s", want, out)
