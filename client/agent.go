@@ -430,11 +430,13 @@ func (t *Turn) receive(m *exprdv1.AgentLoopRunResponse) {
 		t.pending(m) // unlocks
 		return
 	}
-	if seq <= t.last && seq != 0 {
-		t.mu.Unlock()
-		return // told already
+	if seq != 0 {
+		if seq <= t.last {
+			t.mu.Unlock()
+			return // told already
+		}
+		t.last = seq
 	}
-	t.last = seq
 	if d := m.GetDone(); d != nil {
 		t.result = d
 	}

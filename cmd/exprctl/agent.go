@@ -202,7 +202,7 @@ func agentCmd(e *env, args []string) error {
 	p.endText()
 	if err != nil {
 		if e.ctx.Err() != nil {
-			return fmt.Errorf("interrupted: turn %s cancelled: %w", turn.ID(), err)
+			return fmt.Errorf("interrupted: turn %s cancelled: %s", turn.ID(), e.errorText(err))
 		}
 		return err
 	}

@@ -212,3 +212,44 @@ func TestAgentResume(t *testing.T) {
 		}
 	}
 }
+
+// triggerWriter is stdout that calls fire once what is printed holds mark.
+type triggerWriter struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	mark  string
+	fire  func()
+	fired bool
+}
+
+func (w *triggerWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, _ := w.b.Write(p)
+	if !w.fired && strings.Contains(w.b.String(), w.mark) {
+		w.fired = true
+		w.fire()
+	}
+	return n, nil
+}
+
+// Ctrl-C cancels the turn, which is started detached: it does not go on
+// without exprctl, and a resume finds it ended CANCELED.
+func TestAgentInterruptCancelsTheTurn(t *testing.T) {
+	t.Parallel()
+	addr := startScripted(t, csvScript)
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	stdout := &triggerWriter{mark: "text I'll write", fire: interrupt}
+	var stderr strings.Builder
+	code := runContext(ctx, []string{"--addr", addr, "agent", "--prompt", "Rows to CSV.", "--client-tool", "downloadCsv"}, strings.NewReader(""), stdout, &stderr)
+	got := stdout.b.String()
+	if code != exitError || !strings.Contains(stderr.String(), "exprctl agent: interrupted: turn ") || !strings.Contains(stderr.String(), " cancelled: Canceled: ") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the turn cancelled (stdout %q)", code, stderr.String(), got)
+	}
+	id := strings.Fields(got)[1]
+	again := runCmd("", "--addr", addr, "agent", "--resume", id+":-1")
+	if again.code != exitError || !strings.Contains(again.stderr, "exprctl agent: Canceled: ") {
+		t.Errorf("the resumed turn: exit %d, stderr %q; want it ended CANCELED", again.code, again.stderr)
+	}
+}
