@@ -34,13 +34,15 @@ import (
 // TestExprdServesManifest starts the exprd the image holds the way the pod
 // would: the container's args and env, its ConfigMaps and stand-in Secrets
 // written to a directory that stands in for each mount, and only the listen
-// addresses and the registry's etcd moved to loopback (an embedded etcd).
-// It must serve, report SERVING to each probe (with no token), refuse calls
-// without a token when auth is on, list every manual with the example's
-// token, refuse every registry write (PERMISSION_DENIED with auth on,
-// FAILED_PRECONDITION with it off), serve /metrics, report on /readyz the
-// registry store the manifest names, and drain on SIGTERM for the
-// --drain-timeout the checks read from the manifests. Not parallel: the
+// addresses, the registry's etcd (an embedded etcd) and the turns' NATS
+// (its members, embedded) moved to loopback. It must serve, report SERVING
+// to each probe (with no token), refuse calls without a token when auth is
+// on, list every manual with the example's token, refuse every registry
+// write (PERMISSION_DENIED with auth on, FAILED_PRECONDITION with it off),
+// serve /metrics, report on /readyz the registry store the manifest names,
+// keep its turns in NATS with --nats-replicas copies when the manifest
+// runs NATS, and drain on SIGTERM for the --drain-timeout the checks read
+// from the manifests. Not parallel: the
 // container's env is set on this process, which exprd inherits.
 func TestExprdServesManifest(t *testing.T) {
 	bin := imageBinary(t)
@@ -172,6 +174,27 @@ func TestExprdServesManifest(t *testing.T) {
 				t.Errorf("GET /readyz: got registry store %q (%v), want %q", got, err, wantStore)
 			}
 
+			// The turn store is the manifest's: exprd placed its stream
+			// and buckets on the stand-in members with --nats-replicas
+			// copies, one a member.
+			if turns, err := m.turnStore(); err != nil {
+				t.Fatal(err)
+			} else if turns.urls != nil {
+				want, held, err := natsStreamCopies(m.natsStandIn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("NATS's stand-in: streams' replicas %v, members holding each %v", want, held)
+				if len(want) == 0 {
+					t.Errorf("NATS's stand-in: got no JetStream streams, want exprd's turn store's (--turn-store nats)")
+				}
+				for name, r := range want {
+					if r != turns.replicas || held[name] != turns.replicas {
+						t.Errorf("NATS's stand-in: stream %s: got %d replicas on %d members, want --nats-replicas %d on as many", name, r, held[name], turns.replicas)
+					}
+				}
+			}
+
 			drain, err := m.drainTimeout()
 			if err != nil {
 				t.Fatal(err)
@@ -217,10 +240,9 @@ func startPod(t *testing.T, m *manifest, bin string, log io.Writer) (*exprdproc.
 		}
 		args = append(args, "--registry-store=etcd://"+etcdtest.Start(t).Endpoint())
 	}
-	// The manifests' NATS likewise, by one nats-server with JetStream on
-	// loopback: one server holds one copy of each turn, so the stand-in
-	// takes --nats-replicas 1 (checkTurnStore holds the manifests' to
-	// their members).
+	// The manifests' NATS likewise, by its members run embedded on
+	// loopback, each with its own nats.conf: exprd places its stream and
+	// bucket with the manifest's --nats-replicas.
 	turns, err := m.turnStore()
 	if err != nil {
 		return nil, err
@@ -229,7 +251,11 @@ func startPod(t *testing.T, m *manifest, bin string, log io.Writer) (*exprdproc.
 		if turns.urls[0].Scheme == "tls" {
 			return nil, errors.New("--nats-url tls://: the embedded nats-server that stands in for it speaks plaintext only")
 		}
-		args = append(args, "--nats-url="+startNATS(t), "--nats-replicas=1")
+		urls, err := startNATSCluster(t, m)
+		if err != nil {
+			return nil, fmt.Errorf("NATS's stand-in: %w", err)
+		}
+		args = append(args, "--nats-url="+urls)
 	}
 	proc, err := exprdproc.Start(bin, log, args...)
 	if err != nil {

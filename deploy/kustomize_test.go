@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -80,6 +81,8 @@ type manifest struct {
 	// asWritten makes the Secrets' stand-ins their example values as
 	// written, placeholders and all, as if applied unedited.
 	asWritten bool
+	// natsStandIn is the embedded members startPod stood in for NATS with.
+	natsStandIn []*natsserver.Server
 }
 
 // secretsExample, beside a kustomization, lists the Secrets its pod mounts

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"path"
@@ -617,4 +618,97 @@ func startNATS(t *testing.T) string {
 		t.Fatal("nats-server did not start")
 	}
 	return ns.ClientURL()
+}
+
+// startNATSCluster stands in for the manifests' NATS with its own members:
+// each member's settings as the checks read them (natsMembers: nats.conf,
+// its server_name, cluster name and JetStream limits), moved to loopback
+// as exprd's listen addresses are (client and cluster ports free ones, the
+// routes to them, the store a scratch directory, no monitoring port or pid
+// file), every member in this process. It returns the members' client
+// URLs once JetStream has a meta leader, so that exprd can place its
+// stream and bucket with the manifest's --nats-replicas.
+func startNATSCluster(t *testing.T, m *manifest) (string, error) {
+	t.Helper()
+	members, err := m.natsMembers()
+	if err != nil {
+		return "", err
+	}
+	freePort := func() (int, error) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port, nil
+	}
+	clusterPorts := make([]int, len(members))
+	var routes []*url.URL
+	for i := range members {
+		if clusterPorts[i], err = freePort(); err != nil {
+			return "", err
+		}
+		routes = append(routes, &url.URL{Scheme: "nats", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(clusterPorts[i]))})
+	}
+	var servers []*natsserver.Server
+	var urls []string
+	for i, mb := range members {
+		o := mb.opts.Clone()
+		o.ConfigFile, o.PidFile, o.PortsFileDir = "", "", ""
+		o.Host, o.Port, o.HTTPPort, o.HTTPHost = "127.0.0.1", -1, 0, ""
+		o.StoreDir = t.TempDir()
+		o.NoLog, o.NoSigs = true, true
+		if len(members) > 1 {
+			o.Cluster.Host, o.Cluster.Port = "127.0.0.1", clusterPorts[i]
+			o.Routes = routes
+		}
+		ns, err := natsserver.NewServer(o)
+		if err != nil {
+			return "", fmt.Errorf("member %s on loopback: %w", mb.pod, err)
+		}
+		ns.Start()
+		t.Cleanup(ns.Shutdown)
+		servers = append(servers, ns)
+	}
+	m.natsStandIn = servers
+	for i, ns := range servers {
+		if !ns.ReadyForConnections(20 * time.Second) {
+			return "", fmt.Errorf("member %s on loopback: not ready for connections", members[i].pod)
+		}
+		urls = append(urls, ns.ClientURL())
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		leader, current := false, true
+		for _, ns := range servers {
+			leader = leader || ns.JetStreamIsLeader()
+			current = current && ns.JetStreamIsCurrent()
+		}
+		if leader && current {
+			return strings.Join(urls, ","), nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("the %d members on loopback: JetStream has no meta leader after 30 s", len(servers))
+		}
+	}
+}
+
+// natsStreamCopies is, for each JetStream stream on the members, the
+// replicas its config asks for and the members that hold a copy.
+func natsStreamCopies(servers []*natsserver.Server) (map[string]int, map[string]int, error) {
+	want, held := map[string]int{}, map[string]int{}
+	for _, ns := range servers {
+		jsz, err := ns.Jsz(&natsserver.JSzOptions{Accounts: true, Streams: true, Config: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, a := range jsz.AccountDetails {
+			for _, st := range a.Streams {
+				held[st.Name]++
+				if st.Config != nil {
+					want[st.Name] = st.Config.Replicas
+				}
+			}
+		}
+	}
+	return want, held, nil
 }
