@@ -171,6 +171,9 @@ func (l *loop) resolve(ctx context.Context, s *stepRun, refused string, argsErr 
 			return ErrorResult(msg), false, nil
 		}
 	}
+	if f := l.cfg.Events.CallExecuting; f != nil {
+		f(step, *call)
+	}
 	return l.execute(ctx, step, t, *call), true, nil
 }
 

@@ -63,7 +63,11 @@ type Events struct {
 	// (its answer with each call as it ran, then the results), before
 	// StepFinished. With StepFinished and ToolResult, they are what a
 	// turn records to be resumed elsewhere (Config.Resume).
-	Replied      func(step int, r Reply)
-	HistoryGrew  func(step int, msgs []model.Message)
-	StepFinished func(s Step)
+	Replied     func(step int, r Reply)
+	HistoryGrew func(step int, msgs []model.Message)
+	// CallExecuting tells that a call's executor is about to run: its
+	// hooks and approval are behind it. A call a Resume finds without it
+	// never ran, and runs from the start (approval and hooks asked again).
+	CallExecuting func(step int, call ToolCall)
+	StepFinished  func(s Step)
 }

@@ -34,10 +34,13 @@ type Reply struct {
 	Message      model.Message // the assistant's, with its calls as the model made them
 	FinishReason model.FinishReason
 	Usage        model.Usage
-	// Results are the recorded results, by call id (ToolResult's). A
-	// call without one runs again when its tool is Idempotent; any other
-	// is answered Interrupted, unless it would not have run at all.
+	// Results are the recorded results, by call id (ToolResult's).
 	Results map[string]Result `json:",omitempty"`
+	// Executing are the calls whose executor had begun (CallExecuting's),
+	// by id. A call without a result runs again from the start when it
+	// had not begun (its approval and hooks asked again) or its tool is
+	// Idempotent; any other is answered Interrupted.
+	Executing map[string]bool `json:",omitempty"`
 }
 
 // resumed is how a step's calls resume: the results recorded, and the
@@ -83,7 +86,7 @@ func (l *loop) replied(i int) (resp model.Response, res *resumed, ok bool) {
 		if _, done := r.Results[c.ID]; done {
 			continue
 		}
-		if t := l.tools[c.Name]; t != nil && !t.Idempotent {
+		if t := l.tools[c.Name]; t != nil && !t.Idempotent && r.Executing[c.ID] {
 			res.interrupted[c.ID] = true // a missing tool's call never ran: it is answered as it was
 		}
 	}

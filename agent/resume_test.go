@@ -20,8 +20,9 @@ type journal struct {
 }
 
 type entry struct {
-	replied *agent.Reply
-	result  *struct {
+	replied   *agent.Reply
+	executing string
+	result    *struct {
 		id string
 		r  agent.Result
 	}
@@ -44,8 +45,9 @@ func (j *journal) events() agent.Events {
 				r  agent.Result
 			}{c.ID, r}})
 		},
-		HistoryGrew:  func(_ int, msgs []model.Message) { j.add(entry{grew: msgs}) },
-		StepFinished: func(s agent.Step) { j.add(entry{finished: &s}) },
+		HistoryGrew:   func(_ int, msgs []model.Message) { j.add(entry{grew: msgs}) },
+		CallExecuting: func(_ int, c agent.ToolCall) { j.add(entry{executing: c.ID}) },
+		StepFinished:  func(s agent.Step) { j.add(entry{finished: &s}) },
 	}
 }
 
@@ -58,8 +60,10 @@ func (j *journal) resume(initial []model.Message, n int) ([]model.Message, *agen
 		switch {
 		case e.replied != nil:
 			rep := *e.replied
-			rep.Results = map[string]agent.Result{}
+			rep.Results, rep.Executing = map[string]agent.Result{}, map[string]bool{}
 			r.Reply = &rep
+		case e.executing != "":
+			r.Reply.Executing[e.executing] = true
 		case e.result != nil:
 			r.Reply.Results[e.result.id] = e.result.r
 		case e.grew != nil:
@@ -95,8 +99,9 @@ func TestResumeFromEveryPoint(t *testing.T) {
 	cfg.Events = j.events()
 	cfg.Parallelism = 1 // the calls run, and are recorded, in order
 	want := run(t, cfg)
-	// replied, two results, grew, finished; then step 1's replied, grew, finished
-	if len(j.entries) != 8 {
+	// replied, two calls executing then their results, grew, finished;
+	// then step 1's replied, grew, finished
+	if len(j.entries) != 10 {
 		t.Fatalf("journal of %d entries: %+v", len(j.entries), j.entries)
 	}
 	wantHistory := toolMessages(t, full, 1)
@@ -109,9 +114,11 @@ func TestResumeFromEveryPoint(t *testing.T) {
 		interrupted   string // the call answered Interrupted
 	}{
 		{"before the model answered", 0, []scripted.Turn{step0, step1}, 1, 1, ""},
-		{"its answer recorded, no result", 1, []scripted.Turn{step1}, 0, 1, "c1"},
-		{"one result recorded", 2, []scripted.Turn{step1}, 0, 1, ""},
-		{"the step finished", 5, []scripted.Turn{step1}, 0, 0, ""},
+		{"its answer recorded, no call begun", 1, []scripted.Turn{step1}, 1, 1, ""},
+		{"charge executing, no result", 2, []scripted.Turn{step1}, 0, 1, "c1"},
+		{"charge's result recorded", 3, []scripted.Turn{step1}, 0, 1, ""},
+		{"lookup executing, no result", 4, []scripted.Turn{step1}, 0, 1, ""},
+		{"the step finished", 7, []scripted.Turn{step1}, 0, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			charge, lookup := &counting{reply: `{"charged":1}`}, &counting{reply: `{"found":2}`}
