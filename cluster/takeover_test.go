@@ -315,3 +315,104 @@ func replicaMetric(t *testing.T, r *turnReplica, name, label string) float64 {
 	}
 	return sum
 }
+
+// A turn waiting on an approval survives a rolling restart of all three
+// replicas (each stopped with SIGTERM, a new one started in its place):
+// each stopping replica hands the turn over, the next asks the approval
+// again (the call had not begun), and the client, back after the
+// restart, answers it on the last replica; the tool runs once.
+func TestTurnPendingApprovalSurvivesRollingRestart(t *testing.T) {
+	natsURL := startNATS(t)
+	l := startLedger(t, time.Second)
+	l.scriptedModel(t, scripted.Script{Loop: true, Turns: []scripted.Turn{
+		{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "work", Arguments: json.RawMessage(`{"n":1}`)}}},
+		{Match: &scripted.Match{LastRole: "tool"}, Text: "done"},
+	}})
+	replicas := []*turnReplica{startTurnReplica(t, "A", natsURL, l), startTurnReplica(t, "B", natsURL, l), startTurnReplica(t, "C", natsURL, l)}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sctx, stop := context.WithCancel(ctx)
+	stream, err := replicas[0].agent.Run(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := &exprdv1.AgentStart{Detach: true,
+		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "work"}},
+		Tools:    []*exprdv1.AgentTool{{Name: "work", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "ledger.add", NeedsApproval: true}}}
+	if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
+		t.Fatal(err)
+	}
+	var turnID string
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.GetTurnId() != "" {
+			turnID = m.GetTurnId()
+		}
+		if m.GetApprovalRequest() != nil {
+			break
+		}
+	}
+	stop() // the client goes away; the turn waits, detached
+
+	// running is how many replicas run the turn: one, between restarts.
+	running := func(live []*turnReplica) float64 {
+		var n float64
+		for _, r := range live {
+			n += replicaMetric(t, r, "exprd_turns_running", "")
+		}
+		return n
+	}
+	for i := range replicas {
+		old := replicas[i]
+		if err := old.proc.Terminate(30 * time.Second); err != nil {
+			t.Fatalf("%s did not stop: %v", old.name, err)
+		}
+		replicas[i] = startTurnReplica(t, old.name+"'", natsURL, l)
+		deadline := time.Now().Add(lease + 20*time.Second)
+		for running(replicas) != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s's restart no replica runs the turn", old.name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	// The client comes back on the last replica and answers the approval
+	// it finds pending.
+	rs, err := replicas[2].agent.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Resume{Resume: &exprdv1.AgentResume{TurnId: turnID}}}); err != nil {
+		t.Fatal(err)
+	}
+	approved := false
+	var last *exprdv1.AgentLoopRunResponse
+	for {
+		m, err := rs.Recv()
+		if err != nil {
+			t.Fatalf("the resumed stream: %v (last event %v)", err, last)
+		}
+		last = m
+		if a := m.GetApprovalRequest(); a != nil && m.GetPending() && !approved {
+			approved = true
+			reply := &exprdv1.AgentApprovalReply{CallId: a.GetCall().GetId(), Approved: true}
+			if err := rs.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ApprovalReply{ApprovalReply: reply}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m.GetDone() != nil {
+			break
+		}
+	}
+	if !approved || last.GetDone().GetText() != "done" {
+		t.Fatalf("approved %v, last event %v: want the pending approval answered and done", approved, last)
+	}
+	if n := l.adds.Load(); n != 1 {
+		t.Errorf("the approved call ran %d times, want once", n)
+	}
+}

@@ -33,8 +33,11 @@ type agentLoop struct {
 	turns liveTurns         // the turns running here
 	// stopped ends with the server's Stop: detached turns end with it.
 	stopped context.Context
-	// holder names this replica to the turns' leases (takeover).
-	holder string
+	// holder names this replica to the turns' leases (takeover);
+	// handingOver ends as the server begins to stop: its durable detached
+	// turns are handed over to other replicas.
+	holder      string
+	handingOver context.Context
 }
 
 type agentStream = grpc.BidiStreamingServer[exprdv1.AgentLoopRunRequest, exprdv1.AgentLoopRunResponse]
@@ -130,6 +133,9 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	if d != nil {
 		cfg.Events = d.events(cfg.Events)
 		defer d.release()
+		if t.detach {
+			defer a.handOverOnStop(d, cancel)()
+		}
 	}
 	// A stop recorded by Cancel, on this replica or another, ends the
 	// turn as a cancel on its stream does.
@@ -143,7 +149,7 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	}()
 	a.turns.add(t)
 	defer func() {
-		if d == nil || !d.lost.Load() { // a turn another replica took is its to end
+		if d.ends() { // a turn another replica took, or this one handed over, is not ended here
 			t.endRecord(err)
 		}
 		a.turns.remove(t.id)

@@ -58,6 +58,7 @@ func WithMaxTakeovers(n int) Option {
 const (
 	entryStart   = "start"
 	entryReplied = "replied"
+	entryRunning = "running"
 	entryResult  = "result"
 	entryStep    = "step"
 )
@@ -89,6 +90,9 @@ type durable struct {
 	lease *turnstore.Lease
 	t     *turn
 	lost  atomic.Bool // the lease lapsed and another replica took the turn
+	// handed: this replica stops and gives the turn to another (the lease
+	// handed over, nothing ended).
+	handed atomic.Bool
 
 	mu    sync.Mutex
 	grown []model.Message // the step's, journaled with its end
@@ -149,14 +153,37 @@ func (d *durable) renew(ctx context.Context) {
 	}
 }
 
-// release gives the lease up at the turn's end, unless it was lost.
+// release gives the lease up at the turn's end, unless it was lost; a
+// turn handed over has its lease handed over, for another to take it.
 func (d *durable) release() {
 	if d == nil || d.lost.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if d.handed.Load() {
+		_ = d.lease.HandOver(ctx)
+		return
+	}
 	_ = d.lease.Release(ctx)
+}
+
+// ends says whether the turn's end is recorded by this replica: not when
+// another took it (the lease lost), nor when this one handed it over.
+func (d *durable) ends() bool { return d == nil || !d.lost.Load() && !d.handed.Load() }
+
+// errHandOver stops a turn on a replica that stops: another takes it
+// over at once, its client resumes it there.
+var errHandOver = &streamError{st: statusErr(codes.Unavailable,
+	"this replica is stopping: the turn goes on on another; resume it", errorInfo(reasonTurnTakenOver))}
+
+// handOverOnStop makes the server's stop hand the turn over rather than
+// end it: a durable, detached turn.
+func (a *agentLoop) handOverOnStop(d *durable, cancel context.CancelCauseFunc) (stop func() bool) {
+	return context.AfterFunc(a.handingOver, func() {
+		d.handed.Store(true)
+		cancel(errHandOver)
+	})
 }
 
 // journal records e; its failure fails the turn, as an event's does.
@@ -184,11 +211,19 @@ func (d *durable) journal(e journalEntry) error {
 // sees it, each step (its history and the state, when it changed)
 // before the next model request.
 func (d *durable) events(ev agent.Events) agent.Events {
-	replied, result, grew, finished := ev.Replied, ev.ToolResult, ev.HistoryGrew, ev.StepFinished
+	replied, running, result, grew, finished := ev.Replied, ev.CallExecuting, ev.ToolResult, ev.HistoryGrew, ev.StepFinished
 	ev.Replied = func(step int, r agent.Reply) {
 		_ = d.journal(journalEntry{Kind: entryReplied, Step: step, Reply: &r})
 		if replied != nil {
 			replied(step, r)
+		}
+	}
+	// A call about to run: one that had not when the turn is taken over
+	// runs again from its start (its approval asked again).
+	ev.CallExecuting = func(step int, call agent.ToolCall) {
+		_ = d.journal(journalEntry{Kind: entryRunning, Step: step, CallID: call.ID})
+		if running != nil {
+			running(step, call)
 		}
 	}
 	ev.ToolResult = func(step int, call agent.ToolCall, r agent.Result) {
@@ -256,7 +291,12 @@ func foldJournal(entries [][]byte) (*replay, error) {
 				return nil, fmt.Errorf("journal entry %d: a reply without one", i)
 			}
 			r.reply = e.Reply
-			r.reply.Results = map[string]agent.Result{}
+			r.reply.Results, r.reply.Executing = map[string]agent.Result{}, map[string]bool{}
+		case entryRunning:
+			if r.reply == nil {
+				return nil, fmt.Errorf("journal entry %d: a call running without a reply", i)
+			}
+			r.reply.Executing[e.CallID] = true
 		case entryResult:
 			if r.reply == nil || e.Result == nil {
 				return nil, fmt.Errorf("journal entry %d: a result without a reply", i)
@@ -329,6 +369,9 @@ func (a *agentLoop) watchTakeovers() {
 // takeovers or its time, its journal unreadable) is ended instead.
 func (a *agentLoop) takeOver(st turnstore.Takeover, id string) {
 	log := a.s.opts.logger.With("turn", id)
+	if a.handingOver.Err() != nil {
+		return // this replica stops: the others take it
+	}
 	ctx := context.WithoutCancel(a.stopped)
 	lease, err := st.Acquire(ctx, id, a.holder)
 	if err != nil {
@@ -402,9 +445,10 @@ func (a *agentLoop) runTaken(lease *turnstore.Lease, st turnstore.Takeover, rec 
 	t.log, t.m = a.s.opts.turnStore, a.s.metrics
 	d := &durable{st: st, lease: lease, t: t}
 	defer d.release()
+	defer a.handOverOnStop(d, cancel)()
 	var err error
 	defer func() {
-		if !d.lost.Load() {
+		if d.ends() {
 			t.endRecord(err)
 		}
 		a.turns.remove(t.id)

@@ -79,6 +79,10 @@ type Server struct {
 	// stopTurns ends the detached agent turns (Stop, or Shutdown past its
 	// deadline).
 	stopTurns context.CancelFunc
+	// handOver, first thing of Stop and Shutdown, hands the durable
+	// detached turns over to other replicas (a store that takes turns
+	// over): they go on there, not ended here.
+	handOver context.CancelFunc
 }
 
 type options struct {
@@ -522,7 +526,9 @@ func New(opts ...Option) (*Server, error) {
 	// serving only when it has providers.
 	stopped, stopTurns := context.WithCancel(context.Background())
 	s.stopTurns = stopTurns
-	al := &agentLoop{s: s, rt: s.codemode, stopped: stopped, holder: newHolder()}
+	handingOver, handOver := context.WithCancel(context.Background())
+	s.handOver = handOver
+	al := &agentLoop{s: s, rt: s.codemode, stopped: stopped, holder: newHolder(), handingOver: handingOver}
 	exprdv1.RegisterAgentLoopServer(reg, al)
 	if err := s.metrics.observeTurns(o.meterProvider, al.turns.counts); err != nil {
 		return nil, err
@@ -558,6 +564,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // Shutdown turns health to NOT_SERVING, refuses new streams and waits for
 // open ones until ctx ends; then it stops them (Unavailable).
 func (s *Server) Shutdown(ctx context.Context) {
+	s.handOver()
 	s.health.Shutdown()
 	done := make(chan struct{})
 	go func() {
@@ -580,6 +587,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 
 // Stop stops the server at once.
 func (s *Server) Stop() {
+	s.handOver()
 	s.stopTurns()
 	s.grpc.Stop()
 	_ = s.metrics.reg.Unregister()

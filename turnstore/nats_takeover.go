@@ -66,6 +66,14 @@ func (s *NATS) Acquire(ctx context.Context, id, holder string) (*Lease, error) {
 		}
 		return unavailable(err)
 	}
+	l.handOver = func(ctx context.Context) error {
+		ctx, cancel := s.timeout(ctx)
+		defer cancel()
+		if err := s.leases.Purge(ctx, id, jetstream.LastRevision(rev)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return unavailable(err)
+		}
+		return nil
+	}
 	l.release = func(ctx context.Context) error {
 		ctx, cancel := s.timeout(ctx)
 		defer cancel()

@@ -59,8 +59,9 @@ var ErrLeaseLost = errors.New("the turn's lease lapsed and another replica took 
 
 // Lease is a turn's lease, held by one replica.
 type Lease struct {
-	renew   func(ctx context.Context) error
-	release func(ctx context.Context) error
+	renew    func(ctx context.Context) error
+	release  func(ctx context.Context) error
+	handOver func(ctx context.Context) error
 }
 
 // Renew renews the lease for another LeaseTTL; ErrLeaseLost when it
@@ -70,3 +71,7 @@ func (l *Lease) Renew(ctx context.Context) error { return l.renew(ctx) }
 // Release gives the lease up (the turn has ended): no replica takes the
 // turn over.
 func (l *Lease) Release(ctx context.Context) error { return l.release(ctx) }
+
+// HandOver gives the lease up for another replica to take the turn over
+// at once (this one stops): the watches see it as a lapsed lease.
+func (l *Lease) HandOver(ctx context.Context) error { return l.handOver(ctx) }
