@@ -44,7 +44,11 @@ BENCH_COUNT ?= 5
 .PHONY: bench-cluster
 bench-cluster: ## Replicas on a real etcd: a tool call against the in-memory registry, and propagation p50/p99
 	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
-	cd cluster && EXPRD_BIN=$(BIN)/exprd go test -run '^$$' -bench . -benchtime 2000x -count $(BENCH_COUNT)
+	cd cluster && EXPRD_BIN=$(BIN)/exprd go test -run '^$$' -bench 'ToolCall|Propagation' -benchtime 2000x -count $(BENCH_COUNT)
+
+.PHONY: bench-turns
+bench-turns: ## Durable turns: a turn with a 50 ms model through JetStream vs in memory (ratio, goal 1.05x, -count 10 for benchstat's interval), and events a second one replica records
+	cd cluster && go test -run '^$$' -bench 'TurnStore' -benchtime 30x -count 10
 
 .PHONY: bench-mcp
 bench-mcp: ## A warm MCP tool call through the registry vs a bare go-sdk client, -count 10: its ratio with benchstat's 95% interval, met only when the interval is under the goal
