@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"gen/exprd/v1":               {},
 	"gen/grpcpb":                 {},
 	"internal/benchpair":         {"internal/procs"},
+	"internal/tcpcut":            {},
 	"internal/egress":            {},
 	"internal/egress/egresstest": {},
 	"internal/exprbound":         {},
