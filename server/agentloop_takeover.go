@@ -90,9 +90,10 @@ type durable struct {
 	lease *turnstore.Lease
 	t     *turn
 	lost  atomic.Bool // the lease lapsed and another replica took the turn
-	// handed: this replica stops and gives the turn to another (the lease
-	// handed over, nothing ended).
-	handed atomic.Bool
+	// handingOver, set for a detached turn, ends as this replica begins
+	// to stop: the turn is given to another (the lease handed over,
+	// nothing ended), whichever cancel reached it first.
+	handingOver context.Context
 
 	mu    sync.Mutex
 	grown []model.Message // the step's, journaled with its end
@@ -161,7 +162,7 @@ func (d *durable) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if d.handed.Load() {
+	if d.handed() {
 		_ = d.lease.HandOver(ctx)
 		return
 	}
@@ -170,7 +171,12 @@ func (d *durable) release() {
 
 // ends says whether the turn's end is recorded by this replica: not when
 // another took it (the lease lost), nor when this one handed it over.
-func (d *durable) ends() bool { return d == nil || !d.lost.Load() && !d.handed.Load() }
+func (d *durable) ends() bool { return d == nil || !d.lost.Load() && !d.handed() }
+
+// handed says the turn is handed over: it is detached and this replica
+// stops. Read at the end, not set by the stop's cancel, which may lose
+// the race to the server's other cancels (its stopped turns).
+func (d *durable) handed() bool { return d.handingOver != nil && d.handingOver.Err() != nil }
 
 // errHandOver stops a turn on a replica that stops: another takes it
 // over at once, its client resumes it there.
@@ -180,10 +186,8 @@ var errHandOver = &streamError{st: statusErr(codes.Unavailable,
 // handOverOnStop makes the server's stop hand the turn over rather than
 // end it: a durable, detached turn.
 func (a *agentLoop) handOverOnStop(d *durable, cancel context.CancelCauseFunc) (stop func() bool) {
-	return context.AfterFunc(a.handingOver, func() {
-		d.handed.Store(true)
-		cancel(errHandOver)
-	})
+	d.handingOver = a.handingOver
+	return context.AfterFunc(a.handingOver, func() { cancel(errHandOver) })
 }
 
 // journal records e; its failure fails the turn, as an event's does.
@@ -396,6 +400,22 @@ func (a *agentLoop) takeOver(st turnstore.Takeover, id string) {
 	entries, err := st.ReadJournal(ctx, id)
 	var r *replay
 	if err == nil {
+		// What the journal holds, read (at most --turn-max-bytes a turn,
+		// takeoverWorkers at once) and decoded, is held in the memory
+		// budget until the turn runs; a budget that cannot hold it hands
+		// the turn to another replica, after a second.
+		n := int64(0)
+		for _, e := range entries {
+			n += int64(len(e))
+		}
+		res, rerr := a.s.opts.memory.Reserve(ctx, "a journal taken over", historyMemoryFactor*n)
+		if rerr != nil {
+			log.Warn("agentloop: the memory budget cannot hold a lapsed turn's journal: left to another replica", "bytes", n)
+			time.Sleep(time.Second)
+			_ = lease.HandOver(ctx)
+			return
+		}
+		defer res.Close()
 		r, err = foldJournal(entries)
 	}
 	var why error
