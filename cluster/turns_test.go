@@ -227,7 +227,10 @@ func TestTurnRequestAnsweredOnAnotherReplica(t *testing.T) {
 	script := scripted.Script{Loop: true, Turns: []scripted.Turn{
 		{Match: &scripted.Match{LastRole: "user"}, Text: "Let me ask the user about it.", ChunkDelayMS: 30,
 			ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "ask_user", Arguments: json.RawMessage(`{}`)}}},
-		{Match: &scripted.Match{LastRole: "tool"}, Text: "The user said blue."},
+		// A moment before the answer: the replies sent right after the
+		// first (a duplicate, one to no request) are rejected before the
+		// turn is done and B's stream ends (under load they came after).
+		{Match: &scripted.Match{LastRole: "tool"}, Text: "The user said blue.", DelayMS: 300},
 	}}
 	const detached = 1500 * time.Millisecond
 	a := agentReplica(t, url, script, server.WithTurnDetachedTimeout(detached))
