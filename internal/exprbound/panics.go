@@ -4,6 +4,9 @@ import (
 	"errors"
 	"reflect"
 	"runtime"
+	"strings"
+
+	"github.com/expr-lang/expr/file"
 )
 
 // expr's VM turns a Go panic inside an operation into an error whose text
@@ -33,6 +36,16 @@ func PanicMessage(err error) (string, bool) {
 	var re runtime.Error
 	if errors.As(err, &re) {
 		return "the operation cannot be done on the values here", true
+	}
+	// reflect panics with a string, which the VM makes the message:
+	// "reflect: slice index out of range" for [][0] of a typed empty
+	// array (map(filter([], ...), ...)[0]).
+	var fe *file.Error
+	if errors.As(err, &fe) && strings.HasPrefix(fe.Message, "reflect: ") {
+		if strings.Contains(fe.Message, "index out of range") {
+			return "an index here is past the end of the array (len gives its length)", true
+		}
+		return "a value here has the wrong type for the operation", true
 	}
 	return "", false
 }
