@@ -155,8 +155,12 @@ class Stream:
             raise Mismatch(f"{what}: got {m.WhichOneof(self.oneof)} after the last expected message, want the stream's end")
 
     def cancel(self):
-        self.requests.put(None)
+        # Cancelled first: a half-close sent before it would tell the
+        # server that no reply can come (a client-run call is then
+        # answered as not run), where a cancel leaves a detached turn
+        # waiting for its client to resume it.
         self.call.cancel()
+        self.requests.put(None)
 
 
 # --- what the answers must be, computed from the products file -------------
