@@ -238,7 +238,7 @@ var evalFloors = map[string]int{
 // fails if exprd's search does worse than plain BM25 on a catalogue its
 // parts were tuned or chosen on, or falls below evalFloors on any. It
 // does not hold it to BM25 on the held-out catalogue, where it finds one
-// fewer in the top 3: issue 34's floor, never below plain BM25 there, is
+// fewer in the top 3: the floor, never below plain BM25 there, is
 // not met, and no general change tried reaches it without costing the
 // tuned catalogues (BENCHMARKS.md says which, with their figures). The
 // ablation only reports, and is left out under the race detector, where
