@@ -53,3 +53,36 @@ func FuzzOpenState(f *testing.F) {
 		}
 	})
 }
+
+// A state of maxStateBytes is read; one byte more is refused unread.
+func TestStateSizeBound(t *testing.T) {
+	s, _ := newSigner([]byte(strings.Repeat("k", MinApprovalKeyBytes)))
+	exp := time.Now().Add(time.Hour).Unix()
+	sized := func(n int) string {
+		// The caller's name pads the signed state to n bytes: base64
+		// grows by 4 a 3 bytes, so pad a byte at a time until it fits.
+		for pad := 0; ; pad++ {
+			st := s.sign(approvalState{Caller: strings.Repeat("c", pad), Tool: "t", Expires: exp})
+			if len(st) == n {
+				return st
+			}
+			if len(st) > n {
+				return ""
+			}
+		}
+	}
+	var at string
+	for n := maxStateBytes; at == "" && n > maxStateBytes-4; n-- {
+		at = sized(n)
+	}
+	if _, err := s.open(at); len(at) > maxStateBytes || err != nil {
+		t.Errorf("a state of %d bytes (bound %d): %v", len(at), maxStateBytes, err)
+	}
+	var past string
+	for n := maxStateBytes + 1; past == ""; n++ {
+		past = sized(n)
+	}
+	if _, err := s.open(past); err == nil {
+		t.Errorf("a state of %d bytes, past the bound of %d, was read", len(past), maxStateBytes)
+	}
+}
