@@ -75,6 +75,7 @@ type config struct {
 	runLimits                 runLimitsConfig  // AgentLoop's and CodeMode's maxima (runlimits.go)
 	connLimits                connLimitsConfig // what a connection holds before a token is checked (connlimits.go)
 	mcp                       mcpConfig        // the MCP endpoint (mcp.go)
+	pprof                     pprofConfig      // --debug-pprof-addr (pprof.go)
 
 	maxConnAge      time.Duration
 	maxConnAgeGrace time.Duration
@@ -133,6 +134,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	c.runLimits.flags(fs)
 	c.connLimits.flags(fs)
 	c.mcp.flags(fs)
+	c.pprof.flags(fs)
 
 	fs.DurationVar(&c.maxConnAge, "max-connection-age", server.DefaultMaxConnectionAge, "how long a connection lives, so long streams rebalance")
 	fs.DurationVar(&c.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "how long streams may go on after max-connection-age")

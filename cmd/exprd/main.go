@@ -67,6 +67,11 @@ func run(args []string) error {
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer tel.stop(context.WithoutCancel(ctx))
+	prof, err := c.pprof.start(log)
+	if err != nil {
+		return fmt.Errorf("debug-pprof-addr: %w", err)
+	}
+	defer prof.close()
 
 	dm, err := startDemo(c)
 	if err != nil {
