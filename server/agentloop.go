@@ -122,7 +122,7 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 		return turnStoreStatus(err)
 	}
 	a.s.metrics.storeOp(ctx, "create", created)
-	t.log, t.m = a.s.opts.turnStore, a.s.metrics
+	t.useStore(a.s.opts.turnStore, a.s.metrics, a.s.opts.memory, a.stopped)
 	// Where turns can be taken over, the turn holds a lease and keeps a
 	// journal to be taken over from (agentloop_takeover.go).
 	d, err := a.hold(ctx, t, start)

@@ -89,8 +89,9 @@ func (l *liveTurns) remove(id string) {
 	delete(l.turns, id)
 }
 
-// counts is how many turns run here, and how many of them detached.
-func (l *liveTurns) counts() (running, detached int64) {
+// counts is how many turns run here, how many of them detached, and how
+// many not durable (their store out of reach).
+func (l *liveTurns) counts() (running, detached, notDurable int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, t := range l.turns {
@@ -100,8 +101,11 @@ func (l *liveTurns) counts() (running, detached int64) {
 			detached++
 		}
 		t.attachMu.Unlock()
+		if !t.durable() {
+			notDurable++
+		}
 	}
-	return running, detached
+	return running, detached, notDurable
 }
 
 func (l *liveTurns) get(id string) *turn {
@@ -145,8 +149,8 @@ func (t *turn) record(m *exprdv1.AgentLoopRunResponse) error {
 	}
 	data, err := proto.Marshal(m)
 	if err == nil {
-		defer t.m.storeOp(t.ctx, "append", time.Now())
-		err = t.log.Append(t.ctx, t.id, turnstore.Event{Seq: m.GetSeq(), Data: data})
+		ev := turnstore.Event{Seq: m.GetSeq(), Data: data}
+		err = t.write(storeWrite{op: "append", n: len(data), do: func(ctx context.Context) error { return t.log.Append(ctx, t.id, ev) }})
 	}
 	if err != nil {
 		st := turnStoreStatus(err)
@@ -166,10 +170,7 @@ func (t *turn) endRecord(err error) {
 	if err != nil {
 		end, _ = proto.Marshal(withReason(status.Convert(err)).Proto())
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 10*time.Second)
-	defer cancel()
-	defer t.m.storeOp(ctx, "end", time.Now())
-	_ = t.log.End(ctx, t.id, end)
+	_ = t.write(storeWrite{op: "end", end: true, do: func(ctx context.Context) error { return t.log.End(ctx, t.id, end) }})
 }
 
 // attach counts a client on the turn; while one is, it is not detached.

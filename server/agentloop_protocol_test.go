@@ -364,7 +364,7 @@ func TestAgentLoopBadStart(t *testing.T) {
 		{"an unknown tool choice mode", &exprdv1.AgentStart{Messages: userMsg("hi"), ToolChoice: &exprdv1.ToolChoice{Mode: exprdv1.ToolChoice_Mode(9)}}, "start.tool_choice.mode"},
 		{"an unknown hook", &exprdv1.AgentStart{Messages: userMsg("hi"), Hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_PREPARE_STEP, exprdv1.Hook(9)}}, "start.hooks"},
 		{"HOOK_UNSPECIFIED", &exprdv1.AgentStart{Messages: userMsg("hi"), Hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_UNSPECIFIED}}, "start.hooks"},
-		{"an unknown event to omit", &exprdv1.AgentStart{Messages: userMsg("hi"), OmitEvents: []exprdv1.AgentEvent{exprdv1.AgentEvent_AGENT_EVENT_TEXT_DELTA, exprdv1.AgentEvent(7)}}, "start.omit_events"},
+		{"an unknown event to omit", &exprdv1.AgentStart{Messages: userMsg("hi"), OmitEvents: []exprdv1.AgentEvent{exprdv1.AgentEvent_AGENT_EVENT_TEXT_DELTA, exprdv1.AgentEvent(8)}}, "start.omit_events"},
 		{"a negative event to omit", &exprdv1.AgentStart{Messages: userMsg("hi"), OmitEvents: []exprdv1.AgentEvent{exprdv1.AgentEvent(-1)}}, "start.omit_events"},
 		{"AGENT_EVENT_UNSPECIFIED to omit", &exprdv1.AgentStart{Messages: userMsg("hi"), OmitEvents: []exprdv1.AgentEvent{exprdv1.AgentEvent_AGENT_EVENT_UNSPECIFIED}}, "start.omit_events"},
 		{"a tool without a name", &exprdv1.AgentStart{Messages: userMsg("hi"), Tools: []*exprdv1.AgentTool{{}}}, "start.tools[0].name"},

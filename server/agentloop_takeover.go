@@ -118,8 +118,12 @@ func (a *agentLoop) hold(ctx context.Context, t *turn, start *exprdv1.AgentStart
 	}
 	d := &durable{st: st, lease: lease, t: t}
 	data, err := proto.Marshal(start)
+	var entry []byte
 	if err == nil {
-		err = d.journal(journalEntry{Kind: entryStart, Start: data, Owner: t.owner, Caller: callerName(ctx), Scopes: toolscope.FromContext(ctx).Scopes()})
+		entry, err = json.Marshal(journalEntry{Kind: entryStart, Start: data, Owner: t.owner, Caller: callerName(ctx), Scopes: toolscope.FromContext(ctx).Scopes()})
+	}
+	if err == nil { // written now: a turn does not start without its store
+		err = t.do(ctx, storeWrite{op: "journal", do: func(ctx context.Context) error { return st.Journal(ctx, t.id, entry) }})
 	}
 	if err != nil {
 		d.release()
@@ -160,13 +164,11 @@ func (d *durable) release() {
 	if d == nil || d.lost.Load() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	give := d.lease.Release
 	if d.handed() {
-		_ = d.lease.HandOver(ctx)
-		return
+		give = d.lease.HandOver
 	}
-	_ = d.lease.Release(ctx)
+	_ = d.t.write(storeWrite{op: "release", do: give})
 }
 
 // ends says whether the turn's end is recorded by this replica: not when
@@ -194,8 +196,7 @@ func (a *agentLoop) handOverOnStop(d *durable, cancel context.CancelCauseFunc) (
 func (d *durable) journal(e journalEntry) error {
 	b, err := json.Marshal(e)
 	if err == nil {
-		defer d.t.m.storeOp(d.t.ctx, "journal", time.Now())
-		err = d.st.Journal(d.t.ctx, d.t.id, b)
+		err = d.t.write(storeWrite{op: "journal", n: len(b), do: func(ctx context.Context) error { return d.st.Journal(ctx, d.t.id, b) }})
 	}
 	if err != nil {
 		if errors.Is(err, turnstore.ErrLeaseLost) {
@@ -462,7 +463,7 @@ func (a *agentLoop) runTaken(lease *turnstore.Lease, st turnstore.Takeover, rec 
 	t := newTurn(ctx, a.s.opts.initialState.Fork(a.s.opts.maxStateBytes))
 	t.id, t.owner, t.seq = rec.ID, r.owner, rec.Last
 	t.cancel, t.detach, t.detachedTimeout = cancel, true, a.s.opts.detachedTimeout
-	t.log, t.m = a.s.opts.turnStore, a.s.metrics
+	t.useStore(a.s.opts.turnStore, a.s.metrics, a.s.opts.memory, a.stopped)
 	d := &durable{st: st, lease: lease, t: t}
 	defer d.release()
 	defer a.handOverOnStop(d, cancel)()

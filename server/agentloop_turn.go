@@ -37,6 +37,8 @@ type turn struct {
 	pendMu  sync.Mutex
 	pending map[uint64]*exprdv1.AgentLoopRunResponse
 	log     turnstore.Store         // where the events are recorded; nil: nowhere
+	unrec   *unrecorded             // what the store could not take yet (useStore)
+	over    bool                    // its done is sent: nothing follows (sendMu)
 	m       *metrics                // the turn store's latency is told here (nil: nowhere)
 	cancel  context.CancelCauseFunc // ends the turn
 
@@ -123,6 +125,18 @@ func (t *turn) sendRequest(m *exprdv1.AgentLoopRunResponse) error {
 func (t *turn) sendEvent(m *exprdv1.AgentLoopRunResponse, request bool) error {
 	t.sendMu.Lock()
 	defer t.sendMu.Unlock()
+	if err := t.emit(m, request); err != nil {
+		return err
+	}
+	t.noticeIfDue()
+	return nil
+}
+
+// emit is sendEvent's work. t.sendMu is held.
+func (t *turn) emit(m *exprdv1.AgentLoopRunResponse, request bool) error {
+	if t.over {
+		return errTurnOver
+	}
 	m.Seq = t.seq + 1
 	if m.Seq == 1 {
 		m.TurnId = t.id
@@ -140,6 +154,7 @@ func (t *turn) sendEvent(m *exprdv1.AgentLoopRunResponse, request bool) error {
 		return err
 	}
 	t.seq = m.Seq
+	t.over = m.GetDone() != nil
 	if t.out == nil { // a turn taken over: its clients read the store
 		return nil
 	}
@@ -148,6 +163,9 @@ func (t *turn) sendEvent(m *exprdv1.AgentLoopRunResponse, request bool) error {
 	}
 	return nil
 }
+
+// errTurnOver is an event after the turn's done: not sent.
+var errTurnOver = errors.New("the turn is over")
 
 // unpend is a request's wait over: it is not sent again.
 func (t *turn) unpend(seq uint64) {

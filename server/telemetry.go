@@ -36,9 +36,10 @@ type metrics struct {
 	turnsReg  metric.Registration
 }
 
-// turnCounts reads how many turns run on this replica, and how many of
-// them run detached (no client attached).
-type turnCounts func() (running, detached int64)
+// turnCounts reads how many turns run on this replica, how many of them
+// run detached (no client attached), and how many not durable (their
+// store out of reach).
+type turnCounts func() (running, detached, notDurable int64)
 
 // observeTurns reports the turns running and detached (AgentLoop's).
 func (m *metrics) observeTurns(mp metric.MeterProvider, counts turnCounts) error {
@@ -51,12 +52,17 @@ func (m *metrics) observeTurns(mp metric.MeterProvider, counts turnCounts) error
 	if err != nil {
 		return err
 	}
+	notDurable, err := meter.Int64ObservableGauge("exprd.turns.not_durable", metric.WithDescription("AgentLoop turns running on this replica whose turn store is out of reach: what they could not record is held in this replica's memory."))
+	if err != nil {
+		return err
+	}
 	m.turnsReg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		r, d := counts()
+		r, d, n := counts()
 		o.ObserveInt64(running, r)
 		o.ObserveInt64(detached, d)
+		o.ObserveInt64(notDurable, n)
 		return nil
-	}, running, detached)
+	}, running, detached, notDurable)
 	return err
 }
 

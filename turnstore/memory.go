@@ -75,6 +75,9 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 // Kind is "memory".
 func (m *Memory) Kind() string { return "memory" }
 
+// Limits are the store's limits of a turn.
+func (m *Memory) Limits() Limits { return m.cfg.Limits }
+
 // Close drops every turn.
 func (m *Memory) Close() error {
 	m.mu.Lock()
@@ -139,7 +142,7 @@ func (m *Memory) Append(_ context.Context, id string, ev Event) error {
 	if ev.Seq != t.rec.Last+1 {
 		return fmt.Errorf("turn %s: event seq %d after %d", id, ev.Seq, t.rec.Last)
 	}
-	if err := m.cfg.Limits.check(len(t.events), t.bytes, len(ev.Data)); err != nil {
+	if err := m.cfg.Limits.Check(len(t.events), t.bytes, len(ev.Data)); err != nil {
 		return err
 	}
 	n := int64(len(ev.Data))

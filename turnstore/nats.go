@@ -2,6 +2,8 @@ package turnstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +30,10 @@ const (
 const (
 	hdrSeq = "Exprd-Seq" // the event's seq; on the end record, the last event's
 	hdrEnd = "Exprd-End" // set on the end record
+	// hdrWriter names the store (a process) that wrote an event or an
+	// end record: a publish tried again after its ack was lost finds its
+	// own message there, and goes on as written.
+	hdrWriter = "Exprd-Writer"
 )
 
 // NATSConfig configures a NATS store.
@@ -67,6 +73,7 @@ type NATS struct {
 	stream jetstream.Stream
 	kv     jetstream.KeyValue
 	leases jetstream.KeyValue // the turns' leases: a key a running turn, lapsing Lease after its last write
+	writer string             // this store's name in hdrWriter: 64 random bits
 
 	mu     sync.Mutex
 	counts map[string]*natsCount // the turns this process writes: what they hold
@@ -130,7 +137,11 @@ func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultNATSTimeout
 	}
-	opts := []nats.Option{nats.Name("exprd"), nats.Timeout(cfg.Timeout), nats.MaxReconnects(-1)}
+	// While the connection is down, a publish fails at once rather than
+	// wait in a buffer for its ack's timeout: a turn whose store is out of
+	// reach goes on, not durable (the server keeps what it could not
+	// record, and records it when the store is back).
+	opts := []nats.Option{nats.Name("exprd"), nats.Timeout(cfg.Timeout), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1)}
 	if cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
 	}
@@ -144,7 +155,9 @@ func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("turn store: %w: %w", ErrUnavailable, err)
 	}
-	s := &NATS{cfg: cfg, nc: nc, counts: map[string]*natsCount{}}
+	var w [8]byte
+	_, _ = rand.Read(w[:])
+	s := &NATS{cfg: cfg, nc: nc, counts: map[string]*natsCount{}, writer: hex.EncodeToString(w[:])}
 	if err := s.setUp(ctx); err != nil {
 		nc.Close()
 		return nil, err
@@ -211,6 +224,9 @@ func (s *NATS) setUp(ctx context.Context) error {
 // Kind is "nats".
 func (s *NATS) Kind() string { return "nats" }
 
+// Limits are the store's limits of a turn.
+func (s *NATS) Limits() Limits { return s.cfg.Limits }
+
 // Close closes the connection.
 func (s *NATS) Close() error {
 	s.watchMu.Lock()
@@ -249,6 +265,8 @@ func (s *NATS) Create(ctx context.Context, id, owner string) error {
 }
 
 // Append publishes the turn's next event, de-duplicated by turn and seq.
+// Tried again after a failure (its ack lost), it finds its event written
+// and goes on.
 func (s *NATS) Append(ctx context.Context, id string, ev Event) error {
 	s.mu.Lock()
 	c := s.counts[id]
@@ -256,53 +274,85 @@ func (s *NATS) Append(ctx context.Context, id string, ev Event) error {
 		s.mu.Unlock()
 		return ErrNotFound // only the replica that created a turn writes it
 	}
-	if err := s.cfg.Limits.check(c.events, c.bytes, len(ev.Data)); err != nil {
+	if err := s.cfg.Limits.Check(c.events, c.bytes, len(ev.Data)); err != nil {
 		s.mu.Unlock()
 		return err
 	}
 	last := c.last
 	s.mu.Unlock()
 	seq := strconv.FormatUint(ev.Seq, 10)
-	m := &nats.Msg{Subject: s.subject(id), Data: ev.Data, Header: nats.Header{hdrSeq: []string{seq}}}
-	ctx, cancel := s.timeout(ctx)
-	defer cancel()
-	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-"+seq), jetstream.WithExpectLastSequencePerSubject(last))
+	m := &nats.Msg{Subject: s.subject(id), Data: ev.Data, Header: nats.Header{hdrSeq: []string{seq}, hdrWriter: []string{s.writer}}}
+	at, err := s.publish(ctx, m, id+"-"+seq, last)
 	if err != nil {
-		if isWrongLast(err) {
-			return ErrLeaseLost // another replica appended: it runs the turn now
-		}
-		return unavailable(err)
+		return err
 	}
 	s.mu.Lock()
 	c.events++
 	c.bytes += int64(len(ev.Data))
-	c.last = ack.Sequence
+	c.last = at
 	s.mu.Unlock()
 	return nil
+}
+
+// publish publishes m, the next message of its subject after the stream
+// sequence last, and returns its stream sequence. A subject whose last
+// message is not last's is another writer's (ErrLeaseLost), unless that
+// message is m, written by this store before its ack was lost.
+func (s *NATS) publish(ctx context.Context, m *nats.Msg, msgID string, last uint64) (uint64, error) {
+	ctx, cancel := s.timeout(ctx)
+	defer cancel()
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequencePerSubject(last))
+	if err == nil {
+		return ack.Sequence, nil
+	}
+	if !isWrongLast(err) {
+		return 0, unavailable(err)
+	}
+	got, gerr := s.stream.GetLastMsgForSubject(ctx, m.Subject)
+	if gerr != nil {
+		return 0, unavailable(gerr)
+	}
+	if got.Header.Get(hdrWriter) == s.writer && got.Header.Get(jetstream.MsgIDHeader) == msgID {
+		return got.Sequence, nil
+	}
+	return 0, ErrLeaseLost // another replica appended: it runs the turn now
 }
 
 // End publishes the end record and marks the record ended.
 func (s *NATS) End(ctx context.Context, id string, end []byte) error {
 	s.mu.Lock()
 	c := s.counts[id]
-	delete(s.counts, id)
 	s.mu.Unlock()
 	if c == nil {
 		return ErrNotFound
 	}
+	m := &nats.Msg{Subject: s.subject(id), Data: end, Header: nats.Header{hdrSeq: []string{strconv.Itoa(c.events)}, hdrEnd: []string{"1"}, hdrWriter: []string{s.writer}}}
+	if _, err := s.publish(ctx, m, id+"-end", c.last); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			s.forget(id)
+		}
+		return err
+	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	m := &nats.Msg{Subject: s.subject(id), Data: end, Header: nats.Header{hdrSeq: []string{strconv.Itoa(c.events)}, hdrEnd: []string{"1"}}}
-	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-end"), jetstream.WithExpectLastSequencePerSubject(c.last)); err != nil {
-		if isWrongLast(err) {
-			return ErrLeaseLost
+	err := s.update(ctx, id, "its end", func(rec *natsRecord) bool {
+		if rec.Ended != 0 {
+			return false // tried again: it was set
 		}
-		return unavailable(err)
-	}
-	return s.update(ctx, id, "its end", func(rec *natsRecord) bool {
 		rec.Ended = time.Now().UnixNano()
 		return true
 	})
+	if !errors.Is(err, ErrUnavailable) {
+		s.forget(id) // else kept, for End to be tried again
+	}
+	return err
+}
+
+// forget stops counting a turn this process no longer writes.
+func (s *NATS) forget(id string) {
+	s.mu.Lock()
+	delete(s.counts, id)
+	s.mu.Unlock()
 }
 
 // casTries bounds the compare-and-set rounds of a record's update.

@@ -2,9 +2,10 @@ package turnstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -229,18 +230,25 @@ func (s *NATS) Journal(ctx context.Context, id string, entry []byte) error {
 		s.mu.Unlock()
 		return ErrNotFound
 	}
-	if err := s.cfg.Limits.check(c.events, c.bytes, len(entry)); err != nil {
+	if err := s.cfg.Limits.Check(c.events, c.bytes, len(entry)); err != nil {
 		s.mu.Unlock()
 		return err
 	}
 	c.journal++
 	c.bytes += int64(len(entry))
-	n := c.journal
 	s.mu.Unlock()
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
+	// Its message id is its content's hash: an entry tried again after
+	// its ack was lost is written once (the same entry twice says nothing
+	// more: the journal folds to the same turn).
+	sum := sha256.Sum256(entry)
 	m := &nats.Msg{Subject: s.journalSubject(id), Data: entry}
-	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-j"+strconv.Itoa(n))); err != nil {
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(id+"-j"+hex.EncodeToString(sum[:16]))); err != nil {
+		s.mu.Lock()
+		c.journal--
+		c.bytes -= int64(len(entry))
+		s.mu.Unlock()
 		return unavailable(err)
 	}
 	return nil

@@ -112,6 +112,8 @@ type Store interface {
 	WatchCancel(ctx context.Context, id string) <-chan struct{}
 	// Kind names the implementation: "memory" or "nats".
 	Kind() string
+	// Limits are what one turn may store.
+	Limits() Limits
 	Close() error
 }
 
@@ -143,9 +145,9 @@ func (l Limits) expired(r Record, now time.Time) bool {
 	return now.Sub(r.Started) > l.MaxAge || (!r.Ended.IsZero() && now.Sub(r.Ended) > l.Retention)
 }
 
-// check is the limit an event of n bytes would take a turn of events
+// Check is the limit an event of n bytes would take a turn of events
 // events and bytes bytes over, or nil.
-func (l Limits) check(events int, bytes int64, n int) error {
+func (l Limits) Check(events int, bytes int64, n int) error {
 	if events+1 > l.MaxEvents {
 		return &LimitError{Subject: "turn_max_events", Max: int64(l.MaxEvents),
 			Desc: fmt.Sprintf("the turn has recorded %d events, its limit (--turn-max-events)", events)}

@@ -94,6 +94,7 @@ const (
 	AgentEvent_AGENT_EVENT_STATE_WRITE         AgentEvent = 4
 	AgentEvent_AGENT_EVENT_TOOL_RESULT         AgentEvent = 5
 	AgentEvent_AGENT_EVENT_STEP_FINISHED       AgentEvent = 6
+	AgentEvent_AGENT_EVENT_DURABILITY          AgentEvent = 7
 )
 
 // Enum value maps for AgentEvent.
@@ -106,6 +107,7 @@ var (
 		4: "AGENT_EVENT_STATE_WRITE",
 		5: "AGENT_EVENT_TOOL_RESULT",
 		6: "AGENT_EVENT_STEP_FINISHED",
+		7: "AGENT_EVENT_DURABILITY",
 	}
 	AgentEvent_value = map[string]int32{
 		"AGENT_EVENT_UNSPECIFIED":         0,
@@ -115,6 +117,7 @@ var (
 		"AGENT_EVENT_STATE_WRITE":         4,
 		"AGENT_EVENT_TOOL_RESULT":         5,
 		"AGENT_EVENT_STEP_FINISHED":       6,
+		"AGENT_EVENT_DURABILITY":          7,
 	}
 )
 
@@ -377,7 +380,7 @@ func (x AgentInputReply_Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentInputReply_Action.Descriptor instead.
 func (AgentInputReply_Action) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{23, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24, 0}
 }
 
 // StopReason is why a turn ended well (a turn that fails ends the stream
@@ -430,7 +433,7 @@ func (x AgentDone_StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AgentDone_StopReason.Descriptor instead.
 func (AgentDone_StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{27, 0}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{28, 0}
 }
 
 // AgentLoopCancelRequest names the turn to stop.
@@ -1755,6 +1758,7 @@ type AgentLoopRunResponse struct {
 	//	*AgentLoopRunResponse_Done
 	//	*AgentLoopRunResponse_Rejected
 	//	*AgentLoopRunResponse_InputRequest
+	//	*AgentLoopRunResponse_Durability
 	Event isAgentLoopRunResponse_Event `protobuf_oneof:"event"`
 	// turn_id names the turn: 128 random bits as 32 lowercase hex digits. It
 	// is set on the turn's first event (seq 1), and on the first event a
@@ -1915,6 +1919,15 @@ func (x *AgentLoopRunResponse) GetInputRequest() *AgentInputRequest {
 	return nil
 }
 
+func (x *AgentLoopRunResponse) GetDurability() *TurnDurability {
+	if x != nil {
+		if x, ok := x.Event.(*AgentLoopRunResponse_Durability); ok {
+			return x.Durability
+		}
+	}
+	return nil
+}
+
 func (x *AgentLoopRunResponse) GetTurnId() string {
 	if x != nil {
 		return x.TurnId
@@ -1987,6 +2000,12 @@ type AgentLoopRunResponse_InputRequest struct {
 	InputRequest *AgentInputRequest `protobuf:"bytes,11,opt,name=input_request,json=inputRequest,proto3,oneof"`
 }
 
+type AgentLoopRunResponse_Durability struct {
+	// durability says the turn's events stopped being recorded in the
+	// turn store (its store is out of reach), or are again.
+	Durability *TurnDurability `protobuf:"bytes,15,opt,name=durability,proto3,oneof"`
+}
+
 func (*AgentLoopRunResponse_StepStarted) isAgentLoopRunResponse_Event() {}
 
 func (*AgentLoopRunResponse_TextDelta) isAgentLoopRunResponse_Event() {}
@@ -2009,6 +2028,70 @@ func (*AgentLoopRunResponse_Rejected) isAgentLoopRunResponse_Event() {}
 
 func (*AgentLoopRunResponse_InputRequest) isAgentLoopRunResponse_Event() {}
 
+func (*AgentLoopRunResponse_Durability) isAgentLoopRunResponse_Event() {}
+
+// TurnDurability says whether the turn is durable: whether its events and
+// what another replica needs to go on with it are recorded in the turn
+// store. A turn whose store cannot be reached goes on, not durable: the
+// replica running it keeps what it could not record, in order (within the
+// turn's limits and the memory budget), and records it when the store is
+// back; a TurnDurability with durable true then follows. While it is not
+// durable, a stream that resumes it replays its events only as far as
+// they are recorded, and a stop of its replica loses what was not.
+// Sent only on a change: a turn is durable from its start.
+type TurnDurability struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Durable bool                   `protobuf:"varint,1,opt,name=durable,proto3" json:"durable,omitempty"`
+	// reason says why the turn is not durable (empty when it is).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TurnDurability) Reset() {
+	*x = TurnDurability{}
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TurnDurability) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TurnDurability) ProtoMessage() {}
+
+func (x *TurnDurability) ProtoReflect() protoreflect.Message {
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TurnDurability.ProtoReflect.Descriptor instead.
+func (*TurnDurability) Descriptor() ([]byte, []int) {
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TurnDurability) GetDurable() bool {
+	if x != nil {
+		return x.Durable
+	}
+	return false
+}
+
+func (x *TurnDurability) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // AgentStateWrite is one write the built-in expr tool made to the state.
 type AgentStateWrite struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2026,7 +2109,7 @@ type AgentStateWrite struct {
 
 func (x *AgentStateWrite) Reset() {
 	*x = AgentStateWrite{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2121,7 @@ func (x *AgentStateWrite) String() string {
 func (*AgentStateWrite) ProtoMessage() {}
 
 func (x *AgentStateWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[16]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2134,7 @@ func (x *AgentStateWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStateWrite.ProtoReflect.Descriptor instead.
 func (*AgentStateWrite) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{16}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AgentStateWrite) GetStep() uint32 {
@@ -2098,7 +2181,7 @@ type StepStarted struct {
 
 func (x *StepStarted) Reset() {
 	*x = StepStarted{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2193,7 @@ func (x *StepStarted) String() string {
 func (*StepStarted) ProtoMessage() {}
 
 func (x *StepStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[17]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2206,7 @@ func (x *StepStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStarted.ProtoReflect.Descriptor instead.
 func (*StepStarted) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{17}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StepStarted) GetStep() uint32 {
@@ -2143,7 +2226,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2238,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[18]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2251,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{18}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TextDelta) GetStep() uint32 {
@@ -2201,7 +2284,7 @@ type ToolCallRequested struct {
 
 func (x *ToolCallRequested) Reset() {
 	*x = ToolCallRequested{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2296,7 @@ func (x *ToolCallRequested) String() string {
 func (*ToolCallRequested) ProtoMessage() {}
 
 func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[19]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2309,7 @@ func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRequested.ProtoReflect.Descriptor instead.
 func (*ToolCallRequested) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{19}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolCallRequested) GetStep() uint32 {
@@ -2266,7 +2349,7 @@ type HookRequest struct {
 
 func (x *HookRequest) Reset() {
 	*x = HookRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2361,7 @@ func (x *HookRequest) String() string {
 func (*HookRequest) ProtoMessage() {}
 
 func (x *HookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[20]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2374,7 @@ func (x *HookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookRequest.ProtoReflect.Descriptor instead.
 func (*HookRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{20}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HookRequest) GetHookId() string {
@@ -2353,7 +2436,7 @@ type AgentApprovalRequest struct {
 
 func (x *AgentApprovalRequest) Reset() {
 	*x = AgentApprovalRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2448,7 @@ func (x *AgentApprovalRequest) String() string {
 func (*AgentApprovalRequest) ProtoMessage() {}
 
 func (x *AgentApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[21]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2461,7 @@ func (x *AgentApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentApprovalRequest.ProtoReflect.Descriptor instead.
 func (*AgentApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{21}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AgentApprovalRequest) GetStep() uint32 {
@@ -2417,7 +2500,7 @@ type AgentInputRequest struct {
 
 func (x *AgentInputRequest) Reset() {
 	*x = AgentInputRequest{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2512,7 @@ func (x *AgentInputRequest) String() string {
 func (*AgentInputRequest) ProtoMessage() {}
 
 func (x *AgentInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[22]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2525,7 @@ func (x *AgentInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInputRequest.ProtoReflect.Descriptor instead.
 func (*AgentInputRequest) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{22}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AgentInputRequest) GetInputId() string {
@@ -2502,7 +2585,7 @@ type AgentInputReply struct {
 
 func (x *AgentInputReply) Reset() {
 	*x = AgentInputReply{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2597,7 @@ func (x *AgentInputReply) String() string {
 func (*AgentInputReply) ProtoMessage() {}
 
 func (x *AgentInputReply) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[23]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2610,7 @@ func (x *AgentInputReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInputReply.ProtoReflect.Descriptor instead.
 func (*AgentInputReply) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{23}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AgentInputReply) GetInputId() string {
@@ -2564,7 +2647,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2659,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[24]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2672,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{24}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolResult) GetStep() uint32 {
@@ -2638,7 +2721,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2733,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[25]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2746,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{25}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -2699,7 +2782,7 @@ type StepFinished struct {
 
 func (x *StepFinished) Reset() {
 	*x = StepFinished{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[26]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2794,7 @@ func (x *StepFinished) String() string {
 func (*StepFinished) ProtoMessage() {}
 
 func (x *StepFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[26]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2807,7 @@ func (x *StepFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepFinished.ProtoReflect.Descriptor instead.
 func (*StepFinished) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{26}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StepFinished) GetStep() uint32 {
@@ -2767,7 +2850,7 @@ type AgentDone struct {
 
 func (x *AgentDone) Reset() {
 	*x = AgentDone{}
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[27]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2862,7 @@ func (x *AgentDone) String() string {
 func (*AgentDone) ProtoMessage() {}
 
 func (x *AgentDone) ProtoReflect() protoreflect.Message {
-	mi := &file_exprd_v1_agentloop_proto_msgTypes[27]
+	mi := &file_exprd_v1_agentloop_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2875,7 @@ func (x *AgentDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDone.ProtoReflect.Descriptor instead.
 func (*AgentDone) Descriptor() ([]byte, []int) {
-	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{27}
+	return file_exprd_v1_agentloop_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AgentDone) GetText() string {
@@ -2952,7 +3035,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"\r\n" +
-	"\vAgentCancel\"\x85\x06\n" +
+	"\vAgentCancel\"\xc1\x06\n" +
 	"\x14AgentLoopRunResponse\x12:\n" +
 	"\fstep_started\x18\x01 \x01(\v2\x15.exprd.v1.StepStartedH\x00R\vstepStarted\x124\n" +
 	"\n" +
@@ -2968,11 +3051,17 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x04done\x18\t \x01(\v2\x13.exprd.v1.AgentDoneH\x00R\x04done\x120\n" +
 	"\brejected\x18\n" +
 	" \x01(\v2\x12.exprd.v1.RejectedH\x00R\brejected\x12B\n" +
-	"\rinput_request\x18\v \x01(\v2\x1b.exprd.v1.AgentInputRequestH\x00R\finputRequest\x12\x17\n" +
+	"\rinput_request\x18\v \x01(\v2\x1b.exprd.v1.AgentInputRequestH\x00R\finputRequest\x12:\n" +
+	"\n" +
+	"durability\x18\x0f \x01(\v2\x18.exprd.v1.TurnDurabilityH\x00R\n" +
+	"durability\x12\x17\n" +
 	"\aturn_id\x18\f \x01(\tR\x06turnId\x12\x10\n" +
 	"\x03seq\x18\r \x01(\x04R\x03seq\x12\x18\n" +
 	"\apending\x18\x0e \x01(\bR\apendingB\a\n" +
-	"\x05event\"\x8e\x01\n" +
+	"\x05event\"B\n" +
+	"\x0eTurnDurability\x12\x18\n" +
+	"\adurable\x18\x01 \x01(\bR\adurable\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x8e\x01\n" +
 	"\x0fAgentStateWrite\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -3049,7 +3138,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x10HOOK_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HOOK_PREPARE_STEP\x10\x01\x12\x16\n" +
 	"\x12HOOK_PRE_TOOL_CALL\x10\x02\x12\x17\n" +
-	"\x13HOOK_POST_TOOL_CALL\x10\x03*\xe1\x01\n" +
+	"\x13HOOK_POST_TOOL_CALL\x10\x03*\xfd\x01\n" +
 	"\n" +
 	"AgentEvent\x12\x1b\n" +
 	"\x17AGENT_EVENT_UNSPECIFIED\x10\x00\x12\x1c\n" +
@@ -3058,7 +3147,8 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\x1fAGENT_EVENT_TOOL_CALL_ANNOUNCED\x10\x03\x12\x1b\n" +
 	"\x17AGENT_EVENT_STATE_WRITE\x10\x04\x12\x1b\n" +
 	"\x17AGENT_EVENT_TOOL_RESULT\x10\x05\x12\x1d\n" +
-	"\x19AGENT_EVENT_STEP_FINISHED\x10\x062\xa4\x01\n" +
+	"\x19AGENT_EVENT_STEP_FINISHED\x10\x06\x12\x1a\n" +
+	"\x16AGENT_EVENT_DURABILITY\x10\a2\xa4\x01\n" +
 	"\tAgentLoop\x12H\n" +
 	"\x03Run\x12\x1d.exprd.v1.AgentLoopRunRequest\x1a\x1e.exprd.v1.AgentLoopRunResponse(\x010\x01\x12M\n" +
 	"\x06Cancel\x12 .exprd.v1.AgentLoopCancelRequest\x1a!.exprd.v1.AgentLoopCancelResponseB-Z+github.com/exprd/exprd/gen/exprd/v1;exprdv1b\x06proto3"
@@ -3076,7 +3166,7 @@ func file_exprd_v1_agentloop_proto_rawDescGZIP() []byte {
 }
 
 var file_exprd_v1_agentloop_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_exprd_v1_agentloop_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_exprd_v1_agentloop_proto_goTypes = []any{
 	(Hook)(0),                       // 0: exprd.v1.Hook
 	(AgentEvent)(0),                 // 1: exprd.v1.AgentEvent
@@ -3101,32 +3191,33 @@ var file_exprd_v1_agentloop_proto_goTypes = []any{
 	(*AgentApprovalReply)(nil),      // 20: exprd.v1.AgentApprovalReply
 	(*AgentCancel)(nil),             // 21: exprd.v1.AgentCancel
 	(*AgentLoopRunResponse)(nil),    // 22: exprd.v1.AgentLoopRunResponse
-	(*AgentStateWrite)(nil),         // 23: exprd.v1.AgentStateWrite
-	(*StepStarted)(nil),             // 24: exprd.v1.StepStarted
-	(*TextDelta)(nil),               // 25: exprd.v1.TextDelta
-	(*ToolCallRequested)(nil),       // 26: exprd.v1.ToolCallRequested
-	(*HookRequest)(nil),             // 27: exprd.v1.HookRequest
-	(*AgentApprovalRequest)(nil),    // 28: exprd.v1.AgentApprovalRequest
-	(*AgentInputRequest)(nil),       // 29: exprd.v1.AgentInputRequest
-	(*AgentInputReply)(nil),         // 30: exprd.v1.AgentInputReply
-	(*ToolResult)(nil),              // 31: exprd.v1.ToolResult
-	(*Usage)(nil),                   // 32: exprd.v1.Usage
-	(*StepFinished)(nil),            // 33: exprd.v1.StepFinished
-	(*AgentDone)(nil),               // 34: exprd.v1.AgentDone
-	(*State)(nil),                   // 35: exprd.v1.State
-	(*StatePatch)(nil),              // 36: exprd.v1.StatePatch
-	(*Settings)(nil),                // 37: exprd.v1.Settings
-	(*Rejected)(nil),                // 38: exprd.v1.Rejected
+	(*TurnDurability)(nil),          // 23: exprd.v1.TurnDurability
+	(*AgentStateWrite)(nil),         // 24: exprd.v1.AgentStateWrite
+	(*StepStarted)(nil),             // 25: exprd.v1.StepStarted
+	(*TextDelta)(nil),               // 26: exprd.v1.TextDelta
+	(*ToolCallRequested)(nil),       // 27: exprd.v1.ToolCallRequested
+	(*HookRequest)(nil),             // 28: exprd.v1.HookRequest
+	(*AgentApprovalRequest)(nil),    // 29: exprd.v1.AgentApprovalRequest
+	(*AgentInputRequest)(nil),       // 30: exprd.v1.AgentInputRequest
+	(*AgentInputReply)(nil),         // 31: exprd.v1.AgentInputReply
+	(*ToolResult)(nil),              // 32: exprd.v1.ToolResult
+	(*Usage)(nil),                   // 33: exprd.v1.Usage
+	(*StepFinished)(nil),            // 34: exprd.v1.StepFinished
+	(*AgentDone)(nil),               // 35: exprd.v1.AgentDone
+	(*State)(nil),                   // 36: exprd.v1.State
+	(*StatePatch)(nil),              // 37: exprd.v1.StatePatch
+	(*Settings)(nil),                // 38: exprd.v1.Settings
+	(*Rejected)(nil),                // 39: exprd.v1.Rejected
 }
 var file_exprd_v1_agentloop_proto_depIdxs = []int32{
 	17, // 0: exprd.v1.AgentLoopRunRequest.start:type_name -> exprd.v1.AgentStart
 	18, // 1: exprd.v1.AgentLoopRunRequest.tool_output:type_name -> exprd.v1.ToolOutput
 	19, // 2: exprd.v1.AgentLoopRunRequest.hook_reply:type_name -> exprd.v1.HookReply
 	20, // 3: exprd.v1.AgentLoopRunRequest.approval_reply:type_name -> exprd.v1.AgentApprovalReply
-	35, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
-	36, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
+	36, // 4: exprd.v1.AgentLoopRunRequest.state:type_name -> exprd.v1.State
+	37, // 5: exprd.v1.AgentLoopRunRequest.state_patch:type_name -> exprd.v1.StatePatch
 	21, // 6: exprd.v1.AgentLoopRunRequest.cancel:type_name -> exprd.v1.AgentCancel
-	30, // 7: exprd.v1.AgentLoopRunRequest.input_reply:type_name -> exprd.v1.AgentInputReply
+	31, // 7: exprd.v1.AgentLoopRunRequest.input_reply:type_name -> exprd.v1.AgentInputReply
 	10, // 8: exprd.v1.AgentLoopRunRequest.resume:type_name -> exprd.v1.AgentResume
 	2,  // 9: exprd.v1.AgentMessage.role:type_name -> exprd.v1.AgentMessage.Role
 	12, // 10: exprd.v1.AgentMessage.tool_calls:type_name -> exprd.v1.AgentToolCall
@@ -3140,40 +3231,41 @@ var file_exprd_v1_agentloop_proto_depIdxs = []int32{
 	13, // 18: exprd.v1.AgentStart.tools:type_name -> exprd.v1.AgentTool
 	14, // 19: exprd.v1.AgentStart.stop:type_name -> exprd.v1.StopCondition
 	0,  // 20: exprd.v1.AgentStart.hooks:type_name -> exprd.v1.Hook
-	37, // 21: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
+	38, // 21: exprd.v1.AgentStart.expr_settings:type_name -> exprd.v1.Settings
 	16, // 22: exprd.v1.AgentStart.tool_choice:type_name -> exprd.v1.ToolChoice
 	1,  // 23: exprd.v1.AgentStart.omit_events:type_name -> exprd.v1.AgentEvent
 	16, // 24: exprd.v1.HookReply.tool_choice:type_name -> exprd.v1.ToolChoice
 	11, // 25: exprd.v1.HookReply.messages:type_name -> exprd.v1.AgentMessage
-	24, // 26: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
-	25, // 27: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
-	26, // 28: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
-	27, // 29: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
-	28, // 30: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
-	23, // 31: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
-	31, // 32: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
-	33, // 33: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
-	34, // 34: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
-	38, // 35: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
-	29, // 36: exprd.v1.AgentLoopRunResponse.input_request:type_name -> exprd.v1.AgentInputRequest
-	12, // 37: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
-	0,  // 38: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
-	12, // 39: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
-	12, // 40: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
-	5,  // 41: exprd.v1.AgentInputReply.action:type_name -> exprd.v1.AgentInputReply.Action
-	32, // 42: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
-	33, // 43: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
-	32, // 44: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
-	6,  // 45: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
-	9,  // 46: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
-	7,  // 47: exprd.v1.AgentLoop.Cancel:input_type -> exprd.v1.AgentLoopCancelRequest
-	22, // 48: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
-	8,  // 49: exprd.v1.AgentLoop.Cancel:output_type -> exprd.v1.AgentLoopCancelResponse
-	48, // [48:50] is the sub-list for method output_type
-	46, // [46:48] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	25, // 26: exprd.v1.AgentLoopRunResponse.step_started:type_name -> exprd.v1.StepStarted
+	26, // 27: exprd.v1.AgentLoopRunResponse.text_delta:type_name -> exprd.v1.TextDelta
+	27, // 28: exprd.v1.AgentLoopRunResponse.tool_call_requested:type_name -> exprd.v1.ToolCallRequested
+	28, // 29: exprd.v1.AgentLoopRunResponse.hook_request:type_name -> exprd.v1.HookRequest
+	29, // 30: exprd.v1.AgentLoopRunResponse.approval_request:type_name -> exprd.v1.AgentApprovalRequest
+	24, // 31: exprd.v1.AgentLoopRunResponse.state_write:type_name -> exprd.v1.AgentStateWrite
+	32, // 32: exprd.v1.AgentLoopRunResponse.tool_result:type_name -> exprd.v1.ToolResult
+	34, // 33: exprd.v1.AgentLoopRunResponse.step_finished:type_name -> exprd.v1.StepFinished
+	35, // 34: exprd.v1.AgentLoopRunResponse.done:type_name -> exprd.v1.AgentDone
+	39, // 35: exprd.v1.AgentLoopRunResponse.rejected:type_name -> exprd.v1.Rejected
+	30, // 36: exprd.v1.AgentLoopRunResponse.input_request:type_name -> exprd.v1.AgentInputRequest
+	23, // 37: exprd.v1.AgentLoopRunResponse.durability:type_name -> exprd.v1.TurnDurability
+	12, // 38: exprd.v1.ToolCallRequested.call:type_name -> exprd.v1.AgentToolCall
+	0,  // 39: exprd.v1.HookRequest.hook:type_name -> exprd.v1.Hook
+	12, // 40: exprd.v1.HookRequest.call:type_name -> exprd.v1.AgentToolCall
+	12, // 41: exprd.v1.AgentApprovalRequest.call:type_name -> exprd.v1.AgentToolCall
+	5,  // 42: exprd.v1.AgentInputReply.action:type_name -> exprd.v1.AgentInputReply.Action
+	33, // 43: exprd.v1.StepFinished.usage:type_name -> exprd.v1.Usage
+	34, // 44: exprd.v1.AgentDone.steps:type_name -> exprd.v1.StepFinished
+	33, // 45: exprd.v1.AgentDone.usage:type_name -> exprd.v1.Usage
+	6,  // 46: exprd.v1.AgentDone.stop_reason:type_name -> exprd.v1.AgentDone.StopReason
+	9,  // 47: exprd.v1.AgentLoop.Run:input_type -> exprd.v1.AgentLoopRunRequest
+	7,  // 48: exprd.v1.AgentLoop.Cancel:input_type -> exprd.v1.AgentLoopCancelRequest
+	22, // 49: exprd.v1.AgentLoop.Run:output_type -> exprd.v1.AgentLoopRunResponse
+	8,  // 50: exprd.v1.AgentLoop.Cancel:output_type -> exprd.v1.AgentLoopCancelResponse
+	49, // [49:51] is the sub-list for method output_type
+	47, // [47:49] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_exprd_v1_agentloop_proto_init() }
@@ -3212,6 +3304,7 @@ func file_exprd_v1_agentloop_proto_init() {
 		(*AgentLoopRunResponse_Done)(nil),
 		(*AgentLoopRunResponse_Rejected)(nil),
 		(*AgentLoopRunResponse_InputRequest)(nil),
+		(*AgentLoopRunResponse_Durability)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3219,7 +3312,7 @@ func file_exprd_v1_agentloop_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_exprd_v1_agentloop_proto_rawDesc), len(file_exprd_v1_agentloop_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
