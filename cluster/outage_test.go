@@ -1,0 +1,209 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/model/scripted"
+)
+
+// natsAt is a NATS server with JetStream on a fixed loopback port and
+// store directory, which a test stops and starts again in its place.
+type natsAt struct {
+	t    *testing.T
+	opts natsserver.Options
+	ns   *natsserver.Server
+}
+
+func newNATSAt(t *testing.T) *natsAt {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	_ = lis.Close()
+	n := &natsAt{t: t, opts: natsserver.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
+	n.start()
+	t.Cleanup(func() { n.ns.Shutdown() })
+	return n
+}
+
+func (n *natsAt) start() {
+	n.t.Helper()
+	opts := n.opts
+	ns, err := natsserver.NewServer(&opts)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		n.t.Fatal("nats-server did not start")
+	}
+	n.ns = ns
+}
+
+func (n *natsAt) url() string { return "nats://127.0.0.1:" + strconv.Itoa(n.opts.Port) }
+
+// startOutageReplica is an exprd process on the NATS turn store at url,
+// its lease longer than the outages of these tests.
+func startOutageReplica(t *testing.T, name, url string, l *ledger) *turnReplica {
+	t.Helper()
+	log := &exprdproc.LogBuffer{}
+	proc, err := exprdproc.Start(exprdBin, log, "--turn-store", "nats", "--nats-url", url, "--turn-lease", "30s",
+		"--models-config", l.modelsConfig, "--manuals-dir", l.manualsDir, "--egress-allow", "loopback", "--mcp-listen", "off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		proc.Stop()
+		if t.Failed() {
+			t.Logf("replica %s's log:\n%s", name, log.String())
+		}
+	})
+	conn, err := grpc.NewClient(proc.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &turnReplica{name: name, proc: proc, log: log, agent: exprdv1.NewAgentLoopClient(conn)}
+}
+
+// NATS stopped in the middle of a turn: the turn goes on on its replica
+// and says it is not durable; a new turn is refused UNAVAILABLE; NATS
+// back (the same server, its store kept), the turn says it is durable
+// again and runs to done; another replica then replays it, every event
+// the client saw once and in order, the two notices among them.
+func TestTurnGoesOnWhileNATSIsDown(t *testing.T) {
+	n := newNATSAt(t)
+	l := startLedger(t, 0)
+	ask := func(id string) scripted.Turn {
+		return scripted.Turn{Text: "Asking.", ToolCalls: []scripted.ToolCall{{ID: id, Name: "ask_user", Arguments: json.RawMessage(`{}`)}}}
+	}
+	l.scriptedModel(t, scripted.Script{Loop: true, Turns: []scripted.Turn{ask("c1"), ask("c2"), {Text: "The user said blue twice."}}})
+	a := startOutageReplica(t, "A", n.url(), l)
+	b := startOutageReplica(t, "B", n.url(), l)
+	start := func() *exprdv1.AgentLoopRunRequest {
+		return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
+			Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask me twice."}}, Detach: true,
+			Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}}}
+	}
+	answer := func(s agentStream, m *exprdv1.AgentLoopRunResponse) {
+		t.Helper()
+		out := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{
+			CallId: m.GetToolCallRequested().GetCall().GetId(), OutputJson: `{"answer":"blue"}`}}}
+		if err := s.Send(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := a.agent.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(start()); err != nil {
+		t.Fatal(err)
+	}
+	var seen []*exprdv1.AgentLoopRunResponse
+	// next reads the turn's events up to the first that want says is it.
+	next := func(what string, want func(*exprdv1.AgentLoopRunResponse) bool) *exprdv1.AgentLoopRunResponse {
+		t.Helper()
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				t.Fatalf("waiting for %s: %v (after %v)", what, err, seen)
+			}
+			seen = append(seen, m)
+			if want(m) {
+				return m
+			}
+		}
+	}
+	asked := func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetToolCallRequested().GetRunOnClient() }
+	notice := func(durable bool) func(*exprdv1.AgentLoopRunResponse) bool {
+		return func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetDurability() != nil && m.GetDurability().GetDurable() == durable }
+	}
+	first := next("the first question", asked)
+	n.ns.Shutdown()
+	n.ns.WaitForShutdown()
+	answer(s, first)
+	off := next("the turn saying it is not durable", notice(false))
+	if !strings.Contains(off.GetDurability().GetReason(), "out of reach") {
+		t.Errorf("not durable, because %q", off.GetDurability().GetReason())
+	}
+	second := next("the second question, asked while NATS is down", asked)
+	if got := replicaMetric(t, a, "exprd_turns_not_durable", ""); got != 1 {
+		t.Errorf("A's exprd_turns_not_durable %v while NATS is down, want 1", got)
+	}
+
+	// A new turn needs its store.
+	s2, err := b.agent.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Send(start()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = recvAll(s2)
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "turn store is unavailable") {
+		t.Fatalf("a new turn while NATS is down: %v, want UNAVAILABLE, the turn store unavailable", err)
+	}
+
+	n.start()
+	next("the turn saying it is durable again", notice(true))
+	answer(s, second)
+	next("done", func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetDone() != nil })
+	if m, err := s.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after done: %v, %v; want the stream's end", m, err)
+	}
+
+	// Every event, recorded: B replays them all.
+	r, err := b.agent.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Resume{Resume: &exprdv1.AgentResume{TurnId: seen[0].GetTurnId()}}}); err != nil {
+		t.Fatal(err)
+	}
+	replay, err := recvAll(r)
+	if err != nil {
+		t.Fatalf("replay on B: %v after %d events", err, len(replay))
+	}
+	if len(replay) != len(seen) {
+		t.Fatalf("B replays %d events, the client saw %d", len(replay), len(seen))
+	}
+	notices := 0
+	for i := range seen {
+		a, b := proto.Clone(seen[i]).(*exprdv1.AgentLoopRunResponse), proto.Clone(replay[i]).(*exprdv1.AgentLoopRunResponse)
+		a.TurnId, b.TurnId = "", ""
+		if !proto.Equal(a, b) || seen[i].GetSeq() != uint64(i+1) {
+			t.Fatalf("event %d: replayed %v, seen %v", i, replay[i], seen[i])
+		}
+		if a.GetDurability() != nil {
+			notices++
+		}
+	}
+	if notices != 2 {
+		t.Fatalf("%d durability notices replayed, want 2", notices)
+	}
+	if got := replicaMetric(t, a, "exprd_turns_not_durable", ""); got != 0 {
+		t.Errorf("A's exprd_turns_not_durable %v after, want 0", got)
+	}
+}
