@@ -361,6 +361,7 @@ var covered = []struct {
 	{"snapshot reloads", "exprd_registry_snapshot_reloads_total", false},
 	{"turns running", "exprd_turns_running", true},
 	{"turns detached", "exprd_turns_detached", true},
+	{"turns not durable", "exprd_turns_not_durable", true},
 	{"turn takeovers", "exprd_turns_takeovers_total", true},
 	{"turn store latency", "exprd_turn_store_duration_seconds_bucket", true},
 }
