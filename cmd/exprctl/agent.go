@@ -314,6 +314,13 @@ func (p *turnPrinter) event(m *exprdv1.AgentLoopRunResponse) {
 		p.endTextLocked()
 		s := ev.StepFinished
 		fmt.Fprintf(out, "step %d finished: %s, %d tokens\n", s.GetStep(), s.GetFinishReason(), s.GetUsage().GetTotalTokens())
+	case *exprdv1.AgentLoopRunResponse_Durability:
+		p.endTextLocked()
+		if ev.Durability.GetDurable() {
+			fmt.Fprintln(out, "durable again: what the turn kept is recorded")
+		} else {
+			fmt.Fprintf(out, "not durable: %s\n", ev.Durability.GetReason())
+		}
 	case *exprdv1.AgentLoopRunResponse_Done:
 		p.endTextLocked()
 		d := ev.Done

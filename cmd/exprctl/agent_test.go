@@ -253,3 +253,32 @@ func TestAgentInterruptCancelsTheTurn(t *testing.T) {
 		t.Errorf("the resumed turn: exit %d, stderr %q; want it ended CANCELED", again.code, again.stderr)
 	}
 }
+
+// The printer says when a turn stops and starts again being durable, its
+// text line ended first.
+func TestTurnPrinterDurability(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events []*exprdv1.AgentLoopRunResponse
+		want   string
+	}{
+		{"not durable after text", []*exprdv1.AgentLoopRunResponse{
+			{Event: &exprdv1.AgentLoopRunResponse_TextDelta{TextDelta: &exprdv1.TextDelta{Text: "Hel"}}},
+			{Event: &exprdv1.AgentLoopRunResponse_Durability{Durability: &exprdv1.TurnDurability{Reason: "the turn store is out of reach"}}},
+		}, "text Hel\nnot durable: the turn store is out of reach\n"},
+		{"durable again", []*exprdv1.AgentLoopRunResponse{
+			{Event: &exprdv1.AgentLoopRunResponse_Durability{Durability: &exprdv1.TurnDurability{Durable: true}}},
+		}, "durable again: what the turn kept is recorded\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			p := &turnPrinter{out: &out}
+			for _, m := range tc.events {
+				p.event(m)
+			}
+			if out.String() != tc.want {
+				t.Fatalf("printed %q, want %q", out.String(), tc.want)
+			}
+		})
+	}
+}
