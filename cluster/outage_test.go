@@ -206,4 +206,32 @@ func TestTurnGoesOnWhileNATSIsDown(t *testing.T) {
 	if got := replicaMetric(t, a, "exprd_turns_not_durable", ""); got != 0 {
 		t.Errorf("A's exprd_turns_not_durable %v after, want 0", got)
 	}
+
+	// The watches came back with NATS: a cancel on B stops a turn on A.
+	s3, err := a.agent.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.Send(start()); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for {
+		m, err := s3.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == "" {
+			id = m.GetTurnId()
+		}
+		if asked(m) {
+			break
+		}
+	}
+	if resp, err := b.agent.Cancel(ctx, &exprdv1.AgentLoopCancelRequest{TurnId: id}); err != nil || resp.GetEnded() {
+		t.Fatalf("Cancel on B after the outage: %v, %v", resp, err)
+	}
+	if _, err := recvAll(s3); status.Code(err) != codes.Canceled {
+		t.Fatalf("after the outage, a turn cancelled on B ended %v on A, want CANCELLED", err)
+	}
 }
