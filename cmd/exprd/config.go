@@ -18,6 +18,7 @@ import (
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 )
@@ -60,6 +61,9 @@ type config struct {
 	utcpSecrets  string
 	utcpEnv      string
 	utcpTimeout  time.Duration
+
+	modelIdleConns int // each model provider's, openaicompat.WithIdleConns
+	modelMaxConns  int // openaicompat.WithMaxConns
 
 	registryWritesWithoutAuth bool
 	egressAllow               string
@@ -115,6 +119,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "require client certificates signed by this CA (mTLS)")
 
 	fs.StringVar(&c.modelsConfig, "models-config", "", "a YAML file naming the OpenAI-compatible model providers (keys from the environment only)")
+	fs.IntVar(&c.modelIdleConns, "model-idle-conns", openaicompat.DefaultIdleConns, "idle connections each model provider keeps to its server for reuse: as many as its turns in flight at once over HTTP/1.1")
+	fs.IntVar(&c.modelMaxConns, "model-max-conns", 0, "connections each model provider opens to its server at once (0: no limit); over HTTP/2 a small count (16) makes a burst of turns share connections, over HTTP/1.1 it bounds the turns in flight to the server")
 	fs.StringVar(&c.manualsDir, "manuals-dir", "", "register every UTCP manual (or OpenAPI document) in this directory at start")
 	fs.StringVar(&c.utcpEnvFile, "utcp-env-file", "", "a .env file of UTCP variables, each keyed by its manual's name with every _ doubled, then _, then the variable (demo_shop + API_TOKEN: demo__shop_API_TOKEN)")
 	fs.StringVar(&c.utcpSecrets, "utcp-secrets-dir", "", "a directory of UTCP variables, one file each, named by its key as in --utcp-env-file (a mounted Kubernetes Secret)")
@@ -328,6 +334,10 @@ func (c config) validate() error {
 	}
 	if err := c.store.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	errs = append(errs, notPositive([]positiveFlag{{"model-idle-conns", c.modelIdleConns > 0, c.modelIdleConns}})...)
+	if c.modelMaxConns < 0 {
+		errs = append(errs, fmt.Errorf("model-max-conns: %d, want 0 (no limit) or a positive value", c.modelMaxConns))
 	}
 	if c.registryMaxManuals <= 0 || c.registryMaxTools <= 0 {
 		errs = append(errs, fmt.Errorf("registry-max-manuals %d, registry-max-tools %d: want both positive", c.registryMaxManuals, c.registryMaxTools))

@@ -33,7 +33,11 @@ func startModels(c config, dm *demo, log *slog.Logger) (*models, error) {
 		m.reg = model.NewRegistry()
 		return m, nil
 	}
-	raw, err := openaicompat.NewRegistry(cfg, openaicompat.WithMemoryBudget(c.memory))
+	opts := []openaicompat.Option{openaicompat.WithMemoryBudget(c.memory), openaicompat.WithMaxConns(c.modelMaxConns)}
+	if c.modelIdleConns > 0 { // validate refuses 0 from the flags; a config built otherwise keeps the default
+		opts = append(opts, openaicompat.WithIdleConns(c.modelIdleConns))
+	}
+	raw, err := openaicompat.NewRegistry(cfg, opts...)
 	if err != nil {
 		m.close()
 		return nil, err

@@ -3,6 +3,7 @@ package openaicompat
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +50,8 @@ type Option func(*options) error
 type options struct {
 	httpClient *http.Client
 	idleConns  int
+	maxConns   int
+	tlsConfig  *tls.Config
 	lookupEnv  func(string) (string, bool)
 	memory     *membudget.Budget
 }
@@ -77,6 +80,40 @@ func WithIdleConns(n int) Option {
 			return fmt.Errorf("WithIdleConns(%d): want a positive count", n)
 		}
 		o.idleConns = n
+		return nil
+	}
+}
+
+// WithMaxConns opens at most n connections to the server at once
+// (dialing, in use or idle), over the provider's own transport; with
+// WithHTTPClient the client's transport decides. 0, the default, is no
+// limit. Over HTTP/2 it bounds the connections a burst of turns dials
+// before the server's answer says it speaks HTTP/2: without it, a burst of
+// n turns started at once dials about n connections and keeps the spare
+// ones, though each could carry the server's limit of streams (250 for Go's
+// server). Over HTTP/1.1 it bounds the turns in flight to the server: the
+// others wait for a connection. n must not be negative.
+func WithMaxConns(n int) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("WithMaxConns(%d): want 0 (no limit) or a positive count", n)
+		}
+		o.maxConns = n
+		return nil
+	}
+}
+
+// WithTLSConfig dials the server's TLS with a clone of c (its RootCAs, for
+// a server whose certificate a private CA signs), over the provider's own
+// transport; with WithHTTPClient the client's transport decides. HTTP/2 is
+// still offered by ALPN, as without it (Go turns it off by default once a
+// TLS config is set). A nil c is an error.
+func WithTLSConfig(c *tls.Config) Option {
+	return func(o *options) error {
+		if c == nil {
+			return errors.New("WithTLSConfig: nil config")
+		}
+		o.tlsConfig = c.Clone()
 		return nil
 	}
 }
@@ -196,6 +233,16 @@ func newProvider(name string, cfg ProviderConfig, opts []Option) (*Provider, err
 			p.transport = t.Clone()
 			idle := cmp.Or(o.idleConns, DefaultIdleConns)
 			p.transport.MaxIdleConns, p.transport.MaxIdleConnsPerHost = idle, idle
+			p.transport.MaxConnsPerHost = o.maxConns
+			// An https server that offers HTTP/2 gets it, by ALPN: its
+			// turns in flight share a connection. Go drops HTTP/2 from a
+			// transport given its own TLS config unless told to keep it.
+			// Never cleartext HTTP/2 (h2c): a plain http server gets
+			// HTTP/1.1, which every server speaks.
+			p.transport.ForceAttemptHTTP2 = true
+			if o.tlsConfig != nil {
+				p.transport.TLSClientConfig = o.tlsConfig
+			}
 			client.Transport = p.transport
 		}
 	}
