@@ -174,14 +174,23 @@ type Report struct {
 	XSAI        Side              `json:"xsai"`
 	// Floor is the exprd side's client against the gRPC floor (floor.go),
 	// for the node-client workloads; FloorRatio its median over xsai's.
-	Floor       *Side     `json:"grpc_floor,omitempty"`
-	FloorRatio  float64   `json:"floor_ratio,omitempty"`
-	Ratio       float64   `json:"ratio"`
-	RoundRatios []float64 `json:"round_ratios"`
-	RatioMin    float64   `json:"ratio_min"`
-	RatioMax    float64   `json:"ratio_max"`
-	Goal        float64   `json:"goal"`
-	GoalMet     bool      `json:"goal_met"`
+	Floor      *Side   `json:"grpc_floor,omitempty"`
+	FloorRatio float64 `json:"floor_ratio,omitempty"`
+	// Share is exprd's own share of its side's turn, the median's time
+	// over the floor's, as a part of xsai's whole turn; RoundShares the
+	// same a round (that round's medians); ShareGoal its goal.
+	Share        float64   `json:"share,omitempty"`
+	RoundShares  []float64 `json:"round_shares,omitempty"`
+	ShareMin     float64   `json:"share_min,omitempty"`
+	ShareMax     float64   `json:"share_max,omitempty"`
+	ShareGoal    float64   `json:"share_goal,omitempty"`
+	ShareGoalMet bool      `json:"share_goal_met"`
+	Ratio        float64   `json:"ratio"`
+	RoundRatios  []float64 `json:"round_ratios"`
+	RatioMin     float64   `json:"ratio_min"`
+	RatioMax     float64   `json:"ratio_max"`
+	Goal         float64   `json:"goal"`
+	GoalMet      bool      `json:"goal_met"`
 	// CPUGoalNS is exprd's CPU per turn to stay under (0: none);
 	// CPURatio is the exprd side's CPU per turn, exprd's and its client's,
 	// over the xsai side's.
@@ -442,6 +451,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				return nil, fmt.Errorf("round %d: the floor's turn sent %v, exprd's %v", r+1, res.Events, events)
 			}
 			rep.Floor.add(res)
+			rep.RoundShares = append(rep.RoundShares, round3(float64(med[0]-res.MedianNS)/float64(med[1])))
 			logf("round %d/%d floor median %s (%d turns verified)", r+1, o.Rounds, ms(res.MedianNS), res.Verified)
 		}
 	}
@@ -455,6 +465,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.Floor != nil {
 		rep.Floor.finish()
 		rep.FloorRatio = round3(float64(rep.Floor.MedianNS) / float64(rep.XSAI.MedianNS))
+		rep.Share = round3(float64(rep.Exprd.MedianNS-rep.Floor.MedianNS) / float64(rep.XSAI.MedianNS))
+		rep.ShareMin, rep.ShareMax = slices.Min(rep.RoundShares), slices.Max(rep.RoundShares)
+		rep.ShareGoal = shareGoal
+		rep.ShareGoalMet = rep.Share <= shareGoal
 	}
 	rep.Ratio = float64(rep.Exprd.MedianNS) / float64(rep.XSAI.MedianNS)
 	rep.RatioMin, rep.RatioMax = slices.Min(rep.RoundRatios), slices.Max(rep.RoundRatios)
@@ -616,6 +630,11 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\nexprd/xsai per-turn wall time: %.3fx (rounds %.3fx - %.3fx); goal <= %.1fx: %s\n", r.Ratio, r.RatioMin, r.RatioMax, r.Goal, verdict)
 	if r.Floor != nil {
 		fmt.Fprintf(w, "gRPC floor/xsai: %.3fx (the %s against a stub that does no work)\n", r.FloorRatio, r.ExprdClient)
+		verdict := "met"
+		if !r.ShareGoalMet {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "exprd's share (its median over the floor's)/xsai: %.3fx (rounds %.3fx - %.3fx); goal <= %.1fx: %s\n", r.Share, r.ShareMin, r.ShareMax, r.ShareGoal, verdict)
 	}
 	rounds := make([]string, len(r.Exprd.RoundServerCPUPerTurnNS))
 	for i, ns := range r.Exprd.RoundServerCPUPerTurnNS {

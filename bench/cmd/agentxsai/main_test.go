@@ -38,8 +38,8 @@ func TestHarness(t *testing.T) {
 		cpuGoalNS        int64
 	}{
 		{"", "Go client", 0}, // the default
-		{"client-tool", "node client", 400_000},
-		{"client-tool-answer", "node client", 400_000},
+		{"client-tool", "node client", 500_000},
+		{"client-tool-answer", "node client", 500_000},
 	}
 	for _, tc := range tests {
 		t.Run(cmp.Or(tc.workload, "default"), func(t *testing.T) {

@@ -20,6 +20,10 @@ type xsaiReport struct {
 	XSAI          xsaiSide          `json:"xsai"`
 	Floor         *xsaiSide         `json:"grpc_floor"`
 	FloorRatio    float64           `json:"floor_ratio"`
+	Share         float64           `json:"share"`
+	ShareMin      float64           `json:"share_min"`
+	ShareMax      float64           `json:"share_max"`
+	ShareGoal     float64           `json:"share_goal"`
 	Ratio         float64           `json:"ratio"`
 	RatioMin      float64           `json:"ratio_min"`
 	RatioMax      float64           `json:"ratio_max"`
@@ -102,6 +106,10 @@ func (r report) xsaiWorkload(b *strings.Builder, x xsaiReport) {
 	if f := x.Floor; f != nil {
 		fmt.Fprintf(b, "The gRPC floor alone is %.2f× xsai's whole turn; exprd's turn takes %s more than the floor: its two model requests, the loop and the hops between processes.\n",
 			x.FloorRatio, dur(x.Exprd.MedianNS-f.MedianNS))
+		if x.ShareGoal > 0 {
+			fmt.Fprintf(b, "exprd's share, that time over the floor as a part of xsai's whole turn: **%.2f×** (rounds %.2f–%.2f), goal %s.\n",
+				x.Share, x.ShareMin, x.ShareMax, goal(x.ShareGoal, x.Share))
+		}
 	}
 }
 
