@@ -1,15 +1,20 @@
 package openaicompat_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -108,12 +113,32 @@ func (s *sseServer) chat(w http.ResponseWriter, r *http.Request) {
 // (only the server's certificate added to its TLS config).
 func (s *sseServer) client(tb testing.TB, opts ...openaicompat.Option) *openaicompat.Provider {
 	tb.Helper()
+	var cert *x509.Certificate
 	if s.TLS != nil {
+		cert = s.Certificate()
+	}
+	return newClient(tb, s.URL, cert, opts...)
+}
+
+// counts is what the server has counted so far.
+func (s *sseServer) counts() connCounts {
+	return connCounts{s.accepted.Load(), s.maxOpen.Load(), s.http1.Load(), s.http2.Load()}
+}
+
+// connCounts are a server's counts: connections accepted, the most open
+// at once, requests over HTTP/1.x and over HTTP/2.
+type connCounts struct{ accepted, maxOpen, http1, http2 int64 }
+
+// newClient is a provider of the server at url, trusting cert (nil: plain
+// http).
+func newClient(tb testing.TB, url string, cert *x509.Certificate, opts ...openaicompat.Option) *openaicompat.Provider {
+	tb.Helper()
+	if cert != nil {
 		roots := x509.NewCertPool()
-		roots.AddCert(s.Certificate())
+		roots.AddCert(cert)
 		opts = append(opts, openaicompat.WithTLSConfig(&tls.Config{RootCAs: roots}))
 	}
-	p, err := openaicompat.New("test", openaicompat.ProviderConfig{BaseURL: s.URL + "/v1", Model: "m"}, opts...)
+	p, err := openaicompat.New("test", openaicompat.ProviderConfig{BaseURL: url + "/v1", Model: "m"}, opts...)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}
@@ -203,7 +228,7 @@ func TestConnectionsReused(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n := srv.accepted.Load(); n != 1 {
+			if n := srv.counts().accepted; n != 1 {
 				t.Errorf("%d turns one after another opened %d connections, want 1", sequential, n)
 			}
 			for range waves {
@@ -285,39 +310,72 @@ func TestWithTLSConfigRefusesNil(t *testing.T) {
 // BenchmarkConnections counts the connections a provider opens to one
 // model server that streams each reply slowly (8 deltas 5 ms apart):
 // turns one after another (an op is a turn), and waves of n turns started
-// at once (an op is a wave), over plain HTTP/1.1 and over TLS offering h2,
-// the latter also with WithMaxConns(16).
-// Metrics: conns, connections accepted over the whole run, the first
-// wave included; max-open, the most open at once; new-conns/op,
-// connections a wave opened after the first (0: every connection reused).
-// A wave of n may open n connections without WithMaxConns (over HTTP/1.1
-// it must; over HTTP/2 each turn waiting for the first connection dials
-// one), 2n descriptors in this process (both ends): it is skipped when the
-// limit of open files is below that.
+// at once (an op is a wave), over plain HTTP/1.1 (with the default idle
+// connections, and with as many as n) and over TLS offering h2 (with no
+// bound on connections, and with WithMaxConns(16)). Metrics: conns,
+// connections accepted over the whole run; first-wave-conns, those of the
+// first wave; new-conns/op, those a later wave opened (0: every connection
+// reused); max-open, the most open at once over the run.
+//
+// Waves go up to 1,000 turns, or to the count in $EXPRD_BENCH_MAX_WAVE
+// (BENCHMARKS.md's figures: 10000). A wave of n may open n connections
+// (over HTTP/1.1 it must; over HTTP/2, without WithMaxConns, each turn that
+// finds no connection free dials one): when 2n descriptors do not fit
+// under this process's limit of open files, the server runs in a process
+// of its own (TestConnectionsServerProcess).
 func BenchmarkConnections(b *testing.B) {
+	maxWave := 1000
+	if v := os.Getenv("EXPRD_BENCH_MAX_WAVE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("EXPRD_BENCH_MAX_WAVE=%q: %v", v, err)
+		}
+		maxWave = n
+	}
 	for _, proto := range []struct {
-		name     string
-		kind     int
-		maxConns int
-	}{{"http1", plainHTTP1, 0}, {"h2", tlsH2, 0}, {"h2-max-conns=16", tlsH2, 16}} {
-		b.Run(proto.name+"/sequential", func(b *testing.B) {
-			srv := startSSE(b, proto.kind, 8, 5*time.Millisecond)
-			p := srv.client(b, openaicompat.WithMaxConns(proto.maxConns))
-			for b.Loop() {
-				if err := turnText(p); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(srv.accepted.Load()), "conns")
-			b.ReportMetric(float64(srv.maxOpen.Load()), "max-open")
-		})
-		for _, n := range []int{100, 1000, 10000} {
-			b.Run(fmt.Sprintf("%s/concurrent=%d", proto.name, n), func(b *testing.B) {
-				if proto.maxConns == 0 && openFiles() < uint64(2*n+1024) {
-					b.Skipf("a wave of %d may open %d connections, %d descriptors here; the limit is %d", n, n, 2*n, openFiles())
-				}
+		name        string
+		kind        int
+		maxConns    int
+		idleIsWave  bool // WithIdleConns(n) for waves of n past the default
+		onlyPastDef bool // only the waves past DefaultIdleConns
+	}{
+		{"http1", plainHTTP1, 0, false, false},
+		{"http1-idle-conns=n", plainHTTP1, 0, true, true},
+		{"h2", tlsH2, 0, false, false},
+		{"h2-max-conns=16", tlsH2, 16, false, false},
+	} {
+		if !proto.onlyPastDef {
+			b.Run(proto.name+"/sequential", func(b *testing.B) {
 				srv := startSSE(b, proto.kind, 8, 5*time.Millisecond)
 				p := srv.client(b, openaicompat.WithMaxConns(proto.maxConns))
+				for b.Loop() {
+					if err := turnText(p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				c := srv.counts()
+				b.ReportMetric(float64(c.accepted), "conns")
+				b.ReportMetric(float64(c.maxOpen), "max-open")
+			})
+		}
+		for _, n := range []int{100, 1000, 10000} {
+			if n > maxWave || proto.onlyPastDef && n <= openaicompat.DefaultIdleConns {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/concurrent=%d", proto.name, n), func(b *testing.B) {
+				opts := []openaicompat.Option{openaicompat.WithMaxConns(proto.maxConns)}
+				if proto.idleIsWave {
+					opts = append(opts, openaicompat.WithIdleConns(n))
+				}
+				var p *openaicompat.Provider
+				var counts func() connCounts
+				if proto.maxConns == 0 && openFiles() < uint64(2*n+1024) {
+					srv := startSSEProcess(b, proto.kind)
+					p, counts = newClient(b, srv.url, srv.cert, opts...), srv.counts
+				} else {
+					srv := startSSE(b, proto.kind, 8, 5*time.Millisecond)
+					p, counts = srv.client(b, opts...), srv.counts
+				}
 				wave := func() {
 					var wg sync.WaitGroup
 					for range n {
@@ -330,21 +388,118 @@ func BenchmarkConnections(b *testing.B) {
 					wg.Wait()
 				}
 				wave()
-				first := srv.accepted.Load()
+				first := counts().accepted
 				waves := 0
 				for b.Loop() {
 					wave()
 					waves++
 				}
+				c := counts()
 				b.ReportMetric(float64(first), "first-wave-conns")
-				b.ReportMetric(float64(srv.accepted.Load()-first)/float64(waves), "new-conns/op")
-				b.ReportMetric(float64(srv.maxOpen.Load()), "max-open")
-				if proto.kind == tlsH2 && srv.http1.Load() > 0 {
-					b.Errorf("%d requests over HTTP/1.x, want none", srv.http1.Load())
+				b.ReportMetric(float64(c.accepted-first)/float64(waves), "new-conns/op")
+				b.ReportMetric(float64(c.maxOpen), "max-open")
+				if proto.kind == tlsH2 && c.http1 > 0 {
+					b.Errorf("%d requests over HTTP/1.x, want none", c.http1)
 				}
 			})
 		}
 	}
+}
+
+// sseServerEnv, in a child process's environment, makes
+// TestConnectionsServerProcess serve as startSSEProcess asks: "plain" or
+// "tls".
+const sseServerEnv = "OPENAICOMPAT_TEST_SSE_SERVER"
+
+// TestConnectionsServerProcess is, in a child process started by
+// startSSEProcess, the model server of a wave whose connections do not fit
+// in one process's descriptors with their clients: it writes its URL and
+// certificate (base64 DER, "-" for none) on a line, then its counts, a line
+// for each line read, until its standard input ends.
+func TestConnectionsServerProcess(t *testing.T) {
+	kind, ok := map[string]int{"plain": plainHTTP1, "tls": tlsH2}[os.Getenv(sseServerEnv)]
+	if !ok {
+		t.Skip("the model server of BenchmarkConnections, in a process of its own")
+	}
+	srv := startSSE(t, kind, 8, 5*time.Millisecond)
+	cert := "-"
+	if srv.TLS != nil {
+		cert = base64.StdEncoding.EncodeToString(srv.Certificate().Raw)
+	}
+	fmt.Println(srv.URL, cert)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		c := srv.counts()
+		fmt.Println(c.accepted, c.maxOpen, c.http1, c.http2)
+	}
+}
+
+// sseProcess is a server TestConnectionsServerProcess runs in a child
+// process.
+type sseProcess struct {
+	url  string
+	cert *x509.Certificate // nil: plain http
+	in   io.Writer
+	out  *bufio.Reader
+	tb   testing.TB
+}
+
+// startSSEProcess starts this test binary as a server speaking as kind
+// (plainHTTP1 or tlsH2) until tb ends.
+func startSSEProcess(tb testing.TB, kind int) *sseProcess {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestConnectionsServerProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), sseServerEnv+"="+map[int]string{plainHTTP1: "plain", tlsH2: "tls"}[kind])
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = in.Close()
+		_ = cmd.Wait()
+	})
+	s := &sseProcess{in: in, out: bufio.NewReader(out), tb: tb}
+	var certText string
+	if _, err := fmt.Sscan(s.line(), &s.url, &certText); err != nil {
+		tb.Fatalf("the server process's first line: %v", err)
+	}
+	if certText != "-" {
+		der, err := base64.StdEncoding.DecodeString(certText)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if s.cert, err = x509.ParseCertificate(der); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return s
+}
+
+func (s *sseProcess) line() string {
+	l, err := s.out.ReadString('\n')
+	if err != nil {
+		s.tb.Fatalf("reading the server process: %v", err)
+	}
+	return l
+}
+
+func (s *sseProcess) counts() connCounts {
+	if _, err := io.WriteString(s.in, "counts\n"); err != nil {
+		s.tb.Fatal(err)
+	}
+	var c connCounts
+	if _, err := fmt.Sscan(s.line(), &c.accepted, &c.maxOpen, &c.http1, &c.http2); err != nil {
+		s.tb.Fatalf("the server process's counts: %v", err)
+	}
+	return c
 }
 
 // openFiles is the process's limit of open files.
