@@ -57,6 +57,14 @@ bench-mcp: ## A warm MCP tool call through the registry vs a bare go-sdk client,
 
 BENCH_MCP_OUT ?= $(abspath bench/results/mcp.txt)
 
+INFLIGHT_N ?= 100,1000,10000
+
+.PHONY: bench-inflight
+bench-inflight: ## AgentLoop turns in flight at once (INFLIGHT_N) on a real exprd vs xsai's generateText in one node, the model streaming 50 deltas 20 ms apart: memory and CPU per turn, a text delta's added latency, exprd's heap and goroutines per turn; writes bench/results/turnsinflight.json and benchmarks-inflight.png (about 2 minutes, both cores)
+	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
+	test -d bench/xsai/node_modules/xsai || (cd bench/xsai && npm ci --no-audit --no-fund)
+	cd bench && timeout 20m go run ./cmd/turnsinflight --module .. --exprd-bin $(BIN)/exprd --n $(INFLIGHT_N) --json results/turnsinflight.json --plot ../benchmarks-inflight.png
+
 .PHONY: bench
 bench: ## Run every benchmark against its baseline and peers; writes BENCHMARKS.md's tables and benchmarks-scale.png
 	cd bench && go run ./cmd/benchreport --module .. --count $(BENCH_COUNT)
