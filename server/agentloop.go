@@ -204,6 +204,12 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 		Events:          t.events(),
 		Approve:         t.approve,
 	}
+	if n := start.GetMaxHistoryBytes(); n > 0 {
+		if n > uint64(lim.MaxHistoryBytes) {
+			return cfg, badRequest("start.max_history_bytes", fmt.Sprintf("%d bytes is above the server's maximum of %d (--agent-max-history-bytes)", n, lim.MaxHistoryBytes))
+		}
+		cfg.MaxHistoryBytes = int64(n)
+	}
 	for _, d := range []struct {
 		field    string
 		ms       uint32

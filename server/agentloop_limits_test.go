@@ -405,3 +405,38 @@ func TestCodeModeTimeoutMaximum(t *testing.T) {
 		t.Errorf("the default maximum %s is under the default timeout %s", codemode.DefaultMaxTimeout, codemode.DefaultTimeout)
 	}
 }
+
+// start.max_history_bytes bounds a turn's history below the server's
+// --agent-max-history-bytes: at the server's bound it runs, one past it
+// is refused, and a bound the start is over ends the turn as the
+// server's would.
+func TestAgentLoopStartMaxHistoryBytes(t *testing.T) {
+	t.Parallel()
+	const limit = 64 << 10
+	c := agentServerWith(t, scripted.Script{Loop: true, Turns: []scripted.Turn{{Text: "Done."}}}, server.WithAgentLimits(server.AgentLimits{MaxHistoryBytes: limit}))
+	for _, tc := range []struct {
+		name   string
+		max    uint64
+		code   codes.Code
+		detail string // the BadRequest's field, or the QuotaFailure's subject
+	}{
+		{"unset: the server's bound", 0, codes.OK, ""},
+		{"at the server's bound", limit, codes.OK, ""},
+		{"one past the server's bound", limit + 1, codes.InvalidArgument, "start.max_history_bytes"},
+		{"under the start's size", 10, codes.ResourceExhausted, "max_history_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := drain(startAgent(t, c, &exprdv1.AgentStart{Messages: userMsg("Say done."), MaxHistoryBytes: tc.max}), nil)
+			st := status.Convert(err)
+			switch {
+			case st.Code() != tc.code:
+				t.Fatalf("got %v, want %v", err, tc.code)
+			case tc.code == codes.InvalidArgument:
+				wantStatus(t, err, tc.code, tc.detail)
+			case tc.code == codes.ResourceExhausted && quotaSubject(st) != tc.detail:
+				t.Fatalf("got %v (quota %q), want subject %s", err, quotaSubject(st), tc.detail)
+			}
+		})
+	}
+}

@@ -1315,9 +1315,13 @@ type AgentStart struct {
 	// cancelled or the connection drops), for at most the server's
 	// --turn-detached-timeout without a client, so that the client can
 	// resume it. Unset, the stream's end cancels the turn.
-	Detach        bool `protobuf:"varint,17,opt,name=detach,proto3" json:"detach,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Detach bool `protobuf:"varint,17,opt,name=detach,proto3" json:"detach,omitempty"`
+	// max_history_bytes bounds what one model request of this turn carries,
+	// as the server's --agent-max-history-bytes does (0: that bound; more
+	// than it is refused): for a client that knows its model's context.
+	MaxHistoryBytes uint64 `protobuf:"varint,18,opt,name=max_history_bytes,json=maxHistoryBytes,proto3" json:"max_history_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AgentStart) Reset() {
@@ -1467,6 +1471,13 @@ func (x *AgentStart) GetDetach() bool {
 		return x.Detach
 	}
 	return false
+}
+
+func (x *AgentStart) GetMaxHistoryBytes() uint64 {
+	if x != nil {
+		return x.MaxHistoryBytes
+	}
+	return 0
 }
 
 // ToolOutput answers a ToolCallRequested with run_on_client. One that
@@ -2989,7 +3000,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\tMODE_AUTO\x10\x01\x12\r\n" +
 	"\tMODE_NONE\x10\x02\x12\x11\n" +
 	"\rMODE_REQUIRED\x10\x03\x12\r\n" +
-	"\tMODE_TOOL\x10\x04\"\xb2\x05\n" +
+	"\tMODE_TOOL\x10\x04\"\xde\x05\n" +
 	"\n" +
 	"AgentStart\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
@@ -3012,7 +3023,8 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\vomit_events\x18\x0f \x03(\x0e2\x14.exprd.v1.AgentEventR\n" +
 	"omitEvents\x120\n" +
 	"\x14relay_input_requests\x18\x10 \x01(\bR\x12relayInputRequests\x12\x16\n" +
-	"\x06detach\x18\x11 \x01(\bR\x06detach\"a\n" +
+	"\x06detach\x18\x11 \x01(\bR\x06detach\x12*\n" +
+	"\x11max_history_bytes\x18\x12 \x01(\x04R\x0fmaxHistoryBytes\"a\n" +
 	"\n" +
 	"ToolOutput\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
