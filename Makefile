@@ -47,8 +47,13 @@ bench-cluster: ## Replicas on a real etcd: a tool call against the in-memory reg
 	cd cluster && EXPRD_BIN=$(BIN)/exprd go test -run '^$$' -bench 'ToolCall|Propagation' -benchtime 2000x -count $(BENCH_COUNT)
 
 .PHONY: bench-turns
-bench-turns: ## Durable turns: a turn with a 50 ms model through JetStream vs in memory (ratio, goal 1.05x, -count 10 for benchstat's interval), and events a second one replica records
-	cd cluster && go test -run '^$$' -bench 'TurnStore' -benchtime 30x -count 10
+bench-turns: ## Durable turns: a turn with a 50 ms model through JetStream vs in memory, -count 10: its ratio with benchstat's 95% interval (goal 1.05x), and events a second one replica records; then the takeover time after a SIGKILL, p50/p99 over 300 turns (about 2 minutes)
+	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
+	cd cluster && EXPRD_BIN=$(BIN)/exprd go test -run '^$$' -bench '^BenchmarkTurnStore$$' -benchtime 30x -count 10 | tee $(BENCH_TURNS_OUT)
+	cd bench && go run ./cmd/benchreport --intervals $(BENCH_TURNS_OUT)
+	cd cluster && EXPRD_BIN=$(BIN)/exprd go test -run '^$$' -bench '^BenchmarkTakeover$$' -benchtime 15x -count 1
+
+BENCH_TURNS_OUT ?= $(abspath bench/results/turns.txt)
 
 .PHONY: bench-mcp
 bench-mcp: ## A warm MCP tool call through the registry vs a bare go-sdk client, -count 10: its ratio with benchstat's 95% interval, met only when the interval is under the goal

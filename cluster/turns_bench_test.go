@@ -20,19 +20,20 @@ import (
 	"github.com/exprd/exprd/turnstore"
 )
 
-// benchNATS runs a NATS server with JetStream for a benchmark.
-func benchNATS(b *testing.B) string {
-	b.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: b.TempDir(), NoLog: true, NoSigs: true})
+// benchNATS runs a NATS server with JetStream on loopback until tb ends
+// (or its Shutdown).
+func benchNATS(tb testing.TB) *natsserver.Server {
+	tb.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(), NoLog: true, NoSigs: true})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	ns.Start()
-	b.Cleanup(ns.Shutdown)
+	tb.Cleanup(ns.Shutdown)
 	if !ns.ReadyForConnections(10 * time.Second) {
-		b.Fatal("nats-server did not start")
+		tb.Fatal("nats-server did not start")
 	}
-	return ns.ClientURL()
+	return ns
 }
 
 // benchAgent serves AgentLoop in this process with the model at base and
@@ -87,7 +88,7 @@ func oneTurn(b *testing.B, c exprdv1.AgentLoopClient) {
 // wall time's ratio (goal ≤ 1.05×), then how many events a second one
 // replica records in JetStream.
 func BenchmarkTurnStore(b *testing.B) {
-	url := benchNATS(b)
+	url := benchNATS(b).ClientURL()
 	ms, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{{Text: "one two three four five six seven eight nine ten", DelayMS: 50}}})
 	if err != nil {
 		b.Fatal(err)
@@ -106,12 +107,14 @@ func BenchmarkTurnStore(b *testing.B) {
 	b.Run("interleaved", func(b *testing.B) {
 		benchpair.Interleave(b, func(b *testing.B) { oneTurn(b, durable) }, func(b *testing.B) { oneTurn(b, local) })
 	})
+	turns := 0 // the append's turns, on over its runs (-count): each a new one
 	b.Run("append", func(b *testing.B) {
 		ctx := context.Background()
 		data := make([]byte, 200) // a text delta's size, about
 		var lat []time.Duration
-		for i := 0; b.Loop(); i++ {
-			id := newBenchID(i)
+		for b.Loop() {
+			id := newBenchID(turns)
+			turns++
 			if err := nats.Create(ctx, id, "bench"); err != nil {
 				b.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"golang.org/x/perf/benchmath"
@@ -29,13 +30,20 @@ var (
 	intervalBenchmarks = "^BenchmarkCall$"
 )
 
+// intervalSections are the interval-judged pairs, by section. A section
+// apart is run by a make target of its own (make bench-turns: the cluster
+// module, which make bench does not run), so only --intervals shows it.
 var intervalSections = []struct {
 	title string
+	apart bool
 	pairs []intervalPair
 }{
-	{"MCP tools", []intervalPair{
+	{"MCP tools", false, []intervalPair{
 		{"warm MCP tool call through the registry vs the same call with a bare go-sdk client session, a go-sdk server on loopback, 2025-11-25 with a session", "mcptransport:Call/sessions/interleaved", 1.1},
 		{"the same, stateless (2026-07-28)", "mcptransport:Call/stateless/interleaved", 1.1},
+	}},
+	{"Durable turns", true, []intervalPair{
+		{"a detached turn with a 50 ms model (ten deltas) on a replica keeping its turns in JetStream (lease, journal, events) vs one keeping them in memory", "cluster:TurnStore/interleaved", 1.05},
 	}},
 }
 
@@ -58,9 +66,16 @@ func intervalVerdict(goal, lo, hi float64) string {
 	return fmt.Sprintf("≤ %g× — **not met**: undecided (the interval spans it)", goal)
 }
 
-func (r report) intervalSection() string {
+// intervalSection is the interval-judged pairs' tables: for make bench's
+// report (given false) every section but those apart; for the results
+// given to --intervals (given true) the sections with any pair measured
+// in them, so that make bench-mcp and make bench-turns show their own.
+func (r report) intervalSection(given bool) string {
 	var b strings.Builder
 	for _, s := range intervalSections {
+		if given && !slices.ContainsFunc(s.pairs, func(p intervalPair) bool { return len(r.results[p.key]) > 0 }) || !given && s.apart {
+			continue
+		}
 		fmt.Fprintf(&b, "\n### %s\n\nEach ratio is the median of the `ratio` metric over the runs of a benchmark that alternates the two sides within each iteration, with its 95%% confidence interval as benchstat computes it (`-count %d`); a goal is met only when the whole interval is under it.\n\n| benchmark | ratio [95%% interval] | runs | goal |\n|---|---|---|---|\n",
 			s.title, max(r.options.count, intervalCount))
 		for _, p := range s.pairs {

@@ -23,9 +23,36 @@ func TestIntervalSection(t *testing.T) {
 			for _, v := range tc.ratios {
 				r.results["mcptransport:Call/sessions/interleaved"] = append(r.results["mcptransport:Call/sessions/interleaved"], sample{"ratio": v})
 			}
-			md := r.intervalSection()
+			md := r.intervalSection(false)
 			if !strings.Contains(md, tc.want) || !strings.Contains(md, "`-count 10`") {
 				t.Errorf("got\n%s\nwant a row with %q", md, tc.want)
+			}
+		})
+	}
+	// Which sections show: make bench's report leaves out those apart
+	// (their benchmarks run elsewhere); --intervals shows those measured.
+	ratios := []float64{1.01, 1.02, 1.02, 1.03, 1.03, 1.03, 1.04, 1.04, 1.04, 1.05}
+	for _, tc := range []struct {
+		name      string
+		key       string
+		given     bool
+		want, not string
+	}{
+		{"make bench's report", "mcptransport:Call/sessions/interleaved", false, "### MCP tools", "### Durable turns"},
+		{"make bench's report, nothing measured", "", false, "### MCP tools", "### Durable turns"},
+		{"make bench-turns", "cluster:TurnStore/interleaved", true, "### Durable turns", "### MCP tools"},
+		{"make bench-mcp", "mcptransport:Call/stateless/interleaved", true, "### MCP tools", "### Durable turns"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := report{results: results{}, options: options{count: 10}}
+			for _, v := range ratios {
+				if tc.key != "" {
+					r.results[tc.key] = append(r.results[tc.key], sample{"ratio": v})
+				}
+			}
+			md := r.intervalSection(tc.given)
+			if !strings.Contains(md, tc.want) || strings.Contains(md, tc.not) {
+				t.Errorf("got\n%s\nwant %q in it and not %q", md, tc.want, tc.not)
 			}
 		})
 	}

@@ -235,6 +235,6 @@ func printIntervals(file string, o options) error {
 	if err := rep.results.parse(in); err != nil {
 		return err
 	}
-	fmt.Print(rep.intervalSection())
+	fmt.Print(rep.intervalSection(true))
 	return nil
 }

@@ -85,7 +85,7 @@ func (r report) markdown() string {
 			b.WriteString(r.interleavedRow(p))
 		}
 	}
-	b.WriteString(r.intervalSection())
+	b.WriteString(r.intervalSection(false))
 	b.WriteString(r.throughput())
 	b.WriteString(r.xsaiSection())
 	b.WriteString(r.scaleSection())
