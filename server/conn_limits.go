@@ -40,6 +40,7 @@ type connLimits struct {
 	unproven list.List               // of *limitedConn, oldest first
 	refused  atomic.Int64
 	evicted  atomic.Int64
+	shut     atomic.Int64 // closed for refused calls past their peer's rate
 }
 
 func newConnLimits(perPeer, total int, trusted func(netip.Addr) bool, log *slog.Logger) *connLimits {
@@ -140,6 +141,22 @@ func (l *connLimits) proven(ctx context.Context) {
 		l.forget(c)
 	}
 	l.mu.Unlock()
+}
+
+// closeUnproven closes ctx's connection (a tap's) when it has carried no
+// admitted call: a peer whose refused calls are past its rate keeps no
+// connection that only refusals use. It says whether it closed one.
+func (l *connLimits) closeUnproven(ctx context.Context) bool {
+	key := connKey(ctx)
+	l.mu.Lock()
+	c := l.byRemote[key]
+	l.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	l.shut.Add(1)
+	_ = c.Close()
+	return true
 }
 
 func (l *connLimits) peerKey(a net.Addr) string { return peerKey(a, l.trusted) }

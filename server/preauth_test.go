@@ -659,3 +659,39 @@ func TestRateLimitBeforeTheRequest(t *testing.T) {
 		}
 	}
 }
+
+// Calls refused for their token are charged to their client's bucket, as
+// calls without one are: within the burst each is refused
+// UNAUTHENTICATED on a connection that stays open; one past it is
+// RESOURCE_EXHAUSTED and its connection, which carried no admitted call,
+// is closed, so that refusals cannot keep coming on it. A caller with a
+// token is served meanwhile.
+func TestRefusedCallsChargedToTheirClient(t *testing.T) {
+	t.Parallel()
+	const burst = 3
+	conn, addr := authServer(t, server.WithRateLimit(0.001, burst))
+	h := dialH2(t, addr, "127.0.0.9")
+	const wrong = "Bearer not-the-token-of-anyone-at-all"
+	for i := range burst {
+		id := h.open(describePath, "authorization", wrong)
+		if e := h.ended(id); e.status != int(codes.Unauthenticated) {
+			t.Fatalf("refused call %d of the burst: got %+v, want UNAUTHENTICATED", i+1, e)
+		}
+	}
+	select {
+	case <-h.closed:
+		t.Fatal("the connection closed within the burst")
+	default:
+	}
+	h.open(describePath, "authorization", wrong)
+	select {
+	case <-h.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("one past the burst: the connection is still open")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := exprdv1.NewExprToolClient(conn).Describe(authed(ctx), &exprdv1.DescribeRequest{}); err != nil {
+		t.Fatalf("a caller with a token: %v", err)
+	}
+}

@@ -51,6 +51,15 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 		if s.opts.tokens != nil {
 			c, err := s.opts.tokens.check(ctx, info.FullMethodName)
 			if err != nil {
+				// A refused call costs what its headers took to read: it
+				// is charged to its client's bucket, as a call without a
+				// token is, and past that rate its connection is closed
+				// (when no admitted call uses it), so that a peer with
+				// no valid token cannot keep refusals coming on one.
+				if rerr := s.rate.limit(s.rate.clientKey(ctx)); rerr != nil {
+					s.conns.closeUnproven(ctx)
+					return nil, rerr
+				}
 				return nil, err
 			}
 			ctx = c.with(ctx)
