@@ -38,13 +38,13 @@ var sections = []struct {
 	pairs []pair
 }{
 	{"Evaluator (issue 2)", []pair{
-		{"one-step call (the ids of the 5 cheapest of 20 products) through `evaluator/` vs a bare run of the same precompiled program on a reused `vm.VM`", "bench:Engines/small/exprd", "bench:Engines/small/expr", 1.3, ""},
+		{"one-step call (the ids of the 5 cheapest of 20 products) through `evaluator/` vs a bare run of the same precompiled program on a reused `vm.VM`", "bench:Engines/small/exprd", "bench:Engines/small/expr", 1.3, "bench:Engines/small/interleaved"},
 		{"the same step, bare in cel-go (context)", "bench:Engines/small/exprd", "bench:Engines/small/cel", 0, ""},
 		{"the same step, bare in goja (context)", "bench:Engines/small/exprd", "bench:Engines/small/goja", 0, ""},
-		{"10,000-item `filter`/`map` step through `evaluator/` vs a bare run on a reused `vm.VM`", "bench:Engines/large/exprd", "bench:Engines/large/expr", 1.1, ""},
+		{"10,000-item `filter`/`map` step through `evaluator/` vs a bare run on a reused `vm.VM`", "bench:Engines/large/exprd", "bench:Engines/large/expr", 1.1, "bench:Engines/large/interleaved"},
 		{"the same step, bare in cel-go (context)", "bench:Engines/large/exprd", "bench:Engines/large/cel", 0, ""},
 		{"the same step, bare in goja (context)", "bench:Engines/large/exprd", "bench:Engines/large/goja", 0, ""},
-		{"the steady call's step with `fromPairs` (`evaluator` `BenchmarkOneStep`) vs a bare run on a reused `vm.VM`", "evaluator:OneStep/exprd", "evaluator:OneStep/bare_expr", 1.3, ""},
+		{"the steady call's step with `fromPairs` (`evaluator` `BenchmarkOneStep`) vs a bare run on a reused `vm.VM`", "evaluator:OneStep/exprd", "evaluator:OneStep/bare_expr", 1.3, "evaluator:OneStep/interleaved"},
 		{"compile-cache hit vs a compile of the same step", "evaluator:Compile/cache_hit", "evaluator:Compile/compile", 0, ""},
 		{"applying a 1 MB state snapshot vs `encoding/json.Unmarshal` into `map[string]any`", "evaluator:StateSnapshot/exprd", "evaluator:StateSnapshot/encoding_json", 1, ""},
 	}},
