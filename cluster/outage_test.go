@@ -12,6 +12,8 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,6 +23,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/exprdproc"
 	"github.com/exprd/exprd/model/scripted"
+	"github.com/exprd/exprd/turnstore"
 )
 
 // natsAt is a NATS server with JetStream on a fixed loopback port and
@@ -203,6 +206,10 @@ func TestTurnGoesOnWhileNATSIsDown(t *testing.T) {
 	if notices != 2 {
 		t.Fatalf("%d durability notices replayed, want 2", notices)
 	}
+	// The replay's reader is gone from the NATS server with it.
+	if n := turnConsumers(t, n.url()); n != 0 {
+		t.Errorf("%d consumers left on the turns' stream after the replay, want 0", n)
+	}
 	if got := replicaMetric(t, a, "exprd_turns_not_durable", ""); got != 0 {
 		t.Errorf("A's exprd_turns_not_durable %v after, want 0", got)
 	}
@@ -233,5 +240,36 @@ func TestTurnGoesOnWhileNATSIsDown(t *testing.T) {
 	}
 	if _, err := recvAll(s3); status.Code(err) != codes.Canceled {
 		t.Fatalf("after the outage, a turn cancelled on B ended %v on A, want CANCELLED", err)
+	}
+}
+
+// turnConsumers is how many consumers the turns' stream has, once the
+// readers that stopped have deleted theirs (waiting a few seconds).
+func turnConsumers(t *testing.T, url string) int {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, turnstore.DefaultNATSStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Consumers == 0 || ctx.Err() != nil {
+			return info.State.Consumers
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -387,14 +387,17 @@ func (a *agentLoop) takeOver(st turnstore.Takeover, id string) {
 	}
 	store := a.s.opts.turnStore
 	rec, err := store.Get(ctx, id)
-	if err != nil || !rec.Ended.IsZero() {
-		_ = lease.Release(ctx)
+	switch {
+	case errors.Is(err, turnstore.ErrNotFound) || err == nil && !rec.Ended.IsZero():
+		_ = lease.Release(ctx) // nothing to go on with
+		return
+	case err != nil:
+		leaveToOthers(ctx, lease, log.With("err", err), "agentloop: a lapsed turn could not be read: left to another replica")
 		return
 	}
 	n, err := st.Adopt(ctx, id)
 	if err != nil {
-		log.Warn("agentloop: a lapsed turn could not be adopted", "err", err)
-		_ = lease.Release(ctx)
+		leaveToOthers(ctx, lease, log.With("err", err), "agentloop: a lapsed turn could not be adopted: left to another replica")
 		return
 	}
 	a.s.metrics.takeover(ctx, "adopted")
@@ -411,9 +414,7 @@ func (a *agentLoop) takeOver(st turnstore.Takeover, id string) {
 		}
 		res, rerr := a.s.opts.memory.Reserve(ctx, "a journal taken over", historyMemoryFactor*n)
 		if rerr != nil {
-			log.Warn("agentloop: the memory budget cannot hold a lapsed turn's journal: left to another replica", "bytes", n)
-			time.Sleep(time.Second)
-			_ = lease.HandOver(ctx)
+			leaveToOthers(ctx, lease, log.With("bytes", n), "agentloop: the memory budget cannot hold a lapsed turn's journal: left to another replica")
 			return
 		}
 		defer res.Close()
@@ -437,6 +438,16 @@ func (a *agentLoop) takeOver(st turnstore.Takeover, id string) {
 	}
 	log.Info("agentloop: taking over a turn whose replica stopped", "takeover", n, "steps", len(r.steps), "journal_entries", r.entries)
 	go a.runTaken(lease, st, rec, r)
+}
+
+// leaveToOthers hands a lapsed turn this replica took the lease of but
+// cannot go on with to the others (their watches see it lapse again),
+// after a second: a turn no replica can take is not passed around as
+// fast as the store answers.
+func leaveToOthers(ctx context.Context, lease *turnstore.Lease, log *slog.Logger, why string) {
+	log.Warn(why)
+	time.Sleep(time.Second)
+	_ = lease.HandOver(ctx)
 }
 
 // endTaken ends a turn this replica adopted but cannot run on: its end

@@ -518,24 +518,17 @@ func (s *NATS) Get(ctx context.Context, id string) (Record, error) {
 	return rec, nil
 }
 
-// Follow reads the turn's subject from its start with an ordered
-// consumer: the events after after, then the new ones, to the end record.
+// Follow reads the turn's subject from its start (read): the events after
+// after, then the new ones, to the end record.
 func (s *NATS) Follow(ctx context.Context, id string, after uint64, fn func(Event) error) ([]byte, error) {
 	if !ValidID(id) {
 		return nil, ErrNotFound
 	}
-	cctx, cancel := s.timeout(ctx)
-	cons, err := s.js.OrderedConsumer(cctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{s.subject(id)}, DeliverPolicy: jetstream.DeliverAllPolicy})
-	cancel()
+	it, stop, err := s.read(ctx, s.subject(id))
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	defer it.Stop()
+	defer stop()
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -558,4 +551,36 @@ func (s *NATS) Follow(ctx context.Context, id string, after uint64, fn func(Even
 			return nil, err
 		}
 	}
+}
+
+// readerIdle is how long a reader's consumer lives on the NATS server
+// without a pull (nats.go's default is 5 minutes): one whose reader
+// stopped without deleting it (its process stopped) goes soon. A stream
+// holds a bounded number of consumers (its max_consumers, and the
+// server's limit), so that readers that stopped must not keep theirs.
+const readerIdle = 10 * time.Second
+
+// read reads subject from its start with an ordered consumer; stop stops
+// it and deletes its consumer from the server.
+func (s *NATS) read(ctx context.Context, subject string) (jetstream.MessagesContext, func(), error) {
+	cctx, cancel := s.timeout(ctx)
+	defer cancel()
+	cons, err := s.js.OrderedConsumer(cctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: readerIdle})
+	if err != nil {
+		return nil, nil, unavailable(err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, nil, unavailable(err)
+	}
+	stop := func() {
+		it.Stop()
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := s.timeout(context.Background())
+			defer cancel()
+			_ = s.js.DeleteConsumer(dctx, s.cfg.Stream, info.Name)
+		}
+	}
+	return it, stop, nil
 }

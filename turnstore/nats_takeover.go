@@ -150,16 +150,11 @@ func (s *NATS) scan(ctx context.Context, subject string, fn func(jetstream.Msg) 
 	if err != nil {
 		return unavailable(err)
 	}
-	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	it, stop, err := s.read(ctx, subject)
 	if err != nil {
-		return unavailable(err)
+		return err
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return unavailable(err)
-	}
-	defer it.Stop()
+	defer stop()
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
