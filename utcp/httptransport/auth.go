@@ -1,12 +1,14 @@
 package httptransport
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/exprd/exprd/utcp"
 )
@@ -124,9 +128,9 @@ func (c *tokenCache) token(ctx context.Context, a *utcp.Auth, env utcp.Env, tool
 	return tok, nil
 }
 
-// fetchToken runs the client-credentials flow: credentials in the form body
-// first and, if the endpoint refuses them, as HTTP Basic (the SDK tries
-// both).
+// fetchToken runs the client-credentials flow (golang.org/x/oauth2's):
+// credentials in the form body first and, if the endpoint refuses them, as
+// HTTP Basic (the SDK tries both, in this order).
 func fetchToken(ctx context.Context, a *utcp.Auth, env utcp.Env, tool string) (string, time.Duration, error) {
 	u, err := url.Parse(a.TokenURL)
 	if err != nil {
@@ -135,15 +139,7 @@ func fetchToken(ctx context.Context, a *utcp.Auth, env utcp.Env, tool string) (s
 	if err := env.CheckURL(u, tool); err != nil {
 		return "", 0, err
 	}
-	form := url.Values{"grant_type": {"client_credentials"}}
-	if a.Scope != "" {
-		form.Set("scope", a.Scope)
-	}
-	inBody := url.Values{"client_id": {a.ClientID}, "client_secret": {a.ClientSecret}}
-	for k, v := range form {
-		inBody[k] = v
-	}
-	tok, life, err := postToken(ctx, u.String(), inBody, nil, env, tool)
+	tok, life, err := requestToken(ctx, u.String(), a, oauth2.AuthStyleInParams, env, tool)
 	if err == nil {
 		return tok, life, nil
 	}
@@ -151,57 +147,102 @@ func fetchToken(ctx context.Context, a *utcp.Auth, env utcp.Env, tool string) (s
 	if !errors.As(err, &te) || te.Reason != utcp.ReasonAuth || te.Status == 0 {
 		return "", 0, err
 	}
-	return postToken(ctx, u.String(), form, a, env, tool)
+	return requestToken(ctx, u.String(), a, oauth2.AuthStyleInHeader, env, tool)
 }
 
-func postToken(ctx context.Context, tokenURL string, form url.Values, basic *utcp.Auth, env utcp.Env, tool string) (string, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
-	if err != nil {
-		return "", 0, (&utcp.TransportError{Tool: tool, Reason: utcp.ReasonAuth}).WithCause(err)
+// requestToken asks the token endpoint once, with the credentials where
+// style puts them, through the registry's client (its egress policy and
+// redirect rule), the answer bounded by tokenTransport.
+func requestToken(ctx context.Context, tokenURL string, a *utcp.Auth, style oauth2.AuthStyle, env utcp.Env, tool string) (string, time.Duration, error) {
+	cfg := clientcredentials.Config{ClientID: a.ClientID, ClientSecret: a.ClientSecret, TokenURL: tokenURL, AuthStyle: style}
+	if a.Scope != "" {
+		cfg.Scopes = []string{a.Scope}
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rt := &tokenTransport{base: env.HTTPClient.Transport, tool: tool}
+	if rt.base == nil {
+		rt.base = http.DefaultTransport
+	}
+	client := *env.HTTPClient
+	client.Transport = rt
+	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, &client))
+	if err != nil {
+		return "", 0, tokenError(ctx, err, rt.status, tool)
+	}
+	return tok.AccessToken, tokenLifetime(tok.Extra("expires_in")), nil
+}
+
+// tokenError is what exprd says when the token endpoint gave no token. It
+// never repeats the endpoint's body, which may echo credentials, nor keeps
+// it behind Unwrap (oauth2.RetrieveError's text holds it).
+func tokenError(ctx context.Context, err error, status int, tool string) error {
+	var re *oauth2.RetrieveError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &re):
+		// A status out of 2xx, or an "error" in a 2xx answer.
+		status = re.Response.StatusCode
+	case errors.As(err, &ue):
+		// The request failed (the client's Do): no answer to speak of.
+		return utcp.DoError(ctx, err, tool)
+	}
+	te := &utcp.TransportError{Tool: tool, Reason: utcp.ReasonAuth, Status: status}
+	if status < 400 && (re != nil || strings.Contains(err.Error(), "missing access_token")) {
+		te.Body = "no access_token in the token endpoint's answer"
+	}
+	return te
+}
+
+// tokenLifetime reads a token answer's expires_in (seconds, as a number or
+// a string): DefaultTokenLifetime when it has none that is positive.
+func tokenLifetime(expiresIn any) time.Duration {
+	var secs float64
+	switch v := expiresIn.(type) {
+	case float64:
+		secs = v
+	case int64: // from a form-encoded answer
+		secs = float64(v)
+	case string:
+		if d, err := time.ParseDuration(v + "s"); err == nil {
+			secs = d.Seconds()
+		}
+	}
+	if secs <= 0 {
+		return DefaultTokenLifetime
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// tokenTransport is the registry's transport for token requests: it asks
+// for JSON, reads each answer whole within maxTokenResponseBytes (as a
+// provider's, into the call's memory budget; golang.org/x/oauth2 alone
+// would read a megabyte and cut the rest), lets the library read a JSON
+// answer as JSON whatever its Content-Type says, and keeps the status of
+// the last answer.
+type tokenTransport struct {
+	base   http.RoundTripper
+	tool   string
+	status int
+}
+
+func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
 	req.Header.Set("Accept", "application/json")
-	if basic != nil {
-		req.SetBasicAuth(url.QueryEscape(basic.ClientID), url.QueryEscape(basic.ClientSecret))
-	}
-	resp, err := env.HTTPClient.Do(req)
+	resp, err := t.base.RoundTrip(req)
 	if err != nil {
-		return "", 0, utcp.DoError(ctx, err, tool)
+		return nil, err
 	}
-	defer resp.Body.Close()
-	body, err := utcp.ReadBody(ctx, resp.Body, -1, maxTokenResponseBytes, tool)
+	body, err := utcp.ReadBody(req.Context(), resp.Body, -1, maxTokenResponseBytes, t.tool)
+	_ = resp.Body.Close()
 	if err != nil {
-		return "", 0, err
+		return nil, err
 	}
-	var parsed struct {
-		AccessToken string          `json:"access_token"`
-		ExpiresIn   json.RawMessage `json:"expires_in"`
+	t.status = resp.StatusCode
+	if json.Valid(body) {
+		resp.Header.Set("Content-Type", "application/json")
 	}
-	decodeErr := json.Unmarshal(body, &parsed)
-	if resp.StatusCode >= 400 || decodeErr != nil || parsed.AccessToken == "" {
-		var shown any
-		if resp.StatusCode < 400 && decodeErr == nil {
-			// Never repeat a token endpoint's body: it may echo credentials.
-			shown = "no access_token in the token endpoint's answer"
-		}
-		return "", 0, &utcp.TransportError{Tool: tool, Reason: utcp.ReasonAuth, Status: resp.StatusCode, Body: shown}
-	}
-	life := DefaultTokenLifetime
-	if len(parsed.ExpiresIn) > 0 {
-		var secs float64
-		if json.Unmarshal(parsed.ExpiresIn, &secs) != nil {
-			var s string
-			if json.Unmarshal(parsed.ExpiresIn, &s) == nil {
-				if d, err := time.ParseDuration(s + "s"); err == nil {
-					secs = d.Seconds()
-				}
-			}
-		}
-		if secs > 0 {
-			life = time.Duration(secs * float64(time.Second))
-		}
-	}
-	return parsed.AccessToken, life, nil
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	return resp, nil
 }
 
 // basicCredentials is what HTTP Basic auth sends for user and password

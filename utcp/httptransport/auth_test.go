@@ -15,6 +15,7 @@ import (
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/httptransport"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // tokenEndpoint is a loopback OAuth2 token endpoint that counts the tokens
@@ -205,4 +206,189 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 			t.Errorf("the API saw %d requests, want 0", n)
 		}
 	})
+}
+
+// TestOAuth2TokenEndpointFails: whatever a token endpoint answers instead
+// of a token, the call fails with exprd's own words, its status and never
+// the endpoint's body (which may echo the client secret), not even behind
+// Unwrap; an endpoint that answered is asked again with the credentials as
+// HTTP Basic, one whose answer is over the size limit is not.
+func TestOAuth2TokenEndpointFails(t *testing.T) {
+	t.Parallel()
+	const tool = `tool "api.t0": `
+	tests := []struct {
+		name        string
+		status      int
+		contentType string
+		body        string
+		reason      utcp.Reason
+		want        string
+		requests    int
+	}{
+		{"401 echoing the secret", 401, "application/json", `{"error":"invalid_client","echo":"s3cret"}`, utcp.ReasonAuth,
+			tool + "could not obtain an OAuth2 token (the token endpoint answered 401)", 2},
+		{"500", 500, "text/plain", "s3cret", utcp.ReasonAuth,
+			tool + "could not obtain an OAuth2 token (the token endpoint answered 500)", 2},
+		{"garbage", 200, "text/html", "<html>s3cret</html>", utcp.ReasonAuth,
+			tool + "could not obtain an OAuth2 token (the token endpoint answered 200)", 2},
+		{"JSON without access_token", 200, "application/json", `{"token_type":"bearer","echo":"s3cret"}`, utcp.ReasonAuth,
+			tool + "could not obtain an OAuth2 token (the token endpoint answered 200): no access_token in the token endpoint's answer", 2},
+		{"an error in a 200", 200, "application/json", `{"error":"invalid_scope","error_description":"s3cret"}`, utcp.ReasonAuth,
+			tool + "could not obtain an OAuth2 token (the token endpoint answered 200): no access_token in the token endpoint's answer", 2},
+		{"over the size limit", 200, "application/json", `{"access_token":"` + strings.Repeat("s3cret", 64<<10/6) + `"}`, utcp.ReasonTooLarge,
+			tool + "provider response over the size limit", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tokens := utcptest.NewProvider(t, answering(tc.status, tc.contentType, tc.body))
+			api := utcptest.NewProvider(t, nil)
+			r := utcptest.NewRegistry(t, utcp.WithVariables(map[string]string{"api_SECRET": "s3cret"}))
+			utcptest.Register(t, r, "api", oauthManual(api.URL, tokens.URL+"/token", "x"))
+			_, err := r.Call(context.Background(), "api.t0", nil)
+			var te *utcp.TransportError
+			if !errors.As(err, &te) || te.Reason != tc.reason {
+				t.Fatalf("got %v, want a transport error of reason %s", err, tc.reason)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("message: got %q, want %q", err, tc.want)
+			}
+			for e := error(err); e != nil; e = errors.Unwrap(e) {
+				if strings.Contains(e.Error(), "s3cret") {
+					t.Errorf("%T in the error's chain repeats the secret: %q", e, e)
+				}
+			}
+			if got := len(tokens.Requests()); got != tc.requests {
+				t.Errorf("token requests: got %d, want %d", got, tc.requests)
+			}
+			if n := len(api.Requests()); n != 0 {
+				t.Errorf("the API saw %d requests, want 0", n)
+			}
+		})
+	}
+}
+
+// TestOAuth2TokenAnswers: the forms of a token endpoint's answer exprd
+// takes, each token's life read from it; the request asks for JSON, with
+// the credentials in the form body.
+func TestOAuth2TokenAnswers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, contentType, body string
+		life                    time.Duration
+	}{
+		{"JSON", "application/json", `{"access_token":"tok","token_type":"bearer","expires_in":120}`, 120 * time.Second},
+		{"expires_in as a string", "application/json", `{"access_token":"tok","expires_in":"120"}`, 120 * time.Second},
+		{"no expires_in", "application/json", `{"access_token":"tok"}`, httptransport.DefaultTokenLifetime},
+		{"JSON labelled text/plain", "text/plain", `{"access_token":"tok","expires_in":120}`, 120 * time.Second},
+		{"form-encoded", "application/x-www-form-urlencoded", `access_token=tok&token_type=bearer&expires_in=120`, 120 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tokens := utcptest.NewProvider(t, answering(http.StatusOK, tc.contentType, tc.body))
+			api := utcptest.NewProvider(t, nil)
+			clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+			transports, err := httptransport.Transports(httptransport.WithClock(clock.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := utcptest.NewRegistry(t, utcp.WithVariables(map[string]string{"api_SECRET": "s3cret"}), utcp.WithTransports(transports))
+			utcptest.Register(t, r, "api", oauthManual(api.URL, tokens.URL+"/token", "read"))
+			call := func() {
+				t.Helper()
+				if _, err := r.Call(context.Background(), "api.t0", nil); err != nil {
+					t.Fatalf("Call: %v", err)
+				}
+			}
+			call()
+			clock.Advance(tc.life - httptransport.TokenRefreshMargin - time.Nanosecond)
+			call()
+			if got := len(tokens.Requests()); got != 1 {
+				t.Fatalf("token requests before the refresh: got %d, want 1", got)
+			}
+			clock.Advance(time.Nanosecond)
+			call()
+			if got := len(tokens.Requests()); got != 2 {
+				t.Errorf("token requests at the refresh: got %d, want 2", got)
+			}
+			for _, rq := range api.Requests() {
+				if got := rq.Header.Get("Authorization"); got != "Bearer tok" {
+					t.Errorf("Authorization: got %q, want Bearer tok", got)
+				}
+			}
+			rq := tokens.Requests()[0]
+			if got := rq.Header.Get("Accept"); got != "application/json" {
+				t.Errorf("the token request's Accept: got %q, want application/json", got)
+			}
+			if want := "client_id=app&client_secret=s3cret&grant_type=client_credentials&scope=read"; rq.Body != want {
+				t.Errorf("the token request's body: got %q, want %q", rq.Body, want)
+			}
+		})
+	}
+}
+
+// TestOAuth2TokenRequestUsesTheRegistrysClient: the token request leaves
+// through the registry's client, whose redirect rule holds (a token
+// endpoint may not send it to another host) and whose egress policy does.
+func TestOAuth2TokenRequestUsesTheRegistrysClient(t *testing.T) {
+	t.Parallel()
+	vars := utcp.WithVariables(map[string]string{"api_SECRET": "s3cret"})
+	tests := []struct {
+		name     string
+		registry func(t *testing.T) *utcp.Registry
+		// tokenURL is the manual's token URL, which must not bring a
+		// request to tokens.
+		tokenURL func(t *testing.T, tokens *tokenEndpoint) string
+		reason   utcp.Reason
+	}{
+		{"no redirect to another host",
+			func(t *testing.T) *utcp.Registry { return utcptest.NewRegistry(t, vars) },
+			func(t *testing.T, tokens *tokenEndpoint) string {
+				redirect := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
+					http.Redirect(w, r, strings.Replace(tokens.URL, "127.0.0.1", "localhost", 1)+"/token", http.StatusTemporaryRedirect)
+				})
+				return redirect.URL + "/token"
+			},
+			utcp.ReasonRedirect},
+		{"egress policy",
+			func(t *testing.T) *utcp.Registry {
+				r, err := utcpall.New(vars) // the default policy: public addresses only
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = r.Close() })
+				return r
+			},
+			func(t *testing.T, tokens *tokenEndpoint) string {
+				return strings.Replace(tokens.URL, "http://", "https://", 1) + "/token"
+			},
+			utcp.ReasonEgress},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tokens := newTokenEndpoint(t, 3600, false)
+			r := tc.registry(t)
+			utcptest.Register(t, r, "api", oauthManual("https://api.example.com/x", tc.tokenURL(t, tokens), "x"))
+			_, err := r.Call(context.Background(), "api.t0", nil)
+			var te *utcp.TransportError
+			if !errors.As(err, &te) || te.Reason != tc.reason {
+				t.Fatalf("got %v, want %s", err, tc.reason)
+			}
+			if n := len(tokens.Requests()); n != 0 {
+				t.Errorf("the token endpoint saw %d requests, want 0", n)
+			}
+		})
+	}
+}
+
+// answering is a provider's handler that answers status, contentType and
+// body whatever it is asked.
+func answering(status int, contentType, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}
 }
