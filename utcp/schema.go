@@ -2,24 +2,16 @@ package utcp
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
+
+	"github.com/exprd/exprd/internal/schemafast"
 )
 
 // MaxArgumentProblems bounds the problems an InvalidArgumentsError lists.
 const MaxArgumentProblems = 8
-
-// schemaLocation names every tool schema for the compiler; each schema gets
-// its own compiler, so they never clash.
-const schemaLocation = "mem:///utcp/schema.json"
-
-var printer = message.NewPrinter(language.English)
 
 // Bounds on a tool's JSON Schema, checked before it is compiled: the
 // compiler's cost grows faster than the schema. A manual's tools come from
@@ -55,39 +47,7 @@ func compileSchema(doc any) (*jsonschema.Schema, error) {
 	if err := checkSchemaSize(doc); err != nil {
 		return nil, err
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(jsonschema.SchemeURLLoader{})
-	if err := c.AddResource(schemaLocation, doc); err != nil {
-		return nil, err
-	}
-	sch, err := c.Compile(schemaLocation)
-	if err != nil {
-		return nil, errors.New(cleanSchemaError(err))
-	}
-	return sch, nil
-}
-
-// maxSchemaProblems bounds what a refused schema's error lists.
-const maxSchemaProblems = 3
-
-// cleanSchemaError says on one line what is wrong with a schema: the
-// metaschema's failing keywords, or the compiler's complaint without its
-// internal location.
-func cleanSchemaError(err error) string {
-	var sve *jsonschema.SchemaValidationError
-	if errors.As(err, &sve) {
-		probs := validationProblems(sve.Err)
-		if len(probs) > maxSchemaProblems {
-			probs = probs[:maxSchemaProblems]
-		}
-		return "not valid against the metaschema: " + strings.Join(probs, "; ")
-	}
-	msg := err.Error()
-	msg = strings.ReplaceAll(msg, schemaLocation, "")
-	msg = strings.ReplaceAll(msg, "\"#", "\"")
-	msg, _, _ = strings.Cut(msg, "\n")
-	return msg
+	return schemafast.CompileValue(doc)
 }
 
 // validateAgainst checks args against a compiled input schema.
@@ -112,31 +72,10 @@ func validateAgainst(sch *jsonschema.Schema, tool string, args map[string]any) e
 	return &InvalidArgumentsError{Tool: tool, Problems: validationProblems(err)}
 }
 
+// validationProblems are a validation error's problems, at most
+// MaxArgumentProblems.
 func validationProblems(err error) []string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return []string{err.Error()}
-	}
-	var out []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(out) >= MaxArgumentProblems {
-			return
-		}
-		if len(e.Causes) == 0 {
-			loc := "/" + strings.Join(e.InstanceLocation, "/")
-			out = append(out, fmt.Sprintf("at %s: %s", loc, e.ErrorKind.LocalizedString(printer)))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	if len(out) == 0 {
-		out = append(out, ve.ErrorKind.LocalizedString(printer))
-	}
-	return out
+	return schemafast.Problems(err, MaxArgumentProblems)
 }
 
 // isJSONValue reports whether v holds only what encoding/json decodes to
