@@ -31,8 +31,8 @@ const (
 
 // Reconnect says how a Turn follows its turn again after its stream broke
 // (a transport error, not an answer of the server's): it resumes the turn
-// after the last seq it has. Only a turn started with AgentStart.Detach
-// outlives the stream it was started on.
+// after the last seq it has. Only a detached turn (AgentStart.Detach unset
+// or true, the default) outlives the stream it was started on.
 type Reconnect struct {
 	// MaxAttempts is how many resumes in a row may fail before the Turn
 	// gives up with the last error (0: DefaultReconnectAttempts). The
@@ -131,8 +131,8 @@ type agentStream = grpc.BidiStreamingClient[exprdv1.AgentLoopRunRequest, exprdv1
 // StartTurn starts a turn and waits for its first event, which names it
 // (Turn.ID). A start the server refuses is returned as its error. ctx
 // bounds the whole Turn: when it ends, the stream ends, as by Close. With
-// rc set, a broken stream is resumed (start.Detach must be set for the
-// turn to outlive it). A stream that breaks before the first event cannot
+// rc set, a broken stream is resumed (start.Detach must not be false for
+// the turn to outlive it). A stream that breaks before the first event cannot
 // be resumed: the turn's id is not known.
 func (c *Client) StartTurn(ctx context.Context, start *exprdv1.AgentStart, h TurnHandlers, rc *Reconnect) (*Turn, error) {
 	t := c.newTurn(ctx, "", h, rc)
@@ -244,8 +244,8 @@ func (t *Turn) Wait() (*exprdv1.AgentDone, error) {
 }
 
 // Close stops following the turn: the stream ends and the handlers' context
-// with it. A turn started with Detach goes on without a client (it may be
-// resumed); another ends CANCELED. Close returns once every goroutine of the
+// with it. A detached turn (the default) goes on without a client (it may
+// be resumed); one started with Detach false ends CANCELED. Close returns once every goroutine of the
 // Turn has, with what Wait would.
 func (t *Turn) Close() (*exprdv1.AgentDone, error) {
 	t.closeOnce.Do(func() {

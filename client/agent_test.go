@@ -21,6 +21,7 @@ import (
 	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
+	"google.golang.org/protobuf/proto"
 )
 
 // askScript asks the user (a client-run tool that needs approval), then
@@ -33,7 +34,7 @@ var askScript = scripted.Script{Loop: true, Turns: []scripted.Turn{
 
 // askStart is a detached turn with askScript's tool.
 func askStart() *exprdv1.AgentStart {
-	return &exprdv1.AgentStart{Detach: true,
+	return &exprdv1.AgentStart{Detach: proto.Bool(true),
 		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask."}},
 		Tools:    []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, NeedsApproval: true}}}
 }

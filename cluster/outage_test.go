@@ -104,7 +104,7 @@ func TestTurnGoesOnWhileNATSIsDown(t *testing.T) {
 	b := startOutageReplica(t, "B", n.url(), l)
 	start := func() *exprdv1.AgentLoopRunRequest {
 		return &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
-			Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask me twice."}}, Detach: true,
+			Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask me twice."}}, Detach: proto.Bool(true),
 			Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}}}
 	}
 	answer := func(s agentStream, m *exprdv1.AgentLoopRunResponse) {
@@ -141,7 +141,9 @@ func TestTurnGoesOnWhileNATSIsDown(t *testing.T) {
 	}
 	asked := func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetToolCallRequested().GetRunOnClient() }
 	notice := func(durable bool) func(*exprdv1.AgentLoopRunResponse) bool {
-		return func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetDurability() != nil && m.GetDurability().GetDurable() == durable }
+		return func(m *exprdv1.AgentLoopRunResponse) bool {
+			return m.GetDurability() != nil && m.GetDurability().GetDurable() == durable
+		}
 	}
 	first := next("the first question", asked)
 	n.ns.Shutdown()

@@ -18,6 +18,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/exprdproc"
 	"github.com/exprd/exprd/model/scripted"
+	"google.golang.org/protobuf/proto"
 )
 
 // takeoverTurns is how many turns run on the replica each round kills,
@@ -160,7 +161,7 @@ func takeoverRound(victim *turnReplica, survivors []*turnReplica, ms *scripted.S
 		if err != nil {
 			return nil, err
 		}
-		start := &exprdv1.AgentStart{Detach: true, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "hi"}}}
+		start := &exprdv1.AgentStart{Detach: proto.Bool(true), Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "hi"}}}
 		if err := s.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/exprdproc"
 	"github.com/exprd/exprd/model/scripted"
+	"google.golang.org/protobuf/proto"
 )
 
 // lease is the turns' lease in these tests: short, so that a takeover
@@ -186,7 +187,7 @@ func TestTurnTakenOverWhenItsReplicaDies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := &exprdv1.AgentStart{Detach: true,
+			start := &exprdv1.AgentStart{Detach: proto.Bool(true),
 				Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "work"}},
 				Tools:    []*exprdv1.AgentTool{{Name: "work", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "ledger." + tc.tool}}}
 			if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
@@ -337,7 +338,7 @@ func TestTurnPendingApprovalSurvivesRollingRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := &exprdv1.AgentStart{Detach: true,
+	start := &exprdv1.AgentStart{Detach: proto.Bool(true),
 		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "work"}},
 		Tools:    []*exprdv1.AgentTool{{Name: "work", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "ledger.add", NeedsApproval: true}}}
 	if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/turnstore"
+	"google.golang.org/protobuf/proto"
 )
 
 // benchNATS runs a NATS server with JetStream on loopback until tb ends
@@ -72,7 +73,7 @@ func oneTurn(b *testing.B, c exprdv1.AgentLoopClient) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	start := &exprdv1.AgentStart{Detach: true, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "hi"}}}
+	start := &exprdv1.AgentStart{Detach: proto.Bool(true), Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "hi"}}}
 	if err := s.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
 		b.Fatal(err)
 	}

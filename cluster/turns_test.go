@@ -122,7 +122,7 @@ func TestTurnResumedOnAnotherReplica(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = sa.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
-				Detach: true, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Count."}}}}})
+				Detach: proto.Bool(true), Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Count."}}}}})
 			var seen []*exprdv1.AgentLoopRunResponse
 			for len(seen) < 3 {
 				m, err := sa.Recv()
@@ -235,7 +235,7 @@ func TestTurnRequestAnsweredOnAnotherReplica(t *testing.T) {
 	const detached = 1500 * time.Millisecond
 	a := agentReplica(t, url, script, server.WithTurnDetachedTimeout(detached))
 	b := agentReplica(t, url, script, server.WithTurnDetachedTimeout(detached))
-	start := &exprdv1.AgentStart{Detach: true, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask."}},
+	start := &exprdv1.AgentStart{Detach: proto.Bool(true), Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask."}},
 		Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}
 	answer := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1", OutputJson: `{"colour":"blue"}`}}}
 	bogus := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "never-sent"}}}
@@ -405,7 +405,7 @@ func TestTurnResumedOnAnotherReplicaOnlyByItsOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = sa.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Detach: true,
+	_ = sa.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Detach: proto.Bool(true),
 		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask."}},
 		Tools:    []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}}})
 	var id string

@@ -27,6 +27,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/exprdproc"
 	"github.com/exprd/exprd/model/scripted"
+	"google.golang.org/protobuf/proto"
 )
 
 // The Grafana dashboard and the Prometheus alert rules, held to what a
@@ -761,7 +762,7 @@ func TestTakeoverMetricsMatchExprd(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := run.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
-		Detach: true, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Go on."}}}}}); err != nil {
+		Detach: proto.Bool(true), Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Go on."}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if first, err := run.Recv(); err != nil || first.GetTurnId() == "" {

@@ -73,13 +73,13 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	// detached timeout, or the server's Stop.
 	streamCtx := stream.Context()
 	parent := streamCtx
-	if start.GetDetach() {
+	if detached(start) {
 		parent = context.WithoutCancel(streamCtx)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	t := newTurn(ctx, a.s.opts.initialState.Fork(a.s.opts.maxStateBytes))
-	t.cancel, t.detach, t.detachedTimeout, t.attached = cancel, start.GetDetach(), a.s.opts.detachedTimeout, 1
+	t.cancel, t.detach, t.detachedTimeout, t.attached = cancel, detached(start), a.s.opts.detachedTimeout, 1
 	streamEnded := cancel // what the stream's end does to the turn
 	if t.detach {
 		defer context.AfterFunc(a.stopped, func() { cancel(errServerStopping) })()

@@ -52,6 +52,10 @@ func WithTurnDetachedTimeout(d time.Duration) Option {
 	}
 }
 
+// detached says whether start's turn goes on when its client goes away:
+// unless it asked otherwise (detach: false).
+func detached(start *exprdv1.AgentStart) bool { return start.Detach == nil || start.GetDetach() }
+
 // turnOwner is who may resume a turn the caller of ctx starts: the token's
 // caller name with auth on, else the peer's address without its port.
 func turnOwner(ctx context.Context) string {

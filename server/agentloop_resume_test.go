@@ -64,12 +64,12 @@ func TestAgentLoopResumeSendsPendingRequests(t *testing.T) {
 	}{
 		{name: "client-run call, nothing lost", script: askTurns, start: clientToolTurn(true), want: onClient, result: blue},
 		{name: "client-run call, three events lost", script: askTurns, start: clientToolTurn(true), lost: 3, want: onClient, result: blue},
-		{name: "approval", script: addTurns, start: &exprdv1.AgentStart{Messages: userMsg("Add."), Detach: true, Tools: addTool(true)}, want: approval, result: five},
-		{name: "pre_tool_call hook", script: addTurns, start: &exprdv1.AgentStart{Messages: userMsg("Add."), Detach: true, Tools: addTool(false),
+		{name: "approval", script: addTurns, start: &exprdv1.AgentStart{Messages: userMsg("Add."), Detach: proto.Bool(true), Tools: addTool(true)}, want: approval, result: five},
+		{name: "pre_tool_call hook", script: addTurns, start: &exprdv1.AgentStart{Messages: userMsg("Add."), Detach: proto.Bool(true), Tools: addTool(false),
 			Hooks: []exprdv1.Hook{exprdv1.Hook_HOOK_PRE_TOOL_CALL}},
 			want: func(m *exprdv1.AgentLoopRunResponse) bool { return m.GetHookRequest() != nil }, result: five},
 		{name: "duplicate reply", script: askTurns, start: clientToolTurn(true), twice: true, want: onClient, result: blue},
-		{name: "reply to a request never sent", script: addTurns, start: &exprdv1.AgentStart{Messages: userMsg("Add."), Detach: true, Tools: addTool(true)},
+		{name: "reply to a request never sent", script: addTurns, start: &exprdv1.AgentStart{Messages: userMsg("Add."), Detach: proto.Bool(true), Tools: addTool(true)},
 			first: []*exprdv1.AgentLoopRunRequest{bogus}, want: approval, result: five},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,7 +219,7 @@ func TestAgentLoopResumeTwoStreamsFirstReplyWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Messages: userMsg("Add."), Detach: true,
+	_ = stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{Messages: userMsg("Add."), Detach: proto.Bool(true),
 		Tools: []*exprdv1.AgentTool{{Name: "add", Executor: exprdv1.AgentTool_EXECUTOR_UTCP, UtcpTool: "math.add", NeedsApproval: true}}}}})
 	var id string
 	var request *exprdv1.AgentLoopRunResponse

@@ -424,7 +424,7 @@ func (a *agentLoop) takeOver(st turnstore.Takeover, id string) {
 	switch {
 	case err != nil:
 		why = fmt.Errorf("its journal cannot be read: %w", err)
-	case !r.start.GetDetach():
+	case !detached(r.start):
 		why = errors.New("it was not started with detach, and its client went with its replica")
 	case n > a.s.opts.maxTakeovers:
 		why = fmt.Errorf("it was taken over %d times, past the limit of %d (--turn-max-takeovers)", n-1, a.s.opts.maxTakeovers)

@@ -95,7 +95,7 @@ func resumeStream(t *testing.T, ctx context.Context, c exprdv1.AgentLoopClient, 
 }
 
 func clientToolTurn(detach bool) *exprdv1.AgentStart {
-	return &exprdv1.AgentStart{Messages: userMsg("Ask."), Detach: detach,
+	return &exprdv1.AgentStart{Messages: userMsg("Ask."), Detach: proto.Bool(detach),
 		Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}
 }
 
@@ -401,5 +401,71 @@ func TestAgentLoopCancelUnary(t *testing.T) {
 	}
 	if err != nil || !resp.GetEnded() {
 		t.Errorf("a second cancel: %v, %v; want ended", resp, err)
+	}
+}
+
+// A disconnect is not a stop: a turn whose start leaves detach unset, or
+// sets it, goes on when its client goes away, and a stream that resumes
+// it answers its waiting request and reads it to done; detach: false
+// asks for the stream's end to cancel the turn, which then replays to
+// CANCELLED.
+func TestAgentLoopDisconnectIsNotStop(t *testing.T) {
+	t.Parallel()
+	c := agentServerWith(t, scripted.Script{Turns: askTurns, Loop: true})
+	for _, tc := range []struct {
+		name   string
+		detach *bool
+		end    codes.Code
+	}{
+		{"detach unset", nil, codes.OK},
+		{"detach true", proto.Bool(true), codes.OK},
+		{"detach false", proto.Bool(false), codes.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start := clientToolTurn(false)
+			start.Detach = tc.detach
+			ctx, cancel := context.WithCancel(context.Background())
+			stream, err := c.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
+				t.Fatal(err)
+			}
+			var id string
+			for {
+				m, err := stream.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.GetSeq() == 1 {
+					id = m.GetTurnId()
+				}
+				if m.GetToolCallRequested().GetRunOnClient() {
+					break
+				}
+			}
+			cancel() // the client goes away
+			rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer rcancel()
+			resumed := resumeStream(t, rctx, c, id, 0)
+			// A turn the stream's end cancels is left unanswered: the
+			// cancel reaches it, whenever the server sees the end.
+			events, err := drain(resumed, func(m *exprdv1.AgentLoopRunResponse) {
+				if m.GetPending() && tc.end == codes.OK {
+					_ = resumed.Send(answerTo(m))
+				}
+			})
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			if status.Code(err) != tc.end {
+				t.Fatalf("the resumed turn ended %v after %d events, want %v", err, len(events), tc.end)
+			}
+			if tc.end == codes.OK && events[len(events)-1].GetDone().GetText() != "The user said blue." {
+				t.Fatalf("the resumed turn's done: %v", events[len(events)-1])
+			}
+		})
 	}
 }

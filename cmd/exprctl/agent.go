@@ -16,6 +16,7 @@ import (
 
 	"github.com/exprd/exprd/client"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // startOnly are agent's flags that make a turn's start: --resume
@@ -92,7 +93,7 @@ func agentCmd(e *env, args []string) error {
 		if state, err = stateFile(*statePath); err != nil {
 			return err
 		}
-		start = &exprdv1.AgentStart{Provider: *provider, System: *system, Detach: rc != nil,
+		start = &exprdv1.AgentStart{Provider: *provider, System: *system, Detach: proto.Bool(rc != nil),
 			Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: *prompt}}}
 		if *withExpr {
 			start.Tools = append(start.Tools, &exprdv1.AgentTool{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR})

@@ -16,6 +16,7 @@ import (
 	"github.com/exprd/exprd/internal/tcpcut"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
+	"google.golang.org/protobuf/proto"
 )
 
 // csvScript writes two rows with the client-run downloadCsv, then says
@@ -147,7 +148,7 @@ func TestAgentResume(t *testing.T) {
 	}
 	defer c.Close()
 	asked := make(chan struct{})
-	start := &exprdv1.AgentStart{Detach: true, Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Rows to CSV."}},
+	start := &exprdv1.AgentStart{Detach: proto.Bool(true), Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Rows to CSV."}},
 		Tools: []*exprdv1.AgentTool{{Name: "downloadCsv", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT, NeedsApproval: true}}}
 	gone, err := c.StartTurn(context.Background(), start, client.TurnHandlers{
 		OnApproval: func(ctx context.Context, _ *exprdv1.AgentApprovalRequest) (bool, string, error) {

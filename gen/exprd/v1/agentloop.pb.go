@@ -1314,8 +1314,10 @@ type AgentStart struct {
 	// detach: the turn goes on when its client goes away (the stream is
 	// cancelled or the connection drops), for at most the server's
 	// --turn-detached-timeout without a client, so that the client can
-	// resume it. Unset, the stream's end cancels the turn.
-	Detach bool `protobuf:"varint,17,opt,name=detach,proto3" json:"detach,omitempty"`
+	// resume it: a disconnect is not a stop. Unset is true. false asks for
+	// the stream's end to cancel the turn, for a client that will never
+	// resume it (and a turn that is not taken over when its replica stops).
+	Detach *bool `protobuf:"varint,17,opt,name=detach,proto3,oneof" json:"detach,omitempty"`
 	// max_history_bytes bounds what one model request of this turn carries,
 	// as the server's --agent-max-history-bytes does (0: that bound; more
 	// than it is refused): for a client that knows its model's context.
@@ -1467,8 +1469,8 @@ func (x *AgentStart) GetRelayInputRequests() bool {
 }
 
 func (x *AgentStart) GetDetach() bool {
-	if x != nil {
-		return x.Detach
+	if x != nil && x.Detach != nil {
+		return *x.Detach
 	}
 	return false
 }
@@ -3000,7 +3002,7 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"\tMODE_AUTO\x10\x01\x12\r\n" +
 	"\tMODE_NONE\x10\x02\x12\x11\n" +
 	"\rMODE_REQUIRED\x10\x03\x12\r\n" +
-	"\tMODE_TOOL\x10\x04\"\xde\x05\n" +
+	"\tMODE_TOOL\x10\x04\"\xee\x05\n" +
 	"\n" +
 	"AgentStart\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
@@ -3022,9 +3024,10 @@ const file_exprd_v1_agentloop_proto_rawDesc = "" +
 	"state_json\x18\x0e \x01(\tR\tstateJson\x125\n" +
 	"\vomit_events\x18\x0f \x03(\x0e2\x14.exprd.v1.AgentEventR\n" +
 	"omitEvents\x120\n" +
-	"\x14relay_input_requests\x18\x10 \x01(\bR\x12relayInputRequests\x12\x16\n" +
-	"\x06detach\x18\x11 \x01(\bR\x06detach\x12*\n" +
-	"\x11max_history_bytes\x18\x12 \x01(\x04R\x0fmaxHistoryBytes\"a\n" +
+	"\x14relay_input_requests\x18\x10 \x01(\bR\x12relayInputRequests\x12\x1b\n" +
+	"\x06detach\x18\x11 \x01(\bH\x00R\x06detach\x88\x01\x01\x12*\n" +
+	"\x11max_history_bytes\x18\x12 \x01(\x04R\x0fmaxHistoryBytesB\t\n" +
+	"\a_detach\"a\n" +
 	"\n" +
 	"ToolOutput\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
@@ -3304,6 +3307,7 @@ func file_exprd_v1_agentloop_proto_init() {
 		(*StopCondition_Or)(nil),
 		(*StopCondition_Not)(nil),
 	}
+	file_exprd_v1_agentloop_proto_msgTypes[10].OneofWrappers = []any{}
 	file_exprd_v1_agentloop_proto_msgTypes[15].OneofWrappers = []any{
 		(*AgentLoopRunResponse_StepStarted)(nil),
 		(*AgentLoopRunResponse_TextDelta)(nil),
