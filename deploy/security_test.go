@@ -60,10 +60,19 @@ type token struct {
 	scopes      []string
 }
 
+// minTokenChars is the shortest token server.ParseTokens takes.
+const minTokenChars = 16
+
 // parseTokens reads a tokens file as server.ParseTokens does: lines (";"
-// ends one too) of NAME TOKEN SCOPES, blank and # lines skipped.
+// ends one too) of NAME TOKEN SCOPES, blank and # lines skipped, a token
+// shorter than minTokenChars or given twice refused (an example Secret's
+// <token> is read as its stand-in, which is neither). It is a copy, not a
+// call: server.ParseTokens's package would bring seven modules into this
+// module's go.mod that exprd's own tests do not need here, and its Tokens
+// do not list their callers' names and scopes.
 func parseTokens(s string) ([]token, error) {
 	var out []token
+	seen := map[string]bool{}
 	n := 0
 	for l := range strings.Lines(s) {
 		for _, line := range strings.Split(l, ";") {
@@ -76,6 +85,13 @@ func parseTokens(s string) ([]token, error) {
 			if len(f) != 3 {
 				return nil, fmt.Errorf("tokens line %d: got %d fields, want NAME TOKEN SCOPES", n, len(f))
 			}
+			if len(f[1]) < minTokenChars {
+				return nil, fmt.Errorf("tokens line %d (%s): the token is shorter than %d characters", n, f[0], minTokenChars)
+			}
+			if seen[f[1]] {
+				return nil, fmt.Errorf("tokens line %d (%s): the token is given twice", n, f[0])
+			}
+			seen[f[1]] = true
 			t := token{name: f[0], value: f[1]}
 			for _, sc := range strings.Split(f[2], ",") {
 				if sc = strings.TrimSpace(sc); sc != "" {
@@ -89,6 +105,34 @@ func parseTokens(s string) ([]token, error) {
 		return nil, errors.New("tokens: none given")
 	}
 	return out, nil
+}
+
+// TestParseTokens holds the copy to what server.ParseTokens refuses.
+func TestParseTokens(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, in, wantErr string }{
+		{"a token", "ops 0123456789abcdef *", ""},
+		{"two tokens on a line", "a 0123456789abcdef exprtool; b 0123456789abcdeF toolregistry\n", ""},
+		{"a placeholder left as written", "ops <token> *", "tokens line 1 (ops): the token is shorter than 16 characters"},
+		{"comments and blank lines", "# clients\n\nops 0123456789abcdef *\n", ""},
+		{"a short token", "ops 0123456789abcde *", "tokens line 1 (ops): the token is shorter than 16 characters"},
+		{"a token given twice", "a 0123456789abcdef *\nb 0123456789abcdef exprtool", "tokens line 2 (b): the token is given twice"},
+		{"a scope missing", "ops 0123456789abcdef", "tokens line 1: got 2 fields, want NAME TOKEN SCOPES"},
+		{"none", "# none\n", "tokens: none given"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseTokens(tc.in)
+			var got string
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.wantErr {
+				t.Errorf("got error %q, want %q", got, tc.wantErr)
+			}
+		})
+	}
 }
 
 // tokensSource is where exprd's bearer tokens come from.
