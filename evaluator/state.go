@@ -160,25 +160,13 @@ func (s *State) Snapshot() map[string]any {
 
 // Replace sets the state to a JSON object. On error the state is unchanged.
 func (s *State) Replace(data []byte) error {
-	if s.maxBytes > 0 && len(data) > s.maxBytes {
-		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
-	}
-	// Decoding holds the new state beside the old one: its bytes are
-	// reserved apart (the containers counted at the most the bytes and
-	// the limit allow) until the state's own reservation holds them.
-	spare, err := s.mem.Spare(context.Background(), stateMemory(len(data), min(len(data)/2+1, MaxStateContainers)))
+	// The new state is held beside the old one until the state's own
+	// reservation holds it.
+	m, boxes, spare, err := s.decodeObject(data, "state", "state")
 	if err != nil {
 		return err
 	}
 	defer spare.Release()
-	v, boxes, err := decodeState(data, "state")
-	if err != nil {
-		return err
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return fmt.Errorf("state must be a JSON object, got %s", exprbound.Kind(v))
-	}
 	// Its size is that of the JSON it is written as, which a number can
 	// make longer than the bytes it came in (1e20 is 21 digits).
 	size := jsonSize(m)
@@ -195,27 +183,44 @@ func (s *State) Replace(data []byte) error {
 	return nil
 }
 
+// decodeObject is what Replace and MergePatch first do with data, a JSON
+// object (what names it to decodeState, name in the error when it is not
+// an object): refuse it past the state's limit before reading it, then
+// decode it, its bytes reserved apart (the containers counted at the most
+// the bytes and the limit allow) in spare, which the caller releases once
+// the state's own reservation holds what it keeps. On error nothing stays
+// reserved.
+func (s *State) decodeObject(data []byte, what, name string) (obj map[string]any, boxes int, spare *membudget.Reservation, err error) {
+	if s.maxBytes > 0 && len(data) > s.maxBytes {
+		return nil, 0, nil, &StateTooLargeError{Size: len(data), Max: s.maxBytes}
+	}
+	spare, err = s.mem.Spare(context.Background(), stateMemory(len(data), min(len(data)/2+1, MaxStateContainers)))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	v, boxes, err := decodeState(data, what)
+	if err != nil {
+		spare.Release()
+		return nil, 0, nil, err
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		spare.Release()
+		return nil, 0, nil, fmt.Errorf("%s must be a JSON object, got %s", name, exprbound.Kind(v))
+	}
+	return obj, boxes, spare, nil
+}
+
 // MergePatch applies an RFC 7386 JSON merge patch, which must be an object.
 // On error the state is unchanged.
 func (s *State) MergePatch(data []byte) error {
-	if s.maxBytes > 0 && len(data) > s.maxBytes {
-		return &StateTooLargeError{Size: len(data), Max: s.maxBytes}
-	}
-	// The patch, decoded, joins the state: its bytes are reserved apart
-	// while it is decoded and merged.
-	spare, err := s.mem.Spare(context.Background(), stateMemory(len(data), min(len(data)/2+1, MaxStateContainers)))
+	// The patch, decoded, joins the state: it is held apart while it is
+	// merged.
+	patch, patchBoxes, spare, err := s.decodeObject(data, "patch", "a patch of the state")
 	if err != nil {
 		return err
 	}
 	defer spare.Release()
-	v, patchBoxes, err := decodeState(data, "patch")
-	if err != nil {
-		return err
-	}
-	patch, ok := v.(map[string]any)
-	if !ok {
-		return fmt.Errorf("a patch of the state must be a JSON object, got %s", exprbound.Kind(v))
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The merged state is at most the old one and the patch as written.
