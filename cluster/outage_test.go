@@ -14,14 +14,11 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/exprdproc"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/turnstore"
 )
@@ -68,24 +65,7 @@ func (n *natsAt) url() string { return "nats://127.0.0.1:" + strconv.Itoa(n.opts
 // its lease longer than the outages of these tests.
 func startOutageReplica(t *testing.T, name, url string, l *ledger) *turnReplica {
 	t.Helper()
-	log := &exprdproc.LogBuffer{}
-	proc, err := exprdproc.Start(exprdBin, log, "--turn-store", "nats", "--nats-url", url, "--turn-lease", "30s",
-		"--models-config", l.modelsConfig, "--manuals-dir", l.manualsDir, "--egress-allow", "loopback", "--mcp-listen", "off")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		proc.Stop()
-		if t.Failed() {
-			t.Logf("replica %s's log:\n%s", name, log.String())
-		}
-	})
-	conn, err := grpc.NewClient(proc.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &turnReplica{name: name, proc: proc, log: log, agent: exprdv1.NewAgentLoopClient(conn)}
+	return startNATSReplica(t, name, url, l.modelsConfig, "--manuals-dir", l.manualsDir, "--turn-lease", "30s")
 }
 
 // NATS stopped in the middle of a turn: the turn goes on on its replica

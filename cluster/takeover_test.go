@@ -15,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/exprdproc"
 	"github.com/exprd/exprd/model/scripted"
@@ -115,25 +112,7 @@ type turnReplica struct {
 
 func startTurnReplica(t *testing.T, name, natsURL string, l *ledger) *turnReplica {
 	t.Helper()
-	log := &exprdproc.LogBuffer{}
-	proc, err := exprdproc.Start(exprdBin, log, "--turn-store", "nats", "--nats-url", natsURL, "--turn-lease", lease.String(),
-		"--models-config", l.modelsConfig, "--manuals-dir", l.manualsDir, "--egress-allow", "loopback",
-		"--rate-limit", "100000", "--rate-burst", "100000", "--mcp-listen", "off")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		proc.Stop()
-		if t.Failed() {
-			t.Logf("replica %s's log:\n%s", name, log.String())
-		}
-	})
-	conn, err := grpc.NewClient(proc.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &turnReplica{name: name, proc: proc, log: log, agent: exprdv1.NewAgentLoopClient(conn)}
+	return startNATSReplica(t, name, natsURL, l.modelsConfig, "--manuals-dir", l.manualsDir)
 }
 
 // follow reads a stream's events into got until the stream ends.

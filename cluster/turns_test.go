@@ -5,80 +5,38 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/model"
-	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
-	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/turnstore"
 )
 
 // startNATS runs a NATS server with JetStream on loopback for the test.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	return ns.ClientURL()
-}
+func startNATS(t *testing.T) string { return benchNATS(t).ClientURL() }
 
-// agentReplica serves AgentLoop in this process, with the scripted model
-// and its turns kept in NATS at url, and opts.
-func agentReplica(t *testing.T, url string, script scripted.Script, opts ...server.Option) exprdv1.AgentLoopClient {
+// agentReplicas starts n exprd processes on the NATS turn store at url,
+// their model one scripted server playing script, each with extra flags;
+// it returns their AgentLoop clients, in order (A, B, C, ...).
+func agentReplicas(t *testing.T, url string, script scripted.Script, n int, extra ...string) []exprdv1.AgentLoopClient {
 	t.Helper()
-	ms, err := scripted.Start(script)
-	if err != nil {
-		t.Fatal(err)
+	l := &ledger{}
+	l.scriptedModel(t, script)
+	var out []exprdv1.AgentLoopClient
+	for i := range n {
+		out = append(out, startNATSReplica(t, string(rune('A'+i)), url, l.modelsConfig, extra...).agent)
 	}
-	t.Cleanup(ms.Close)
-	p, err := openaicompat.New("scripted", openaicompat.ProviderConfig{BaseURL: ms.BaseURL(), Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	models := model.NewRegistry()
-	if err := models.Register("scripted", p); err != nil {
-		t.Fatal(err)
-	}
-	st, err := turnstore.OpenNATS(context.Background(), turnstore.NATSConfig{URL: url, Limits: turnstore.DefaultLimits()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	srv, err := server.New(append([]server.Option{server.WithModels(models), server.WithTurnStore(st)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return exprdv1.NewAgentLoopClient(conn)
+	return out
 }
 
 type agentStream = grpc.BidiStreamingClient[exprdv1.AgentLoopRunRequest, exprdv1.AgentLoopRunResponse]
@@ -106,7 +64,8 @@ func TestTurnResumedOnAnotherReplica(t *testing.T) {
 	t.Parallel()
 	url := startNATS(t)
 	script := scripted.Script{Loop: true, Turns: []scripted.Turn{{Text: "one two three four five six seven eight", ChunkDelayMS: 30}}}
-	a, b := agentReplica(t, url, script), agentReplica(t, url, script)
+	r := agentReplicas(t, url, script, 2)
+	a, b := r[0], r[1]
 	for _, tc := range []struct {
 		name  string
 		after func(last uint64) int64 // the after_seq, of the last seq A sent
@@ -172,15 +131,16 @@ func TestTurnResumedOnAnotherReplica(t *testing.T) {
 }
 
 // A turn running on replica A is stopped by AgentLoop.Cancel on replica
-// B, which shares the NATS turn store: the stop is recorded, A's watch
-// sees it, and A's stream ends CANCELLED; a second Cancel on B finds the
-// turn ended.
+// C (of three exprd processes sharing the NATS turn store): the stop is
+// recorded, A's watch sees it, and A's stream ends CANCELLED; a second
+// Cancel on C finds the turn ended.
 func TestTurnCancelledFromAnotherReplica(t *testing.T) {
 	t.Parallel()
 	url := startNATS(t)
 	// A slow reply: the turn still runs when B cancels it.
 	script := scripted.Script{Loop: true, Turns: []scripted.Turn{{Text: strings.Repeat("word ", 200), ChunkDelayMS: 50}}}
-	a, b := agentReplica(t, url, script), agentReplica(t, url, script)
+	r := agentReplicas(t, url, script, 3)
+	a, c := r[0], r[2]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sa, err := a.Run(ctx)
@@ -194,22 +154,22 @@ func TestTurnCancelledFromAnotherReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := first.GetTurnId()
-	resp, err := b.Cancel(ctx, &exprdv1.AgentLoopCancelRequest{TurnId: id})
+	resp, err := c.Cancel(ctx, &exprdv1.AgentLoopCancelRequest{TurnId: id})
 	if err != nil || resp.GetEnded() {
-		t.Fatalf("Cancel on B: %v, %v; want the running turn stopped", resp, err)
+		t.Fatalf("Cancel on C: %v, %v; want the running turn stopped", resp, err)
 	}
 	events, err := recvAll(sa)
 	if status.Code(err) != codes.Canceled {
 		t.Fatalf("A's stream ended %v after %d more events, want CANCELLED", err, len(events))
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err = b.Cancel(ctx, &exprdv1.AgentLoopCancelRequest{TurnId: id})
+		resp, err = c.Cancel(ctx, &exprdv1.AgentLoopCancelRequest{TurnId: id})
 		if err != nil || resp.GetEnded() || time.Now().After(deadline) {
 			break
 		}
 	}
 	if err != nil || !resp.GetEnded() {
-		t.Errorf("a second Cancel on B: %v, %v; want the turn ended", resp, err)
+		t.Errorf("a second Cancel on C: %v, %v; want the turn ended", resp, err)
 	}
 }
 
@@ -233,8 +193,8 @@ func TestTurnRequestAnsweredOnAnotherReplica(t *testing.T) {
 		{Match: &scripted.Match{LastRole: "tool"}, Text: "The user said blue.", DelayMS: 300},
 	}}
 	const detached = 1500 * time.Millisecond
-	a := agentReplica(t, url, script, server.WithTurnDetachedTimeout(detached))
-	b := agentReplica(t, url, script, server.WithTurnDetachedTimeout(detached))
+	r := agentReplicas(t, url, script, 2, "--turn-detached-timeout", detached.String())
+	a, b := r[0], r[1]
 	start := &exprdv1.AgentStart{Detach: proto.Bool(true), Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask."}},
 		Tools: []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}
 	answer := &exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{CallId: "c1", OutputJson: `{"colour":"blue"}`}}}
@@ -385,16 +345,16 @@ func TestTurnResumedOnAnotherReplicaOnlyByItsOwner(t *testing.T) {
 	t.Parallel()
 	url := startNATS(t)
 	const alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
-	tokens, err := server.ParseTokens(strings.NewReader("alice " + alice + " *\nbob " + bob + " *"))
-	if err != nil {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("alice "+alice+" *\nbob "+bob+" *\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	script := scripted.Script{Loop: true, Turns: []scripted.Turn{
 		{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{{ID: "c1", Name: "ask_user", Arguments: json.RawMessage(`{}`)}}},
 		{Match: &scripted.Match{LastRole: "tool"}, Text: "Done."},
 	}}
-	a := agentReplica(t, url, script, server.WithAuth(tokens))
-	b := agentReplica(t, url, script, server.WithAuth(tokens))
+	r := agentReplicas(t, url, script, 2, "--auth-tokens-file", tokens)
+	a, b := r[0], r[1]
 	as := func(tok string) context.Context {
 		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok), 30*time.Second)
 		t.Cleanup(cancel)
