@@ -75,14 +75,14 @@
 // client, DialContext, CheckURL and CheckHostField.
 //
 // A status >= 400 is a *TransportError carrying the status and, only where
-// the operator opted in (WithProviderMessages), the provider's own short
-// message (its JSON `error`, `message` or `detail` field, or
-// `error.message`, when that is one line of at most MaxProviderMessageChars;
-// see ProviderErrorBody), with host names, addresses, URLs and key-like
-// strings removed: the reference clients pass the whole body on, but it is
-// upstream raw text (HTML, stack traces, internal host names) that must not
-// reach a model or a client. The body, bounded, stays behind Unwrap for
-// logs (Env.ProviderError makes every transport's status errors).
+// the operator opted in (WithProviderMessages), its reason phrase and the
+// error type and code of the provider's JSON body, each kept only when it
+// is a short identifier-like token that gives away no bound value
+// (Env.ProviderFields): an allowlist, since the free text of an answer
+// (its message, HTML, stack traces, internal host names, an echoed key)
+// must not reach a model or a client, and no list of patterns finds all
+// of that in prose. The body, bounded, stays behind Unwrap for logs
+// (Env.ProviderError makes every transport's status errors).
 //
 // A stream ends with io.EOF only when the provider ended it cleanly; a
 // connection that breaks is a *TransportError with ReasonBroken. Calling a

@@ -31,7 +31,7 @@ type Env struct {
 
 	egress       *egress.Policy
 	dialer       *egress.Dialer
-	showMessages bool // the operator lets providers' short messages through
+	showMessages bool // the operator lets providers' error types and codes through
 	operator     bool // the manual is the operator's (WithOperator)
 	logger       *slog.Logger
 	secrets      *Secrets // the values bound to Manual, kept out of its provider's messages
@@ -45,11 +45,6 @@ func (e Env) Logger() *slog.Logger {
 	}
 	return e.logger
 }
-
-// ShowProviderMessages reports whether the operator lets a provider's own
-// short messages reach callers (WithProviderMessages); a transport passes
-// one on only through ProviderMessage.
-func (e Env) ShowProviderMessages() bool { return e.showMessages }
 
 type responseLimitKey struct{}
 

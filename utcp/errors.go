@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/exprd/exprd/internal/redact"
 )
 
 // Sentinels for errors.Is. Every error the package returns for a tool call or
@@ -60,11 +57,6 @@ func (e *LimitError) Is(target error) bool { return target == ErrLimit }
 // MaxErrorBodyChars bounds the provider body a status error keeps for logs
 // (behind Unwrap); it is never shown (see TransportError).
 const MaxErrorBodyChars = 1024
-
-// MaxProviderMessageChars bounds the provider's own error message that a
-// status error may show: a longer one is left out whole, not cut, since it
-// is more likely a dump than a message.
-const MaxProviderMessageChars = 200
 
 // NotFoundError is returned for an unknown tool or manual. Similar lists
 // registered names close to the one asked for (at most MaxSimilarNames).
@@ -158,11 +150,15 @@ type TransportError struct {
 	Reason Reason
 	Status int // HTTP status when the provider answered, else 0
 	// Body is what may be shown of the answer: for a status error, the
-	// provider's short message as a one-key object ({"error": "…"}, see
-	// ProviderError), or nil when its body has none; for other reasons, a
-	// text of ours that says more.
+	// error type and code of the provider's JSON body that may be shown
+	// ({"type": "…", "code": "…"}, see ProviderError), or nil when there
+	// are none or the operator did not opt in; for other reasons, a text
+	// of ours that says more.
 	Body  any
 	cause error
+	// reason: Error follows the status with its standard reason phrase
+	// (the operator opted in to providers' messages).
+	reason bool
 }
 
 func (e *TransportError) Error() string {
@@ -170,6 +166,9 @@ func (e *TransportError) Error() string {
 	switch e.Reason {
 	case ReasonStatus:
 		what = fmt.Sprintf("provider answered %d", e.Status)
+		if t := http.StatusText(e.Status); e.reason && t != "" {
+			what += " " + t
+		}
 	case ReasonUnreachable:
 		what = "provider unreachable"
 	case ReasonMalformed:
@@ -342,19 +341,17 @@ func truncate(s string, n int) string {
 }
 
 // ProviderError is a provider's answer of a status >= 400 as a client may
-// see it: the status, and, only where the operator opted in
-// (WithProviderMessages), the provider's own short message
-// (ProviderErrorBody) with the values bound to the env's manual replaced
-// (Secrets) and host names, addresses, URLs and key-like strings removed.
-// The body itself, bounded to MaxErrorBodyChars and its bound values
-// replaced too, is kept behind Unwrap for logs. Every transport makes its
-// status errors here.
+// see it: the status and, only where the operator opted in
+// (WithProviderMessages), its standard reason phrase and the error type
+// and code of its JSON body (parsed) chosen by an allowlist
+// (Env.ProviderFields): never its free text. The body itself, bounded to
+// MaxErrorBodyChars and its bound values replaced (Secrets.Conceal), is
+// kept behind Unwrap for logs. Every transport makes its status errors
+// here.
 func (e Env) ProviderError(tool string, status int, body []byte, parsed any) *TransportError {
-	te := &TransportError{Tool: tool, Reason: ReasonStatus, Status: status}
-	if e.showMessages {
-		if b := providerErrorBody(parsed, e.secrets); b != nil {
-			te.Body = b
-		}
+	te := &TransportError{Tool: tool, Reason: ReasonStatus, Status: status, reason: e.showMessages}
+	if f := e.ProviderFields(parsed); f != nil {
+		te.Body = f
 	}
 	if len(body) > 0 {
 		te.cause = providerBody(truncate(e.secrets.Conceal(string(body)), MaxErrorBodyChars))
@@ -372,70 +369,3 @@ func EgressError(tool string, err error) *TransportError {
 type providerBody string
 
 func (b providerBody) Error() string { return "provider body: " + string(b) }
-
-// providerMessageKeys are the fields of a JSON error body that commonly hold
-// a message for people, in the order they are tried.
-var providerMessageKeys = []string{"error", "message", "detail"}
-
-// ProviderErrorBody is what may be shown of a provider's decoded error body:
-// its `error`, `message` or `detail` field (or `error.message`) as a one-key
-// object ({"error": "amount must be positive"}) when that is a short line of
-// text (ProviderMessage); nil for anything else — plain text, HTML, a long
-// or nested dump — so that no upstream raw text reaches a client.
-func ProviderErrorBody(parsed any) map[string]any { return providerErrorBody(parsed, nil) }
-
-// providerErrorBody is ProviderErrorBody of a message that may not show
-// the values secrets holds.
-func providerErrorBody(parsed any, secrets *Secrets) map[string]any {
-	obj, ok := parsed.(map[string]any)
-	if !ok {
-		return nil
-	}
-	for _, k := range providerMessageKeys {
-		v := obj[k]
-		if nested, ok := v.(map[string]any); ok && k == "error" {
-			v = nested["message"]
-		}
-		if s, ok := v.(string); ok {
-			if m := providerMessage(s, secrets); m != "" {
-				return map[string]any{k: m}
-			}
-		}
-	}
-	return nil
-}
-
-// ProviderMessage returns msg, trimmed and redacted (redact.Text: host
-// names, addresses, URLs, e-mail addresses and key-like strings replaced by
-// placeholders), when it is fit to show a client: one line of printable
-// text of at most MaxProviderMessageChars bytes. Anything else is "".
-func ProviderMessage(msg string) string { return providerMessage(msg, nil) }
-
-// providerMessage is ProviderMessage of a message that may not show the
-// values secrets holds: they are replaced before anything else reads the
-// message (redact.Text could cut one up and leave part of it), and a
-// message that still holds one, in any form (one shorter than
-// MinConcealedBytes, which is not replaced), is left out whole.
-func providerMessage(msg string, secrets *Secrets) string {
-	msg = strings.TrimSpace(msg)
-	if len(msg) > 4*MaxProviderMessageChars || !utf8.ValidString(msg) {
-		return "" // a dump, not a message: not worth redacting
-	}
-	msg = secrets.Conceal(msg)
-	if secrets.Reveals(msg) {
-		return ""
-	}
-	msg = redact.Text(msg)
-	if secrets.Reveals(msg) {
-		return ""
-	}
-	if msg == "" || len(msg) > MaxProviderMessageChars || !utf8.ValidString(msg) {
-		return ""
-	}
-	for _, r := range msg {
-		if !unicode.IsPrint(r) {
-			return ""
-		}
-	}
-	return msg
-}

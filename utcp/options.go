@@ -163,10 +163,13 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithProviderMessages lets a provider's own short error message (its
-// `error`, `message` or `detail` field) reach the caller, with host names,
-// addresses, URLs and key-like strings removed. Default: off; an error
-// shows only what failed and the status.
+// WithProviderMessages lets what an allowlist chooses of a provider's
+// error answer reach the caller: its status's reason phrase, and the
+// error type and code of its JSON body when each is a short
+// identifier-like token that gives away no value bound to the manual
+// (Env.ProviderFields). Its free text (a message, a plain-text or HTML
+// body) never does. Default: off; an error shows only what failed and the
+// status code.
 func WithProviderMessages() Option {
 	return func(c *config) error {
 		c.showMessages = true

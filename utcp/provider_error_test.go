@@ -14,30 +14,28 @@ import (
 )
 
 // A provider's error body used to be relayed to the model whole (up to
-// 1,024 characters): HTML pages, stack traces, internal host names. Now an
-// error shows the status and, where the operator opted in, at most the
-// provider's own short message.
-func TestProviderErrorShowsOnlyAShortMessage(t *testing.T) {
+// 1,024 characters): HTML pages, stack traces, internal host names; then
+// its message, through a redactor that missed much. Now an error shows the
+// status and, where the operator opted in, its reason phrase and the
+// error type and code an allowlist keeps: never free text.
+func TestProviderErrorShowsOnlyTypeAndCode(t *testing.T) {
 	t.Parallel()
-	atLimit := strings.Repeat("m", utcp.MaxProviderMessageChars)
 	cases := []struct {
 		name, ctype, body string
 		want              any    // TransportError.Body
-		msg               string // err.Error() after `provider answered 422`
+		msg               string // err.Error() after `provider answered 422 Unprocessable Entity`
 	}{
-		{"error field", "application/json", `{"error":"amount must be positive","trace":"at Pay.charge(Pay.java:42)"}`,
-			map[string]any{"error": "amount must be positive"}, `: {"error":"amount must be positive"}`},
-		{"message field", "application/json", `{"message":"no such city","code":17}`,
-			map[string]any{"message": "no such city"}, `: {"message":"no such city"}`},
-		{"error.message", "application/json", `{"error":{"message":"quota used up","type":"quota"}}`,
-			map[string]any{"error": "quota used up"}, `: {"error":"quota used up"}`},
-		{"problem detail", "application/problem+json", `{"title":"Invalid","detail":"city is required"}`,
-			map[string]any{"detail": "city is required"}, `: {"detail":"city is required"}`},
-		{"at the limit", "application/json", `{"error":"` + atLimit + `"}`,
-			map[string]any{"error": atLimit}, `: {"error":"` + atLimit + `"}`},
-		{"one past the limit", "application/json", `{"error":"` + atLimit + `m"}`, nil, ""},
+		{"openai", "application/json", `{"error":{"message":"amount must be positive","type":"invalid_request_error","code":"amount_invalid"}}`,
+			map[string]any{"type": "invalid_request_error", "code": "amount_invalid"}, `: {"code":"amount_invalid","type":"invalid_request_error"}`},
+		{"top-level type and code", "application/json", `{"type":"validation","code":"E11000","trace":"at Pay.charge(Pay.java:42)"}`,
+			map[string]any{"type": "validation", "code": "E11000"}, `: {"code":"E11000","type":"validation"}`},
+		{"an error code string", "application/json", `{"error":"invalid_amount","error_description":"amount must be positive"}`,
+			map[string]any{"code": "invalid_amount"}, `: {"code":"invalid_amount"}`},
+		{"an error message string", "application/json", `{"error":"amount must be positive"}`, nil, ""},
+		{"message field", "application/json", `{"message":"no such city","code":17}`, map[string]any{"code": "17"}, `: {"code":"17"}`},
+		{"problem detail", "application/problem+json", `{"type":"https://example.com/probs/city","title":"Invalid","detail":"city is required"}`, nil, ""},
+		{"a key-like type", "application/json", `{"type":"AKIAIOSFODNN7EXAMPLE"}`, nil, ""},
 		{"several lines", "application/json", `{"error":"boom\n\tat db.query(db.go:12)"}`, nil, ""},
-		{"not a string", "application/json", `{"error":true}`, nil, ""},
 		{"plain text", "text/plain", "internal trouble at db-7.internal:5432", nil, ""},
 		{"html", "text/html", "<html><body><h1>502 Bad Gateway</h1>nginx</body></html>", nil, ""},
 		{"an array", "application/json", `["boom"]`, nil, ""},
@@ -61,7 +59,7 @@ func TestProviderErrorShowsOnlyAShortMessage(t *testing.T) {
 			if !reflect.DeepEqual(te.Body, tc.want) {
 				t.Errorf("body: got %#v, want %#v", te.Body, tc.want)
 			}
-			if got, want := err.Error(), `tool "pay.charge": provider answered 422`+tc.msg; got != want {
+			if got, want := err.Error(), `tool "pay.charge": provider answered 422 Unprocessable Entity`+tc.msg; got != want {
 				t.Errorf("message: got %q, want %q", got, want)
 			}
 			// The body itself stays behind Unwrap, for logs.
@@ -72,15 +70,15 @@ func TestProviderErrorShowsOnlyAShortMessage(t *testing.T) {
 	}
 }
 
-// Hosts, addresses and keys are taken out of the message a provider may
-// show; by default it shows none.
-func TestProviderErrorRedacts(t *testing.T) {
+// By default an error shows the status code alone; opted in, its reason
+// phrase and a safe type, never the message's hosts, addresses or keys.
+func TestProviderErrorShowsNoMessage(t *testing.T) {
 	t.Parallel()
 	p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.Host)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadGateway)
-		_, _ = w.Write([]byte(`{"error":"upstream ` + r.Host + ` refused; ` + host + ` is down; db-7.internal.corp said sk-live-0123456789abcdefXYZ"}`))
+		_, _ = w.Write([]byte(`{"error":{"type":"upstream_error","message":"upstream ` + r.Host + ` refused; ` + host + ` is down; db-7.internal.corp said sk-live-0123456789abcdefXYZ"}}`))
 	})
 	for _, tc := range []struct {
 		name string
@@ -88,32 +86,13 @@ func TestProviderErrorRedacts(t *testing.T) {
 		want string
 	}{
 		{"default", nil, `tool "svc.op": provider answered 502`},
-		{"opted in", []utcp.Option{utcp.WithProviderMessages()},
-			`tool "svc.op": provider answered 502: {"error":"upstream [address] refused; [address] is down; [host] said [secret]"}`},
+		{"opted in", []utcp.Option{utcp.WithProviderMessages()}, `tool "svc.op": provider answered 502 Bad Gateway: {"type":"upstream_error"}`},
 	} {
 		r := utcptest.NewRegistry(t, tc.opts...)
 		utcptest.Register(t, r, "svc", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL}))
 		_, err := r.Call(context.Background(), "svc.op", nil)
 		if got := err.Error(); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestProviderMessage(t *testing.T) {
-	t.Parallel()
-	cases := []struct{ in, want string }{
-		{"  division by zero ", "division by zero"},
-		{strings.Repeat("é", utcp.MaxProviderMessageChars/2), strings.Repeat("é", utcp.MaxProviderMessageChars/2)},
-		{strings.Repeat("é", utcp.MaxProviderMessageChars/2) + "x", ""},
-		{"line one\nline two", ""},
-		{"tab\tseparated", ""},
-		{"bad \xff utf-8", ""},
-		{"", ""},
-	}
-	for _, tc := range cases {
-		if got := utcp.ProviderMessage(tc.in); got != tc.want {
-			t.Errorf("ProviderMessage(%q): got %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

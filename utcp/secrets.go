@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/exprd/exprd/internal/redact"
 )
 
 // MinConcealedBytes is the shortest bound value Secrets replaces where a
@@ -182,10 +184,47 @@ func (e Env) Conceal(text string) string { return e.secrets.Conceal(text) }
 // two are kept.
 func (e Env) ConcealAlso(slot, value string) { e.secrets.add(slot, value) }
 
-// ProviderMessage is ProviderMessage of a message from the env's
-// manual's provider: the values bound to the manual are replaced first
-// (Secrets.Conceal), and a message that still holds one (a short one) is
-// left out.
-func (e Env) ProviderMessage(msg string) string {
-	return providerMessage(msg, e.secrets)
+// ProviderFields is what a caller may be shown of a provider's decoded
+// error answer (parsed), only where the operator opted in
+// (WithProviderMessages): its error type and code, each kept only when it
+// is a short identifier-like token (redact.Fields, redact.Token) that
+// does not give away a value bound to the env's manual
+// (Secrets.Withholds). nil when nothing may be shown.
+func (e Env) ProviderFields(parsed any) map[string]any {
+	if !e.showMessages {
+		return nil
+	}
+	return redact.Fields(parsed, e.secrets.Withholds)
+}
+
+// sharedRun is how many bytes in a row a shown token may have in common
+// with a bound value: a token that is a piece of a key, or of whose value
+// a key is a piece, is a piece of the key shown.
+const sharedRun = 8
+
+// Withholds reports whether tok may not be shown because of a value s
+// holds: it holds one in any of its forms (Reveals, a short one
+// included), or it has min(len(tok), 8) bytes in a row, at least
+// MinConcealedBytes, in common with one (a piece of a key, a key's
+// neighbour).
+func (s *Secrets) Withholds(tok string) bool {
+	if s.Reveals(tok) {
+		return true
+	}
+	n := min(len(tok), sharedRun)
+	if s == nil || n < MinConcealedBytes {
+		return false
+	}
+	t := s.table.Load()
+	if t == nil {
+		return false
+	}
+	for _, f := range t.forms {
+		for i := 0; i+n <= len(tok); i++ {
+			if strings.Contains(f, tok[i:i+n]) {
+				return true
+			}
+		}
+	}
+	return false
 }

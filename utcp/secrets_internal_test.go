@@ -62,3 +62,39 @@ func TestSecretsOfAManual(t *testing.T) {
 		t.Errorf("a manual's Secrets are its own, made once")
 	}
 }
+
+// TestSecretsWithholds: a type or code is withheld when it holds a bound
+// value in any form (a short one too), or has 8 bytes in a row (its
+// whole, when shorter, of at least MinConcealedBytes) in common with one.
+func TestSecretsWithholds(t *testing.T) {
+	t.Parallel()
+	s := &Secrets{}
+	s.add("", "cobalt-harbor-lantern", "kkk")
+	s.add("oauth2 entry", "tok-ZZZZZZZZZZZZ-oauth2")
+	for _, tc := range []struct {
+		tok  string
+		want bool
+	}{
+		{"cobalt-harbor-lantern", true},
+		{"err_cobalt-harbor-lantern_x", true},
+		{"harbor-lantern", true}, // a piece of it
+		{"x-harbor-lant", true},  // 8 bytes of it
+		{"cobalt", true},         // shorter than 8, all of it in a value
+		{"tok-ZZZZZZZZZZZZ-oauth2", true},
+		{"ZZZZZZZZ", true},
+		{"kkk", true},        // a short value, whole
+		{"kkk_denied", true}, // a short value, inside
+		{base64.StdEncoding.EncodeToString([]byte("cobalt-harbor-lantern")), true},
+		{"cob", false}, // shorter than MinConcealedBytes
+		{"invalid_credentials", false},
+		{"harbor_closed", false}, // "harbor" is 6 bytes in a row only
+	} {
+		if got := s.Withholds(tc.tok); got != tc.want {
+			t.Errorf("Withholds(%q): got %v, want %v", tc.tok, got, tc.want)
+		}
+	}
+	var none *Secrets
+	if none.Withholds("cobalt-harbor-lantern") {
+		t.Errorf("a nil Secrets withheld something")
+	}
+}

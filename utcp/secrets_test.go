@@ -120,7 +120,8 @@ func TestPathParameterVariable(t *testing.T) {
 }
 
 // echo is a provider that answers 401 with what it was sent: the
-// Authorization header and the query, in JSON or in plain text.
+// Authorization header and the query, in plain text or in JSON (as its
+// error's message and its type, beside a code of its own).
 func echo(t *testing.T, plain bool, form func(string) string) *utcptest.Provider {
 	return utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/token" {
@@ -140,7 +141,7 @@ func echo(t *testing.T, plain bool, form func(string) string) *utcptest.Provider
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
-		raw, _ := json.Marshal(map[string]any{"error": "bad credentials: " + got})
+		raw, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "bad credentials: " + got, "type": got, "code": "invalid_credentials"}})
 		_, _ = w.Write(raw)
 	})
 }
@@ -195,8 +196,8 @@ func TestProviderMessagesNeverShowBoundValues(t *testing.T) {
 						t.Errorf("%q shown:\ncaller: %s\nlog: %s\n%s", v, caller, log, logs.String())
 					}
 				}
-				if !plain && !strings.Contains(caller, "bad credentials: ") {
-					t.Errorf("caller: got %q, want the provider's message, its credentials replaced", caller)
+				if want := `{"code":"invalid_credentials"}`; !plain && !strings.HasSuffix(caller, want) {
+					t.Errorf("caller: got %q, want only the provider's code shown (%s)", caller, want)
 				}
 				if !strings.Contains(log, utcp.Concealed) {
 					t.Errorf("log: got %q, want the credentials replaced by %s", log, utcp.Concealed)
@@ -206,35 +207,36 @@ func TestProviderMessagesNeverShowBoundValues(t *testing.T) {
 	}
 }
 
-// TestShortValuesWithholdTheMessage: a bound value of MinConcealedBytes
-// is replaced where a provider's message repeats it; a shorter one is not
-// (it would be taken out of ordinary words), and a message that holds it
-// anywhere is left out whole. A message that does not hold it is shown.
-func TestShortValuesWithholdTheMessage(t *testing.T) {
+// TestBoundValuesWithholdTypeAndCode: a type or code that gives away a
+// value bound to the manual (the value, a short one in it, a piece of a
+// long one) is left out, though it is an identifier-like token; one that
+// does not is shown.
+func TestBoundValuesWithholdTypeAndCode(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("k", utcp.MinConcealedBytes)
+	long := "cobalt-harbor-lantern"
 	short := strings.Repeat("k", utcp.MinConcealedBytes-1)
 	for _, tc := range []struct {
-		name, value, message, want string
+		name, value, typ, want string
 	}{
-		{"at the minimum", long, "key " + long + " refused", `: {"error":"key [redacted] refused"}`},
-		{"one short of it", short, "key " + short + " refused", ""},
-		{"one short, inside a word", short, "the skkkies are grey", ""},
-		{"one short, not in the message", short, "quota used up", `: {"error":"quota used up"}`},
+		{"the value", long, long, `: {"code":"denied"}`},
+		{"a piece of it", long, "harbor-lantern", `: {"code":"denied"}`},
+		{"a short value, inside", short, "skkkies_grey", `: {"code":"denied"}`},
+		{"neither", long, "quota_used_up", `: {"code":"denied","type":"quota_used_up"}`},
+		{"a short value, not in it", short, "quota_used_up", `: {"code":"denied","type":"quota_used_up"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusForbidden)
-				raw, _ := json.Marshal(map[string]any{"error": tc.message})
+				raw, _ := json.Marshal(map[string]any{"type": tc.typ, "code": "denied"})
 				_, _ = w.Write(raw)
 			})
 			r := utcptest.NewRegistry(t, utcp.WithProviderMessages(), utcp.WithVariables(map[string]string{"m_KEY": tc.value}))
 			utcptest.Register(t, r, "m", utcptest.ManualOf("t", nil, map[string]any{"call_template_type": "http", "url": p.URL + "/t",
 				"headers": map[string]any{"X-Key": "${KEY}"}}))
 			_, err := r.Call(context.Background(), "m.t", nil)
-			if got, want := err.Error(), `tool "m.t": provider answered 403`+tc.want; got != want {
+			if got, want := err.Error(), `tool "m.t": provider answered 403 Forbidden`+tc.want; got != want {
 				t.Errorf("got %q, want %q", got, want)
 			}
 		})

@@ -1,36 +1,28 @@
-// Package redact strips what a client must not see from text that comes
-// from an untrusted upstream (a tool provider's or a model server's error
-// message) before exprd shows it: where the upstream lives and what it
-// authenticates with. Text replaces, in one left-to-right pass:
+// Package redact chooses what exprd may show of an untrusted upstream's
+// error answer (a tool provider's): an allowlist, not a search for what
+// to hide. Nothing of the answer is shown but its JSON body's error type
+// and code (Fields), each only when it is a short identifier-like token
+// (Token). Free text, the `message` of an error, a plain-text or HTML
+// body, is never shown: no list of patterns can tell every host name,
+// address, key or stack frame in prose from the prose around it.
 //
-//   - URLs: scheme://... (scheme of letters, digits, + . -) up to whitespace,
-//     a quote or an unbalanced closing paren, bracket or brace, without
-//     trailing punctuation; and a host or IP address followed by a /path
-//     (with or without :port): "[url]".
-//   - IP addresses: IPv4 dotted quads (0-255, optional :port or /prefix);
-//     IPv6 addresses that net/netip accepts and that have at least two
-//     colons, bare (fe80::1, ::ffff:10.0.0.1, fe80::1%eth0) or in brackets
-//     with an optional port ([::1]:443): "[address]". Times such as 12:30
-//     or 12:30:45 are no IPv6 address.
-//   - Host names: two or more dot-separated labels of [A-Za-z0-9_-], none
-//     empty, the last alphabetic of length ≥ 2 (api.openai.com,
-//     db-7.internal.corp), or localhost alone, with an optional :port:
-//     "[host]". A file name such as config.json is replaced too (over-
-//     redaction is the safe side), but a sentence's final period, a decimal
-//     number (3.14) or an abbreviation (e.g.) is not a host.
-//   - E-mail addresses (local@host): "[email]".
-//   - Key-like strings: "[secret]" for well-known token prefixes (sk-,
-//     sk_live_, ghp_, github_pat_, xoxb-, AKIA + 16, AIza, JWTs eyJ....),
-//     the credential after Bearer or Basic, the value of key=VALUE,
-//     token: VALUE, "password": "VALUE" and the like (a name ending, in any
-//     case, in a segment key, token, secret, password, ...; a quoted value
-//     left unclosed runs to the end of the line), and any run of 24 or more
-//     [A-Za-z0-9_-+/=] that mixes letters and digits (hashes, UUIDs and
-//     base64 blobs go too). "token: expired" loses its "expired": a value
-//     is not told from prose.
+// Fields reads a decoded JSON object. `type` is the first of `error.type`
+// (when `error` is an object, as OpenAI's and Anthropic's are) and the
+// top-level `type` that is a string; `code` is the first of `error.code`,
+// the top-level `code` and the top-level `error` (when it is a string, as
+// OAuth2's error code is) that is a string or an integral number. Each is
+// then kept only when Token accepts it and the caller's hidden function
+// (the values bound to the manual) does not refuse it; a candidate that is
+// refused is not replaced by the next one.
 //
-// Everything else is kept byte for byte: ordinary prose survives. Text
-// runs in time linear in the length of its input, never panics, returns
-// valid UTF-8 (invalid bytes become U+FFFD) and is idempotent: a
-// placeholder is never redacted again, and Clean(Text(s)) holds.
+// Token accepts 1 to MaxTokenBytes bytes of ASCII letters, digits, '_',
+// '-' and '.', holding a letter or a digit, in which no part between those
+// separators looks like a key or a number that names something: a part
+// mixing letters and digits, or made of digits only, is at most
+// MaxPartBytes long (AKIAIOSFODNN7EXAMPLE, abc123def456 and an account id
+// 123456789012 are refused; E11000, oauth2 and 429 are kept), and a token
+// of digits and dots holds at most one dot (10.0.3.7 is refused). A token
+// of letters alone is kept, a dotted name such as java.lang.Exception too,
+// and with it a host name a provider chose to put there: the bound
+// values are the caller's explicit check.
 package redact

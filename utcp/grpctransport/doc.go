@@ -75,11 +75,8 @@
 // Failures are *utcp.TransportError. A status the provider answered is
 // ReasonStatus with Status the HTTP equivalent of the gRPC code (NotFound
 // → 404, PermissionDenied → 403, Internal → 500, …) and Body {"code":
-// "NotFound", "message": "…"}, the message with the provider's address
-// taken out and only when it is short, one line of text
-// (utcp.ProviderMessage; the whole message stays behind Unwrap, for logs).
-// No
-// connection is ReasonUnreachable (grpc-go's own message, which names
+// "NotFound"}; the status's message is free text, never shown (it stays
+// behind Unwrap, for logs). No connection is ReasonUnreachable (grpc-go's own message, which names
 // addresses, is left out); a stream whose connection breaks is ReasonBroken;
 // a stream is never ended cleanly by an error. A response over the cap is
 // ReasonTooLarge. The caller's cancellation and deadline come back as the

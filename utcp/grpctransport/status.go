@@ -87,22 +87,17 @@ func (s *spec) rpcError(ctx context.Context, err error, tool string, midStream b
 	}
 }
 
-// statusError is the provider's answer with a code other than OK: the code,
-// and its message only where the operator lets providers' messages through
-// and it is short enough to show (utcp.Env.ProviderError: one line, at most
-// utcp.MaxProviderMessageChars, redacted); the whole message stays behind
-// Unwrap, for logs.
+// statusError is the provider's answer with a code other than OK: the
+// code, and, where the operator lets providers' messages through, the
+// equivalent HTTP status's reason phrase (utcp.Env.ProviderError). Its
+// message is free text, never shown: it stays behind Unwrap, for logs.
 func (s *spec) statusError(tool string, code codes.Code, msg string) *utcp.TransportError {
 	hs, ok := httpStatus[code]
 	if !ok {
 		hs = http.StatusInternalServerError
 	}
-	e := s.env.ProviderError(tool, hs, []byte(msg), map[string]any{"message": msg})
-	body := map[string]any{"code": code.String()}
-	if shown, ok := e.Body.(map[string]any); ok {
-		body["message"] = shown["message"]
-	}
-	e.Body = body
+	e := s.env.ProviderError(tool, hs, []byte(msg), nil)
+	e.Body = map[string]any{"code": code.String()}
 	return e
 }
 

@@ -10,57 +10,50 @@ import (
 	"github.com/exprd/exprd/utcp"
 )
 
-// Where the operator lets providers' messages through, a status message is
-// shown only when it is short, one line of text (utcp.ProviderMessage),
-// with addresses, host names and keys taken out; the code always is. The
-// whole message stays behind Unwrap, for logs.
-func TestStatusMessageShownOnlyWhenShort(t *testing.T) {
+// A status's message is free text: never shown, whether the operator lets
+// providers' messages through or not (then the HTTP status's reason
+// phrase is); the code always is. The whole message stays behind Unwrap,
+// for logs.
+func TestStatusMessageNeverShown(t *testing.T) {
 	t.Parallel()
 	s, p := startProvider(t)
-	r := newRegistry(t, utcp.WithProviderMessages())
-	registerManual(t, r, "m", map[string]map[string]any{"say": s.template(map[string]any{"tool_name": "say"})})
-	atLimit := strings.Repeat("m", utcp.MaxProviderMessageChars)
-	cases := []struct {
-		name, msg string
-		want      map[string]any
-	}{
-		{"short", "the account is closed", map[string]any{"code": "FailedPrecondition", "message": "the account is closed"}},
-		{"at the limit", atLimit, map[string]any{"code": "FailedPrecondition", "message": atLimit}},
-		{"one past the limit", atLimit + "m", map[string]any{"code": "FailedPrecondition"}},
-		{"a stack trace", "panic: boom\ngoroutine 1 [running]:\nmain.main()", map[string]any{"code": "FailedPrecondition"}},
-		{"the provider's address", "cannot reach " + p.addr, map[string]any{"code": "FailedPrecondition", "message": "cannot reach [address]"}},
-		{"an internal host and a key", "db-7.internal.corp:5432 refused (key sk-live-XYZ0123)", map[string]any{"code": "FailedPrecondition", "message": "[host] refused (key [secret])"}},
-		{"empty", "", map[string]any{"code": "FailedPrecondition"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := r.Call(context.Background(), "m.say", map[string]any{"msg": tc.msg})
+	for _, show := range []bool{false, true} {
+		var opts []utcp.Option
+		if show {
+			opts = append(opts, utcp.WithProviderMessages())
+		}
+		r := newRegistry(t, opts...)
+		registerManual(t, r, "m", map[string]map[string]any{"say": s.template(map[string]any{"tool_name": "say"})})
+		for _, msg := range []string{
+			"the account is closed",
+			"panic: boom\ngoroutine 1 [running]:\nmain.main()",
+			"cannot reach " + p.addr,
+			"db-7.internal.corp:5432 refused (key sk-live-XYZ0123)",
+			"invalid_argument",
+			"",
+		} {
+			_, err := r.Call(context.Background(), "m.say", map[string]any{"msg": msg})
 			te := transportError(t, err)
-			if te.Reason != utcp.ReasonStatus || te.Status != 400 || !reflect.DeepEqual(te.Body, tc.want) {
-				t.Errorf("got %s %d %v, want status 400 %v", te.Reason, te.Status, te.Body, tc.want)
+			want := map[string]any{"code": "FailedPrecondition"}
+			if te.Reason != utcp.ReasonStatus || te.Status != 400 || !reflect.DeepEqual(te.Body, want) {
+				t.Errorf("%q (messages %v): got %s %d %v, want status 400 %v", msg, show, te.Reason, te.Status, te.Body, want)
 			}
-			if cause := errors.Unwrap(err); tc.msg != "" && (cause == nil || !strings.Contains(cause.Error(), tc.msg)) {
+			wantText := `tool "m.say": provider answered 400: {"code":"FailedPrecondition"}`
+			if show {
+				wantText = `tool "m.say": provider answered 400 Bad Request: {"code":"FailedPrecondition"}`
+			}
+			if err.Error() != wantText {
+				t.Errorf("%q (messages %v): got %q, want %q", msg, show, err, wantText)
+			}
+			if cause := errors.Unwrap(err); msg != "" && (cause == nil || !strings.Contains(cause.Error(), msg)) {
 				t.Errorf("Unwrap: got %v, want the whole message", cause)
 			}
-		})
+		}
 	}
 }
 
 // Plaintext to a remote host is refused with what to do about it, in the
 // template's own terms (no Go identifiers).
-// By default a provider's status message reaches no one but the logs.
-func TestStatusMessageHiddenByDefault(t *testing.T) {
-	t.Parallel()
-	s, _ := startProvider(t)
-	r := newRegistry(t)
-	registerManual(t, r, "m", map[string]map[string]any{"say": s.template(map[string]any{"tool_name": "say"})})
-	_, err := r.Call(context.Background(), "m.say", map[string]any{"msg": "the account is closed"})
-	te := transportError(t, err)
-	if want := map[string]any{"code": "FailedPrecondition"}; !reflect.DeepEqual(te.Body, want) || strings.Contains(err.Error(), "closed") {
-		t.Errorf("got %v (%q), want %v and no message", te.Body, err, want)
-	}
-}
-
 func TestPlaintextRefusalSaysWhatToDo(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)

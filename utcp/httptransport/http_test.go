@@ -225,7 +225,7 @@ func TestHTTPStatusErrorCarriesStatusAndBody(t *testing.T) {
 	p := utcptest.NewProvider(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnprocessableEntity)
-		_, _ = w.Write([]byte(`{"error":"amount must be positive"}`))
+		_, _ = w.Write([]byte(`{"error":{"message":"amount must be positive","type":"invalid_request_error","code":"amount_invalid"}}`))
 	})
 	r := utcptest.NewRegistry(t, utcp.WithProviderMessages())
 	utcptest.Register(t, r, "pay", utcptest.ManualOf("charge", nil, map[string]any{"call_template_type": "http", "http_method": "POST", "url": p.URL + "/charge"}))
@@ -237,10 +237,10 @@ func TestHTTPStatusErrorCarriesStatusAndBody(t *testing.T) {
 	if te.Status != 422 || te.Reason != utcp.ReasonStatus {
 		t.Errorf("status, reason: got %d %s, want 422 status", te.Status, te.Reason)
 	}
-	if !reflect.DeepEqual(te.Body, map[string]any{"error": "amount must be positive"}) {
-		t.Errorf("body: got %#v, want the decoded JSON", te.Body)
+	if !reflect.DeepEqual(te.Body, map[string]any{"type": "invalid_request_error", "code": "amount_invalid"}) {
+		t.Errorf("body: got %#v, want the error's type and code", te.Body)
 	}
-	if got, want := err.Error(), `tool "pay.charge": provider answered 422: {"error":"amount must be positive"}`; got != want {
+	if got, want := err.Error(), `tool "pay.charge": provider answered 422 Unprocessable Entity: {"code":"amount_invalid","type":"invalid_request_error"}`; got != want {
 		t.Errorf("message: got %q, want %q", got, want)
 	}
 }

@@ -101,7 +101,7 @@ func openStream(ctx context.Context, env utcp.Env, req *http.Request, tool strin
 		defer resp.Body.Close()
 		body, err := utcp.ReadBody(ctx, resp.Body, -1, min(env.ResponseLimit(ctx), 64<<10), tool)
 		if err != nil {
-			return nil, &utcp.TransportError{Tool: tool, Reason: utcp.ReasonStatus, Status: resp.StatusCode}
+			return nil, env.ProviderError(tool, resp.StatusCode, nil, nil)
 		}
 		parsed, _ := decodeResponse(body, resp.Header.Get("Content-Type"))
 		return nil, env.ProviderError(tool, resp.StatusCode, body, parsed)

@@ -42,8 +42,10 @@
 // and audio as {"type", "mime_type", "data" (base64)}; resource links and
 // embedded resources as typed objects. isError: true is a
 // *utcp.TransportError with ReasonToolError, whose text (the server's) is
-// shown only where the operator lets provider messages through, redacted.
-// A JSON-RPC error is ReasonRPCError. A call whose context ends (its
+// never shown: only its error type and code when it is a JSON object and
+// the operator lets provider messages through (utcp.Env.ProviderFields).
+// A JSON-RPC error is ReasonRPCError, shown with its code, never its
+// message. A call whose context ends (its
 // deadline, its caller's cancellation) makes the SDK send
 // notifications/cancelled to the server and end the call's HTTP request:
 // a server with sessions cancels the call on the notification; a

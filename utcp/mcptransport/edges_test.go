@@ -202,6 +202,8 @@ func TestResults(t *testing.T) {
 				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return res, err })
 		}
 		add("fails", &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such city"}}}, nil)
+		add("fails-json", &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
+			Text: `{"error":{"type":"not_found","code":"city_unknown","message":"no such city"}}`}}}, nil)
 		add("rpc", nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad city"})
 		add("image", &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png", Data: []byte{1, 2, 3}}}}, nil)
 		add("two", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.TextContent{Text: "[1]"}}}, nil)
@@ -214,16 +216,23 @@ func TestResults(t *testing.T) {
 		}
 		reg, _ := newRegistry(t, opts...)
 		register(t, reg, srv.URL)
+		// Its text is never shown; of a JSON object, with messages on,
+		// the error's type and code are.
 		_, err := reg.Call(context.Background(), "m.s.fails", nil)
 		want := `tool "m.s.fails": tool-error: the tool reported an error`
-		if show {
-			want += ": no such city"
-		}
 		if reason(err) != mcptransport.ReasonToolError || err.Error() != want {
 			t.Errorf("isError (messages %v): got %v, want %q", show, err, want)
 		}
+		_, err = reg.Call(context.Background(), "m.s.fails-json", nil)
+		want = `tool "m.s.fails-json": tool-error: the tool reported an error`
+		if show {
+			want += `: {"code":"city_unknown","type":"not_found"}`
+		}
+		if reason(err) != mcptransport.ReasonToolError || err.Error() != want {
+			t.Errorf("isError, JSON (messages %v): got %v, want %q", show, err, want)
+		}
 		_, err = reg.Call(context.Background(), "m.s.rpc", nil)
-		if reason(err) != mcptransport.ReasonRPCError || !strings.Contains(err.Error(), "error -32602") || strings.Contains(err.Error(), "bad city") != show {
+		if reason(err) != mcptransport.ReasonRPCError || !strings.Contains(err.Error(), "error -32602") || strings.Contains(err.Error(), "bad city") {
 			t.Errorf("rpc error (messages %v): got %v", show, err)
 		}
 	}

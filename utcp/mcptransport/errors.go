@@ -1,6 +1,7 @@
 package mcptransport
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/exprd/exprd/utcp"
@@ -26,27 +27,27 @@ const (
 	ReasonInputRequired utcp.Reason = "input-required"
 )
 
-// toolError is a result with isError: true. Its text, the server's, is
-// shown only where the operator lets provider messages through, redacted
-// (utcp.ProviderMessage); it stays behind Unwrap for logs.
+// toolError is a result with isError: true. Of its text, the server's,
+// a caller is shown only, where the operator lets provider messages
+// through, the error type and code of a JSON object
+// (utcp.Env.ProviderFields): never the text itself, which stays behind
+// Unwrap for logs.
 func toolError(env utcp.Env, tool, text string) *utcp.TransportError {
 	te := &utcp.TransportError{Tool: tool, Reason: ReasonToolError, Body: "the tool reported an error"}
-	if env.ShowProviderMessages() {
-		if m := utcp.ProviderMessage(text); m != "" {
-			te.Body = "the tool reported an error: " + m
+	var parsed any
+	if json.Unmarshal([]byte(text), &parsed) == nil {
+		if f := env.ProviderFields(parsed); f != nil {
+			raw, _ := json.Marshal(f)
+			te.Body = "the tool reported an error: " + string(raw)
 		}
 	}
 	return te.WithCause(serverText{"isError", text})
 }
 
-// rpcError is a JSON-RPC error the server answered.
-func rpcError(env utcp.Env, tool string, code int64, msg string) *utcp.TransportError {
+// rpcError is a JSON-RPC error the server answered: its code is shown,
+// its message (free text) only logged.
+func rpcError(tool string, code int64, msg string) *utcp.TransportError {
 	body := fmt.Sprintf("the server answered error %d", code)
-	if env.ShowProviderMessages() {
-		if m := utcp.ProviderMessage(msg); m != "" {
-			body += ": " + m
-		}
-	}
 	return (&utcp.TransportError{Tool: tool, Reason: ReasonRPCError, Body: body}).WithCause(serverText{"error", msg})
 }
 

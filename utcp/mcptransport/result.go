@@ -69,7 +69,7 @@ func (t *transport) callError(ctx context.Context, tool string, st *callState, e
 		if what := st.askedFor(); what != "" {
 			return inputRequired(tool, what)
 		}
-		return rpcError(t.env, tool, we.Code, we.Message)
+		return rpcError(tool, we.Code, we.Message)
 	}
 	return (&utcp.TransportError{Tool: tool, Reason: utcp.ReasonBroken}).WithCause(err)
 }
