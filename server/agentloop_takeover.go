@@ -377,6 +377,12 @@ func (a *agentLoop) takeOver(st turnstore.Takeover, id string) {
 	if a.handingOver.Err() != nil {
 		return // this replica stops: the others take it
 	}
+	if a.turns.get(id) != nil {
+		// It runs here: its lease lapsed while the store was out of
+		// reach, and its own renewal takes it again if no other
+		// replica does first.
+		return
+	}
 	ctx := context.WithoutCancel(a.stopped)
 	lease, err := st.Acquire(ctx, id, a.holder)
 	if err != nil {
