@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exprd/exprd/internal/exprdproc"
 	"github.com/exprd/exprd/mcpserve"
 )
 
@@ -42,10 +43,7 @@ func requireNodeIn(t *testing.T, dir string) string {
 		p, err := exec.LookPath(tool)
 		if err != nil {
 			msg := tool + " is not on PATH: the TypeScript SDK's client cannot run (install Node 20+ with npm)"
-			if os.Getenv("CI") != "" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
+			exprdproc.SkipOrFailInCI(t, "%s", msg)
 		}
 		if tool == "node" {
 			node = p
