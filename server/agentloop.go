@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/agent"
@@ -284,7 +283,7 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 		tool.Exec = agent.ExecutorFunc(t.runOnClient)
 	case exprdv1.AgentTool_EXECUTOR_UTCP:
 		if a.s.opts.registry == nil {
-			return tool, statusErr(codes.FailedPrecondition, field+": this server has no UTCP registry", errorInfo(reasonNoRegistry))
+			return tool, noRegistry(field, "this server has no UTCP registry")
 		}
 		ut, err := view.Tool(a.s.opts.registry, tp.GetUtcpTool())
 		if err != nil {
@@ -323,7 +322,7 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 		tool.Idempotent = true
 	case exprdv1.AgentTool_EXECUTOR_CODEMODE:
 		if a.rt == nil {
-			return tool, statusErr(codes.FailedPrecondition, field+": this server has no UTCP registry for codemode", errorInfo(reasonNoRegistry))
+			return tool, noRegistry(field, "this server has no UTCP registry for codemode")
 		}
 		if len(tool.Parameters) == 0 {
 			tool.Parameters = codemodeParameters

@@ -290,7 +290,8 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 	}
 	var link turnLink
 	handle := func(m *exprdv1.AgentLoopRunRequest) bool {
-		reject(m, statusErr(codes.FailedPrecondition, "the turn runs on another replica: this stream only follows it and carries its replies", errorInfo(reasonTurnElsewhere)))
+		const desc = "the turn runs on another replica: this stream only follows it and carries its replies"
+		reject(m, failedPrecondition(desc, errorInfo(reasonTurnElsewhere), "TURN_REPLICA", id, desc))
 		return false
 	}
 	live := a.turns.get(id)

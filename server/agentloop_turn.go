@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/agent"
@@ -227,7 +226,7 @@ func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCause
 		cancel(errAborted)
 		return true
 	case *exprdv1.AgentLoopRunRequest_Start:
-		kind, bad = "start", statusErr(codes.FailedPrecondition, "the turn has started; Start comes once", errorInfo(reasonAlreadyStarted))
+		kind, bad = "start", alreadyStarted("start", "the turn has started; Start comes once")
 	default:
 		bad = badRequest("msg", "after Start: tool outputs, hook, approval and input replies, state, or cancel")
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -195,7 +194,7 @@ func (r *runSession) handle(m *exprdv1.RunRequest, cancel context.CancelCauseFun
 	case *exprdv1.RunRequest_Cancel:
 		cancel(errRunCancelled)
 	case *exprdv1.RunRequest_Start:
-		kind, bad = "start", statusErr(codes.FailedPrecondition, "the run has started; Start comes once", errorInfo(reasonAlreadyStarted))
+		kind, bad = "start", alreadyStarted("start", "the run has started; Start comes once")
 	default:
 		bad = badRequest("msg", "after Start only ApprovalReply, InputReply and RunCancel may come")
 	}

@@ -29,10 +29,6 @@ import (
 // interceptor runs) for the services the server registers. A service
 // registered on GRPC() directly gets the stream check, not the unary one.
 
-// reasonCompressionRefused is the ErrorInfo reason of a call refused for
-// its grpc-encoding.
-const reasonCompressionRefused = "COMPRESSION_REFUSED"
-
 // encodingKey holds a call's grpc-encoding, as the stats handler saw it.
 type encodingKey struct{}
 

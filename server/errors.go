@@ -27,6 +27,7 @@ import (
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/codemode"
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
@@ -37,114 +38,61 @@ import (
 // errorDomain is the ErrorInfo domain of every error exprd returns.
 const errorDomain = "exprd"
 
-// The ErrorInfo reasons: stable names a client may switch on, each with
-// the code it comes with and its other details. A reason never changes
-// meaning; new ones may be added.
-//
-//	INVALID_FIELD              INVALID_ARGUMENT    a request field is wrong; BadRequest names it (metadata field)
-//	TOKEN_MISSING              UNAUTHENTICATED     no bearer token
-//	TOKEN_UNKNOWN              UNAUTHENTICATED     a bearer token the server does not know
-//	SCOPE_MISSING              PERMISSION_DENIED   the token lacks the method's scope (metadata scope)
-//	RATE_LIMITED               RESOURCE_EXHAUSTED  the caller's rate; QuotaFailure rate_limit, RetryInfo
-//	QUOTA_EXCEEDED             RESOURCE_EXHAUSTED  a limit of the server; QuotaFailure names it (metadata quota)
-//	MEMORY_BUDGET              RESOURCE_EXHAUSTED  the memory budget; QuotaFailure memory_budget, RetryInfo when it is only busy
-//	SLOW_READER                RESOURCE_EXHAUSTED  the client did not read a stream; QuotaFailure slow_reader_timeout
-//	OVERLOADED                 RESOURCE_EXHAUSTED  the server's heap neared its line: a new RPC refused (RetryInfo), or one in flight
-//	                                               cancelled to free memory (metadata action: refused, cancelled); QuotaFailure overload
-//	CANCELLED                  CANCELLED           the client cancelled the call
-//	DEADLINE_EXCEEDED          DEADLINE_EXCEEDED   the client's deadline passed
-//	ABORTED_BY_CLIENT          CANCELLED           the client aborted an agent turn (AgentCancel)
-//	REPLY_NOT_AWAITED          NOT_FOUND           (Rejected) a reply, confirm or cancel nobody waits for
-//	ALREADY_STARTED            FAILED_PRECONDITION (Rejected) a second Start or Open
-//	CALL_IN_FLIGHT             ALREADY_EXISTS      (Rejected) a call id already in flight
-//	TURN_TIMEOUT               DEADLINE_EXCEEDED   the agent turn outlived its turn_timeout_ms
-//	STEP_TIMEOUT               DEADLINE_EXCEEDED   an agent step's model call outlived its step_timeout_ms
-//	HOOK_FAILED                ABORTED             a hook or approval could not be asked or answered
-//	MODEL_RATE_LIMITED         RESOURCE_EXHAUSTED  the model server answered 429; RetryInfo from its Retry-After (metadata http_status)
-//	MODEL_UNAVAILABLE          UNAVAILABLE         the model server failed (5xx, 408, 409), could not be reached, or cut its reply; RetryInfo
-//	MODEL_TIMEOUT              DEADLINE_EXCEEDED   the model server did not answer within the provider's timeout
-//	MODEL_AUTH                 FAILED_PRECONDITION the model server refused the operator's credentials (401, 403)
-//	MODEL_NOT_FOUND            INVALID_ARGUMENT    the model the client named does not exist (BadRequest start.model or hook_reply.model);
-//	                           FAILED_PRECONDITION the provider's configured model or endpoint does not exist (404)
-//	MODEL_REJECTED_REQUEST     FAILED_PRECONDITION the model server refused the request (400 and other 4xx): a retry cannot help
-//	MODEL_BAD_REPLY            UNAVAILABLE         the model server's reply was malformed, empty or too large
-//	REGISTRY_STORE_UNAVAILABLE UNAVAILABLE         the shared registry store cannot be reached; RetryInfo
-//	MANUAL_EXISTS, TOOL_EXISTS ALREADY_EXISTS      ResourceInfo names the manual or tool
-//	MANUAL_NOT_FOUND           NOT_FOUND           ResourceInfo names the manual
-//	TOOL_NOT_FOUND             NOT_FOUND           ResourceInfo names the tool
-//	MANUAL_READ_ONLY           PERMISSION_DENIED   the operator loaded the manual; ResourceInfo names it
-//	INVALID_MANUAL             INVALID_ARGUMENT    the manual was refused; BadRequest names the field and path in it
-//	VARIABLE_UNBOUND           INVALID_ARGUMENT    a ${VAR} of the manual has no value on the server; BadRequest
-//	EGRESS_REFUSED             INVALID_ARGUMENT    the source's address is one exprd may not reach; BadRequest
-//	INSECURE_URL               INVALID_ARGUMENT    a plain http:// source the operator does not list; BadRequest
-//	PROVIDER_REFUSED           INVALID_ARGUMENT    the manual's source answered 4xx; BadRequest
-//	PROVIDER_TIMEOUT           DEADLINE_EXCEEDED   the manual's source did not answer in time
-//	PROVIDER_UNAVAILABLE       UNAVAILABLE         the manual's source could not be reached or failed; RetryInfo
-//	INTERNAL                   INTERNAL            exprd's own fault; logged, nothing more is said
-//	NO_TOOL_REGISTRY           FAILED_PRECONDITION the server runs without a UTCP registry
-//	NO_MODEL_PROVIDERS         FAILED_PRECONDITION the server has no model provider configured
-//	REGISTRY_READ_ONLY         FAILED_PRECONDITION the server's tool registry takes no writes: no auth is configured
-//	TURN_NOT_FOUND             NOT_FOUND           an AgentLoop resume names a turn that is unknown, expired or another caller's (the same for all three)
-//	SEQ_OUT_OF_RANGE           OUT_OF_RANGE        a resume's after_seq is past the turn's latest event; BadRequest resume.after_seq
-//	TURN_STORE_UNAVAILABLE     UNAVAILABLE         the turn store cannot be reached: a turn cannot be recorded or read; RetryInfo
-//	TURN_ON_ANOTHER_REPLICA    FAILED_PRECONDITION (Rejected) a reply on a stream resuming a turn that runs on another replica
-//	TURN_DETACHED_TIMEOUT      DEADLINE_EXCEEDED   a detached turn ran without a client for --turn-detached-timeout
-//	TURN_TAKEN_OVER            UNAVAILABLE         this replica lost the turn's lease (it stopped renewing it in time) and another runs it now: resume it
-//	TURN_TAKEOVER_FAILED       UNAVAILABLE         the replica running the turn stopped and the turn could not go on elsewhere (not started with detach, past --turn-max-takeovers, its journal unreadable): the turn's end
-//
-// A status without one of these (made by grpc-go, e.g. a message over the
-// receive limit, or by code that builds its own status) gets its code's
-// name: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE, and so on.
-const (
-	reasonInvalidField     = "INVALID_FIELD"
-	reasonTokenMissing     = "TOKEN_MISSING"
-	reasonTokenUnknown     = "TOKEN_UNKNOWN"
-	reasonScopeMissing     = "SCOPE_MISSING"
-	reasonRateLimited      = "RATE_LIMITED"
-	reasonQuotaExceeded    = "QUOTA_EXCEEDED"
-	reasonMemoryBudget     = "MEMORY_BUDGET"
-	reasonSlowReader       = "SLOW_READER"
-	reasonOverloaded       = "OVERLOADED"
-	reasonCancelled        = "CANCELLED"
-	reasonDeadline         = "DEADLINE_EXCEEDED"
-	reasonAbortedByClient  = "ABORTED_BY_CLIENT"
-	reasonReplyNotAwaited  = "REPLY_NOT_AWAITED"
-	reasonAlreadyStarted   = "ALREADY_STARTED"
-	reasonCallInFlight     = "CALL_IN_FLIGHT"
-	reasonTurnTimeout      = "TURN_TIMEOUT"
-	reasonStepTimeout      = "STEP_TIMEOUT"
-	reasonHookFailed       = "HOOK_FAILED"
-	reasonModelRateLimited = "MODEL_RATE_LIMITED"
-	reasonModelUnavailable = "MODEL_UNAVAILABLE"
-	reasonModelTimeout     = "MODEL_TIMEOUT"
-	reasonModelAuth        = "MODEL_AUTH"
-	reasonModelNotFound    = "MODEL_NOT_FOUND"
-	reasonModelRejected    = "MODEL_REJECTED_REQUEST"
-	reasonModelBadReply    = "MODEL_BAD_REPLY"
-	reasonStoreUnavailable = "REGISTRY_STORE_UNAVAILABLE"
-	reasonManualExists     = "MANUAL_EXISTS"
-	reasonToolExists       = "TOOL_EXISTS"
-	reasonManualNotFound   = "MANUAL_NOT_FOUND"
-	reasonToolNotFound     = "TOOL_NOT_FOUND"
-	reasonManualReadOnly   = "MANUAL_READ_ONLY"
-	reasonInvalidManual    = "INVALID_MANUAL"
-	reasonVariableUnbound  = "VARIABLE_UNBOUND"
-	reasonEgressRefused    = "EGRESS_REFUSED"
-	reasonInsecureURL      = "INSECURE_URL"
-	reasonProviderRefused  = "PROVIDER_REFUSED"
-	reasonProviderTimeout  = "PROVIDER_TIMEOUT"
-	reasonProviderUnavail  = "PROVIDER_UNAVAILABLE"
-	reasonInternal         = "INTERNAL"
-	reasonNoRegistry       = "NO_TOOL_REGISTRY"
-	reasonNoModels         = "NO_MODEL_PROVIDERS"
-	reasonRegistryReadOnly = "REGISTRY_READ_ONLY"
-	reasonTurnNotFound     = "TURN_NOT_FOUND"
-	reasonSeqOutOfRange    = "SEQ_OUT_OF_RANGE"
-	reasonTurnStoreUnavail = "TURN_STORE_UNAVAILABLE"
-	reasonTurnElsewhere    = "TURN_ON_ANOTHER_REPLICA"
-	reasonDetachedTimeout  = "TURN_DETACHED_TIMEOUT"
-	reasonTurnTakenOver    = "TURN_TAKEN_OVER"
-	reasonTurnTakeover     = "TURN_TAKEOVER_FAILED"
+// The ErrorInfo reasons: proto/exprd/v1/errors.proto's ErrorReason is
+// their contract, each value's comment giving its code and details, and
+// docs/errors.md their table. The reason is the value's name.
+var (
+	reasonInvalidField          = exprdv1.ErrorReason_INVALID_FIELD.String()
+	reasonTokenMissing          = exprdv1.ErrorReason_TOKEN_MISSING.String()
+	reasonTokenUnknown          = exprdv1.ErrorReason_TOKEN_UNKNOWN.String()
+	reasonScopeMissing          = exprdv1.ErrorReason_SCOPE_MISSING.String()
+	reasonRateLimited           = exprdv1.ErrorReason_RATE_LIMITED.String()
+	reasonQuotaExceeded         = exprdv1.ErrorReason_QUOTA_EXCEEDED.String()
+	reasonMemoryBudget          = exprdv1.ErrorReason_MEMORY_BUDGET.String()
+	reasonSlowReader            = exprdv1.ErrorReason_SLOW_READER.String()
+	reasonOverloaded            = exprdv1.ErrorReason_OVERLOADED.String()
+	reasonCompressionRefused    = exprdv1.ErrorReason_COMPRESSION_REFUSED.String()
+	reasonCancelled             = exprdv1.ErrorReason_CANCELLED.String()
+	reasonDeadline              = exprdv1.ErrorReason_DEADLINE_EXCEEDED.String()
+	reasonAbortedByClient       = exprdv1.ErrorReason_ABORTED_BY_CLIENT.String()
+	reasonReplyNotAwaited       = exprdv1.ErrorReason_REPLY_NOT_AWAITED.String()
+	reasonAlreadyStarted        = exprdv1.ErrorReason_ALREADY_STARTED.String()
+	reasonCallInFlight          = exprdv1.ErrorReason_CALL_IN_FLIGHT.String()
+	reasonTurnTimeout           = exprdv1.ErrorReason_TURN_TIMEOUT.String()
+	reasonStepTimeout           = exprdv1.ErrorReason_STEP_TIMEOUT.String()
+	reasonHookFailed            = exprdv1.ErrorReason_HOOK_FAILED.String()
+	reasonModelRateLimited      = exprdv1.ErrorReason_MODEL_RATE_LIMITED.String()
+	reasonModelUnavailable      = exprdv1.ErrorReason_MODEL_UNAVAILABLE.String()
+	reasonModelTimeout          = exprdv1.ErrorReason_MODEL_TIMEOUT.String()
+	reasonModelAuth             = exprdv1.ErrorReason_MODEL_AUTH.String()
+	reasonModelNotFound         = exprdv1.ErrorReason_MODEL_NOT_FOUND.String()
+	reasonModelEndpointNotFound = exprdv1.ErrorReason_MODEL_ENDPOINT_NOT_FOUND.String()
+	reasonModelRejected         = exprdv1.ErrorReason_MODEL_REJECTED_REQUEST.String()
+	reasonModelBadReply         = exprdv1.ErrorReason_MODEL_BAD_REPLY.String()
+	reasonStoreUnavailable      = exprdv1.ErrorReason_REGISTRY_STORE_UNAVAILABLE.String()
+	reasonManualExists          = exprdv1.ErrorReason_MANUAL_EXISTS.String()
+	reasonToolExists            = exprdv1.ErrorReason_TOOL_EXISTS.String()
+	reasonManualNotFound        = exprdv1.ErrorReason_MANUAL_NOT_FOUND.String()
+	reasonToolNotFound          = exprdv1.ErrorReason_TOOL_NOT_FOUND.String()
+	reasonManualReadOnly        = exprdv1.ErrorReason_MANUAL_READ_ONLY.String()
+	reasonInvalidManual         = exprdv1.ErrorReason_INVALID_MANUAL.String()
+	reasonVariableUnbound       = exprdv1.ErrorReason_VARIABLE_UNBOUND.String()
+	reasonEgressRefused         = exprdv1.ErrorReason_EGRESS_REFUSED.String()
+	reasonInsecureURL           = exprdv1.ErrorReason_INSECURE_URL.String()
+	reasonProviderRefused       = exprdv1.ErrorReason_PROVIDER_REFUSED.String()
+	reasonProviderTimeout       = exprdv1.ErrorReason_PROVIDER_TIMEOUT.String()
+	reasonProviderUnavail       = exprdv1.ErrorReason_PROVIDER_UNAVAILABLE.String()
+	reasonInternal              = exprdv1.ErrorReason_INTERNAL.String()
+	reasonNoRegistry            = exprdv1.ErrorReason_NO_TOOL_REGISTRY.String()
+	reasonNoModels              = exprdv1.ErrorReason_NO_MODEL_PROVIDERS.String()
+	reasonRegistryReadOnly      = exprdv1.ErrorReason_REGISTRY_READ_ONLY.String()
+	reasonTurnNotFound          = exprdv1.ErrorReason_TURN_NOT_FOUND.String()
+	reasonSeqOutOfRange         = exprdv1.ErrorReason_SEQ_OUT_OF_RANGE.String()
+	reasonTurnStoreUnavail      = exprdv1.ErrorReason_TURN_STORE_UNAVAILABLE.String()
+	reasonTurnElsewhere         = exprdv1.ErrorReason_TURN_ON_ANOTHER_REPLICA.String()
+	reasonDetachedTimeout       = exprdv1.ErrorReason_TURN_DETACHED_TIMEOUT.String()
+	reasonTurnTakenOver         = exprdv1.ErrorReason_TURN_TAKEN_OVER.String()
+	reasonTurnTakeover          = exprdv1.ErrorReason_TURN_TAKEOVER_FAILED.String()
 )
 
 // The ErrorInfo metadata keys.
@@ -198,6 +146,15 @@ func badRequest(field, desc string) error {
 func invalidField(reason, field, desc string) error {
 	return statusErr(codes.InvalidArgument, field+": "+desc, errorInfo(reason, metaField, field),
 		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}}})
+}
+
+// failedPrecondition is FAILED_PRECONDITION with msg, info and a
+// PreconditionFailure saying which condition failed (kind, subject) and
+// why (desc).
+func failedPrecondition(msg string, info *errdetails.ErrorInfo, kind, subject, desc string) error {
+	return statusErr(codes.FailedPrecondition, msg, info, &errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{
+		{Type: kind, Subject: subject, Description: desc},
+	}})
 }
 
 // quotaReasons are the limits with a reason of their own; the others are
@@ -469,8 +426,10 @@ func modelStatus(ctx context.Context, log *slog.Logger, err error, field, name s
 // RESOURCE_EXHAUSTED and 5xx (and 408, 409) UNAVAILABLE, each with a
 // RetryInfo from Retry-After; the rest cannot succeed by retrying: 401 and
 // 403 are the operator's key, a model the client named that the server
-// does not have is the client's (INVALID_ARGUMENT on field), any other 4xx
-// a request the server refuses (FAILED_PRECONDITION).
+// does not have is the client's (INVALID_ARGUMENT on field, MODEL_NOT_FOUND),
+// a 404 to a request naming none the provider's settings
+// (MODEL_ENDPOINT_NOT_FOUND), any other 4xx a request the server refuses;
+// those three FAILED_PRECONDITION with a PreconditionFailure.
 func httpModelStatus(he *model.HTTPError, field, name string) error {
 	code := he.StatusCode
 	answered := fmt.Sprintf("the model server answered %d %s", code, http.StatusText(code))
@@ -488,19 +447,23 @@ func httpModelStatus(he *model.HTTPError, field, name string) error {
 	case he.Temporary():
 		return statusErr(codes.Unavailable, answered, errorInfo(reasonModelUnavailable, metaHTTPStatus, httpStatus), retryInfo(after))
 	case code == http.StatusUnauthorized, code == http.StatusForbidden:
-		return statusErr(codes.FailedPrecondition, answered+": it refused this server's credentials; the operator must fix the provider's API key",
-			errorInfo(reasonModelAuth, metaHTTPStatus, httpStatus))
+		const desc = "it refused this server's credentials; the operator must fix the provider's API key"
+		return failedPrecondition(answered+": "+desc, errorInfo(reasonModelAuth, metaHTTPStatus, httpStatus), preconditionModel, "api_key", desc)
 	case notFound && name != "":
 		desc := fmt.Sprintf("%s: it has no model %q", answered, name)
 		return statusErr(codes.InvalidArgument, field+": "+desc, errorInfo(reasonModelNotFound, metaHTTPStatus, httpStatus, metaField, field),
 			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}}})
 	case notFound:
-		return statusErr(codes.FailedPrecondition, answered+": the provider's model or endpoint does not exist; the operator must fix the provider's settings",
-			errorInfo(reasonModelNotFound, metaHTTPStatus, httpStatus))
+		const desc = "the provider's model or endpoint does not exist; the operator must fix the provider's settings"
+		return failedPrecondition(answered+": "+desc, errorInfo(reasonModelEndpointNotFound, metaHTTPStatus, httpStatus), preconditionModel, "settings", desc)
 	}
-	return statusErr(codes.FailedPrecondition, answered+": it refused the request, and the same request cannot succeed",
-		errorInfo(reasonModelRejected, metaHTTPStatus, httpStatus))
+	const desc = "it refused the request, and the same request cannot succeed"
+	return failedPrecondition(answered+": "+desc, errorInfo(reasonModelRejected, metaHTTPStatus, httpStatus), preconditionModel, "request", desc)
 }
+
+// preconditionModel is the PreconditionFailure type of a model server's
+// refusal that no retry can change.
+const preconditionModel = "MODEL_PROVIDER"
 
 // clientStatus reports whether an HTTP status says the request itself was
 // refused (4xx), not that the provider was busy (408, 429) or failed (5xx).
@@ -583,4 +546,16 @@ func (s *Server) finalErrorsStream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		return finalError(ss.Context(), s.opts.logger, handler(srv, ss))
 	}
+}
+
+// alreadyStarted is the Rejected status of a second Start or Open (kind):
+// a stream is started once.
+func alreadyStarted(kind, msg string) error {
+	return failedPrecondition(msg, errorInfo(reasonAlreadyStarted), "STREAM_STARTED", kind, msg)
+}
+
+// noRegistry refuses an agent tool (field) that needs the UTCP registry
+// the server runs without.
+func noRegistry(field, desc string) error {
+	return failedPrecondition(field+": "+desc, errorInfo(reasonNoRegistry), "TOOL_REGISTRY", "utcp", desc)
 }

@@ -134,7 +134,7 @@ func TestErrorsMapping(t *testing.T) {
 		{"403", modelErr(&model.HTTPError{StatusCode: 403}), wantErr{codes.FailedPrecondition, reasonModelAuth, "", 0}},
 		{"400", modelErr(&model.HTTPError{StatusCode: 400, Message: secret}), wantErr{codes.FailedPrecondition, reasonModelRejected, "", 0}},
 		{"422", modelErr(&model.HTTPError{StatusCode: 422}), wantErr{codes.FailedPrecondition, reasonModelRejected, "", 0}},
-		{"404 for the provider's own model", modelErr(&model.HTTPError{StatusCode: 404}), wantErr{codes.FailedPrecondition, reasonModelNotFound, "", 0}},
+		{"404 for the provider's own model", modelErr(&model.HTTPError{StatusCode: 404}), wantErr{codes.FailedPrecondition, reasonModelEndpointNotFound, "", 0}},
 		{"404 for the model Start named", &agent.ModelError{Model: "gpt-nope", Err: &model.HTTPError{StatusCode: 404, Message: secret}},
 			wantErr{codes.InvalidArgument, reasonModelNotFound, "start.model", 0}},
 		{"404 for the model a hook named", &agent.ModelError{Model: "gpt-nope", ModelFromHook: true, Err: &model.HTTPError{StatusCode: 404}},

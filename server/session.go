@@ -169,7 +169,7 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 		}
 		c.cancel()
 	case *exprdv1.SessionRequest_Open:
-		return ss.reject("open", "", statusErr(codes.FailedPrecondition, "the session is already open; settings are fixed for the stream's life", errorInfo(reasonAlreadyStarted)))
+		return ss.reject("open", "", alreadyStarted("open", "the session is already open; settings are fixed for the stream's life"))
 	default:
 		return ss.reject("", "", statusErr(codes.InvalidArgument, "the message has none of its fields set", errorInfo(reasonInvalidField)))
 	}

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"io"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/exprd/exprd/model"
@@ -66,9 +64,7 @@ func cancelOnDead(cancel context.CancelCauseFunc) func(error) {
 func modelProvider(models *model.Registry, name, field string) (model.Provider, error) {
 	if models == nil || len(models.Names()) == 0 {
 		const desc = "this server has no model providers configured: prompts and agent turns need one"
-		return nil, statusErr(codes.FailedPrecondition, desc, errorInfo(reasonNoModels), &errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{
-			{Type: "MODEL_PROVIDERS", Subject: "models", Description: desc},
-		}})
+		return nil, failedPrecondition(desc, errorInfo(reasonNoModels), "MODEL_PROVIDERS", "models", desc)
 	}
 	p, err := models.Get(name)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 
 	"github.com/exprd/exprd/utcp"
@@ -35,9 +34,7 @@ func (t *toolRegistry) writable(_ context.Context, manual string, replacing bool
 	if !t.authOn && !t.writesWithoutAuth {
 		desc := "registry writes need auth: configure bearer tokens (--auth-tokens-file) and give the writer the " +
 			fmt.Sprintf("%q scope, or start exprd with %s on a machine no one else can reach", ScopeRegistryWrite, FlagRegistryWritesWithoutAuth)
-		return statusErr(codes.FailedPrecondition, "the tool registry is read-only: "+desc, errorInfo(reasonRegistryReadOnly), &errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{
-			{Type: "AUTH", Subject: "exprd.v1.ToolRegistry", Description: desc},
-		}})
+		return failedPrecondition("the tool registry is read-only: "+desc, errorInfo(reasonRegistryReadOnly), "AUTH", "exprd.v1.ToolRegistry", desc)
 	}
 	name := utcp.SanitizeManualName(manual)
 	if t.store.Operator(name) && replacing {
