@@ -255,3 +255,117 @@ func turnConsumers(t *testing.T, url string) int {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// NATS out of reach for longer than the turn's lease (2 s here): the
+// lease lapses meanwhile, so when NATS is back the turn goes on on its
+// replica (whose renewal takes the lease again) or on the other (which
+// takes it over from its journal, its first replica stopping it). The
+// client follows it wherever it runs, answering what it is asked; the
+// turn ends with done, and its events as NATS holds them run from seq 1
+// with no gap.
+func TestTurnGoesOnAfterNATSWasDownLongerThanItsLease(t *testing.T) {
+	n := newNATSAt(t)
+	l := startLedger(t, 0)
+	ask := func(id string) scripted.Turn {
+		return scripted.Turn{Text: "Asking.", ToolCalls: []scripted.ToolCall{{ID: id, Name: "ask_user", Arguments: json.RawMessage(`{}`)}}}
+	}
+	l.scriptedModel(t, scripted.Script{Loop: true, Turns: []scripted.Turn{ask("c1"), ask("c2"), {Text: "The user said blue twice."}}})
+	replicas := []*turnReplica{
+		startNATSReplica(t, "A", n.url(), l.modelsConfig, "--manuals-dir", l.manualsDir),
+		startNATSReplica(t, "B", n.url(), l.modelsConfig, "--manuals-dir", l.manualsDir),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := replicas[0].agent.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: &exprdv1.AgentStart{
+		Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: "Ask me twice."}},
+		Tools:    []*exprdv1.AgentTool{{Name: "ask_user", Executor: exprdv1.AgentTool_EXECUTOR_CLIENT}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	answer := func(s agentStream, m *exprdv1.AgentLoopRunResponse) {
+		_ = s.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_ToolOutput{ToolOutput: &exprdv1.ToolOutput{
+			CallId: m.GetToolCallRequested().GetCall().GetId(), OutputJson: `{"answer":"blue"}`}}})
+	}
+	var id string
+	down, back := false, make(chan struct{})
+	// follow reads s to its end, answering what the turn asks; the outage
+	// begins at the first question, and the next are answered once NATS
+	// is back.
+	follow := func(s agentStream) (done bool, err error) {
+		for {
+			m, err := s.Recv()
+			if errors.Is(err, io.EOF) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			if id == "" {
+				id = m.GetTurnId()
+			}
+			if m.GetToolCallRequested().GetRunOnClient() {
+				if !down {
+					down = true
+					n.ns.Shutdown()
+					n.ns.WaitForShutdown()
+					go func() {
+						time.Sleep(4 * time.Second) // two leases
+						n.start()
+						close(back)
+					}()
+				} else {
+					<-back
+				}
+				answer(s, m)
+			}
+			if m.GetDone() != nil {
+				return true, nil
+			}
+		}
+	}
+	done, err := follow(s)
+	// Wherever the turn went, the client resumes it (after the last event
+	// NATS holds: what its first replica kept may be lost) until done.
+	for i := 0; !done; i++ {
+		if ctx.Err() != nil {
+			t.Fatalf("the turn did not end: %v", err)
+		}
+		t.Logf("resume %d after %v", i+1, err)
+		time.Sleep(500 * time.Millisecond)
+		r, rerr := replicas[i%2].agent.Run(ctx)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if err := r.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Resume{Resume: &exprdv1.AgentResume{TurnId: id, AfterSeq: -1}}}); err != nil {
+			t.Fatal(err)
+		}
+		done, err = follow(r)
+	}
+	// The replay, once B's connection to NATS is back (UNAVAILABLE, with
+	// TURN_STORE_UNAVAILABLE, says to retry).
+	var all []*exprdv1.AgentLoopRunResponse
+	for {
+		r, rerr := replicas[1].agent.Run(ctx)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if rerr := r.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Resume{Resume: &exprdv1.AgentResume{TurnId: id}}}); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if all, err = recvAll(r); status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil || len(all) == 0 || all[len(all)-1].GetDone() == nil {
+		t.Fatalf("the replay from NATS: %d events, %v; want them to done", len(all), err)
+	}
+	for i, m := range all {
+		if m.GetSeq() != uint64(i+1) {
+			t.Fatalf("the replay's event %d has seq %d", i, m.GetSeq())
+		}
+	}
+}
