@@ -37,7 +37,7 @@ var sections = []struct {
 	title string
 	pairs []pair
 }{
-	{"Evaluator (issue 2)", []pair{
+	{"Evaluator", []pair{
 		{"one-step call (the ids of the 5 cheapest of 20 products) through `evaluator/` vs a bare run of the same precompiled program on a reused `vm.VM`", "bench:Engines/small/exprd", "bench:Engines/small/expr", 1.3, "bench:Engines/small/interleaved"},
 		{"the same step, bare in cel-go (context)", "bench:Engines/small/exprd", "bench:Engines/small/cel", 0, ""},
 		{"the same step, bare in goja (context)", "bench:Engines/small/exprd", "bench:Engines/small/goja", 0, ""},
@@ -48,25 +48,25 @@ var sections = []struct {
 		{"compile-cache hit vs a compile of the same step", "evaluator:Compile/cache_hit", "evaluator:Compile/compile", 0, ""},
 		{"applying a 1 MB state snapshot vs `encoding/json.Unmarshal` into `map[string]any`", "evaluator:StateSnapshot/exprd", "evaluator:StateSnapshot/encoding_json", 1, ""},
 	}},
-	{"ExprTool over gRPC (issue 2)", []pair{
+	{"ExprTool over gRPC", []pair{
 		{"one-step call round trip on an open `Session` vs a bare grpc-go bidi echo of the same payload, loopback TCP", "server:SessionRoundTrip/exprd", "server:SessionRoundTrip/bare_grpc_echo", 2, ""},
 		{"the same round trip vs the call answered by a two-message echo (its write and its answer) registered on an exprd server, through its interceptors and stats handler: the evaluator's and the Session protocol's share (context)", "server:SessionRoundTrip/exprd", "server:SessionEcho/exprd_server", 0, ""},
 		{"that echo through exprd's server vs the bare grpc-go echo: the interceptors', stats handler's and second message's share (context)", "server:SessionEcho/exprd_server", "server:SessionRoundTrip/bare_grpc_echo", 0, ""},
 		{"the round trip with the memory budget, as cmd/exprd runs (and so the gate of received messages, which reads every HTTP/2 frame), vs without one (context)", "server:SessionRoundTrip/exprd", "server:SessionRoundTrip/exprd_without_memory_budget", 0, ""},
 	}},
-	{"UTCP tools (issue 3)", []pair{
+	{"UTCP tools", []pair{
 		{"warm HTTP tool call through the registry vs the same request with bare `net/http`", "utcp:WarmCall/registry", "utcp:WarmCall/bare", 1.1, "utcp:WarmCall/interleaved"},
 		{"the same, against a bare call with the same 10 s deadline", "utcp:WarmCall/registry", "utcp:WarmCall/bare+deadline", 0, ""},
 		{"warm go-utcp `UTCPService` `CallTool` through the registry (its span per call included) vs a bare generated stub with the same 10 s deadline", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare+deadline", 1.1, "grpctransport:WarmCallTool/interleaved"},
 		{"the same, against a bare stub call without a deadline (context)", "grpctransport:WarmCallTool/registry", "grpctransport:WarmCallTool/bare", 0, ""},
 	}},
-	{"Model provider (issue 4)", []pair{
+	{"Model provider", []pair{
 		{"streamed turn (57 chunks) through the OpenAI-compatible provider vs a bare `net/http` read of the same SSE stream", "openaicompat:StreamTurn/provider", "openaicompat:StreamTurn/bare-http", 1.2, ""},
 	}},
-	{"CodeMode (issue 5)", []pair{
+	{"CodeMode", []pair{
 		{"three-call chain over the loopback HTTP math provider vs the same three calls with `net/http`", "codemode:Chain/codemode", "codemode:Chain/direct", 1.15, "codemode:Chain/interleaved"},
 	}},
-	{"AgentLoop in process (issue 6)", []pair{
+	{"AgentLoop in process", []pair{
 		{"two-step turn through `agent.Run` vs a plain Go loop over the model and tools", "agent:TwoStepTurn/agent", "agent:TwoStepTurn/plain", 1.1, "agent:TwoStepTurn/interleaved"},
 	}},
 }
@@ -120,7 +120,7 @@ func (r report) interleavedRow(p pair) string {
 
 func (r report) throughput() string {
 	var b strings.Builder
-	b.WriteString("\n### ExprTool calls per second\n\nThe seed's one-step call made back to back on each of N `Session` streams sharing one connection to one server (`server:SessionThroughput`).\n\n| streams | calls/s | wall time per call |\n|---|---|---|\n")
+	b.WriteString("\n### ExprTool calls per second\n\nThe one-step call (the five cheapest products selected with `fromPairs`) made back to back on each of N `Session` streams sharing one connection to one server (`server:SessionThroughput`).\n\n| streams | calls/s | wall time per call |\n|---|---|---|\n")
 	for _, n := range []int{1, 8, 64} {
 		key := fmt.Sprintf("server:SessionThroughput/streams=%d", n)
 		cps, ok := r.results.stat(key, "calls/s")
