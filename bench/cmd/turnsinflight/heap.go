@@ -98,7 +98,10 @@ func parseHeap(r io.Reader) (*heapSnapshot, error) {
 			flush()
 			stats = true
 		case stats:
+			// "# HeapInuse = N", or "# Stack = INUSE / SYS" (and MSpan,
+			// MCache, ...): the first number is what is in use.
 			k, v, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+			v, _, _ = strings.Cut(v, " / ")
 			if f, err := strconv.ParseFloat(v, 64); ok && err == nil {
 				s.memStats[k] = f
 			}

@@ -94,6 +94,10 @@ func main() {
 	flag.StringVar(&o.Profile, "profile-dir", "", "write exprd's heap profiles (before the turns, at the gate, once they ended) here (default: not kept)")
 	flag.BoolVar(&o.CPUProfile, "cpu-profile", false, "with --profile-dir, also write exprd's CPU profile over the first 2 s of the answers' streaming (it costs exprd a little CPU)")
 	flag.DurationVar(&o.PhaseTimeout, "phase-timeout", 3*time.Minute, "bound on each phase")
+	flag.Func("exprd-flag", "a flag to start exprd with, after the harness's (repeat it: --exprd-flag=--adapt-procs=false)", func(v string) error {
+		o.ExprdFlags = append(o.ExprdFlags, v)
+		return nil
+	})
 	jsonOut := flag.String("json", "", "write the JSON report to this file (default: stdout)")
 	plotOut := flag.String("plot", "", "draw memory per turn and a delta's latency against N into this PNG")
 	flag.Parse()
@@ -136,21 +140,24 @@ type Options struct {
 	Profile      string // a directory for exprd's profiles ("" : none kept)
 	CPUProfile   bool   // and its CPU profile while the answers stream
 	PhaseTimeout time.Duration
-	Log          io.Writer
+	// ExprdFlags are added to exprd's command line, after the harness's.
+	ExprdFlags []string
+	Log        io.Writer
 }
 
 // Report is the run's result.
 type Report struct {
-	Benchmark   string  `json:"benchmark"`
-	Turn        string  `json:"turn"`
-	Method      string  `json:"method"`
-	GoVersion   string  `json:"go_version"`
-	NodeVersion string  `json:"node_version"`
-	XSAIVersion string  `json:"xsai_version"`
-	CPUs        int     `json:"cpus"`
-	Rows        []Row   `json:"rows"`
-	Goals       []Goal  `json:"goals"`
-	ElapsedS    float64 `json:"elapsed_s"`
+	Benchmark   string   `json:"benchmark"`
+	ExprdFlags  []string `json:"exprd_flags,omitempty"`
+	Turn        string   `json:"turn"`
+	Method      string   `json:"method"`
+	GoVersion   string   `json:"go_version"`
+	NodeVersion string   `json:"node_version"`
+	XSAIVersion string   `json:"xsai_version"`
+	CPUs        int      `json:"cpus"`
+	Rows        []Row    `json:"rows"`
+	Goals       []Goal   `json:"goals"`
+	ElapsedS    float64  `json:"elapsed_s"`
 }
 
 // Row is one N's three phases.
@@ -300,7 +307,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			os.Unsetenv(k)
 		}
 	}
-	rep := &Report{Benchmark: "turns-in-flight", Method: method,
+	rep := &Report{Benchmark: "turns-in-flight", Method: method, ExprdFlags: o.ExprdFlags,
 		Turn: fmt.Sprintf("two model requests: the model calls %s (run by the client) %v after the request, then answers with %d text deltas, the first %v after the request, one every %v",
 			toolName, firstDelta, textDeltas, firstDelta, deltaPeriod),
 		GoVersion: runtime.Version(), NodeVersion: strings.TrimSpace(string(nodeVersion)), XSAIVersion: xsaiPkg.Version, CPUs: runtime.NumCPU()}
@@ -542,8 +549,8 @@ func (h *harness) exprd(ctx context.Context, n int, row *Row) (Phase, error) {
 	}
 	log := &tailWriter{}
 	// Rate limits raised: one caller starts every turn at once.
-	srv, err := exprdproc.Start(h.exprdBin, log, "--models-config", cfgPath, "--debug-pprof-addr", pprofAddr,
-		"--rate-limit", "1000000", "--rate-burst", "1000000")
+	srv, err := exprdproc.Start(h.exprdBin, log, append([]string{"--models-config", cfgPath, "--debug-pprof-addr", pprofAddr,
+		"--rate-limit", "1000000", "--rate-burst", "1000000"}, h.o.ExprdFlags...)...)
 	if err != nil {
 		return Phase{}, err
 	}
@@ -585,7 +592,7 @@ func (h *harness) exprd(ctx context.Context, n int, row *Row) (Phase, error) {
 		perTurn := func(stat string) float64 {
 			return round((heap1.memStats[stat]-heap0.memStats[stat])/1024/float64(n), 2)
 		}
-		p.HeapInuseKiBPerTurn, p.StackInuseKiBPerTurn = perTurn("HeapInuse"), perTurn("StackInuse")
+		p.HeapInuseKiBPerTurn, p.StackInuseKiBPerTurn = perTurn("HeapInuse"), perTurn("Stack")
 		return nil
 	}
 	var cpuProfile sync.WaitGroup

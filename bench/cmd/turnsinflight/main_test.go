@@ -82,7 +82,7 @@ func TestParseHeap(t *testing.T) {
 		"\n" +
 		"0: 0 [0: 0] @ 0x7\n" +
 		"#\t0x7\tmain.gone+0x7\t/x/main.go:1\n" +
-		"\n# runtime.MemStats\n# Alloc = 1\n# HeapInuse = 8192\n# StackInuse = 4096\n# PauseNs = [0 0]\n"
+		"\n# runtime.MemStats\n# Alloc = 1\n# HeapInuse = 8192\n# Stack = 4096 / 16384\n# PauseNs = [0 0]\n"
 	s, err := parseHeap(strings.NewReader(profile))
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +102,8 @@ func TestParseHeap(t *testing.T) {
 	if len(s.where) != 3 {
 		t.Errorf("where: %v, want 3 places", s.where)
 	}
-	if s.memStats["HeapInuse"] != 8192 || s.memStats["StackInuse"] != 4096 {
-		t.Errorf("MemStats %v, want HeapInuse 8192 and StackInuse 4096", s.memStats)
+	if s.memStats["HeapInuse"] != 8192 || s.memStats["Stack"] != 4096 {
+		t.Errorf("MemStats %v, want HeapInuse 8192 and Stack (in use) 4096", s.memStats)
 	}
 	// A 4 KiB object is sampled with probability 1-exp(-4096/524288).
 	if one < 4096*120 || one > 4096*135 {
