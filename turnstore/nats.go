@@ -94,6 +94,12 @@ type natsCount struct {
 	// append after another took it over.
 	last    uint64
 	journal int // its journal's entries
+	// rec and rev are its record as this process created it and that
+	// record's revision: End sets its end with one compare-and-set, and
+	// reads the record first only when another write came between (a
+	// Cancel). rev is 0 for a turn adopted (its record not read).
+	rec natsRecord
+	rev uint64
 }
 
 // natsRecord is a turn's record in the bucket.
@@ -252,14 +258,16 @@ func (s *NATS) Create(ctx context.Context, id, owner string) error {
 	if !ValidID(id) {
 		return fmt.Errorf("turn id %q: want 32 lowercase hex digits", id)
 	}
-	rec, _ := json.Marshal(natsRecord{Owner: owner, Started: time.Now().UnixNano()})
+	nr := natsRecord{Owner: owner, Started: time.Now().UnixNano()}
+	rec, _ := json.Marshal(nr)
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	if _, err := s.kv.Create(ctx, id, rec); err != nil {
+	rev, err := s.kv.Create(ctx, id, rec)
+	if err != nil {
 		return unavailable(err)
 	}
 	s.mu.Lock()
-	s.counts[id] = &natsCount{}
+	s.counts[id] = &natsCount{rec: nr, rev: rev}
 	s.mu.Unlock()
 	return nil
 }
@@ -335,18 +343,45 @@ func (s *NATS) End(ctx context.Context, id string, end []byte) error {
 	}
 	ctx, cancel := s.timeout(ctx)
 	defer cancel()
-	err := s.update(ctx, id, "its end", func(rec *natsRecord) bool {
-		if rec.Ended != 0 {
-			return false // tried again: it was set
-		}
-		rec.Ended = time.Now().UnixNano()
-		return true
-	})
+	err := s.endRecord(ctx, id, c)
+	if err != nil && !errors.Is(err, ErrUnavailable) {
+		err = s.update(ctx, id, "its end", func(rec *natsRecord) bool {
+			if rec.Ended != 0 {
+				return false // tried again: it was set
+			}
+			rec.Ended = time.Now().UnixNano()
+			return true
+		})
+	}
 	if !errors.Is(err, ErrUnavailable) {
 		s.forget(id) // else kept, for End to be tried again
 	}
 	return err
 }
+
+// endRecord sets the turn's end in its record with one compare-and-set on
+// the revision this process created it with; errRecordChanged when another
+// write came between (or the turn was adopted: its revision unknown).
+func (s *NATS) endRecord(ctx context.Context, id string, c *natsCount) error {
+	if c.rev == 0 {
+		return errRecordChanged
+	}
+	rec := c.rec
+	rec.Ended = time.Now().UnixNano()
+	b, _ := json.Marshal(rec)
+	_, err := s.kv.Update(ctx, id, b, c.rev)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists): // another revision: read it
+		return errRecordChanged
+	case err != nil:
+		return unavailable(err)
+	}
+	return nil
+}
+
+// errRecordChanged is a record whose revision is not the one this process
+// wrote last.
+var errRecordChanged = errors.New("the turn's record changed")
 
 // forget stops counting a turn this process no longer writes.
 func (s *NATS) forget(id string) {
@@ -423,6 +458,16 @@ func (s *NATS) WatchCancel(ctx context.Context, id string) <-chan struct{} {
 	s.watching[id] = stop
 	s.watchMu.Unlock()
 	context.AfterFunc(ctx, func() { s.unwatch(id, stop) })
+	// A turn this process created has had no cancel yet: nobody knew its
+	// id before this watch (its first event comes after). Another's (one
+	// adopted) may have.
+	s.mu.Lock()
+	c := s.counts[id]
+	created := c != nil && c.rev != 0
+	s.mu.Unlock()
+	if created {
+		return stop
+	}
 	if rec, err := s.Get(ctx, id); err == nil && rec.Cancelled {
 		s.cancelled(id)
 	}
