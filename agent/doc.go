@@ -1,7 +1,7 @@
-// Package agent runs the AgentLoop of DESIGN.md: a turn of model ↔ tools
-// steps. The gRPC service (server/) drives it for a client over a bidi
-// stream; everything it asks of the client comes through Hooks, Approval,
-// Events and client-run Executors.
+// Package agent runs an agent turn, the AgentLoop service's model ↔ tools
+// steps (docs/agentloop.md). The gRPC service (server/) drives it for a
+// client over a bidi stream; everything it asks of the client comes
+// through Hooks, Approval, Events and client-run Executors.
 //
 //	out, err := agent.Run(ctx, agent.Config{
 //		Provider: provider, Messages: []model.Message{model.User("Which lamps are cheap?")},

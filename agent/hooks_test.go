@@ -167,8 +167,9 @@ func TestPreToolCall(t *testing.T) {
 }
 
 // After a PreToolCall replacement, the history the model sees next holds
-// the call as it ran, next to the result those arguments made (issue 15);
-// a call the hook left alone stays as the model wrote it.
+// the call as it ran, next to the result those arguments made (not the
+// model's own call beside a result it did not make); a call the hook left
+// alone stays as the model wrote it.
 func TestPreToolCallReplacementInHistory(t *testing.T) {
 	t.Parallel()
 	srv := serve(t, scripted.Turn{ToolCalls: []scripted.ToolCall{callID("c1", "search", `{"q": "lamps"}`), callID("c2", "search", `{"q":"chairs"}`)}},

@@ -10,8 +10,9 @@ import (
 )
 
 // Each budget at its limit, then one past it. Source length and node count
-// are guardrails, as in the evaluator (DESIGN.md): guardrail-violation,
-// naming no budget; the others are budget-exceeded, naming theirs.
+// are guardrails, as in the evaluator (docs/exprtool.md#reasons):
+// guardrail-violation, naming no budget; the others are budget-exceeded,
+// naming theirs.
 func TestBudgets(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

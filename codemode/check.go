@@ -54,7 +54,7 @@ func (a *Analysis) UsedTools() []string {
 }
 
 // checkSource bounds the source's length before it is parsed. Size limits
-// are guardrail-violation, as in the evaluator (DESIGN.md's reasons).
+// are guardrail-violation, as in the evaluator (docs/exprtool.md#reasons).
 func checkSource(src string, b *Budgets) *Error {
 	if len(src) > b.MaxSourceLength {
 		if n := utf8.RuneCountInString(src); n > b.MaxSourceLength {
@@ -67,7 +67,7 @@ func checkSource(src string, b *Budgets) *Error {
 // policy is the whitelist: the only calls are codemode.CallTool,
 // codemode.CallToolStream and codemode.Get, and the only names the
 // program's own let names, which live under letPrefix so that they may
-// shadow a builtin (`let sum = ...`, as in DESIGN.md's example). The
+// shadow a builtin (`let sum = ...`, as in docs/codemode.md's example). The
 // builtins of the Expr language (len, map, filter, ...) are not calls in
 // the tree and stay. What the check finds goes into a.
 func policy(src string, b *Budgets, a *Analysis) *exprbound.Policy {

@@ -124,7 +124,8 @@ func TestNotHandled(t *testing.T) {
 	}
 }
 
-// The seed's CallTool shape, with the tool handler's timeout.
+// ToolHandler's CallTool(ctx, prompt) (handled, value, err), go-utcp
+// CodeMode's shape, with the tool handler's timeout.
 func TestToolHandler(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

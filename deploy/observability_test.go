@@ -341,8 +341,9 @@ func readDashboard(t *testing.T) *dashboard {
 	return d
 }
 
-// covered are the concerns the dashboard and the alerts must watch (issue
-// 17), each by a metric a query names.
+// covered are the concerns the dashboard and the alerts must watch when
+// replicas share a registry and a turn store, each by a metric a query
+// names.
 var covered = []struct {
 	what, metric string
 	alerted      bool // an alert names it too

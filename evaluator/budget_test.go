@@ -183,8 +183,8 @@ func wait(ctx context.Context, args map[string]any) (any, error) {
 	}
 }
 
-// TestFunctionTimeoutAppliesToEveryRunner pins what DESIGN.md and the docs
-// say (and the proto once said only of client-run functions): the time
+// TestFunctionTimeoutAppliesToEveryRunner pins what docs/exprtool.md says
+// (and the proto once said only of client-run functions): the time
 // budget is paused while any host function runs, and function_timeout_ms
 // bounds each one, whoever runs it. UTCP functions are server-run ones
 // whose Impl calls the registry.

@@ -30,7 +30,7 @@
 //     call on null, a failed type assertion): it is worded for the model.
 //     expr's own messages may still name Go types (`float64 % int`).
 //   - Every failure the model should see is an [*Error] with a [Reason] from
-//     the closed set of DESIGN.md; the [Answer] carries it.
+//     the closed set of docs/exprtool.md#reasons; the [Answer] carries it.
 //
 // Budgets are named defaults ([DefaultBudgets]) that a session may lower and
 // never raise. Iterations are bounded by patching every predicate body with a

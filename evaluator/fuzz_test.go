@@ -21,7 +21,7 @@ const fuzzCallTimeout = 10 * time.Second
 
 // FuzzCall runs fuzzed tool input on the products state with every
 // catalogue function. The property: no panic, no hang, every error is one
-// of the reasons of DESIGN.md, and no message holds Go's words.
+// of evaluator.Reasons, and no message holds Go's words.
 func FuzzCall(f *testing.F) {
 	for _, c := range loadCases(f) {
 		f.Add(c.InputJSON())

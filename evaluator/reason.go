@@ -10,7 +10,7 @@ import (
 // Reason says why a call failed, in the closed set the model is told about.
 type Reason string
 
-// The reasons of DESIGN.md.
+// The reasons, as docs/exprtool.md#reasons lists them.
 const (
 	InvalidEntry       Reason = "invalid-entry"
 	ExpressionSyntax   Reason = "expression-syntax"
@@ -23,7 +23,7 @@ const (
 	ExpressionRuntime  Reason = "expression-runtime"
 )
 
-// Reasons lists every reason, in the order of DESIGN.md.
+// Reasons lists every reason, in the order of docs/exprtool.md#reasons.
 var Reasons = []Reason{
 	InvalidEntry, ExpressionSyntax, ExpressionType, UnknownReference,
 	GuardrailViolation, BudgetExceeded, InvalidArguments, HostFunction,
@@ -96,7 +96,9 @@ type Answer struct {
 	Allocated int64
 }
 
-// JSON renders the answer in the shapes of DESIGN.md.
+// JSON renders the answer in one of its four shapes: {}, {"value": V},
+// {"declined": true} or {"error": {"reason", "message"}}
+// (docs/exprtool.md#answers).
 func (a Answer) JSON() []byte {
 	switch {
 	case a.Err != nil:

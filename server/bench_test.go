@@ -189,12 +189,12 @@ func startEcho(b *testing.B) grpc.ClientStream {
 	return stream
 }
 
-// BenchmarkAgentLoopClientToolTurn: the client-run tool turn of issue 18
-// (bench/cmd/agentxsai --workload client-tool) in one process, for
-// profiling exprd's share: the model calls get_weather, the client answers
-// it over the stream, the model answers; the scripted model on loopback,
-// not streamed, as the harness configures it; with every event, and with
-// the answer only (omit_events).
+// BenchmarkAgentLoopClientToolTurn: the client-run tool turn that
+// bench/cmd/agentxsai --workload client-tool measures against xsai, in one
+// process, for profiling exprd's share: the model calls get_weather, the
+// client answers it over the stream, the model answers; the scripted model on
+// loopback, not streamed, as the harness configures it; with every event, and
+// with the answer only (omit_events).
 func BenchmarkAgentLoopClientToolTurn(b *testing.B) {
 	ms, err := scripted.Start(scripted.Script{Loop: true, Turns: []scripted.Turn{
 		{Match: &scripted.Match{LastRole: "user"}, ToolCalls: []scripted.ToolCall{{Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}}},

@@ -188,7 +188,8 @@ func TestCasesOverUnaryCall(t *testing.T) {
 	}
 }
 
-// Every reason of DESIGN.md is produced through the gRPC API by some case.
+// Every reason of evaluator.Reasons is produced through the gRPC API by
+// some case.
 func TestCasesCoverEveryReason(t *testing.T) {
 	t.Parallel()
 	seen := map[evaluator.Reason]bool{}

@@ -93,7 +93,8 @@ func TestCodeModeExecute(t *testing.T) {
 		{"a tool's error", `codemode.CallTool("math.divide", {"a": 1, "b": 0})`, []string{"math.divide"}, "", "host-function", 1},
 		{"another name", `len("x")`, nil, "", "", 0},
 		{"$env", `$env`, nil, "", "unknown-reference", 0},
-		// Size limits are guardrails, as in the ExprTool (DESIGN.md).
+		// Size limits are guardrails, as in the ExprTool
+		// (docs/exprtool.md#reasons).
 		{"source at the length limit", "1" + strings.Repeat(" ", codemode.DefaultMaxSourceLength-1), nil, "1", "", 0},
 		{"source over the length limit", "1" + strings.Repeat(" ", codemode.DefaultMaxSourceLength), nil, "", "guardrail-violation", 0},
 		{"nodes over the limit", "1" + strings.Repeat("+1", codemode.DefaultMaxNodes), nil, "", "guardrail-violation", 0},

@@ -1,8 +1,8 @@
 // Package utcp is exprd's UTCP adapter: it reads UTCP manuals, keeps the
 // tools they offer in a Registry, and calls them through the transport of
 // each tool's call template. It reads the manuals and sends the requests
-// the reference UTCP clients do (shared/UTCP-NOTES.md), and is stricter
-// where they are weak.
+// the reference UTCP clients do, and is stricter where they are weak
+// (docs/utcp-compat.md lists both).
 //
 // The package is the core: manuals, tools, templates, variables, errors,
 // the registry and its egress policy. What varies is given to New as

@@ -12,7 +12,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
-// The steady client's call: exprd-load's seed call ("select the five
+// The steady client's call: the one exprd-load makes ("select the five
 // lowest priced", then read how many), made with the unary ExprTool Call
 // on the demo's products.
 const (

@@ -61,8 +61,8 @@ func Check(c Case, a evaluator.Answer, writes []evaluator.Write, calls []ClientC
 	return errors.Join(errs...)
 }
 
-// ParseAnswer turns an answer's JSON, in the shapes of DESIGN.md, back into
-// an [evaluator.Answer], for Check.
+// ParseAnswer turns an answer's JSON, in the shapes [evaluator.Answer.JSON]
+// renders, back into an [evaluator.Answer], for Check.
 func ParseAnswer(data []byte) (evaluator.Answer, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {

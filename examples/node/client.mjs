@@ -1,5 +1,6 @@
 // A Node client of exprd over @grpc/grpc-js, loading ../../proto at run
-// time. It runs the ExprTool seed scenario on one Session stream and one
+// time. On one ExprTool Session stream it selects the demo's five cheapest
+// products, answers confirms and runs a function of its own; then one
 // AgentLoop turn against the demo model, then drops a durable turn's
 // stream and resumes it once, prints a transcript, and checks
 // everything it receives with node:assert: any mismatch exits 1.

@@ -1,7 +1,8 @@
 """A Python client of exprd over grpcio, with stubs generated from ../../proto.
 
-It plays the seed scenario on one ExprTool Session stream and one AgentLoop
-turn against the demo model, in which the `expr` tool runs here, on the
+On one ExprTool Session stream it selects the demo's five cheapest products,
+answers confirms and runs a function of its own; then one AgentLoop turn
+against the demo model, in which the `expr` tool runs here, on the
 client's own state; then the same turn, durable, its stream dropped while
 the call waits and resumed once. It prints a transcript and checks everything it gets:
 any mismatch prints `FAIL [part]: what differed` and exits 1.

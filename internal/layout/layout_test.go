@@ -47,8 +47,8 @@ func goList(t *testing.T, args ...string) []string {
 	return strings.Fields(string(out))
 }
 
-// TestImportDirection fails when a package reaches what DESIGN.md's layout
-// forbids.
+// TestImportDirection fails when a package reaches what rules forbid it:
+// the direction docs/architecture.md draws.
 func TestImportDirection(t *testing.T) {
 	t.Parallel()
 	checked := 0
@@ -61,7 +61,7 @@ func TestImportDirection(t *testing.T) {
 			for _, d := range goList(t, "-deps", "-f", "{{.ImportPath}}", pkg) {
 				for _, f := range r.deps {
 					if under(d, f) {
-						t.Errorf("%s reaches %s; DESIGN.md's layout forbids it", pkg, d)
+						t.Errorf("%s reaches %s, which its rule forbids (docs/architecture.md)", pkg, d)
 					}
 				}
 			}

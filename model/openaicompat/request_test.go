@@ -112,7 +112,7 @@ func TestRequestToolChoice(t *testing.T) {
 
 // A turn without tools sends neither tools nor tool_choice, whatever the
 // mode: some OpenAI-compatible servers refuse "tool_choice":"auto" with no
-// tools (issue 15).
+// tools.
 func TestRequestNoToolsNoToolChoice(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []model.ToolChoiceMode{"", model.ToolChoiceAuto, model.ToolChoiceNone} {

@@ -14,8 +14,8 @@ import (
 	"github.com/exprd/exprd/utcp/internal/utcptest"
 )
 
-// TestHTTPRequestMapping checks, for each case of UTCP-NOTES.md, what the
-// provider utcptest.Received.
+// TestHTTPRequestMapping checks, for each case of docs/utcp-compat.md's
+// http template, what the provider utcptest.Received.
 func TestHTTPRequestMapping(t *testing.T) {
 	t.Parallel()
 	type want struct {

@@ -151,11 +151,12 @@ func prefixFieldErr(err error, path string) error {
 	return &utcp.FieldError{Path: path, Msg: err.Error()}
 }
 
-// buildRequest maps a call's arguments onto a request exactly as the
-// reference clients do (UTCP-NOTES.md), in this order: header_fields, then
-// body_field, then {param} path parameters, then everything left as query
-// parameters (for every method). An argument the template gives a
-// parameter style is written in that style instead (paramstyle.go).
+// buildRequest maps a call's arguments onto a request exactly as the reference
+// clients do (docs/utcp-compat.md#the-http-template), in this order:
+// header_fields, then body_field, then {param} path parameters, then
+// everything left as query parameters (for every method). An argument the
+// template gives a parameter style is written in that style instead
+// (paramstyle.go).
 func buildRequest(ctx context.Context, s *httpSpec, method string, args map[string]any, env utcp.Env, tool string) (*http.Request, error) {
 	// consumed holds the arguments taken by headers, the body and the path;
 	// the rest go to the query.

@@ -76,20 +76,20 @@ func (Converter) Convert(ctx context.Context, doc any, opts utcp.ConvertOptions)
 func (Converter) String() string { return "an OpenAPI document (openapi, swagger or paths)" }
 
 // Convert turns an OpenAPI 3 (or Swagger 2) document, JSON or YAML, into a
-// UTCP manual the way the reference clients do (UTCP-NOTES.md): each
-// operation with an operationId becomes a tool of that name, path and query
-// parameters become inputs, header parameters become header_fields, and the
-// request body becomes the `body` input sent as the body; the URL is
+// UTCP manual the way the reference clients do (docs/utcp-compat.md#openapi):
+// each operation with an operationId becomes a tool of that name, path and
+// query parameters become inputs, header parameters become header_fields, and
+// the request body becomes the `body` input sent as the body; the URL is
 // servers[0] plus the path. Unlike the reference clients' templates, each
-// carries the document's serialisation of its parameters in
-// parameter_styles (style and explode; a Swagger 2 collectionFormat as its
-// OpenAPI 3 equivalent), so that an array is sent as the document says
-// (`tags=a&tags=b` by default) rather than as `tags[]=a&tags[]=b`.
-// Schemas are JSON Schema 2020-12, each carrying under $defs the
-// document's components it reaches. Operations without an operationId are
-// returned as skipped, and so are those that cannot be read
-// (utcp.ReadConverted). Errors are *utcp.ManualError; a document whose
-// conversion would pass its budget is a *TooLargeError, which is one too.
+// carries the document's serialisation of its parameters in parameter_styles
+// (style and explode; a Swagger 2 collectionFormat as its OpenAPI 3
+// equivalent), so that an array is sent as the document says (`tags=a&tags=b`
+// by default) rather than as `tags[]=a&tags[]=b`. Schemas are JSON Schema
+// 2020-12, each carrying under $defs the document's components it reaches.
+// Operations without an operationId are returned as skipped, and so are those
+// that cannot be read (utcp.ReadConverted). Errors are *utcp.ManualError; a
+// document whose conversion would pass its budget is a *TooLargeError, which
+// is one too.
 func Convert(data []byte, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
 	return ConvertContext(context.Background(), data, opts)
 }

@@ -1,6 +1,6 @@
 // Package openapi converts OpenAPI 3 and Swagger 2 documents into UTCP
 // manuals of `http` tools, as the reference UTCP clients do
-// (shared/UTCP-NOTES.md). Convert converts a document; Converter is the
+// (docs/utcp-compat.md#openapi). Convert converts a document; Converter is the
 // utcp.Converter a registry reads such documents through
 // (utcp.WithConverter(openapi.Converter{}), which utcpall.New sets), from a
 // URL, a file or a discovery template.

@@ -30,7 +30,7 @@ type evalRequests struct {
 
 // evalSets are testdata/searcheval's request files, in the order they were
 // written, and what the ranker's changes saw of them (BENCHMARKS.md):
-// issue 21's first set was frozen before the ranker was tuned on it; the
+// the first set was frozen before the ranker was tuned on it; the
 // ranker's next changes were chosen on it and the first two GitHub sets,
 // and judged on the third, which no change saw before that.
 var evalSets = []struct{ file, role string }{
