@@ -426,26 +426,7 @@ func TestAgentLoopDisconnectIsNotStop(t *testing.T) {
 			start := clientToolTurn(false)
 			start.Detach = tc.detach
 			ctx, cancel := context.WithCancel(context.Background())
-			stream, err := c.Run(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: start}}); err != nil {
-				t.Fatal(err)
-			}
-			var id string
-			for {
-				m, err := stream.Recv()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if m.GetSeq() == 1 {
-					id = m.GetTurnId()
-				}
-				if m.GetToolCallRequested().GetRunOnClient() {
-					break
-				}
-			}
+			id := awaitClientCall(t, c, ctx, start)
 			cancel() // the client goes away
 			rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer rcancel()

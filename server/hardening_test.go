@@ -64,12 +64,9 @@ func quotaSubject(st *status.Status) string {
 	return ""
 }
 
-// A panicking handler: the process lives, the client sees Internal with no
-// stack, path or panic text, and the panic is counted.
-func TestPanickingHandlerIsInternal(t *testing.T) {
-	t.Parallel()
-	reader := metric.NewManualReader()
-	s := newServer(t, server.WithMeterProvider(metric.NewMeterProvider(metric.WithReader(reader))))
+// registerPanicking registers on s a unary method, /test.Panic/Now (see
+// callPanicking), whose handler panics, through s's interceptors.
+func registerPanicking(s *server.Server) {
 	desc := grpc.ServiceDesc{
 		ServiceName: "test.Panic", HandlerType: (*any)(nil),
 		Methods: []grpc.MethodDesc{{MethodName: "Now", Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
@@ -82,8 +79,22 @@ func TestPanickingHandlerIsInternal(t *testing.T) {
 		}}},
 	}
 	s.GRPC().RegisterService(&desc, struct{}{})
+}
+
+// callPanicking calls registerPanicking's method on conn.
+func callPanicking(conn *grpc.ClientConn) error {
+	return conn.Invoke(context.Background(), "/test.Panic/Now", &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
+}
+
+// A panicking handler: the process lives, the client sees Internal with no
+// stack, path or panic text, and the panic is counted.
+func TestPanickingHandlerIsInternal(t *testing.T) {
+	t.Parallel()
+	reader := metric.NewManualReader()
+	s := newServer(t, server.WithMeterProvider(metric.NewMeterProvider(metric.WithReader(reader))))
+	registerPanicking(s)
 	conn := serve(t, s)
-	err := conn.Invoke(context.Background(), "/test.Panic/Now", &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
+	err := callPanicking(conn)
 	st := status.Convert(err)
 	if st.Code() != codes.Internal || st.Message() != "internal error" {
 		t.Fatalf("got %v, want Internal \"internal error\"", err)

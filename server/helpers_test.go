@@ -114,12 +114,20 @@ func protoMarshal(m proto.Message) ([]byte, error) { return proto.Marshal(m) }
 // client of it; the server records what it was sent.
 func scriptedModels(t testing.TB, script scripted.Script) (*model.Registry, *scripted.Server) {
 	t.Helper()
+	return scriptedModelsWith(t, script, openaicompat.ProviderConfig{})
+}
+
+// scriptedModelsWith is scriptedModels with the provider's cfg (its
+// BaseURL and Model are the scripted server's).
+func scriptedModelsWith(t testing.TB, script scripted.Script, cfg openaicompat.ProviderConfig) (*model.Registry, *scripted.Server) {
+	t.Helper()
 	srv, err := scripted.Start(script)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	p, err := openaicompat.New("scripted", openaicompat.ProviderConfig{BaseURL: srv.BaseURL(), Model: "m"})
+	cfg.BaseURL, cfg.Model = srv.BaseURL(), "m"
+	p, err := openaicompat.New("scripted", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,18 @@ import (
 // instead of the run blocking on a full stream for ever.
 func TestCodeModeRunClientThatDoesNotReadIsEnded(t *testing.T) {
 	t.Parallel()
+	events, last := runNotRead(t)
+	t.Logf("%d events read before the end", events)
+	if status.Code(last) != codes.ResourceExhausted || quotaSubject(status.Convert(last)) != "slow_reader_timeout" {
+		t.Fatalf("after %d events the stream ended with %v, want RESOURCE_EXHAUSTED slow_reader_timeout", events, last)
+	}
+}
+
+// runNotRead starts a CodeMode run whose events fill the stream, on a
+// server with a slow-reader timeout of 200 ms, and reads nothing for 20
+// times that; it returns the events then read and how the stream ended.
+func runNotRead(t *testing.T) (int, error) {
+	t.Helper()
 	const timeout = 200 * time.Millisecond
 	// A client whose windows are fixed (no bandwidth estimate growing
 	// them), so that not reading stops what exprd may send.
@@ -45,20 +57,14 @@ func TestCodeModeRunClientThatDoesNotReadIsEnded(t *testing.T) {
 	}
 	time.Sleep(20 * timeout) // the property is a timeout's: let it pass without reading
 	events := 0
-	var last error
 	for {
 		m, err := stream.Recv()
 		if err != nil {
-			last = err
-			break
+			return events, err
 		}
 		events++
 		if m.GetResult() != nil {
 			t.Fatalf("the run finished (%v) after %d events: it did not fill the stream", m.GetResult().GetError(), events)
 		}
-	}
-	t.Logf("%d events read before the end", events)
-	if status.Code(last) != codes.ResourceExhausted || quotaSubject(status.Convert(last)) != "slow_reader_timeout" {
-		t.Fatalf("after %d events the stream ended with %v, want RESOURCE_EXHAUSTED slow_reader_timeout", events, last)
 	}
 }
