@@ -3,7 +3,8 @@
 // it against a real `exprd --demo`: an ExprTool session (state, patch,
 // writes, a rejected message, a confirm, the client-run downloadCsv) and an
 // AgentLoop turn with the demo model whose expr tool runs in the client.
-// The test installs Debian's python3-grpcio, python3-grpc-tools and
-// python3-protobuf with install-deps.sh when /usr/bin/python3 lacks them;
+// The test installs Debian's python3-grpcio, python3-protobuf,
+// protobuf-compiler, protobuf-compiler-grpc and libprotobuf-dev with
+// install-deps.sh when they are missing;
 // when that fails it skips, or fails when CI is set.
 package python

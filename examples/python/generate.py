@@ -4,22 +4,26 @@
 
 OUT defaults to gen/ next to this file (git ignores it). The stubs are
 never committed: they are generated again before each run, so they always
-match the protos. It uses the protoc bundled in grpc_tools (Debian's
-python3-grpc-tools). proto/exprd/v1 imports the well-known types
-(google/protobuf/*.proto, shipped with grpc_tools) and google/rpc/status.proto
+match the protos. It runs Debian's protoc (protobuf-compiler, 3.21: the
+protos use proto3's optional fields, which the protoc bundled in
+python3-grpc-tools predates) with Debian's grpc_python_plugin
+(protobuf-compiler-grpc), the versions of python3-protobuf and
+python3-grpcio. proto/exprd/v1 imports the well-known types
+(google/protobuf/*.proto, from libprotobuf-dev) and google/rpc/status.proto
 (vendored under proto/): the latter is compiled here too, into
 OUT/google/rpc, because neither grpcio nor protobuf ships its module.
 """
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-from grpc_tools import protoc
-
 HERE = Path(__file__).resolve().parent
 PROTO_DIR = HERE.parent.parent / "proto"
-WELL_KNOWN = Path(protoc.__file__).resolve().parent / "_proto"
+PROTOC = "/usr/bin/protoc"
+GRPC_PLUGIN = "/usr/bin/grpc_python_plugin"
+WELL_KNOWN = Path("/usr/include")  # google/protobuf/*.proto
 
 
 def main() -> int:
@@ -37,14 +41,15 @@ def main() -> int:
     shutil.rmtree(out / "google", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     args = [
-        "protoc",
+        PROTOC,
         f"-I{PROTO_DIR}",
         f"-I{WELL_KNOWN}",
+        f"--plugin=protoc-gen-grpc_python={GRPC_PLUGIN}",
         f"--python_out={out}",
         f"--grpc_python_out={out}",
         *map(str, protos + vendored),
     ]
-    if protoc.main(args) != 0:
+    if subprocess.run(args).returncode != 0:
         print("generate.py: protoc failed", file=sys.stderr)
         return 1
     print(f"generated {len(protos) + len(vendored)} protos into {out}")

@@ -16,7 +16,7 @@ import (
 )
 
 // python is Debian's interpreter, the one python3-grpcio and
-// python3-grpc-tools install for; a python3 earlier on PATH (pyenv, a
+// python3-protobuf install for; a python3 earlier on PATH (pyenv, a
 // virtualenv) would not see them.
 const python = "/usr/bin/python3"
 
@@ -105,9 +105,9 @@ func TestPythonClient(t *testing.T) {
 	}
 }
 
-// ensureDeps runs install-deps.sh when python cannot import grpc and
-// grpc_tools. When they still cannot be had, the test fails in CI and
-// skips elsewhere.
+// ensureDeps runs install-deps.sh when what the example needs is missing
+// (install-deps.sh --check). When it still cannot be had, the test fails
+// in CI and skips elsewhere.
 func ensureDeps(t *testing.T) {
 	t.Helper()
 	if haveDeps() == nil {
@@ -127,16 +127,16 @@ func ensureDeps(t *testing.T) {
 	if err == nil {
 		return
 	}
-	msg := fmt.Sprintf("%s cannot import grpc and grpc_tools, and install-deps.sh could not install "+
-		"python3-grpcio, python3-grpc-tools and python3-protobuf (it needs apt-get and root or sudo): %v\n%s", python, err, bytes.TrimSpace(out))
+	msg := fmt.Sprintf("install-deps.sh could not install python3-grpcio, python3-protobuf, protobuf-compiler, "+
+		"protobuf-compiler-grpc and libprotobuf-dev for %s (it needs apt-get and root or sudo): %v\n%s", python, err, bytes.TrimSpace(out))
 	exprdproc.SkipOrFailInCI(t, "%s", msg)
 }
 
-// haveDeps says whether python imports what client.py and generate.py need.
+// haveDeps says whether client.py and generate.py have what they need.
 func haveDeps() error {
-	out, err := exec.Command(python, "-c", "import grpc, grpc_tools.protoc, google.protobuf").CombinedOutput()
+	out, err := exec.Command("bash", "install-deps.sh", "--check").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s: %v: %s", python, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("install-deps.sh --check: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
