@@ -116,12 +116,11 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	defer history.Close() // agent.Run has returned: nothing grows it after
 	cfg.ReserveHistory = reserve
 	t.owner = turnOwner(streamCtx)
-	created := time.Now()
-	if err := a.s.opts.turnStore.Create(ctx, t.id, t.owner); err != nil {
+	t.useStore(a.s.opts.turnStore, a.s.metrics, a.s.opts.memory, a.stopped)
+	create := func(ctx context.Context) error { return a.s.opts.turnStore.Create(ctx, t.id, t.owner) }
+	if err := t.do(ctx, storeWrite{op: "create", do: create}); err != nil { // not kept: a turn does not start without its store
 		return turnStoreStatus(err)
 	}
-	a.s.metrics.storeOp(ctx, "create", created)
-	t.useStore(a.s.opts.turnStore, a.s.metrics, a.s.opts.memory, a.stopped)
 	// Where turns can be taken over, the turn holds a lease and keeps a
 	// journal to be taken over from (agentloop_takeover.go).
 	d, err := a.hold(ctx, t, start)

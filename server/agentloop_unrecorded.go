@@ -58,6 +58,9 @@ type unrecorded struct {
 // useStore makes the turn record in st, keeping what st cannot take while
 // it is out of reach (in budget's memory) until the server stops.
 func (t *turn) useStore(st turnstore.Store, m *metrics, budget *membudget.Budget, stopped context.Context) {
+	if st.Kind() == "memory" {
+		m = nil // a map's append: no latency worth a histogram's record an event
+	}
 	t.log, t.m = st, m
 	t.unrec = &unrecorded{stopped: stopped, limits: st.Limits(), events: int(t.seq), // a turn taken over has events
 		mem: budget.EmptyFor(t.ctx, "a turn's writes kept while its store is out of reach")}
