@@ -619,7 +619,7 @@ func retryable(ctx context.Context, err error) bool {
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "exprd" {
-			return st.Code() == codes.Unavailable && info.GetReason() == "TURN_STORE_UNAVAILABLE"
+			return st.Code() == codes.Unavailable && info.GetReason() == exprdv1.ErrorReason_TURN_STORE_UNAVAILABLE.String()
 		}
 	}
 	switch st.Code() {

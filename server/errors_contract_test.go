@@ -100,6 +100,46 @@ func TestErrorsTableCoversTheEnum(t *testing.T) {
 	}
 }
 
+// docs/errors.md's table lists exactly the enum's values, each with the
+// code of its row in testdata/errors.json.
+func TestErrorsDocsTable(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/errors.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "\n## The reasons\n")
+	if !ok {
+		t.Fatal("docs/errors.md has no section \"The reasons\"")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	documented := map[string]string{} // reason: code
+	for line := range strings.Lines(table) {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 2 {
+			continue
+		}
+		reason, code := strings.Trim(cells[0], "| `"), strings.Trim(cells[1], "`")
+		if _, twice := documented[reason]; twice {
+			t.Errorf("docs/errors.md lists %s twice", reason)
+		}
+		documented[reason] = code
+	}
+	for _, row := range errorRows(t) {
+		code, ok := documented[row.Reason]
+		switch {
+		case !ok:
+			t.Errorf("docs/errors.md does not list %s", row.Reason)
+		case code != row.Code:
+			t.Errorf("docs/errors.md gives %s the code %s, want %s", row.Reason, code, row.Code)
+		}
+		delete(documented, row.Reason)
+	}
+	for reason := range documented {
+		t.Errorf("docs/errors.md lists %s, which is not a value of exprd.v1.ErrorReason", reason)
+	}
+}
+
 // Each reason, provoked through the gRPC API of a server on loopback,
 // comes with its row's code, its ErrorInfo (domain exprd) and exactly its
 // row's details.

@@ -45,7 +45,8 @@ const (
 	// Never sent.
 	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
 	// INVALID_ARGUMENT. A request field is wrong. BadRequest names it;
-	// metadata field.
+	// metadata field. (An ExprTool Session message with no field set is
+	// Rejected with this reason and no BadRequest.)
 	ErrorReason_INVALID_FIELD ErrorReason = 1
 	// UNAUTHENTICATED. The call carries no bearer token.
 	ErrorReason_TOKEN_MISSING ErrorReason = 2
