@@ -151,7 +151,7 @@ func TestExecutorsErrorResults(t *testing.T) {
 		want string // in the error, or the content when ok
 		ok   bool
 	}{
-		{"utcp tool fails", agent.UTCPExecutor(reg, "math.divide"), `{"a": 1, "b": 0}`, "division by zero", false},
+		{"utcp tool fails", agent.UTCPExecutor(reg, "math.divide"), `{"a": 1, "b": 0}`, `provider answered 422 Unprocessable Entity: {"code":"division_by_zero"}`, false},
 		{"utcp unknown tool", agent.UTCPExecutor(reg, "math.nope"), `{}`, "not found", false},
 		{"codemode without code", agent.CodeModeExecutor(rt, nil, nil), `{}`, `{"code": "<program>"}`, false},
 		{"codemode tool not on the whitelist", agent.CodeModeExecutor(rt, nil, nil), `{"code": "codemode.CallTool(\"math.add\", {\"a\": 1, \"b\": 2})"}`, "math.add", false},

@@ -7,8 +7,8 @@ import "context"
 // for a refused manual, followed by the JSON path inside it), NOT_FOUND
 // and ALREADY_EXISTS with a ResourceInfo naming the manual or tool. The
 // messages are the registry's own, which name paths and keys and show of
-// a provider's answer only its status and a short message
-// (utcp.ProviderErrorBody). Anything else is INTERNAL, logged.
+// a provider's answer only its status and, where the operator opted in,
+// its error's type and code (utcp.Env.ProviderFields). Anything else is INTERNAL, logged.
 func (t *toolRegistry) registryStatus(err error, field string) error {
 	return statusOf(context.Background(), t.log, err, field)
 }

@@ -128,7 +128,7 @@ func TestCodemodeRun(t *testing.T) {
 			args:       []string{"--code", `codemode.CallTool("math.divide", {"a": 1, "b": 0})`, "--tools", "math.divide"},
 			wantCode:   exitError,
 			wantStdout: "start math.divide {\"a\":1,\"b\":0}\nend math.divide error in D: ",
-			wantStderr: `exprctl codemode run: host-function at line 1, column 10: tool "math.divide" failed: tool "math.divide": provider answered 422: {"error":"division by zero"}` + "\n",
+			wantStderr: `exprctl codemode run: host-function at line 1, column 10: tool "math.divide" failed: tool "math.divide": provider answered 422 Unprocessable Entity: {"code":"division_by_zero"}` + "\n",
 		},
 		{
 			name:       "a program error: a tool off the whitelist",

@@ -128,7 +128,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.utcpTimeout, "utcp-timeout", utcp.DefaultTimeout, "the deadline of a UTCP tool call or manual fetch whose template sets no timeout (a template's own timeout wins, longer or shorter)")
 
 	fs.StringVar(&c.egressAllow, "egress-allow", "", "comma-separated hosts, *.suffix names, IPs, CIDRs or \"loopback\" that tool providers may be on besides public addresses; plain http:// and plaintext gRPC reach only these (--demo adds loopback)")
-	fs.BoolVar(&c.showProviderMessages, "show-provider-messages", false, "let a tool provider's own short error message reach clients and models, with host names, addresses, URLs and key-like strings removed (default: only what failed and the status)")
+	fs.BoolVar(&c.showProviderMessages, "show-provider-messages", false, "let clients and models see the reason phrase of a tool provider's error status and the type and code of its JSON error, when each is a short identifier-like token holding no bound value; never its message (default: only what failed and the status code)")
 	fs.BoolVar(&c.registryWritesWithoutAuth, "registry-writes-without-auth", false, "with auth off, let any client register and deregister manuals (default: refused; with auth on, writers need the registry.write scope)")
 	fs.IntVar(&c.registryMaxManuals, "registry-max-manuals", utcp.DefaultMaxManuals, "manuals the tool registry holds at once, the operator's included")
 	fs.IntVar(&c.registryMaxTools, "registry-max-tools", utcp.DefaultMaxTools, "tools the tool registry holds at once, over every manual")

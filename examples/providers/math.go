@@ -2,7 +2,6 @@ package providers
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -27,19 +26,21 @@ func StartMath() (*Math, error) {
 	m := &Math{url: "http://" + lis.Addr().String()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /utcp", m.manual)
+	// An operation's error is its code: what a caller of exprd is shown
+	// with --show-provider-messages (the message never is).
 	ops := map[string]func(a, b float64) (float64, error){
 		"add":      func(a, b float64) (float64, error) { return a + b, nil },
 		"subtract": func(a, b float64) (float64, error) { return a - b, nil },
 		"multiply": func(a, b float64) (float64, error) { return a * b, nil },
 		"divide": func(a, b float64) (float64, error) {
 			if b == 0 {
-				return 0, fmt.Errorf("division by zero")
+				return 0, mathError{"division_by_zero", "division by zero"}
 			}
 			return a / b, nil
 		},
 		"sqrt": func(a, _ float64) (float64, error) {
 			if a < 0 {
-				return 0, fmt.Errorf("the square root of a negative number")
+				return 0, mathError{"negative_square_root", "the square root of a negative number"}
 			}
 			return math.Sqrt(a), nil
 		},
@@ -49,12 +50,13 @@ func StartMath() (*Math, error) {
 			a, errA := strconv.ParseFloat(r.URL.Query().Get("a"), 64)
 			b, errB := strconv.ParseFloat(r.URL.Query().Get("b"), 64)
 			if errA != nil || (name != "sqrt" && errB != nil) {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "a and b must be numbers"})
+				writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]string{"code": "not_a_number", "message": "a and b must be numbers"}})
 				return
 			}
 			v, err := op(a, b)
 			if err != nil {
-				writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
+				me := err.(mathError)
+				writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": map[string]string{"code": me.code, "message": me.msg}})
 				return
 			}
 			writeJSON(w, http.StatusOK, map[string]float64{"result": v})
@@ -64,6 +66,11 @@ func StartMath() (*Math, error) {
 	go func() { _ = m.srv.Serve(lis) }()
 	return m, nil
 }
+
+// mathError is an operation's failure: a code and a message.
+type mathError struct{ code, msg string }
+
+func (e mathError) Error() string { return e.msg }
 
 // URL is the provider's base URL; its manual is at URL()+"/utcp".
 func (m *Math) URL() string { return m.url }
