@@ -93,7 +93,7 @@ func agentCmd(e *env, args []string) error {
 		if state, err = stateFile(*statePath); err != nil {
 			return err
 		}
-		start = &exprdv1.AgentStart{Provider: *provider, System: *system, Detach: proto.Bool(rc != nil),
+		start = &exprdv1.AgentStart{Provider: *provider, System: *system, Detach: proto.Bool(rc != nil), StateJson: string(state),
 			Messages: []*exprdv1.AgentMessage{{Role: exprdv1.AgentMessage_ROLE_USER, Content: *prompt}}}
 		if *withExpr {
 			start.Tools = append(start.Tools, &exprdv1.AgentTool{Name: "expr", Executor: exprdv1.AgentTool_EXECUTOR_EXPR})
@@ -175,12 +175,6 @@ func agentCmd(e *env, args []string) error {
 	}
 	if err != nil {
 		return err
-	}
-	if state != nil {
-		if err := turn.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_State{State: &exprdv1.State{StateJson: string(state)}}}); err != nil {
-			_, _ = turn.Close()
-			return err
-		}
 	}
 	waited := make(chan struct{})
 	go func() {
