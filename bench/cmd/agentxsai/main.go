@@ -75,6 +75,7 @@ import (
 
 	"github.com/exprd/exprd/examples/providers"
 	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/procs"
 	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
 )
@@ -371,13 +372,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	exprdSide := func() (*sideResult, time.Duration, error) {
 		var cpu0 time.Duration
 		res, err := runSide(w.exprdCmd(ctx, e), "exprd ("+w.exprdClient+")", func() (err error) {
-			cpu0, err = procCPU(srv.Pid())
+			cpu0, err = procs.ProcessCPU(srv.Pid())
 			return err
 		}, exprdLog)
 		if err != nil {
 			return nil, 0, err
 		}
-		cpu1, err := procCPU(srv.Pid())
+		cpu1, err := procs.ProcessCPU(srv.Pid())
 		return res, cpu1 - cpu0, err
 	}
 	var floorEnv *env

@@ -169,7 +169,7 @@ func clientMain(args []string) error {
 	if err := handshake(lines, doneLine); err != nil {
 		return err
 	}
-	r.PeakRSSKiB = peakRSSKiB("self")
+	r.PeakRSSKiB = peakRSSKiB(os.Getpid())
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
@@ -378,11 +378,11 @@ func directRead(ctx context.Context, hc *http.Client, baseURL string, lat []int6
 }
 
 // peakRSSKiB is a process's VmHWM ("self" or a pid), 0 when unread.
-func peakRSSKiB(pid string) int64 { return statusKiB(pid, "VmHWM") }
+func peakRSSKiB(pid int) int64 { return statusKiB(pid, "VmHWM") }
 
 // statusKiB reads a field of /proc/<pid>/status in kB.
-func statusKiB(pid, field string) int64 {
-	b, _ := os.ReadFile("/proc/" + pid + "/status")
+func statusKiB(pid int, field string) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			var kb int64

@@ -555,7 +555,7 @@ func (h *harness) exprd(ctx context.Context, n int, row *Row) (Phase, error) {
 		return Phase{}, err
 	}
 	defer srv.Stop()
-	pid := strconv.Itoa(srv.Pid())
+	pid := srv.Pid()
 	var (
 		baseRSS int64
 		cpu0    time.Duration
@@ -572,7 +572,7 @@ func (h *harness) exprd(ctx context.Context, n int, row *Row) (Phase, error) {
 		if gs0, err = readGoroutines(pprofAddr); err != nil {
 			return err
 		}
-		cpu0, err = procCPU(pid)
+		cpu0, err = procs.ProcessCPU(pid)
 		return err
 	}
 	g.atGate = func() error {
@@ -606,7 +606,7 @@ func (h *harness) exprd(ctx context.Context, n int, row *Row) (Phase, error) {
 	}
 	h.logf("N=%d exprd", n)
 	phase, err := h.runPhase(ctx, h.goClient(ctx, "-mode", "exprd", "-n", fmt.Sprint(n), "-addr", srv.Addr), g, func() error {
-		cpu1, err := procCPU(pid)
+		cpu1, err := procs.ProcessCPU(pid)
 		if err != nil {
 			return err
 		}
@@ -653,16 +653,16 @@ func (h *harness) xsai(ctx context.Context, n int, stream bool) (Phase, error) {
 	cmd := exec.CommandContext(ctx, h.node, args...)
 	cmd.Dir = h.xsaiDir
 	var (
-		pid     string
+		pid     int
 		baseRSS int64
 		cpu0    time.Duration
 		p       Phase
 	)
 	g := gated{model: model, kind: kindFirst, n: n}
 	g.before = func() (err error) {
-		pid = strconv.Itoa(cmd.Process.Pid)
+		pid = cmd.Process.Pid
 		baseRSS = statusKiB(pid, "VmRSS")
-		cpu0, err = procCPU(pid)
+		cpu0, err = procs.ProcessCPU(pid)
 		return err
 	}
 	g.atGate = func() error {
@@ -671,7 +671,7 @@ func (h *harness) xsai(ctx context.Context, n int, stream bool) (Phase, error) {
 	}
 	h.logf("N=%d %s", n, name)
 	phase, err := h.runPhase(ctx, cmd, g, func() error {
-		cpu1, err := procCPU(pid)
+		cpu1, err := procs.ProcessCPU(pid)
 		p.CPUPerTurnNS = (cpu1 - cpu0).Nanoseconds() / int64(n)
 		p.PeakRSSMiB = mib(peakRSSKiB(pid))
 		p.NoFile = limitNoFile(pid)
@@ -705,30 +705,6 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// procCPU reads a process's utime+stime from /proc/<pid>/stat (USER_HZ:
-// 100 on every Linux Go runs on).
-func procCPU(pid string) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// After the command's name in parentheses: state (field 3) ... utime (14), stime (15).
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%s/stat: %q", pid, b)
-	}
-	var ticks int64
-	for _, s := range f[11:13] {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		ticks += v
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
-}
-
 // loadAvg is the machine's 1-minute load average.
 func loadAvg() float64 {
 	b, _ := os.ReadFile("/proc/loadavg")
@@ -746,8 +722,8 @@ func selfCPU() time.Duration {
 }
 
 // limitNoFile is a process's soft limit of open files (0 when unread).
-func limitNoFile(pid string) int64 {
-	b, _ := os.ReadFile("/proc/" + pid + "/limits")
+func limitNoFile(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
 	for line := range strings.Lines(string(b)) {
 		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
 			if f := strings.Fields(rest); len(f) > 0 {
