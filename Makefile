@@ -71,8 +71,9 @@ bench-inflight: ## AgentLoop turns in flight at once (INFLIGHT_N) on a real expr
 	cd bench && timeout 20m go run ./cmd/turnsinflight --module .. --exprd-bin $(BIN)/exprd --n $(INFLIGHT_N) --json results/turnsinflight.json --plot ../benchmarks-inflight.png
 
 .PHONY: bench
-bench: ## Run every benchmark against its baseline and peers; writes BENCHMARKS.md's tables and benchmarks-scale.png
+bench: ## Run every benchmark against its baseline and peers; writes BENCHMARKS.md's tables and benchmarks-scale.png, then the turns in flight (bench-inflight: its JSON and benchmarks-inflight.png)
 	cd bench && go run ./cmd/benchreport --module .. --count $(BENCH_COUNT)
+	$(MAKE) bench-inflight
 
 FUZZTIME ?= 10s
 FUZZPKGS ?= ./...
