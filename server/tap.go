@@ -73,7 +73,7 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 		s.conns.proven(ctx)
 	}
 	if s.gate != nil {
-		s.gate.Admit(ctx, limit, who)
+		ctx = s.gate.Admit(ctx, limit, who) // tagged with its stream
 	}
 	return ctx, nil
 }

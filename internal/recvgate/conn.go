@@ -16,8 +16,8 @@ import (
 
 // conn is a server connection whose large received messages the gate
 // admits. Its reads pass through unchanged, though not always in the
-// chunks they came in: a read ends at the end of a header block (with
-// admission), and before the last byte of a message that waits for its
+// chunks they came in: a read ends at the end of a header block (so
+// that the tap tags its stream), and before the last byte of a message that waits for its
 // room (a compressed one). The gate adds to them only the RST_STREAM of a
 // stream it reset, between frames. Its writes pass through too, except
 // the WINDOW_UPDATE frames of a stream whose message waits for
@@ -25,7 +25,7 @@ import (
 type conn struct {
 	net.Conn
 	g      *Gate
-	key    string // in g.conns, or "" when another connection has its addresses
+	addr   net.Addr // its local address, its own (connAddr); nil when the wrapped one is
 	ctx    context.Context
 	cancel context.CancelFunc
 	once   sync.Once
@@ -129,11 +129,10 @@ func (g *Gate) wrap(nc net.Conn) net.Conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{Conn: nc, g: g, ctx: ctx, cancel: cancel, streams: map[uint32]*stream{}, boundary: true}
 	c.in.skip = prefaceLen
-	if key := addrKey(nc.LocalAddr(), nc.RemoteAddr()); key != "" {
-		if _, taken := g.conns.LoadOrStore(key, c); !taken {
-			c.key = key
-		}
+	if la := nc.LocalAddr(); la != nil {
+		c.addr = &connAddr{Addr: la, c: c}
 	}
+	g.conns.Store(c, c)
 	if g.peerLimit > 0 && g.peerKey != nil {
 		if id := g.peerKey(nc.RemoteAddr()); id != "" {
 			c.peerID, c.peer = id, g.attach(id)
@@ -142,10 +141,16 @@ func (g *Gate) wrap(nc net.Conn) net.Conn {
 	return c
 }
 
+// LocalAddr is the wrapped connection's local address, as a value of
+// this connection's own: grpc-go gives it to the stats handler, which
+// finds the connection by it (TagConn), however many connections share
+// the same addresses.
+func (c *conn) LocalAddr() net.Addr { return c.addr }
+
 // Read gives grpc-go what the client sent, and the RST_STREAM of the
 // streams the gate reset.
 func (c *conn) Read(p []byte) (int, error) {
-	if id := c.undecided.Swap(0); id != 0 {
+	if id := c.undecided.Swap(0); id != 0 && c.g.admission {
 		c.ended(id) // grpc-go did not admit it
 	}
 	for {
@@ -240,9 +245,7 @@ func (c *conn) noteBoundary() {
 
 func (c *conn) Close() error {
 	c.once.Do(func() {
-		if c.key != "" {
-			c.g.conns.CompareAndDelete(c.key, c)
-		}
+		c.g.conns.Delete(c)
 		c.cancel()
 		c.mu.Lock()
 		c.closed = true
@@ -285,12 +288,13 @@ func (c *conn) opened(id uint32) {
 }
 
 // admitted admits the stream grpc-go is deciding on, with limit, for
-// the caller who ("": its connection's peer).
-func (c *conn) admitted(limit uint32, who string) {
+// the caller who ("": its connection's peer), and returns its id (0: no
+// stream is being decided on).
+func (c *conn) admitted(limit uint32, who string) uint32 {
 	id := c.undecided.Swap(0)
 	if id == 0 {
 		c.g.unmatched.Add(1)
-		return
+		return 0
 	}
 	c.mu.Lock()
 	if s := c.streams[id]; s != nil && !s.admitted {
@@ -301,6 +305,7 @@ func (c *conn) admitted(limit uint32, who string) {
 		}
 	}
 	c.mu.Unlock()
+	return id
 }
 
 // callerPeer prefixes the peer key of a caller Admit named, so that no
@@ -538,26 +543,28 @@ func (c *conn) withhold(id, inc uint32) bool {
 	return true
 }
 
-// decoded forgets a decoded message of n bytes and returns what it holds.
-func (c *conn) decoded(n int) []hold {
+// decoded forgets a decoded message of n bytes of the stream id and
+// returns what it holds. grpc-go decodes a stream's messages in their
+// order, so it is the stream's first complete one of n bytes; another
+// stream's, of whatever length, is never taken for it.
+func (c *conn) decoded(id uint32, n int) []hold {
 	if n <= int(c.g.window) && c.g.inflated == 0 {
 		return nil
 	}
 	c.mu.Lock()
-	var held []hold
-find:
-	for _, s := range c.streams {
-		for i, m := range s.msgs {
-			if m.complete && int(m.size) == n {
-				m.done = true
-				held = m.take(held, c.peerOf(s))
-				s.msgs = slices.Delete(s.msgs, i, i+1)
-				break find
-			}
+	defer c.mu.Unlock()
+	s := c.streams[id]
+	if s == nil {
+		return nil
+	}
+	for i, m := range s.msgs {
+		if m.complete && int(m.size) == n {
+			m.done = true
+			s.msgs = slices.Delete(s.msgs, i, i+1)
+			return m.take(nil, c.peerOf(s))
 		}
 	}
-	c.mu.Unlock()
-	return held
+	return nil
 }
 
 // reader follows the frames a client sends.
@@ -579,8 +586,8 @@ func (r *reader) atBoundary() bool {
 }
 
 // feed follows p, the next bytes for grpc-go, and returns how many of them
-// it may have now: all, or fewer when a header block ends (with
-// admission, so that grpc-go decides on its stream before it reads on)
+// it may have now: all, or fewer when a header block ends (so that
+// grpc-go decides on its stream, and tags it, before it reads on)
 // or when a message waits for its room before its last byte (wait is then
 // its readiness).
 func (r *reader) feed(c *conn, p []byte) (n int, wait <-chan struct{}) {
@@ -674,7 +681,9 @@ func (r *reader) end(c *conn) bool {
 	case typeRSTStream:
 		c.ended(r.fh.stream)
 	case typeHeaders, typeContinue:
-		if r.fh.flags&flagEndHeaders != 0 && c.g.admission && r.block != 0 {
+		// grpc-go decides on the stream (its tap tags it, with Admit)
+		// before it reads on.
+		if r.fh.flags&flagEndHeaders != 0 && r.block != 0 {
 			c.undecided.Store(r.block)
 			r.block = 0
 			return true

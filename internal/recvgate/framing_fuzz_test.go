@@ -49,7 +49,7 @@ func testConn(window uint32) (*conn, *sink) {
 }
 
 // feedAll gives the reader all of p, as grpc-go reads on: a header block
-// ended (with admission) is admitted, as a tap would, before the rest.
+// ended is admitted, as a tap would, before the rest.
 func feedAll(t *testing.T, c *conn, p []byte) {
 	for len(p) > 0 {
 		n, wait := c.in.feed(c, p)
@@ -117,7 +117,7 @@ func FuzzWriter(f *testing.F) {
 
 // A client's gRPC message, in DATA frames of any sizes and paddings, cut
 // anywhere, is seen whole: one message of its length, complete at its
-// last byte; with admission, the reader stops at the end of the header
+// last byte; the reader stops at the end of the header
 // block (HEADERS, or its last CONTINUATION) and the stream admitted then
 // is the one followed; and no bytes at all make the reader fail.
 func FuzzReader(f *testing.F) {

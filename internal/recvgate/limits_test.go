@@ -39,8 +39,7 @@ func admitTap(g *Gate) grpc.ServerOption {
 		if w := info.Header.Get("who"); len(w) > 0 {
 			who = w[0]
 		}
-		g.Admit(ctx, limit, who)
-		return ctx, nil
+		return g.Admit(ctx, limit, who), nil
 	})
 }
 

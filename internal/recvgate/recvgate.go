@@ -29,6 +29,18 @@
 // after grpc-go has decoded it: a state is copied and decoded again), or
 // when the connection closes.
 //
+// A decoded message releases its own stream's reservation and no
+// other's: the server's tap (Admit, or Tap for a server without a tap of
+// its own) tags the RPC's context with its HTTP/2 stream, which the
+// StatsHandler reads. The gate gives grpc-go a connection's bytes up to
+// the end of each header block and no further, and grpc-go runs the tap
+// for that block before it reads again, so the stream is the one whose
+// header block the gate read last. The RPC of a server whose tap does
+// not tag it releases its messages' room only when its stream ends. The
+// StatsHandler finds the gate's connection by the local address value
+// the connection hands grpc-go, its own whatever its text: connections
+// with the same addresses (behind a proxy or a NAT) are kept apart.
+//
 // So the memory of messages being received is bounded by the budget, the
 // overdraft, and one flow-control window per open stream, instead of one
 // largest message per open stream.
@@ -70,6 +82,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/tap"
 
 	"github.com/exprd/exprd/membudget"
 )
@@ -82,8 +95,8 @@ type Gate struct {
 	budget         *membudget.Budget
 	overdraft      *semaphore.Weighted // first come, first served
 	overdraftLimit int64
-	window         uint32 // messages longer than this are admitted
-	conns          sync.Map
+	window         uint32   // messages longer than this are admitted
+	conns          sync.Map // the open connections, each its own key
 
 	admission bool          // only streams Admit admitted are reserved for
 	arrival   time.Duration // a reserved message must arrive within this; 0: no bound
@@ -159,20 +172,37 @@ func New(budget *membudget.Budget, window, maxMsg int, opts ...Option) *Gate {
 }
 
 // Admit tells the gate that the stream whose headers grpc-go is deciding
-// on, in ctx (a grpc.InTapHandle's), is admitted; limit, when positive,
+// on, in ctx (a grpc.InTapHandle's), is admitted, and returns ctx tagged
+// with the stream: the tap must return it (or a context made from it), so
+// that the gate releases a decoded message's room from its own stream's
+// reservations and no other's. limit, when positive,
 // bounds its messages' length below the largest message: a longer one
 // resets the stream, and grpc-go is given no frame of it after the one
 // that carries its length. who, when not "", names the stream's caller
 // (its token): with WithPeerLimit, the caller's messages share one limit,
 // whatever connections and addresses they come from, instead of their
 // connection's peer's. It must be called from the tap, which grpc-go
-// runs before it reads on.
-func (g *Gate) Admit(ctx context.Context, limit int, who string) {
+// runs before it reads on. Without WithAdmission every stream is
+// admitted already, and Admit only tags it (limit and who count only
+// with WithAdmission).
+func (g *Gate) Admit(ctx context.Context, limit int, who string) context.Context {
 	c, ok := ctx.Value(connKey{}).(*conn)
 	if !ok {
-		return
+		return ctx
 	}
-	c.admitted(uint32(max(limit, 0)), who)
+	if id := c.admitted(uint32(max(limit, 0)), who); id != 0 {
+		return context.WithValue(ctx, streamKey{}, id)
+	}
+	return ctx
+}
+
+// Tap is a tap.ServerInHandle (grpc.InTapHandle) for a server with no tap
+// of its own: it admits every stream, with no limit of its own, as its
+// connection's peer's. A server whose tap does not call Admit leaves its
+// RPCs untagged: their messages' room is released only when their
+// stream ends, never by another stream's decoded message.
+func (g *Gate) Tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	return g.Admit(ctx, 0, ""), nil
 }
 
 // Resets is the number of streams the gate has reset: their message did
@@ -249,11 +279,17 @@ func (t *transportCreds) Clone() credentials.TransportCredentials {
 
 type connKey struct{}
 
+// streamKey tags an RPC's context with its HTTP/2 stream's id (Admit).
+type streamKey struct{}
+
 type statsHandler struct{ g *Gate }
 
+// TagConn finds the gate's connection by the local address grpc-go took
+// from it, which the connection made its own (connAddr): two connections
+// with the same addresses are never taken for one another.
 func (h statsHandler) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	if v, ok := h.g.conns.Load(addrKey(info.LocalAddr, info.RemoteAddr)); ok {
-		return context.WithValue(ctx, connKey{}, v)
+	if a, ok := info.LocalAddr.(*connAddr); ok && a.c.g == h.g {
+		return context.WithValue(ctx, connKey{}, a.c)
 	}
 	return ctx
 }
@@ -276,8 +312,10 @@ func (h statsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		if p.Client {
 			return
 		}
-		if c, ok := ctx.Value(connKey{}).(*conn); ok {
-			held = c.decoded(p.WireLength - prefixLen)
+		c, ok := ctx.Value(connKey{}).(*conn)
+		id, tagged := ctx.Value(streamKey{}).(uint32)
+		if ok && tagged {
+			held = c.decoded(id, p.WireLength-prefixLen)
 		}
 	case *stats.End:
 		if p.Client {
@@ -332,11 +370,11 @@ type rpcHold struct {
 	held []hold
 }
 
-func addrKey(local, remote net.Addr) string {
-	if local == nil || remote == nil {
-		return ""
-	}
-	return local.String() + " " + remote.String()
+// connAddr is a gate's connection's local address: the address it
+// wraps, and the connection, which the stats handler finds by it.
+type connAddr struct {
+	net.Addr
+	c *conn
 }
 
 // HTTP/2 (RFC 9113) and gRPC framing, as much as the gate reads of them.

@@ -96,6 +96,9 @@ func serve(t *testing.T, g *Gate, tlsOn bool, opts ...grpc.ServerOption) served 
 		t.Fatal(err)
 	}
 	lis := &countingListener{Listener: l}
+	if !g.admission { // with it, the test's tap admits (admitTap)
+		opts = append(opts, grpc.InTapHandle(g.Tap))
+	}
 	opts = append(opts, grpc.StatsHandler(g.StatsHandler()), grpc.StreamInterceptor(g.StreamInterceptor()), grpc.MaxRecvMsgSize(2*maxMsg),
 		grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(16<<20))
 	clientCreds := insecure.NewCredentials()
