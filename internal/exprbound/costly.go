@@ -5,11 +5,14 @@
 package exprbound
 
 import (
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"regexp"
 	"regexp/syntax"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm/runtime"
@@ -174,7 +177,7 @@ func (b bounds) uniq(p ...any) (any, error) {
 
 // uniqKey is what uniq keys an item by: equal items (runtime.Equal) share
 // one, and distinct items seldom do (numbers past 2^53 that round to the
-// same float64; objects that == tells apart but render the same JSON).
+// same float64, NaN, objects of numbers of different Go types).
 type uniqKey struct {
 	kind uint8
 	num  float64
@@ -188,8 +191,8 @@ const (
 	keyTrue
 	keyNumber
 	keyString
-	keyJSON
-	keyOther // a value that renders no JSON
+	keyShape // an array or an object, by shapeKey
+	keyOther // a value shapeKey does not key
 )
 
 func (b bounds) uniqKey(x any) uniqKey {
@@ -208,6 +211,10 @@ func (b bounds) uniqKey(x any) uniqKey {
 	case float64:
 		return uniqKey{kind: keyNumber, num: v}
 	}
+	if runtime.IsNil(x) {
+		// == finds null equal to a nil array or object (concat([], [])).
+		return uniqKey{kind: keyNil}
+	}
 	r := reflect.ValueOf(x)
 	switch {
 	case r.CanInt():
@@ -217,20 +224,112 @@ func (b bounds) uniqKey(x any) uniqKey {
 	case r.CanFloat():
 		return uniqKey{kind: keyNumber, num: r.Float()}
 	}
-	// Arrays and objects: equal ones (reflect.DeepEqual, as == compares
-	// them) render the same JSON, measured first (a value of shared parts
-	// may render far larger than it is).
+	// Arrays and objects, measured first (a value of shared parts may be
+	// far larger to walk than it is in memory).
 	if b.Normalize != nil {
-		v, err := b.Normalize(x)
-		if err != nil {
+		if _, err := b.Normalize(x); err != nil {
 			return uniqKey{kind: keyOther}
 		}
-		x = v
 	}
-	if js, err := json.Marshal(x); err == nil {
-		return uniqKey{kind: keyJSON, str: string(js)}
+	var sb strings.Builder
+	if !shapeKey(&sb, r, 0) {
+		return uniqKey{kind: keyOther}
 	}
-	return uniqKey{kind: keyOther}
+	return uniqKey{kind: keyShape, str: sb.String()}
+}
+
+// shapeKey writes v's key: values == finds equal write the same one. ==
+// compares arrays item by item with == (1 and 1.0 are equal, an int past
+// 2^53 and the float it rounds to too, -0 and 0), objects with
+// reflect.DeepEqual (-0 and 0 equal again), and times by their instant:
+// so numbers are written as the float64 they compare as, zero without its
+// sign, and times in UTC. It reports false for a value it does not key (a
+// struct, a pointer, a nesting deeper than MaxDepth).
+func shapeKey(sb *strings.Builder, v reflect.Value, depth int) bool {
+	if depth > MaxDepth {
+		return false
+	}
+	if v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			sb.WriteByte('n')
+			return true
+		}
+		v = v.Elem()
+	}
+	if t, ok := v.Interface().(time.Time); ok {
+		sb.WriteByte('T')
+		sb.WriteString(t.UTC().Format(time.RFC3339Nano))
+		return true
+	}
+	switch {
+	case v.CanInt():
+		return writeNumber(sb, float64(v.Int()))
+	case v.CanUint():
+		return writeNumber(sb, float64(v.Uint()))
+	case v.CanFloat():
+		return writeNumber(sb, v.Float())
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		sb.WriteString(strconv.FormatBool(v.Bool()))
+	case reflect.String:
+		sb.WriteString(strconv.Itoa(v.Len()))
+		sb.WriteByte('"')
+		sb.WriteString(v.String())
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			sb.WriteByte('n')
+			return true
+		}
+		sb.WriteByte('[')
+		for i := range v.Len() {
+			if !shapeKey(sb, v.Index(i), depth+1) {
+				return false
+			}
+			sb.WriteByte(',')
+		}
+		sb.WriteByte(']')
+	case reflect.Map:
+		if v.IsNil() {
+			sb.WriteByte('n')
+			return true
+		}
+		entries := make([]string, 0, v.Len())
+		it := v.MapRange()
+		for it.Next() {
+			var e strings.Builder
+			if !shapeKey(&e, it.Key(), depth+1) {
+				return false
+			}
+			e.WriteByte(':')
+			if !shapeKey(&e, it.Value(), depth+1) {
+				return false
+			}
+			entries = append(entries, e.String())
+		}
+		slices.Sort(entries)
+		sb.WriteByte('{')
+		for _, e := range entries {
+			sb.WriteString(strconv.Itoa(len(e)))
+			sb.WriteByte(':')
+			sb.WriteString(e)
+		}
+		sb.WriteByte('}')
+	default:
+		return false
+	}
+	return true
+}
+
+// writeNumber writes a number's key: the float64 it compares as, 0 for -0.
+func writeNumber(sb *strings.Builder, f float64) bool {
+	if f == 0 {
+		f = 0
+	}
+	sb.WriteByte('d')
+	sb.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+	sb.WriteByte(';')
+	return true
 }
 
 // anySliceOf is xs's items, for uniq's argument of any array type.

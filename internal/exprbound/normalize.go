@@ -197,9 +197,12 @@ func (n *Normalizer) convert(v any, depth int) (any, bool, error) {
 		}
 		return out, true, nil
 	case time.Time:
-		return x.Format(time.RFC3339Nano), true, nil
+		// Text like any string: counted, and bounded by MaxString.
+		nv, _, err := n.convert(x.Format(time.RFC3339Nano), depth)
+		return nv, true, err
 	case time.Duration:
-		return x.String(), true, nil
+		nv, _, err := n.convert(x.String(), depth)
+		return nv, true, err
 	}
 	return n.reflected(v, depth)
 }
