@@ -351,6 +351,9 @@ func rangeSum(m, n int) (int, bool) {
 	if n < m {
 		return 0, true
 	}
+	if d, ok := subInt(n, m); !ok || d == math.MaxInt {
+		return 0, false // more items than an int counts, refused as the range is (rangeEnd)
+	}
 	lo, hi := big.NewInt(int64(m)), big.NewInt(int64(n))
 	count := new(big.Int).Sub(hi, lo)
 	count.Add(count, big.NewInt(1))

@@ -11,10 +11,12 @@
 //     strings uncharged (a + b, replace, join) or charges them only after
 //     building them (repeat): `reduce(1..40, #acc + #acc, "x")` would ask
 //     for a terabyte. Its integer arithmetic wraps (9223372036854775807 + 1
-//     is negative), and its sortBy is not stable. The swapped operations
-//     refuse a string over the limit before allocating it, measure a value
-//     before toJSON or string renders it, refuse an integer overflow, a
-//     division or a modulo by zero ([ArithmeticError]), and sort stably.
+//     is negative, and -1..9223372036854775807, whose count of items
+//     wraps, is empty), and its sortBy is not stable. The swapped
+//     operations refuse a string over the limit before allocating it,
+//     measure a value before toJSON or string renders it, refuse an
+//     integer overflow (a range's count of items too), a division or a
+//     modulo by zero ([ArithmeticError]), and sort stably.
 //     A member read by name of a value that may be a JSON object reads a
 //     map[string]any directly, where expr goes through reflect; anything
 //     else is expr's own (FuzzMemberAccess holds the two alike).

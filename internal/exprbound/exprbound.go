@@ -67,10 +67,20 @@ func Functions(l Limits) []expr.Option {
 				return nil, fmt.Errorf("invalid argument for repeat (expected positive integer, got %d)", n)
 			}
 			if chars := utf8.RuneCountInString(s); chars > 0 && n > b.MaxString/chars {
-				if n <= math.MaxInt32 {
-					return nil, b.tooLong(fmt.Sprintf("repeat would make a string of %d characters, which", chars*n))
+				// chars*n counts the characters of s's copies apart: bytes
+				// of no character at the end of one may make one with the
+				// start of the next. Past 4 bytes a character it is over.
+				if len(s) > b.maxBytes()/n {
+					if n <= math.MaxInt32 {
+						return nil, b.tooLong(fmt.Sprintf("repeat would make a string of %d characters, which", chars*n))
+					}
+					return nil, b.tooLong(fmt.Sprintf("repeat of %d characters %d times", chars, n))
 				}
-				return nil, b.tooLong(fmt.Sprintf("repeat of %d characters %d times", chars, n))
+				out := strings.Repeat(s, n)
+				if chars := utf8.RuneCountInString(out); chars > b.MaxString {
+					return nil, b.tooLong(fmt.Sprintf("repeat would make a string of %d characters, which", chars))
+				}
+				return out, nil
 			}
 			return strings.Repeat(s, n), nil
 		}),
@@ -99,16 +109,14 @@ func Functions(l Limits) []expr.Option {
 			for _, s := range parts {
 				n += len(s)
 			}
-			if n > b.MaxString {
-				chars := utf8.RuneCountInString(glue) * max(len(parts)-1, 0)
-				for _, s := range parts {
-					chars += utf8.RuneCountInString(s)
-				}
-				if chars > b.MaxString {
-					return nil, b.tooLong(fmt.Sprintf("join of %d strings", len(parts)))
-				}
+			if n > b.maxBytes() {
+				return nil, b.tooLong(fmt.Sprintf("join of %d strings", len(parts)))
 			}
-			return strings.Join(parts, glue), nil
+			out := strings.Join(parts, glue)
+			if !b.fits(len(out), out) {
+				return nil, b.tooLong(fmt.Sprintf("join of %d strings", len(parts)))
+			}
+			return out, nil
 		}),
 		expr.Function(replaceName, func(p ...any) (any, error) {
 			s, old, repl := p[0].(string), p[1].(string), p[2].(string)
@@ -120,7 +128,7 @@ func Functions(l Limits) []expr.Option {
 			if count >= 0 && count < hits {
 				hits = count
 			}
-			if n := len(s) + hits*(len(repl)-len(old)); n > 4*b.MaxString {
+			if n := len(s) + hits*(len(repl)-len(old)); n > b.maxBytes() {
 				return nil, b.tooLong("the replaced string")
 			}
 			out := strings.Replace(s, old, repl, count)
@@ -168,17 +176,36 @@ func (b bounds) tooLong(what string) error {
 	return b.TooLong(fmt.Sprintf("%s would be over the limit of %d characters", what, b.MaxString))
 }
 
-// fits reports whether parts joined stay within MaxString characters,
-// counting characters only when the bytes are over.
+// maxBytes is the most bytes a string within MaxString characters has.
+func (b bounds) maxBytes() int {
+	if b.MaxString > math.MaxInt/utf8.UTFMax {
+		return math.MaxInt
+	}
+	return utf8.UTFMax * b.MaxString
+}
+
+// fits reports whether parts joined, of bytes bytes, stay within
+// MaxString characters, counting characters only when the bytes are over.
+// A string has at least a character every 4 bytes, and its parts'
+// characters counted apart are at least its own (bytes of no character at
+// the end of one part may make a character with the start of the next:
+// "\xcc" + "\x94" is one), so only the parts' count over and the bytes
+// under 4 a character build the string to count it.
 func (b bounds) fits(bytes int, parts ...string) bool {
 	if bytes <= b.MaxString {
 		return true
+	}
+	if bytes > b.maxBytes() {
+		return false
 	}
 	chars := 0
 	for _, p := range parts {
 		chars += utf8.RuneCountInString(p)
 	}
-	return chars <= b.MaxString
+	if chars <= b.MaxString || len(parts) == 1 {
+		return chars <= b.MaxString
+	}
+	return utf8.RuneCountInString(strings.Join(parts, "")) <= b.MaxString
 }
 
 // add is + of strings, bounded, and of numbers, checked.

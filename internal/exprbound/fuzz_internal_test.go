@@ -455,13 +455,17 @@ func (n *refNormalizer) array(items []any, depth int) any {
 
 func (n *refNormalizer) object(keys []any, values []any, depth int) any {
 	out := map[string]any{}
+	refused := false
 	for i, k := range keys {
+		// A key that is not a string is refused; the rest are counted
+		// still, as Normalize may meet them first.
 		ks, ok := k.(string)
-		if !ok {
-			return n.refuse(NotJSON)
-		}
+		refused = refused || !ok
 		n.size += len(ks) + keyBytes
 		out[ks] = n.value(values[i], depth+1)
+	}
+	if refused {
+		return n.refuse(NotJSON)
 	}
 	return out
 }

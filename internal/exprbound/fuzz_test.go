@@ -13,6 +13,7 @@ import (
 	"math"
 	"math/big"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -113,11 +114,19 @@ func FuzzConstFold(f *testing.F) {
 	f.Fuzz(func(t *testing.T, x, y int64, op uint8) {
 		var folded, run string
 		env := fuzzEnv(map[string]any{"x": int(x), "y": int(y)})
-		switch k := int(op) % (len(ops) + 2); {
+		switch k := int(op) % (len(ops) + 3); {
 		case k < len(ops):
 			folded, run = literal(x)+" "+ops[k]+" "+literal(y), "x "+ops[k]+" y"
 		case k == len(ops):
 			folded, run = "-"+literal(x), "-x"
+		case k == len(ops)+1:
+			// A range of no items, or of more than an int counts: nothing
+			// is built either way (MaxInt..MinInt, MinInt..MaxInt).
+			count := new(big.Int).Sub(big.NewInt(y), big.NewInt(x))
+			if count.Sign() >= 0 && count.Cmp(big.NewInt(math.MaxInt64)) < 0 {
+				return
+			}
+			folded, run = "sum("+literal(x)+".."+literal(y)+")", "sum(x..y)"
 		default:
 			// A range of up to 255 items, which the variables' sum adds one
 			// by one.
@@ -133,6 +142,44 @@ func FuzzConstFold(f *testing.F) {
 			t.Fatalf("%s gave %v, %v; %s with x=%v, y=%v gave %v, %v", folded, got.val, got.err, run, env["x"], env["y"], want.val, want.err)
 		}
 	})
+}
+
+// A range is what its expression says, empty or refused where expr's ..
+// would wrap: MaxInt..MinInt is empty, not [MaxInt, MinInt]; MinInt..MaxInt
+// and -1..MaxInt have more items than an int counts, not none.
+func TestRangeEnds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		src  string
+		x, y int
+		want any // an error's class, or the value
+	}{
+		{"len(x..y)", math.MaxInt, math.MinInt, 0},
+		{"x..y", math.MaxInt, math.MinInt, []int{}},
+		{"x..y", math.MaxInt - 1, math.MaxInt, []int{math.MaxInt - 1, math.MaxInt}},
+		{"x..y", math.MinInt, math.MinInt + 1, []int{math.MinInt, math.MinInt + 1}},
+		{"len(x..y)", math.MinInt, math.MaxInt, "integer overflow"},
+		{"len(x..y)", -1, math.MaxInt, "integer overflow"},
+		{"len(x..y)", math.MinInt, 0, "integer overflow"},
+		{"x..y", 1, 3, []int{1, 2, 3}},
+		{"x..y", 3, 1, []int{}},
+		{"map(x..y, # .. 3)", 1, 2, []any{[]int{1, 2, 3}, []int{2, 3}}},
+		{"(x..y)[0] .. len(x..y)", 2, 5, []int{2, 3, 4}},
+		{"sum(x..y)", math.MaxInt - 1, math.MaxInt, "integer overflow"},
+		{"x in x..y", math.MaxInt, math.MinInt, false},
+	}
+	for _, tt := range tests {
+		got := compileRun(tt.src, fuzzEnv(map[string]any{"x": tt.x, "y": tt.y}), exprbound.Limits{})
+		if class, ok := tt.want.(string); ok {
+			if got.err == nil || arithClassOf(got.err) != class {
+				t.Errorf("%s with x=%d, y=%d: got %v, %v; want %s", tt.src, tt.x, tt.y, got.val, got.err, class)
+			}
+			continue
+		}
+		if got.err != nil || !reflect.DeepEqual(got.val, tt.want) {
+			t.Errorf("%s with x=%d, y=%d: got %#v, %v; want %#v", tt.src, tt.x, tt.y, got.val, got.err, tt.want)
+		}
+	}
 }
 
 // tooLong is the error of a string over the limit in FuzzStringBounds.
@@ -172,8 +219,11 @@ func FuzzStringBounds(f *testing.F) {
 			if n < 0 {
 				src = "repeat(s, -n)" // the negative count is a plain error, not a bound: compared below
 			}
-			chars := new(big.Int).Mul(big.NewInt(int64(utf8.RuneCountInString(s))), big.NewInt(n))
-			if n >= 0 && chars.Cmp(big.NewInt(int64(max))) > 0 {
+			// A string of more bytes than 4 a character is over the limit
+			// (every byte past a character's counts); a shorter one is
+			// built and counted.
+			bytes := new(big.Int).Mul(big.NewInt(int64(len(s))), big.NewInt(n))
+			if n >= 0 && bytes.Cmp(big.NewInt(int64(utf8.UTFMax*max))) > 0 {
 				refused = true
 			} else if n >= 0 {
 				want = strings.Repeat(s, int(n))
@@ -310,6 +360,42 @@ func FuzzMatches(f *testing.F) {
 		dynamic := compileRun("s matches p", env, l)
 		if (constant.err == nil) != (dynamic.err == nil) || constant.val != dynamic.val {
 			t.Fatalf("%q matches %q: constant %v, %v; at run time %v, %v", s, pattern, constant.val, constant.err, dynamic.val, dynamic.err)
+		}
+	})
+}
+
+// FuzzDivideByConstant holds x / K for a constant K of magnitude 1 or
+// more, which the sandbox leaves to expr's own / (it cannot make a finite
+// number infinite), to x / k of the same k known at run time, which goes
+// through the checked /: the same value, for every finite x, float or int.
+func FuzzDivideByConstant(f *testing.F) {
+	for _, seed := range []struct {
+		x float64
+		i int64
+		k float64
+	}{
+		{0, 0, 1}, {math.MaxFloat64, math.MaxInt64, 1}, {-math.MaxFloat64, math.MinInt64, -1}, {math.MaxFloat64, math.MinInt64, 1.0000000000000002},
+		{math.SmallestNonzeroFloat64, 1, math.MaxFloat64}, {math.Copysign(0, -1), -1, -2}, {1, 3, 3}, {1e308, 7, 0.5}, {1e308, 7, 0},
+	} {
+		f.Add(seed.x, seed.i, seed.k)
+	}
+	f.Fuzz(func(t *testing.T, x float64, i int64, k float64) {
+		if math.IsNaN(x) || math.IsInf(x, 0) || math.IsNaN(k) || math.IsInf(k, 0) {
+			return // no JSON value is, and no literal writes one
+		}
+		lit := strconv.FormatFloat(math.Abs(k), 'g', -1, 64)
+		if !strings.ContainsAny(lit, ".e") {
+			lit += ".0" // a float constant, as k is
+		}
+		if math.Signbit(k) {
+			lit = "(-" + lit + ")"
+		}
+		env := fuzzEnv(map[string]any{"x": x, "i": int(i), "k": k})
+		for _, v := range []string{"x", "i"} {
+			constant, variable := compileRun(v+" / "+lit, env, exprbound.Limits{}), compileRun(v+" / k", env, exprbound.Limits{})
+			if !sameResult(constant, variable) {
+				t.Fatalf("%s / %s with %s=%v: %v, %v; / k: %v, %v", v, lit, v, env[v], constant.val, constant.err, variable.val, variable.err)
+			}
 		}
 	})
 }

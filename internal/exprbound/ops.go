@@ -1,6 +1,7 @@
 package exprbound
 
 import (
+	"math"
 	"reflect"
 
 	"github.com/expr-lang/expr/ast"
@@ -37,7 +38,8 @@ func newOperations(l Limits) *operations {
 //   - every / and **, but / by a constant of magnitude 1 or more, which
 //     cannot make a finite number infinite;
 //   - unary - of an integer or of a value of unknown type;
-//   - the builtins that build strings, abs and int, sortBy and sort.
+//   - the builtins that build strings, abs and int, sortBy and sort;
+//   - every range m..n, whose end is checked (checkedRange).
 type opsPass struct{ ops *operations }
 
 // Visit swaps one node; use it with ast.Walk on a checked, optimised tree.
@@ -48,6 +50,10 @@ type opsPass struct{ ops *operations }
 func (o opsPass) Visit(node *ast.Node) {
 	if n, ok := (*node).(*ast.BuiltinNode); ok && n.Map != nil {
 		ast.Walk(&n.Map, o)
+	}
+	if n, ok := (*node).(*ast.BinaryNode); ok && n.Operator == ".." {
+		checkedRange(node, n)
+		return
 	}
 	alloc := allocates(*node)
 	o.swap(node)
@@ -180,4 +186,41 @@ func typed[N ast.Node](n N, t reflect.Type, loc file.Location) N {
 	n.SetType(t)
 	n.SetLocation(loc)
 	return n
+}
+
+// rangeFromVar holds a range's start while its end is checked.
+const rangeFromVar = ReservedPrefix + "rangeFrom"
+
+// checkedRange rewrites m..n, charged to the meter, as
+//
+//	let __rangeFrom = m; __alloc(__rangeFrom..rangeEnd(__rangeFrom, n))
+//
+// expr's .. counts a range's items as n - m + 1 and its items as m + i,
+// wrapping: MinInt..MaxInt and -1..MaxInt are empty, and MaxInt..MinInt is
+// [MaxInt, MinInt]. rangeEnd refuses a range of more items than an int
+// counts, and makes the end of an empty one m - 1, so that .. builds the
+// range the expression says, or nothing, still under the VM's memory
+// budget, which .. charges before it builds.
+func checkedRange(node *ast.Node, n *ast.BinaryNode) {
+	loc := n.Location()
+	from := func() ast.Node {
+		return typed(&ast.IdentifierNode{Value: rangeFromVar}, n.Left.Type(), n.Left.Location())
+	}
+	var rng ast.Node = typed(&ast.BinaryNode{Operator: "..", Left: from(), Right: newCall(rangeEnd, intType, loc, from(), n.Right)}, n.Type(), loc)
+	wrapAlloc(&rng, AllocName)
+	ast.Patch(node, typed(&ast.VariableDeclaratorNode{Name: rangeFromVar, Value: n.Left, Expr: rng}, n.Type(), loc))
+}
+
+// rangeEnd is the end of the range m..n that expr's .. builds as written:
+// n, m - 1 when the range is empty, or a refusal when it has more items
+// than an int counts.
+func rangeEnd(m, n any) any {
+	lo, hi := runtime.ToInt(m), runtime.ToInt(n)
+	if hi < lo {
+		return lo - 1
+	}
+	if d, ok := subInt(hi, lo); !ok || d == math.MaxInt {
+		overflow("the count of the items of %d..%d", lo, hi)
+	}
+	return hi
 }

@@ -20,6 +20,7 @@ var exprReliedOn = []string{
 	"the VM cannot be interrupted: TickPatcher's __tick at the start of every predicate body counts each iteration of filter, map, reduce, sortBy, ... (tick.go)",
 	"the memory budget counts the items of arrays and maps, not bytes, and not strings: the meter's __alloc wraps every operation that builds a value (meter.go, bounded_internal_test.go)",
 	"+ - * of integers wrap, the optimiser folds constants with wrapping and sums a range of constants by a formula, sum adds with the same opcode, int(1e19) converts out of range: foldPass runs before the optimiser and opsPass swaps in the checked operations (arith.go)",
+	".. counts a range's items as n - m + 1 and makes them as m + i, wrapping, and charges the memory budget before it builds the range; the optimiser folds no range: checkedRange checks the end first (ops.go)",
 	"the VM calls a constant func(any, any) any or func(any) any directly, and turns its panic into the program's error at the operation's position (arith.go: fail)",
 	"repeat charges only after building its string; +, join and replace build strings uncharged: the bounded builtins of Functions replace them (exprbound.go)",
 	"sortBy and sort use sort.Sort, which is not stable: stableSort rewrites them into map and __sortBy (sort.go)",
