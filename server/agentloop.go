@@ -74,6 +74,13 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	parent := streamCtx
 	if detached(start) {
 		parent = context.WithoutCancel(streamCtx)
+		// A deadline the client set on the stream is the turn's: it
+		// bounds the whole call, not the stream's connection.
+		if dl, ok := streamCtx.Deadline(); ok {
+			var cancelDeadline context.CancelFunc
+			parent, cancelDeadline = context.WithDeadline(parent, dl)
+			defer cancelDeadline()
+		}
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)

@@ -450,3 +450,40 @@ func TestAgentLoopDisconnectIsNotStop(t *testing.T) {
 		})
 	}
 }
+
+// A deadline the client set on the stream that started a turn is the
+// turn's, detached or not: past it the turn ends DEADLINE_EXCEEDED, as a
+// stream that resumes it reads.
+func TestAgentLoopStreamDeadlineEndsTheTurn(t *testing.T) {
+	t.Parallel()
+	c := agentServerWith(t, scripted.Script{Turns: askTurns, Loop: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	stream, err := c.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: clientToolTurn(true)}}); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.GetSeq() == 1 {
+			id = m.GetTurnId()
+		}
+		if m.GetToolCallRequested().GetRunOnClient() {
+			break // left unanswered: the turn waits past the deadline
+		}
+	}
+	<-ctx.Done()
+	rctx, rcancel := context.WithCancel(context.Background()) // no deadline of its own: the status is the turn's
+	defer rcancel()
+	events, err := drain(resumeStream(t, rctx, c, id, 0), nil)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("the turn past its stream's deadline replays to %v after %d events, want DEADLINE_EXCEEDED", err, len(events))
+	}
+}
