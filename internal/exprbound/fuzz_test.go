@@ -215,25 +215,22 @@ func FuzzStringBounds(f *testing.F) {
 		refused := false
 		switch op % 5 {
 		case 0:
-			src = "repeat(s, n)"
 			if n < 0 {
-				src = "repeat(s, -n)" // the negative count is a plain error, not a bound: compared below
-			}
-			// A string of more bytes than 4 a character is over the limit
-			// (every byte past a character's counts); a shorter one is
-			// built and counted.
-			bytes := new(big.Int).Mul(big.NewInt(int64(len(s))), big.NewInt(n))
-			if n >= 0 && bytes.Cmp(big.NewInt(int64(utf8.UTFMax*max))) > 0 {
-				refused = true
-			} else if n >= 0 {
-				want = strings.Repeat(s, int(n))
-			}
-			if n < 0 {
+				// A negative count is a plain error, not a bound.
 				got := compileRun("repeat(s, n)", env, l)
 				if got.err == nil || errors.As(got.err, new(*tooLong)) {
 					t.Fatalf("repeat(%q, %d): got %q, %v; want the negative count refused", s, n, got.val, got.err)
 				}
 				return
+			}
+			// A string of more bytes than 4 a character is over the limit;
+			// a shorter one is built and counted.
+			src = "repeat(s, n)"
+			bytes := new(big.Int).Mul(big.NewInt(int64(len(s))), big.NewInt(n))
+			if bytes.Cmp(big.NewInt(int64(utf8.UTFMax*max))) > 0 {
+				refused = true
+			} else {
+				want = strings.Repeat(s, int(n))
 			}
 		case 1:
 			src, want = "join([s, u, s], r)", strings.Join([]string{s, u, s}, r)
