@@ -123,6 +123,10 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	defer history.Close() // agent.Run has returned: nothing grows it after
 	cfg.ReserveHistory = reserve
 	t.owner = turnOwner(streamCtx)
+	if !a.turns.admit(t.owner, a.s.opts.maxTurnsPerCaller) {
+		return exhausted(quotaTurnsPerCaller, fmt.Sprintf("this caller has %d turns running on this replica, its limit (--turn-max-per-caller): cancel or finish one first", a.s.opts.maxTurnsPerCaller))
+	}
+	defer a.turns.leave(t.owner)
 	t.useStore(a.s.opts.turnStore, a.s.metrics, a.s.opts.memory, a.stopped)
 	create := func(ctx context.Context) error { return a.s.opts.turnStore.Create(ctx, t.id, t.owner) }
 	if err := t.do(ctx, storeWrite{op: "create", do: create}); err != nil { // not kept: a turn does not start without its store

@@ -40,6 +40,17 @@ func WithTurnStore(st turnstore.Store) Option {
 	}
 }
 
+// DefaultMaxTurnsPerCaller bounds the turns one caller has running on a
+// replica at once, attached or detached (--turn-max-per-caller): a caller
+// that starts turns and goes away keeps no more running than that.
+const DefaultMaxTurnsPerCaller = 1000
+
+// WithMaxTurnsPerCaller sets how many turns one caller may have running on
+// this replica at once.
+func WithMaxTurnsPerCaller(n int) Option {
+	return func(o *options) error { return positive("max turns per caller", n, func() { o.maxTurnsPerCaller = n }) }
+}
+
 // WithTurnDetachedTimeout sets how long a turn started with detach runs
 // without a client.
 func WithTurnDetachedTimeout(d time.Duration) Option {
@@ -72,10 +83,36 @@ func turnOwner(ctx context.Context) string {
 	return "peer:"
 }
 
-// liveTurns are the turns running on this replica, by id.
+// liveTurns are the turns running on this replica, by id, and how many
+// each caller has (from the turn's start to its end, its takeovers too).
 type liveTurns struct {
-	mu    sync.Mutex
-	turns map[string]*turn
+	mu      sync.Mutex
+	turns   map[string]*turn
+	byOwner map[string]int
+}
+
+// admit counts a turn of owner's starting here: false, and nothing
+// counted, when owner has max running already (max 0: no bound).
+func (l *liveTurns) admit(owner string, max int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byOwner == nil {
+		l.byOwner = map[string]int{}
+	}
+	if max > 0 && l.byOwner[owner] >= max {
+		return false
+	}
+	l.byOwner[owner]++
+	return true
+}
+
+// leave is the end of a turn admit counted.
+func (l *liveTurns) leave(owner string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byOwner[owner]--; l.byOwner[owner] <= 0 {
+		delete(l.byOwner, owner)
+	}
 }
 
 func (l *liveTurns) add(t *turn) {

@@ -479,6 +479,8 @@ func (a *agentLoop) runTaken(lease *turnstore.Lease, st turnstore.Takeover, rec 
 	ctx = evaluator.WithCaller(ctx, r.owner)
 	t := newTurn(ctx, a.s.opts.initialState.Fork(a.s.opts.maxStateBytes))
 	t.id, t.owner, t.seq = rec.ID, r.owner, rec.Last
+	a.turns.admit(t.owner, 0) // counted, not refused: the turn runs already
+	defer a.turns.leave(t.owner)
 	t.cancel, t.detach, t.detachedTimeout = cancel, true, a.s.opts.detachedTimeout
 	t.useStore(a.s.opts.turnStore, a.s.metrics, a.s.opts.memory, a.stopped)
 	d := &durable{st: st, lease: lease, t: t}

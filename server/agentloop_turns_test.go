@@ -487,3 +487,74 @@ func TestAgentLoopStreamDeadlineEndsTheTurn(t *testing.T) {
 		t.Fatalf("the turn past its stream's deadline replays to %v after %d events, want DEADLINE_EXCEEDED", err, len(events))
 	}
 }
+
+// A caller has at most --turn-max-per-caller turns running on a replica,
+// attached or detached: at the limit a turn starts, one past it is
+// refused RESOURCE_EXHAUSTED (turn_max_per_caller) while another caller's
+// starts, and a turn's end makes room again.
+func TestAgentLoopTurnsPerCaller(t *testing.T) {
+	t.Parallel()
+	tokens, err := server.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 2
+	c := agentServerWith(t, scripted.Script{Turns: askTurns, Loop: true}, server.WithAuth(tokens), server.WithMaxTurnsPerCaller(limit))
+	// start starts a detached turn as tok and leaves it waiting for the
+	// client's answer, the client gone; it returns the turn's id, or the
+	// status that refused it.
+	start := func(tok string) (string, error) {
+		ctx, cancel := context.WithCancel(bearerCtx(tok))
+		defer cancel()
+		stream, err := c.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&exprdv1.AgentLoopRunRequest{Msg: &exprdv1.AgentLoopRunRequest_Start{Start: clientToolTurn(true)}}); err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return "", err
+			}
+			if m.GetSeq() == 1 {
+				id = m.GetTurnId()
+			}
+			if m.GetToolCallRequested().GetRunOnClient() {
+				return id, nil
+			}
+		}
+	}
+	var ids []string
+	for i := range limit {
+		id, err := start(aliceToken)
+		if err != nil {
+			t.Fatalf("turn %d of %d: %v", i+1, limit, err)
+		}
+		ids = append(ids, id)
+	}
+	_, err = start(aliceToken)
+	if s := status.Convert(err); s.Code() != codes.ResourceExhausted || quotaSubject(s) != "turn_max_per_caller" {
+		t.Fatalf("one past the limit: %v (quota %q), want RESOURCE_EXHAUSTED turn_max_per_caller", err, quotaSubject(s))
+	}
+	if _, err := start(bobToken); err != nil {
+		t.Fatalf("another caller: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(bearerCtx(aliceToken), 10*time.Second)
+	defer cancel()
+	if _, err := c.Cancel(ctx, &exprdv1.AgentLoopCancelRequest{TurnId: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := start(aliceToken)
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.ResourceExhausted || ctx.Err() != nil {
+			t.Fatalf("after a cancel: %v, want room for one more", err)
+		}
+		time.Sleep(20 * time.Millisecond) // the cancelled turn ends
+	}
+}

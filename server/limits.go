@@ -119,6 +119,7 @@ const (
 	quotaRate            = "rate_limit"
 	quotaMemoryBudget    = "memory_budget"
 	quotaInfraPerConn    = "max_infra_calls_per_connection"
+	quotaTurnsPerCaller  = "turn_max_per_caller"
 )
 
 // quotaFailure is the detail of a ResourceExhausted: which limit, and what.

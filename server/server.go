@@ -125,6 +125,7 @@ type options struct {
 	turnStore                 turnstore.Store         // AgentLoop's turns (agentloop_durable.go)
 	detachedTimeout           time.Duration           // how long a detached turn runs without a client
 	maxTakeovers              int                     // how many times one turn may be taken over
+	maxTurnsPerCaller         int                     // turns one caller has running on this replica at once
 }
 
 // Option configures a Server.
@@ -446,6 +447,9 @@ func New(opts ...Option) (*Server, error) {
 			return nil, err
 		}
 		o.turnStore = mem
+	}
+	if o.maxTurnsPerCaller == 0 {
+		o.maxTurnsPerCaller = DefaultMaxTurnsPerCaller
 	}
 	if o.maxTakeovers == 0 {
 		o.maxTakeovers = DefaultMaxTakeovers

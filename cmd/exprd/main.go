@@ -104,7 +104,7 @@ func run(args []string) error {
 		return err
 	}
 	defer func() { _ = turns.Close() }()
-	opts = append(opts, server.WithTurnStore(turns), server.WithTurnDetachedTimeout(c.turns.detachedTimeout), server.WithMaxTakeovers(c.turns.maxTakeovers))
+	opts = append(opts, server.WithTurnStore(turns), server.WithTurnDetachedTimeout(c.turns.detachedTimeout), server.WithMaxTakeovers(c.turns.maxTakeovers), server.WithMaxTurnsPerCaller(c.turns.maxPerCaller))
 	opts = append(opts, server.WithRegistry(tl.reg), server.WithToolStore(store), server.WithModels(md.reg), server.WithMemoryBudget(c.memory))
 	if ovl != nil {
 		opts = append(opts, server.WithOverload(ovl))

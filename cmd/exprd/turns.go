@@ -27,6 +27,7 @@ type turnsConfig struct {
 	detachedTimeout time.Duration
 	lease           time.Duration
 	maxTakeovers    int
+	maxPerCaller    int
 }
 
 func (t *turnsConfig) flags(fs *flag.FlagSet) {
@@ -44,6 +45,7 @@ func (t *turnsConfig) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&t.memoryBytes, "turn-store-memory-bytes", turnstore.DefaultMemoryBytes, "--turn-store memory: the most bytes of events it holds for all turns; ended turns are dropped first")
 	fs.DurationVar(&t.detachedTimeout, "turn-detached-timeout", server.DefaultTurnDetachedTimeout, "how long a turn started with detach runs without a client")
 	fs.DurationVar(&t.lease, "turn-lease", turnstore.DefaultLease, "--turn-store nats: how long a turn's lease lasts after its replica last renewed it (a third of it apart); a turn whose replica stopped is taken over by another within it")
+	fs.IntVar(&t.maxPerCaller, "turn-max-per-caller", server.DefaultMaxTurnsPerCaller, "AgentLoop turns one caller (a token's name, or an address without auth) may have running on this replica at once, attached or detached; one more is refused RESOURCE_EXHAUSTED")
 	fs.IntVar(&t.maxTakeovers, "turn-max-takeovers", server.DefaultMaxTakeovers, "--turn-store nats: how many times one turn may be taken over after its replica stopped; one more ends it (TURN_TAKEOVER_FAILED)")
 }
 
@@ -65,6 +67,9 @@ func (t *turnsConfig) validate() error {
 	}
 	if t.lease < time.Second {
 		return fmt.Errorf("turn-lease %s: want at least 1s", t.lease)
+	}
+	if t.maxPerCaller < 1 {
+		return fmt.Errorf("turn-max-per-caller %d: want at least 1", t.maxPerCaller)
 	}
 	if t.maxTakeovers < 1 {
 		return fmt.Errorf("turn-max-takeovers %d: want at least 1", t.maxTakeovers)
