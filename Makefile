@@ -89,7 +89,7 @@ LOAD_IDLE ?= 10000
 .PHONY: loadtest
 loadtest: ## Load a local exprd: LOAD_STREAMS streams for LOAD_DURATION, then LOAD_IDLE idle sessions
 	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
-	go build -o $(BIN)/exprd-load ./cmd/exprd-load
+	cd bench && go build -o $(BIN)/exprd-load ./cmd/exprd-load
 	$(BIN)/exprd-load --exprd $(BIN)/exprd --streams $(LOAD_STREAMS) --duration $(LOAD_DURATION) --idle $(LOAD_IDLE)
 
 .PHONY: loadtest-short
@@ -101,7 +101,7 @@ HOSTILE_FLAGS ?=
 .PHONY: loadtest-hostile
 loadtest-hostile: ## Hostile load on a local exprd (auth on, --memory-budget 256 MiB), each case then all at once; fails unless each holds its bounds (memory, cores, typed answers, the steady p99 under a second, right answers) and the goal (the steady p99 within 5x its quiet baseline); writes BENCHMARKS.md's section (HOSTILE_FLAGS="--short --bounds-only --cases 1,...,14": under a minute, printed only, the bounds alone, as CI runs it)
 	$(EXPRD_BUILD) -o $(BIN)/exprd ./cmd/exprd
-	go build -o $(BIN)/exprd-hostile ./cmd/exprd-hostile
+	cd bench && go build -o $(BIN)/exprd-hostile ./cmd/exprd-hostile
 	$(BIN)/exprd-hostile --exprd $(BIN)/exprd --benchmarks BENCHMARKS.md $(HOSTILE_FLAGS)
 
 .PHONY: generate

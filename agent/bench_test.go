@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/agent"
-	"github.com/exprd/exprd/internal/benchpair"
+	"github.com/exprd/exprd/internal/testkit/benchpair"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/model/scripted"
 )

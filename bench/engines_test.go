@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/exprd/exprd/internal/benchpair"
+	"github.com/exprd/exprd/internal/testkit/benchpair"
 )
 
 var engines = []struct {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/exprd/exprd/cluster/etcdtest"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/mcpeverything"
+	"github.com/exprd/exprd/internal/testkit/mcpeverything"
 )
 
 // TestMCPManualSharedByReplicas registers an MCP server's tools (the

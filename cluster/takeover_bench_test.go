@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 	"github.com/exprd/exprd/model/scripted"
 	"google.golang.org/protobuf/proto"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/exprd/exprd/cluster/etcdtest"
 	"github.com/exprd/exprd/examples/providers"
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
 // TestRegistryStoreOverTLSWithAuth: replicas reach an etcd that serves

@@ -28,7 +28,7 @@ import (
 
 	"github.com/exprd/exprd/cluster/etcdtest"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
 // TestExprdServesManifest starts the exprd the image holds the way the pod

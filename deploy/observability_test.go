@@ -25,7 +25,7 @@ import (
 
 	"github.com/exprd/exprd/cluster/etcdtest"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 	"github.com/exprd/exprd/model/scripted"
 	"google.golang.org/protobuf/proto"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
 
-	"github.com/exprd/exprd/internal/benchpair"
+	"github.com/exprd/exprd/internal/testkit/benchpair"
 )
 
 // Benchmarks come in pairs: exprd's path and a baseline doing the same work

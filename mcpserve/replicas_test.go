@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 	"github.com/exprd/exprd/mcpserve"
 )
 

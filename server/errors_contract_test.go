@@ -20,7 +20,7 @@ import (
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/egress"
-	"github.com/exprd/exprd/internal/egress/egresstest"
+	"github.com/exprd/exprd/internal/testkit/egresstest"
 	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model/openaicompat"

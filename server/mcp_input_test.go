@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/mcpeverything"
+	"github.com/exprd/exprd/internal/testkit/mcpeverything"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exprd/exprd/internal/testcert"
+	"github.com/exprd/exprd/internal/testkit/testcert"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"

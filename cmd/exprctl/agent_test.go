@@ -13,7 +13,7 @@ import (
 
 	"github.com/exprd/exprd/client"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/tcpcut"
+	"github.com/exprd/exprd/internal/testkit/tcpcut"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"google.golang.org/protobuf/proto"

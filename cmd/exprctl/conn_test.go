@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
-	"github.com/exprd/exprd/internal/testcert"
+	"github.com/exprd/exprd/internal/testkit/testcert"
 	"github.com/exprd/exprd/server"
 )
 

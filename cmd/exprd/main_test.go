@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
 // startExprd builds and starts a real exprd process (EXPRD_BIN when make

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/testcert"
+	"github.com/exprd/exprd/internal/testkit/testcert"
 	"github.com/exprd/exprd/server"
 )
 

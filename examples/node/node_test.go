@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/examples"
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
 // Bounds on the slow parts: npm ci fetches from the registry when

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/examples"
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
 // python is Debian's interpreter, the one python3-grpcio and

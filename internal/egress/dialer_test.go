@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/internal/egress"
-	"github.com/exprd/exprd/internal/egress/egresstest"
+	"github.com/exprd/exprd/internal/testkit/egresstest"
 )
 
 // waitFor bounds a test's waits on the listener; it is a deadline for a

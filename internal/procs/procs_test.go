@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
 // The controller's decisions: one P after LowerAfter of low use at the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
 // root is the repository, where the README's commands run.

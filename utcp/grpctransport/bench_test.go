@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/exprd/exprd/gen/grpcpb"
-	"github.com/exprd/exprd/internal/benchpair"
+	"github.com/exprd/exprd/internal/testkit/benchpair"
 	"github.com/exprd/exprd/utcp"
 )
 

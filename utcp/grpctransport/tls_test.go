@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/exprd/exprd/gen/grpcpb"
-	"github.com/exprd/exprd/internal/testcert"
+	"github.com/exprd/exprd/internal/testkit/testcert"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/grpctransport"
 )

@@ -6,7 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/exprd/exprd/internal/benchpair"
+	"github.com/exprd/exprd/internal/testkit/benchpair"
 	"github.com/exprd/exprd/utcp"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exprd/exprd/internal/mcpeverything"
+	"github.com/exprd/exprd/internal/testkit/mcpeverything"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/mcptransport"
 )

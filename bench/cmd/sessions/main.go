@@ -19,7 +19,7 @@ import (
 
 	"github.com/exprd/exprd/examples"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
 // Report is what the command prints.

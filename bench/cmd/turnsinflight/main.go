@@ -63,7 +63,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 	"github.com/exprd/exprd/internal/procs"
 	"github.com/exprd/exprd/model/openaicompat"
 )

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/exprd/exprd/internal/egress/egresstest"
+	"github.com/exprd/exprd/internal/testkit/egresstest"
 )
 
 func TestDNSResolves(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/exprd/exprd/internal/exprdproc"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
 // recorder is a TB that notes how the test would have ended.

@@ -45,7 +45,7 @@ var installOnce sync.Mutex
 // Dir is where the server is installed.
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "utcp", "mcptransport", "testdata", "everything")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "utcp", "mcptransport", "testdata", "everything")
 }
 
 // Require skips (fails under CI) a test that cannot run the server, and
