@@ -16,7 +16,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
-	"github.com/exprd/exprd/internal/testcert"
+	"github.com/exprd/exprd/internal/testkit/testcert"
 	"github.com/exprd/exprd/membudget"
 )
 
