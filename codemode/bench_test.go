@@ -9,8 +9,8 @@ import (
 
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/examples/providers"
-	"github.com/exprd/exprd/internal/testkit/benchpair"
 	"github.com/exprd/exprd/internal/egress"
+	"github.com/exprd/exprd/internal/testkit/benchpair"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"
 )

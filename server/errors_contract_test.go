@@ -20,8 +20,8 @@ import (
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/egress"
-	"github.com/exprd/exprd/internal/testkit/egresstest"
 	"github.com/exprd/exprd/internal/overload"
+	"github.com/exprd/exprd/internal/testkit/egresstest"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"

@@ -280,6 +280,13 @@ func TestWithMaxConns(t *testing.T) {
 			for range tt.turns - len(held) { // past the limit, each waits for a connection
 				go func() { errs <- turnText(p) }()
 			}
+			if tt.maxConns == 0 {
+				// Without a limit each dials its own: held open until it
+				// has, lest one reuse a held turn's connection, freed.
+				for deadline := time.Now().Add(10 * time.Second); srv.accepted.Load() < tt.wantConns && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+			}
 			collectAll(t, held)
 			for range tt.turns - len(held) {
 				if err := <-errs; err != nil {

@@ -74,8 +74,8 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/examples/providers"
-	"github.com/exprd/exprd/internal/testkit/exprdproc"
 	"github.com/exprd/exprd/internal/procs"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
 )

@@ -63,8 +63,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/exprd/exprd/internal/testkit/exprdproc"
 	"github.com/exprd/exprd/internal/procs"
+	"github.com/exprd/exprd/internal/testkit/exprdproc"
 	"github.com/exprd/exprd/model/openaicompat"
 )
 
