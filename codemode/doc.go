@@ -73,7 +73,7 @@
 // Runtime.Orchestrate ranks the whole registry for the prompt
 // (Registry.Search, keeping DefaultCatalogLimit = utcp_search_tools_limit),
 // offers the model the top CandidateLimit (default
-// $UTCP_CODEMODE_CANDIDATE_LIMIT, else DefaultCandidateLimit) in a
+// DefaultCandidateLimit) in a
 // closed-world system prompt with each tool's description and input and
 // output schemas, and reads back the JSON plan. A plan that fails its
 // checks or its compile goes back to the model once with the error; a

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/exprd/exprd/model"
@@ -19,15 +17,16 @@ const (
 	// DefaultCatalogLimit is how many tools the ranking keeps
 	// (utcp_search_tools_limit).
 	DefaultCatalogLimit = 50
-	// CandidateLimitEnv, when set to a positive integer, replaces
-	// DefaultCandidateLimit.
+	// CandidateLimitEnv is the variable go-utcp's CodeMode reads for its
+	// candidate limit: exprd reads it once, at its start
+	// (--codemode-candidates), never per request.
 	CandidateLimitEnv = "UTCP_CODEMODE_CANDIDATE_LIMIT"
 )
 
 // OrchestrateOptions configure one prompt → plan → run.
 type OrchestrateOptions struct {
 	// CandidateLimit is how many of the ranked tools the model is offered
-	// (0: $UTCP_CODEMODE_CANDIDATE_LIMIT, else DefaultCandidateLimit).
+	// (0: DefaultCandidateLimit).
 	CandidateLimit int
 	// CatalogLimit is how many tools the ranking keeps (0:
 	// DefaultCatalogLimit).
@@ -55,13 +54,6 @@ func (o OrchestrateOptions) limits() (candidates, catalog int, err error) {
 	candidates, catalog = o.CandidateLimit, o.CatalogLimit
 	if candidates == 0 {
 		candidates = DefaultCandidateLimit
-		if s, ok := os.LookupEnv(CandidateLimitEnv); ok {
-			n, err := strconv.Atoi(s)
-			if err != nil || n <= 0 {
-				return 0, 0, fmt.Errorf("%w: %s=%q, want a positive integer", ErrInvalidOptions, CandidateLimitEnv, s)
-			}
-			candidates = n
-		}
 	}
 	if catalog == 0 {
 		catalog = DefaultCatalogLimit

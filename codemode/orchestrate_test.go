@@ -142,16 +142,18 @@ func TestToolHandler(t *testing.T) {
 	waitFor(t, e.local.cancelled, "the provider to see the cancel")
 }
 
-func TestCandidateLimitFromEnv(t *testing.T) {
+// CandidateLimit is how many ranked tools the model is offered; the
+// environment is not read per request (exprd reads go-utcp's variable at
+// its start), and a negative limit is refused.
+func TestCandidateLimit(t *testing.T) {
 	e := newEnv(t)
-	t.Setenv(codemode.CandidateLimitEnv, "2")
+	t.Setenv(codemode.CandidateLimitEnv, "zero") // read by nobody here
 	_, p := startModel(t, scripted.Turn{Text: `{"handled": false, "tools": [], "code": ""}`})
-	out, err := e.rt.Orchestrate(context.Background(), "math arithmetic", p, codemode.OrchestrateOptions{})
+	out, err := e.rt.Orchestrate(context.Background(), "math arithmetic", p, codemode.OrchestrateOptions{CandidateLimit: 2})
 	if err != nil || len(out.Candidates) != 2 {
 		t.Errorf("got %v candidates, %v, want 2", out.Candidates, err)
 	}
-	t.Setenv(codemode.CandidateLimitEnv, "zero")
-	if _, err := e.rt.Orchestrate(context.Background(), "add", p, codemode.OrchestrateOptions{}); !errors.Is(err, codemode.ErrInvalidOptions) {
+	if _, err := e.rt.Orchestrate(context.Background(), "add", p, codemode.OrchestrateOptions{CandidateLimit: -1}); !errors.Is(err, codemode.ErrInvalidOptions) {
 		t.Errorf("got %v, want ErrInvalidOptions", err)
 	}
 }

@@ -110,6 +110,9 @@ func (l AgentLimits) withDefaults() AgentLimits {
 type runLimits struct {
 	agent           AgentLimits
 	codeModeTimeout time.Duration // 0: DefaultCodeModeMaxTimeout
+	// codeModeCandidates is how many ranked tools CodeMode's prompt mode
+	// offers the model (0: codemode.DefaultCandidateLimit).
+	codeModeCandidates int
 }
 
 func (r runLimits) agentLimits() AgentLimits { return r.agent.withDefaults() }
@@ -144,6 +147,14 @@ func WithAgentLimits(l AgentLimits) Option {
 		}
 		o.runLimits.agent = l
 		return nil
+	}
+}
+
+// WithCodeModeCandidates sets how many ranked tools CodeMode's prompt mode
+// offers the model (default codemode.DefaultCandidateLimit).
+func WithCodeModeCandidates(n int) Option {
+	return func(o *options) error {
+		return positive("codemode candidates", n, func() { o.runLimits.codeModeCandidates = n })
 	}
 }
 

@@ -61,7 +61,7 @@ func (c *codeMode) CallTool(ctx context.Context, req *exprdv1.CallToolRequest) (
 	if err != nil {
 		return nil, err
 	}
-	o, err := c.rt.Orchestrate(ctx, req.GetPrompt(), p, codemode.OrchestrateOptions{
+	o, err := c.rt.Orchestrate(ctx, req.GetPrompt(), p, codemode.OrchestrateOptions{CandidateLimit: c.s.opts.runLimits.codeModeCandidates,
 		Run: codemode.RunOptions{Visible: toolscope.FromContext(ctx).Func(), Budgets: codemode.Budgets{Timeout: timeout}},
 	})
 	c.logModelFailure(ctx, err)
@@ -147,7 +147,7 @@ func (c *codeMode) Run(stream runStream) error {
 		res, err = c.rt.Run(ctx, start.GetCode(), opts)
 	} else {
 		var o codemode.Orchestration
-		o, err = c.rt.Orchestrate(ctx, start.GetPrompt(), p, codemode.OrchestrateOptions{Run: opts, OnPlan: func(pl codemode.Plan) {
+		o, err = c.rt.Orchestrate(ctx, start.GetPrompt(), p, codemode.OrchestrateOptions{CandidateLimit: c.s.opts.runLimits.codeModeCandidates, Run: opts, OnPlan: func(pl codemode.Plan) {
 			r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Plan{Plan: planProto(pl)}})
 		}})
 		res, notHandled = o.Result, !o.Handled && err == nil

@@ -209,6 +209,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 			}
 		}
 	}
+	if err := c.runLimits.candidates(os.LookupEnv); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.validate(); err != nil {
 		errs = append(errs, err)
 	}

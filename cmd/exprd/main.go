@@ -169,6 +169,7 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 		server.WithSlowReaderTimeout(c.slowReader),
 		server.WithAgentLimits(c.runLimits.agent),
 		server.WithCodeModeMaxTimeout(c.runLimits.codeModeTimeout),
+		server.WithCodeModeCandidates(c.runLimits.codeModeCandidates),
 		server.WithKeepalive(keepalive.ServerParameters{
 			MaxConnectionAge: c.maxConnAge, MaxConnectionAgeGrace: c.maxConnAgeGrace,
 			Time: server.DefaultKeepaliveTime, Timeout: server.DefaultKeepaliveTimeout,

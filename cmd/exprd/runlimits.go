@@ -3,16 +3,20 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/server"
 )
 
 // runLimitsConfig is the flags of the server's maxima of AgentLoop turns
 // and CodeMode runs (server.AgentLimits, WithCodeModeMaxTimeout).
 type runLimitsConfig struct {
-	agent           server.AgentLimits
-	codeModeTimeout time.Duration
+	agent              server.AgentLimits
+	codeModeTimeout    time.Duration
+	codeModeCandidates int
 }
 
 func (c *runLimitsConfig) flags(fs *flag.FlagSet) {
@@ -24,6 +28,27 @@ func (c *runLimitsConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&a.MaxCallsPerStep, "agent-max-calls-per-step", server.DefaultAgentMaxCallsPerStep, "tool calls of one AgentLoop step that run; the next one of a reply with more is an error result, the rest are left out")
 	fs.Int64Var(&a.MaxHistoryBytes, "agent-max-history-bytes", server.DefaultAgentMaxHistoryBytes, "bytes of JSON one model request of an AgentLoop turn carries (system prompt, tools, messages); past it the turn ends RESOURCE_EXHAUSTED")
 	fs.DurationVar(&c.codeModeTimeout, "codemode-max-timeout", server.DefaultCodeModeMaxTimeout, "the most a CodeMode request's timeout_ms may ask for")
+	fs.IntVar(&c.codeModeCandidates, "codemode-candidates", 0, "how many ranked tools CodeMode's prompt mode offers the model (0: "+codemode.CandidateLimitEnv+" when set, else "+strconv.Itoa(codemode.DefaultCandidateLimit)+"), read at the start")
+}
+
+// candidates fills codeModeCandidates from go-utcp's variable when the
+// flag left it unset: read once here, so that a bad value stops exprd at
+// its start rather than failing requests.
+func (c *runLimitsConfig) candidates(lookup func(string) (string, bool)) error {
+	if c.codeModeCandidates != 0 {
+		return nil
+	}
+	c.codeModeCandidates = codemode.DefaultCandidateLimit
+	v, ok := lookup(codemode.CandidateLimitEnv)
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%s=%q: want a positive integer", codemode.CandidateLimitEnv, v)
+	}
+	c.codeModeCandidates = n
+	return nil
 }
 
 // validate wants every maximum positive, naming its flag.
@@ -37,5 +62,6 @@ func (c runLimitsConfig) validate() error {
 		{"agent-max-calls-per-step", a.MaxCallsPerStep > 0, a.MaxCallsPerStep},
 		{"agent-max-history-bytes", a.MaxHistoryBytes > 0, a.MaxHistoryBytes},
 		{"codemode-max-timeout", c.codeModeTimeout > 0, c.codeModeTimeout},
+		{"codemode-candidates", c.codeModeCandidates > 0, c.codeModeCandidates},
 	})...)
 }
