@@ -14,7 +14,7 @@ var allowed = map[string][]string{
 	"agent":                          {"codemode", "evaluator", "internal/schemafast", "model", "utcp"},
 	"client":                         {"gen/exprd/v1"},
 	"cmd/exprctl":                    {"client", "gen/exprd/v1"},
-	"cmd/exprd":                      {"evaluator", "examples", "examples/providers", "internal/egress", "internal/overload", "internal/procs", "mcpserve", "membudget", "model", "model/openaicompat", "model/scripted", "server", "toolstore", "turnstore", "utcp", "utcp/utcpall"},
+	"cmd/exprd":                      {"codemode", "evaluator", "examples", "examples/providers", "internal/egress", "internal/overload", "internal/procs", "mcpserve", "membudget", "model", "model/openaicompat", "model/scripted", "server", "toolstore", "turnstore", "utcp", "utcp/utcpall"},
 	"codemode":                       {"evaluator", "internal/exprbound", "membudget", "model", "utcp", "utcp/search"},
 	"evaluator":                      {"evaluator/jsonvalue", "internal/exprbound", "internal/schemafast", "membudget"},
 	"evaluator/evaltest":             {"evaluator"},
