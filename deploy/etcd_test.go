@@ -19,7 +19,6 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -28,59 +27,11 @@ import (
 // its members agree on who they are and keep a quorum, its pod is locked
 // down like exprd's, and it runs the etcd the tests run embedded.
 
-// etcdObjects are a build's etcd: the StatefulSet, and the Services, the
-// disruption budget and the NetworkPolicy that select its pods.
-type etcdObjects struct {
-	sts      *appsv1.StatefulSet
-	services []*corev1.Service
-	pdb      *policyv1.PodDisruptionBudget
-	netpol   *networkingv1.NetworkPolicy
-}
+// etcdObjects are a build's etcd (stateful: its container is etcdContainer).
+type etcdObjects struct{ stateful }
 
 // etcdContainer names the StatefulSet's container that runs etcd.
 const etcdContainer = "etcd"
-
-// container is etcd's container in the pod template.
-func (e *etcdObjects) container() (*corev1.Container, error) {
-	cs := e.sts.Spec.Template.Spec.Containers
-	for i := range cs {
-		if cs[i].Name == etcdContainer {
-			return &cs[i], nil
-		}
-	}
-	return nil, fmt.Errorf("StatefulSet %s: no container named %s", e.sts.Name, etcdContainer)
-}
-
-// containerPort resolves a port given by name or number to etcd's
-// container port.
-func (e *etcdObjects) containerPort(nameOrNumber string) (*corev1.ContainerPort, error) {
-	c, err := e.container()
-	if err != nil {
-		return nil, err
-	}
-	for i, p := range c.Ports {
-		if p.Name == nameOrNumber || fmt.Sprint(p.ContainerPort) == nameOrNumber {
-			return &c.Ports[i], nil
-		}
-	}
-	return nil, fmt.Errorf("container %s has no port %q (it has %v)", etcdContainer, nameOrNumber, c.Ports)
-}
-
-// replicas is the member count, Kubernetes' default 1 when unset.
-func (e *etcdObjects) replicas() int {
-	if r := e.sts.Spec.Replicas; r != nil {
-		return int(*r)
-	}
-	return 1
-}
-
-// namespace is the StatefulSet's, "default" when the build sets none.
-func (e *etcdObjects) namespace() string {
-	if e.sts.Namespace == "" {
-		return "default"
-	}
-	return e.sts.Namespace
-}
 
 // etcdMember is one member as etcd itself reads its args.
 type etcdMember struct {
@@ -237,14 +188,6 @@ func ports(us []url.URL) map[int32]bool {
 		out[urlPort(u)] = true
 	}
 	return out
-}
-
-// memberHosts are the DNS names of a member's pod through the governing
-// Service, from the short one that resolves only in its namespace to the
-// cluster's full one.
-func (e *etcdObjects) memberHosts(pod string) []string {
-	base := pod + "." + e.sts.Spec.ServiceName
-	return []string{base, base + "." + e.namespace(), base + "." + e.namespace() + ".svc", base + "." + e.namespace() + ".svc.cluster.local"}
 }
 
 func checkEtcdMembers(m *manifest) error {

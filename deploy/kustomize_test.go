@@ -207,11 +207,11 @@ func (m *manifest) assign(statefulSets []*appsv1.StatefulSet, services []*corev1
 	}
 	var etcdPod, natsPod labels.Set
 	if ss := byKind[etcdContainer]; len(ss) > 0 {
-		m.etcd = &etcdObjects{sts: ss[0]}
+		m.etcd = &etcdObjects{stateful{sts: ss[0], containerName: etcdContainer}}
 		etcdPod = ss[0].Spec.Template.Labels
 	}
 	if ss := byKind[natsContainer]; len(ss) > 0 {
-		m.nats = &natsObjects{sts: ss[0]}
+		m.nats = &natsObjects{stateful{sts: ss[0], containerName: natsContainer}}
 		natsPod = ss[0].Spec.Template.Labels
 	}
 	ofEtcd := func(sel *metav1.LabelSelector) bool { return m.etcd != nil && selects(sel, etcdPod) }

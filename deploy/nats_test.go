@@ -20,8 +20,6 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -40,64 +38,9 @@ const natsContainer = "nats"
 // TestNATSOpenTimeout holds it to the source.
 const natsOpenTimeout = 30 * time.Second
 
-// natsObjects are a build's NATS: the StatefulSet, and the Services, the
-// disruption budget and the NetworkPolicy that select its pods.
-type natsObjects struct {
-	sts      *appsv1.StatefulSet
-	services []*corev1.Service
-	pdb      *policyv1.PodDisruptionBudget
-	netpol   *networkingv1.NetworkPolicy
-}
-
-// container is nats-server's container in the pod template.
-func (n *natsObjects) container() (*corev1.Container, error) {
-	cs := n.sts.Spec.Template.Spec.Containers
-	for i := range cs {
-		if cs[i].Name == natsContainer {
-			return &cs[i], nil
-		}
-	}
-	return nil, fmt.Errorf("StatefulSet %s: no container named %s", n.sts.Name, natsContainer)
-}
-
-// containerPort resolves a port given by name or number to the NATS
-// container's port.
-func (n *natsObjects) containerPort(nameOrNumber string) (*corev1.ContainerPort, error) {
-	c, err := n.container()
-	if err != nil {
-		return nil, err
-	}
-	for i, p := range c.Ports {
-		if p.Name == nameOrNumber || fmt.Sprint(p.ContainerPort) == nameOrNumber {
-			return &c.Ports[i], nil
-		}
-	}
-	return nil, fmt.Errorf("container %s has no port %q (it has %v)", natsContainer, nameOrNumber, c.Ports)
-}
-
-// replicas is the member count, Kubernetes' default 1 when unset.
-func (n *natsObjects) replicas() int {
-	if r := n.sts.Spec.Replicas; r != nil {
-		return int(*r)
-	}
-	return 1
-}
-
-// namespace is the StatefulSet's, "default" when the build sets none.
-func (n *natsObjects) namespace() string {
-	if n.sts.Namespace == "" {
-		return "default"
-	}
-	return n.sts.Namespace
-}
-
-// memberHosts are the DNS names of a member's pod through the governing
-// Service, from the short one that resolves only in its namespace to the
-// cluster's full one.
-func (n *natsObjects) memberHosts(pod string) []string {
-	base := pod + "." + n.sts.Spec.ServiceName
-	return []string{base, base + "." + n.namespace(), base + "." + n.namespace() + ".svc", base + "." + n.namespace() + ".svc.cluster.local"}
-}
+// natsObjects are a build's NATS (stateful: its container is
+// natsContainer).
+type natsObjects struct{ stateful }
 
 // natsMember is one member's settings as nats-server itself reads them.
 type natsMember struct {
