@@ -127,7 +127,7 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 		return exhausted(quotaTurnsPerCaller, fmt.Sprintf("this caller has %d turns running on this replica, its limit (--turn-max-per-caller): cancel or finish one first", a.s.opts.maxTurnsPerCaller))
 	}
 	defer a.turns.leave(t.owner)
-	t.useStore(a.s.opts.turnStore, a.s.metrics, a.s.opts.memory, a.stopped)
+	t.useStore(a)
 	create := func(ctx context.Context) error { return a.s.opts.turnStore.Create(ctx, t.id, t.owner) }
 	if err := t.do(ctx, storeWrite{op: "create", do: create}); err != nil { // not kept: a turn does not start without its store
 		return turnStoreStatus(err)

@@ -482,7 +482,7 @@ func (a *agentLoop) runTaken(lease *turnstore.Lease, st turnstore.Takeover, rec 
 	a.turns.admit(t.owner, 0) // counted, not refused: the turn runs already
 	defer a.turns.leave(t.owner)
 	t.cancel, t.detach, t.detachedTimeout = cancel, true, a.s.opts.detachedTimeout
-	t.useStore(a.s.opts.turnStore, a.s.metrics, a.s.opts.memory, a.stopped)
+	t.useStore(a)
 	d := &durable{st: st, lease: lease, t: t}
 	defer d.release()
 	defer a.handOverOnStop(d, cancel)()

@@ -11,6 +11,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -36,9 +37,9 @@ type storeWrite struct {
 
 // unrecorded is a turn's writes kept while its store is out of reach.
 type unrecorded struct {
-	// stopped is the server's stop: what is kept then is lost. Nil: the
-	// turn's writes are not kept (a turn that records nowhere).
+	// stopped is the server's stop: what is kept then is lost.
 	stopped context.Context
+	log     *slog.Logger
 	limits  turnstore.Limits
 	mem     *membudget.Reservation // holds bytes
 
@@ -57,13 +58,17 @@ type unrecorded struct {
 
 // useStore makes the turn record in st, keeping what st cannot take while
 // it is out of reach (in budget's memory) until the server stops.
-func (t *turn) useStore(st turnstore.Store, m *metrics, budget *membudget.Budget, stopped context.Context) {
+func (t *turn) useStore(a *agentLoop) {
+	st := a.s.opts.turnStore
+	t.log = st
 	if st.Kind() == "memory" {
-		m = nil // a map's append: no latency worth a histogram's record an event
+		// A map's append: never out of reach, and no latency worth a
+		// histogram's record an event. Its writes are done at once.
+		return
 	}
-	t.log, t.m = st, m
-	t.unrec = &unrecorded{stopped: stopped, limits: st.Limits(), events: int(t.seq), // a turn taken over has events
-		mem: budget.EmptyFor(t.ctx, "a turn's writes kept while its store is out of reach")}
+	t.m = a.s.metrics
+	t.unrec = &unrecorded{stopped: a.stopped, log: a.s.opts.logger, limits: st.Limits(), events: int(t.seq), // a turn taken over has events
+		mem: a.s.opts.memory.EmptyFor(t.ctx, "a turn's writes kept while its store is out of reach")}
 }
 
 // write does w, or keeps it when the store is out of reach (or writes
@@ -73,7 +78,7 @@ func (t *turn) useStore(st turnstore.Store, m *metrics, budget *membudget.Budget
 // one does.
 func (t *turn) write(w storeWrite) error {
 	u := t.unrec
-	if u == nil || u.stopped == nil {
+	if u == nil { // a store never out of reach
 		return t.do(context.WithoutCancel(t.ctx), w)
 	}
 	u.mu.Lock()
@@ -96,7 +101,10 @@ func (t *turn) write(w storeWrite) error {
 	}
 	if !u.keeping {
 		u.keeping, u.noticeDue = true, true
-		u.reason = "the turn store is out of reach (" + err.Error() + "): the turn goes on, and what it could not record is kept on this replica until the store is back"
+		// The store's own words (its addresses) are the operator's, in the
+		// log; the client is told what it means for the turn.
+		u.log.Warn("agentloop: the turn store is out of reach: the turn goes on, keeping what it cannot record", "turn", t.id, "err", err)
+		u.reason = "the turn store is out of reach: the turn goes on, and what it could not record is kept on this replica until the store is back"
 		go t.flush()
 	}
 	return nil
