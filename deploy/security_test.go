@@ -37,7 +37,7 @@ import (
 func (m *manifest) overlay() bool { return !strings.HasSuffix(m.dir, "/base") }
 
 // scopeRegistryWrite is the scope RegisterManual and DeregisterManual need
-// (server.ScopeRegistryWrite); "*" does not grant it.
+// (auth.ScopeRegistryWrite); "*" does not grant it.
 const scopeRegistryWrite = "registry.write"
 
 // knownScopes are the scopes exprd checks: each exprd.v1 service's name,
@@ -60,14 +60,14 @@ type token struct {
 	scopes      []string
 }
 
-// minTokenChars is the shortest token server.ParseTokens takes.
+// minTokenChars is the shortest token auth.ParseTokens takes.
 const minTokenChars = 16
 
-// parseTokens reads a tokens file as server.ParseTokens does: lines (";"
+// parseTokens reads a tokens file as auth.ParseTokens does: lines (";"
 // ends one too) of NAME TOKEN SCOPES, blank and # lines skipped, a token
 // shorter than minTokenChars or given twice refused (an example Secret's
 // <token> is read as its stand-in, which is neither). It is a copy, not a
-// call: server.ParseTokens's package would bring seven modules into this
+// call: auth.ParseTokens's package would bring seven modules into this
 // module's go.mod that exprd's own tests do not need here, and its Tokens
 // do not list their callers' names and scopes.
 func parseTokens(s string) ([]token, error) {
@@ -107,7 +107,7 @@ func parseTokens(s string) ([]token, error) {
 	return out, nil
 }
 
-// TestParseTokens holds the copy to what server.ParseTokens refuses.
+// TestParseTokens holds the copy to what auth.ParseTokens refuses.
 func TestParseTokens(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, in, wantErr string }{

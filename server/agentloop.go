@@ -17,6 +17,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
 )
@@ -124,7 +125,7 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	cfg.ReserveHistory = reserve
 	t.owner = turnOwner(streamCtx)
 	if !a.turns.admit(t.owner, a.s.opts.maxTurnsPerCaller) {
-		return exhausted(quotaTurnsPerCaller, fmt.Sprintf("this caller has %d turns running on this replica, its limit (--turn-max-per-caller): cancel or finish one first", a.s.opts.maxTurnsPerCaller))
+		return rpcstatus.Exhausted(rpcstatus.QuotaTurnsPerCaller, fmt.Sprintf("this caller has %d turns running on this replica, its limit (--turn-max-per-caller): cancel or finish one first", a.s.opts.maxTurnsPerCaller))
 	}
 	defer a.turns.leave(t.owner)
 	t.useStore(a)
@@ -215,7 +216,7 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 	}
 	if n := start.GetMaxHistoryBytes(); n > 0 {
 		if n > uint64(lim.MaxHistoryBytes) {
-			return cfg, badRequest("start.max_history_bytes", fmt.Sprintf("%d bytes is above the server's maximum of %d (--agent-max-history-bytes)", n, lim.MaxHistoryBytes))
+			return cfg, rpcstatus.BadRequest("start.max_history_bytes", fmt.Sprintf("%d bytes is above the server's maximum of %d (--agent-max-history-bytes)", n, lim.MaxHistoryBytes))
 		}
 		cfg.MaxHistoryBytes = int64(n)
 	}
@@ -250,7 +251,7 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 	if start.GetStop() != nil {
 		stop, err := stopFromProto(start.GetStop())
 		if err != nil {
-			return cfg, badRequest("start.stop", err.Error())
+			return cfg, rpcstatus.BadRequest("start.stop", err.Error())
 		}
 		if err := checkStopSteps(start.GetStop(), "start.stop", lim.MaxSteps); err != nil {
 			return cfg, err
@@ -266,7 +267,7 @@ func (a *agentLoop) config(ctx context.Context, start *exprdv1.AgentStart, p mod
 		case exprdv1.Hook_HOOK_POST_TOOL_CALL:
 			cfg.Hooks.PostToolCall = t.postToolCall
 		default:
-			return cfg, badRequest("start.hooks", fmt.Sprintf("unknown hook %v: HOOK_PREPARE_STEP, HOOK_PRE_TOOL_CALL or HOOK_POST_TOOL_CALL", h))
+			return cfg, rpcstatus.BadRequest("start.hooks", fmt.Sprintf("unknown hook %v: HOOK_PREPARE_STEP, HOOK_PRE_TOOL_CALL or HOOK_POST_TOOL_CALL", h))
 		}
 	}
 	return cfg, nil
@@ -297,7 +298,7 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 		}
 		ut, err := view.Tool(a.s.opts.registry, tp.GetUtcpTool())
 		if err != nil {
-			return tool, badRequest(field+".utcp_tool", clientText(err))
+			return tool, rpcstatus.BadRequest(field+".utcp_tool", clientText(err))
 		}
 		if len(tool.Parameters) == 0 {
 			tool.Parameters = ut.Inputs
@@ -317,7 +318,7 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 		}
 		et, err := evaluator.NewTool(settings, a.s.opts.budgets, a.s.opts.toolOptions(evaluator.ClientUnreachable())...)
 		if err != nil {
-			return tool, badRequest("start.expr_settings", err.Error())
+			return tool, rpcstatus.BadRequest("start.expr_settings", err.Error())
 		}
 		d := et.Describe()
 		if len(tool.Parameters) == 0 {
@@ -339,7 +340,7 @@ func (a *agentLoop) tool(ctx context.Context, i int, tp *exprdv1.AgentTool, star
 		}
 		tool.Exec = agent.CodeModeExecutor(a.rt, view.Filter(tp.GetCodemodeTools()), view.Func())
 	default:
-		return tool, badRequest(field+".executor", fmt.Sprintf("unknown executor %v", tp.GetExecutor()))
+		return tool, rpcstatus.BadRequest(field+".executor", fmt.Sprintf("unknown executor %v", tp.GetExecutor()))
 	}
 	return tool, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/exprd/exprd/agent"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 // The conversions between AgentLoop's messages and the agent's and model's
@@ -17,7 +18,7 @@ import (
 func toolChoice(c *exprdv1.ToolChoice, field string) (model.ToolChoice, error) {
 	mode, tool := c.GetMode(), c.GetTool()
 	if (mode == exprdv1.ToolChoice_MODE_TOOL) != (tool != "") {
-		return model.ToolChoice{}, badRequest(field+".tool", "a tool name is given with MODE_TOOL, and only with it")
+		return model.ToolChoice{}, rpcstatus.BadRequest(field+".tool", "a tool name is given with MODE_TOOL, and only with it")
 	}
 	switch mode {
 	case exprdv1.ToolChoice_MODE_UNSPECIFIED, exprdv1.ToolChoice_MODE_AUTO:
@@ -29,7 +30,7 @@ func toolChoice(c *exprdv1.ToolChoice, field string) (model.ToolChoice, error) {
 	case exprdv1.ToolChoice_MODE_TOOL:
 		return model.ChooseTool(tool), nil
 	}
-	return model.ToolChoice{}, badRequest(field+".mode", fmt.Sprintf("unknown mode %v", mode))
+	return model.ToolChoice{}, rpcstatus.BadRequest(field+".mode", fmt.Sprintf("unknown mode %v", mode))
 }
 
 func stopFromProto(c *exprdv1.StopCondition) (agent.StopCondition, error) {
@@ -92,7 +93,7 @@ var roles = map[exprdv1.AgentMessage_Role]model.Role{
 func messageFromProto(m *exprdv1.AgentMessage, field string) (model.Message, error) {
 	role, ok := roles[m.GetRole()]
 	if !ok {
-		return model.Message{}, badRequest(field+".role", fmt.Sprintf("role %v: ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL", m.GetRole()))
+		return model.Message{}, rpcstatus.BadRequest(field+".role", fmt.Sprintf("role %v: ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL", m.GetRole()))
 	}
 	msg := model.Message{Role: role, Content: m.GetContent(), ToolCallID: m.GetToolCallId()}
 	for _, c := range m.GetToolCalls() {

@@ -21,6 +21,8 @@ import (
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/server/auth"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/turnstore"
 )
 
@@ -70,7 +72,7 @@ func detached(start *exprdv1.AgentStart) bool { return start.Detach == nil || st
 // turnOwner is who may resume a turn the caller of ctx starts: the token's
 // caller name with auth on, else the peer's address without its port.
 func turnOwner(ctx context.Context) string {
-	if name := callerName(ctx); name != "" {
+	if name := auth.CallerName(ctx); name != "" {
 		return "token:" + name
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
@@ -161,26 +163,26 @@ func turnStoreStatus(err error) error {
 	var spent *membudget.ExhaustedError
 	switch {
 	case errors.As(err, &le):
-		return exhausted(le.Subject, le.Desc)
+		return rpcstatus.Exhausted(le.Subject, le.Desc)
 	case errors.As(err, &spent): // the memory store's events, past the budget
 		return memoryStatus(spent)
 	case errors.Is(err, turnstore.ErrNotFound):
 		return errTurnNotFound
 	}
-	return statusErr(codes.Unavailable, "the turn store is unavailable: the turn cannot be recorded or read; retry later", errorInfo(reasonTurnStoreUnavail), retryInfo(defaultRetryDelay))
+	return rpcstatus.New(codes.Unavailable, "the turn store is unavailable: the turn cannot be recorded or read; retry later", rpcstatus.Info(exprdv1.ErrorReason_TURN_STORE_UNAVAILABLE), rpcstatus.Retry(rpcstatus.DefaultRetryDelay))
 }
 
 // errTurnNotFound is an unknown or expired turn, or another caller's: the
 // same words for all three, so that nobody learns which ids exist.
-var errTurnNotFound = statusErr(codes.NotFound, "no turn with this id: it is unknown, has expired, or was started by another caller", errorInfo(reasonTurnNotFound))
+var errTurnNotFound = rpcstatus.New(codes.NotFound, "no turn with this id: it is unknown, has expired, or was started by another caller", rpcstatus.Info(exprdv1.ErrorReason_TURN_NOT_FOUND))
 
 // errDetachedTimeout ends a turn that ran detached for too long.
 func errDetachedTimeout(d time.Duration) error {
-	return &streamError{st: statusErr(codes.DeadlineExceeded, fmt.Sprintf("the turn ran without a client for %s (--turn-detached-timeout)", d), errorInfo(reasonDetachedTimeout))}
+	return &streamError{st: rpcstatus.New(codes.DeadlineExceeded, fmt.Sprintf("the turn ran without a client for %s (--turn-detached-timeout)", d), rpcstatus.Info(exprdv1.ErrorReason_TURN_DETACHED_TIMEOUT))}
 }
 
 // errServerStopping ends the detached turns of a server that stops.
-var errServerStopping = &streamError{st: statusErr(codes.Unavailable, "the server is stopping", errorInfo(codeReason(codes.Unavailable)))}
+var errServerStopping = &streamError{st: rpcstatus.New(codes.Unavailable, "the server is stopping", rpcstatus.CodeInfo(codes.Unavailable))}
 
 // record appends m, numbered, to the store; its failure fails the turn.
 // t.sendMu is held.
@@ -209,7 +211,7 @@ func (t *turn) endRecord(err error) {
 	}
 	var end []byte
 	if err != nil {
-		end, _ = proto.Marshal(withReason(status.Convert(err)).Proto())
+		end, _ = proto.Marshal(rpcstatus.WithReason(status.Convert(err)).Proto())
 	}
 	_ = t.write(storeWrite{op: "end", end: true, do: func(ctx context.Context) error { return t.log.End(ctx, t.id, end) }})
 }
@@ -280,7 +282,7 @@ func clientGone(streamCtx context.Context, cause error) bool {
 func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 	id := r.GetTurnId()
 	if !turnstore.ValidID(id) {
-		return badRequest("resume.turn_id", "a turn id is 32 lowercase hex digits, as the turn's first event named it")
+		return rpcstatus.BadRequest("resume.turn_id", "a turn id is 32 lowercase hex digits, as the turn's first event named it")
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
@@ -301,7 +303,7 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 		}
 	case uint64(after) > rec.Last:
 		desc := fmt.Sprintf("the turn's latest event is seq %d; after_seq %d is past it", rec.Last, after)
-		return statusErr(codes.OutOfRange, "resume.after_seq: "+desc, errorInfo(reasonSeqOutOfRange, metaField, "resume.after_seq"),
+		return rpcstatus.New(codes.OutOfRange, "resume.after_seq: "+desc, rpcstatus.Info(exprdv1.ErrorReason_SEQ_OUT_OF_RANGE, rpcstatus.MetaField, "resume.after_seq"),
 			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "resume.after_seq", Description: desc}}})
 	default:
 		from = uint64(after)
@@ -328,7 +330,7 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 	var link turnLink
 	handle := func(m *exprdv1.AgentLoopRunRequest) bool {
 		const desc = "the turn runs on another replica: this stream only follows it and carries its replies"
-		reject(m, failedPrecondition(desc, errorInfo(reasonTurnElsewhere), "TURN_REPLICA", id, desc))
+		reject(m, rpcstatus.FailedPrecondition(desc, rpcstatus.Info(exprdv1.ErrorReason_TURN_ON_ANOTHER_REPLICA), "TURN_REPLICA", id, desc))
 		return false
 	}
 	live := a.turns.get(id)
@@ -419,7 +421,7 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return contextStatus(ctx.Err())
+			return rpcstatus.FromContext(ctx.Err())
 		}
 		if _, ok := status.FromError(err); ok {
 			return err // the stream's Send
@@ -431,7 +433,7 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 	}
 	var sp spb.Status
 	if err := proto.Unmarshal(end, &sp); err != nil {
-		return internalError()
+		return rpcstatus.Internal()
 	}
 	return status.FromProto(&sp).Err()
 }
@@ -442,7 +444,7 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 func (a *agentLoop) Cancel(ctx context.Context, req *exprdv1.AgentLoopCancelRequest) (*exprdv1.AgentLoopCancelResponse, error) {
 	id := req.GetTurnId()
 	if !turnstore.ValidID(id) {
-		return nil, badRequest("turn_id", "a turn id is 32 lowercase hex digits, as the turn's first event named it")
+		return nil, rpcstatus.BadRequest("turn_id", "a turn id is 32 lowercase hex digits, as the turn's first event named it")
 	}
 	st := a.s.opts.turnStore
 	rec, err := st.Get(ctx, id)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 // errAborted is the cause of a turn the client aborted (AgentCancel).
@@ -32,7 +33,7 @@ func (a *agentLoop) status(ctx context.Context, err error) error {
 	case errors.As(err, &he) && he.Err == nil:
 		// The history's limit: RESOURCE_EXHAUSTED, as a state over
 		// max_state_bytes is.
-		return exhausted(quotaHistoryBytes, he.Error())
+		return rpcstatus.Exhausted(quotaHistoryBytes, he.Error())
 	case errors.As(err, &he) && errors.As(he.Err, &spent):
 		return memoryStatus(spent)
 	}
@@ -57,10 +58,10 @@ func refield(err error, from, to string) error {
 		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
 			v := br.GetFieldViolations()[0]
 			if rest, ok := strings.CutPrefix(v.GetField(), from); ok {
-				return badRequest(to+rest, v.GetDescription())
+				return rpcstatus.BadRequest(to+rest, v.GetDescription())
 			}
-			return badRequest(v.GetField(), v.GetDescription())
+			return rpcstatus.BadRequest(v.GetField(), v.GetDescription())
 		}
 	}
-	return badRequest(to, st.Message())
+	return rpcstatus.BadRequest(to, st.Message())
 }

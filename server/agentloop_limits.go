@@ -9,6 +9,7 @@ import (
 	"github.com/exprd/exprd/codemode"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 // The server's maxima of AgentLoop turns. A request's value above one is
@@ -178,7 +179,7 @@ func limitedTimeout(field string, ms uint32, def, most time.Duration) (time.Dura
 	}
 	d := time.Duration(ms) * time.Millisecond
 	if d > most {
-		return 0, badRequest(field, fmt.Sprintf("%d ms is above the server's maximum of %d ms", ms, most.Milliseconds()))
+		return 0, rpcstatus.BadRequest(field, fmt.Sprintf("%d ms is above the server's maximum of %d ms", ms, most.Milliseconds()))
 	}
 	return d, nil
 }
@@ -197,7 +198,7 @@ func checkStopSteps(c *exprdv1.StopCondition, field string, most int) error {
 	switch x := c.GetCond().(type) {
 	case *exprdv1.StopCondition_MaxSteps:
 		if int64(x.MaxSteps) > int64(most) {
-			return badRequest(field+".max_steps", fmt.Sprintf("%d steps is above the server's maximum of %d steps", x.MaxSteps, most))
+			return rpcstatus.BadRequest(field+".max_steps", fmt.Sprintf("%d steps is above the server's maximum of %d steps", x.MaxSteps, most))
 		}
 	case *exprdv1.StopCondition_And:
 		return sub(x.And, "and")

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/turnstore"
 )
 
@@ -113,22 +114,22 @@ func (l remoteLink) deliver(ctx context.Context, m *exprdv1.AgentLoopRunRequest)
 	kind, id := replyOf(m)
 	msg, err := proto.MarshalOptions{}.MarshalAppend([]byte{relayReply}, m)
 	if err != nil {
-		return internalError()
+		return rpcstatus.Internal()
 	}
 	if max := l.relay.MaxRelayBytes(); len(msg) > max {
-		return exhausted(quotaRelayBytes, fmt.Sprintf("the %s is %d bytes: a reply on a stream resumed on another replica than the turn's is carried to it in at most %d (the NATS server's max_payload); send it on a stream resumed on the replica running the turn, or raise max_payload", kind, len(msg), max))
+		return rpcstatus.Exhausted(quotaRelayBytes, fmt.Sprintf("the %s is %d bytes: a reply on a stream resumed on another replica than the turn's is carried to it in at most %d (the NATS server's max_payload); send it on a stream resumed on the replica running the turn, or raise max_payload", kind, len(msg), max))
 	}
 	_, err = l.ask(ctx, msg)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, turnstore.ErrNotRunning):
-		return statusErr(codes.NotFound, fmt.Sprintf("no request waits for %q: the turn runs on no replica (it has ended, or its replica stopped)", id), errorInfo(reasonReplyNotAwaited))
+		return rpcstatus.New(codes.NotFound, fmt.Sprintf("no request waits for %q: the turn runs on no replica (it has ended, or its replica stopped)", id), rpcstatus.Info(exprdv1.ErrorReason_REPLY_NOT_AWAITED))
 	case status.Code(err) != codes.Unknown:
 		return err // the running replica's refusal
 	}
-	return statusErr(codes.Unavailable, "the replica running the turn did not answer: send the reply again (the first reply to a request wins, a repeated one is Rejected NOT_FOUND)",
-		errorInfo(reasonTurnStoreUnavail), retryInfo(defaultRetryDelay))
+	return rpcstatus.New(codes.Unavailable, "the replica running the turn did not answer: send the reply again (the first reply to a request wins, a repeated one is Rejected NOT_FOUND)",
+		rpcstatus.Info(exprdv1.ErrorReason_TURN_STORE_UNAVAILABLE), rpcstatus.Retry(rpcstatus.DefaultRetryDelay))
 }
 
 func (l remoteLink) hold(ctx context.Context) {
@@ -150,7 +151,7 @@ func holdEvery(detached time.Duration) time.Duration {
 // It never blocks.
 func (t *turn) serveRelay(maxBytes int) func(owner string, data []byte) []byte {
 	refuse := func(err error) []byte {
-		b, _ := proto.MarshalOptions{}.MarshalAppend([]byte{relayRefused}, withReason(status.Convert(err)).Proto())
+		b, _ := proto.MarshalOptions{}.MarshalAppend([]byte{relayRefused}, rpcstatus.WithReason(status.Convert(err)).Proto())
 		return b
 	}
 	return func(owner string, data []byte) []byte {
@@ -165,7 +166,7 @@ func (t *turn) serveRelay(maxBytes int) func(owner string, data []byte) []byte {
 			after, n := binary.Uvarint(data[1:])
 			upTo, k := binary.Uvarint(data[1+max(n, 0):])
 			if n <= 0 || k <= 0 {
-				return refuse(badRequest("relay", "a malformed question"))
+				return refuse(rpcstatus.BadRequest("relay", "a malformed question"))
 			}
 			m := t.pendingAfter(after, upTo)
 			if m == nil {
@@ -174,22 +175,22 @@ func (t *turn) serveRelay(maxBytes int) func(owner string, data []byte) []byte {
 			m.Pending = false // the asking replica marks it
 			b, _ := proto.MarshalOptions{}.MarshalAppend([]byte{relayOK}, m)
 			if len(b) > maxBytes {
-				return refuse(exhausted(quotaRelayBytes, "a pending request is larger than the relay carries"))
+				return refuse(rpcstatus.Exhausted(quotaRelayBytes, "a pending request is larger than the relay carries"))
 			}
 			return b
 		case relayReply:
 			m := new(exprdv1.AgentLoopRunRequest)
 			if err := proto.Unmarshal(data[1:], m); err != nil {
-				return refuse(badRequest("relay", "a malformed reply"))
+				return refuse(rpcstatus.BadRequest("relay", "a malformed reply"))
 			}
 			if kind, _ := replyOf(m); kind == "" {
-				return refuse(badRequest("msg", "only replies are carried to the replica running the turn"))
+				return refuse(rpcstatus.BadRequest("msg", "only replies are carried to the replica running the turn"))
 			}
 			if err := t.deliver(m); err != nil {
 				return refuse(err)
 			}
 			return []byte{relayOK}
 		}
-		return refuse(badRequest("relay", "an unknown message"))
+		return refuse(rpcstatus.BadRequest("relay", "an unknown message"))
 	}
 }

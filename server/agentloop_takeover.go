@@ -33,6 +33,8 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/server/auth"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
 )
@@ -102,8 +104,8 @@ type durable struct {
 
 // errLeaseLost ends a turn another replica took over: nothing more is
 // recorded by this one.
-var errLeaseLost = &streamError{st: statusErr(codes.Unavailable,
-	"the turn runs on another replica now: this one stopped renewing its lease in time; resume it", errorInfo(reasonTurnTakenOver))}
+var errLeaseLost = &streamError{st: rpcstatus.New(codes.Unavailable,
+	"the turn runs on another replica now: this one stopped renewing its lease in time; resume it", rpcstatus.Info(exprdv1.ErrorReason_TURN_TAKEN_OVER))}
 
 // hold takes the lease on a new turn and journals its start, when the
 // store takes turns over; nil otherwise.
@@ -120,7 +122,7 @@ func (a *agentLoop) hold(ctx context.Context, t *turn, start *exprdv1.AgentStart
 	data, err := proto.Marshal(start)
 	var entry []byte
 	if err == nil {
-		entry, err = json.Marshal(journalEntry{Kind: entryStart, Start: data, Owner: t.owner, Caller: callerName(ctx), Scopes: toolscope.FromContext(ctx).Scopes()})
+		entry, err = json.Marshal(journalEntry{Kind: entryStart, Start: data, Owner: t.owner, Caller: auth.CallerName(ctx), Scopes: toolscope.FromContext(ctx).Scopes()})
 	}
 	if err == nil { // written now: a turn does not start without its store
 		err = t.do(ctx, storeWrite{op: "journal", do: func(ctx context.Context) error { return st.Journal(ctx, t.id, entry) }})
@@ -182,8 +184,8 @@ func (d *durable) handed() bool { return d.handingOver != nil && d.handingOver.E
 
 // errHandOver stops a turn on a replica that stops: another takes it
 // over at once, its client resumes it there.
-var errHandOver = &streamError{st: statusErr(codes.Unavailable,
-	"this replica is stopping: the turn goes on on another; resume it", errorInfo(reasonTurnTakenOver))}
+var errHandOver = &streamError{st: rpcstatus.New(codes.Unavailable,
+	"this replica is stopping: the turn goes on on another; resume it", rpcstatus.Info(exprdv1.ErrorReason_TURN_TAKEN_OVER))}
 
 // handOverOnStop makes the server's stop hand the turn over rather than
 // end it: a durable, detached turn.
@@ -459,8 +461,8 @@ func leaveToOthers(ctx context.Context, lease *turnstore.Lease, log *slog.Logger
 // endTaken ends a turn this replica adopted but cannot run on: its end
 // says why, and the lease is given up.
 func (a *agentLoop) endTaken(ctx context.Context, lease *turnstore.Lease, id string, last uint64, why error, log *slog.Logger) {
-	st := statusErr(codes.Unavailable, "the replica running this turn stopped, and the turn could not go on: "+why.Error(), errorInfo(reasonTurnTakeover))
-	end, _ := proto.Marshal(withReason(status.Convert(st)).Proto())
+	st := rpcstatus.New(codes.Unavailable, "the replica running this turn stopped, and the turn could not go on: "+why.Error(), rpcstatus.Info(exprdv1.ErrorReason_TURN_TAKEOVER_FAILED))
+	end, _ := proto.Marshal(rpcstatus.WithReason(status.Convert(st)).Proto())
 	if err := a.s.opts.turnStore.End(ctx, id, end); err != nil {
 		log.Warn("agentloop: a lapsed turn's end could not be recorded", "err", err, "last", last)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
 )
@@ -67,7 +68,7 @@ func omittedEvents(evs []exprdv1.AgentEvent) (eventSet, error) {
 	var s eventSet
 	for _, e := range evs {
 		if _, known := exprdv1.AgentEvent_name[int32(e)]; !known || e <= exprdv1.AgentEvent_AGENT_EVENT_UNSPECIFIED || e >= 64 {
-			return 0, badRequest("start.omit_events", fmt.Sprintf("unknown event %v: want one of %s", e, strings.Join(omittableEvents(), ", ")))
+			return 0, rpcstatus.BadRequest("start.omit_events", fmt.Sprintf("unknown event %v: want one of %s", e, strings.Join(omittableEvents(), ", ")))
 		}
 		s |= 1 << e
 	}
@@ -228,7 +229,7 @@ func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCause
 	case *exprdv1.AgentLoopRunRequest_Start:
 		kind, bad = "start", alreadyStarted("start", "the turn has started; Start comes once")
 	default:
-		bad = badRequest("msg", "after Start: tool outputs, hook, approval and input replies, state, or cancel")
+		bad = rpcstatus.BadRequest("msg", "after Start: tool outputs, hook, approval and input replies, state, or cancel")
 	}
 	if bad != nil {
 		_ = t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Rejected{Rejected: rejected(kind, callID, bad)}})
@@ -269,7 +270,7 @@ func (t *turn) deliver(m *exprdv1.AgentLoopRunRequest) error {
 	case *exprdv1.AgentLoopRunRequest_InputReply:
 		return t.input.deliver(id, int32(msg.InputReply.GetAction()), msg.InputReply.GetContentJson())
 	}
-	return badRequest("msg", "a tool output, or a hook, approval or input reply")
+	return rpcstatus.BadRequest("msg", "a tool output, or a hook, approval or input reply")
 }
 
 // ask sends m and waits for the reply to it that c matches under id; m
@@ -349,7 +350,7 @@ func (t *turn) hook(ctx context.Context, req *exprdv1.HookRequest) (*exprdv1.Hoo
 	req.HookId = t.hooks.id()
 	check := func(r *exprdv1.HookReply) error {
 		if r.GetCallId() != req.GetCallId() {
-			return badRequest("hook_reply.call_id", fmt.Sprintf("hook %s asked about call %q, the reply names %q", req.HookId, req.GetCallId(), r.GetCallId()))
+			return rpcstatus.BadRequest("hook_reply.call_id", fmt.Sprintf("hook %s asked about call %q, the reply names %q", req.HookId, req.GetCallId(), r.GetCallId()))
 		}
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/auth"
 	"github.com/exprd/exprd/turnstore"
 )
 
@@ -184,7 +185,7 @@ func bearerCtx(tok string) context.Context {
 // INVALID_ARGUMENT.
 func TestAgentLoopBadResume(t *testing.T) {
 	t.Parallel()
-	tokens, err := server.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
+	tokens, err := auth.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestAgentLoopTurnStoreLimits(t *testing.T) {
 // as a resume is, and change nothing.
 func TestAgentLoopCancelUnary(t *testing.T) {
 	t.Parallel()
-	tokens, err := server.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
+	tokens, err := auth.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +495,7 @@ func TestAgentLoopStreamDeadlineEndsTheTurn(t *testing.T) {
 // starts, and a turn's end makes room again.
 func TestAgentLoopTurnsPerCaller(t *testing.T) {
 	t.Parallel()
-	tokens, err := server.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
+	tokens, err := auth.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -115,7 +116,7 @@ func (c *codeMode) Run(stream runStream) error {
 			return err
 		}
 	default:
-		return badRequest("start.source", "give code or a prompt")
+		return rpcstatus.BadRequest("start.source", "give code or a prompt")
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
@@ -196,7 +197,7 @@ func (r *runSession) handle(m *exprdv1.RunRequest, cancel context.CancelCauseFun
 	case *exprdv1.RunRequest_Start:
 		kind, bad = "start", alreadyStarted("start", "the run has started; Start comes once")
 	default:
-		bad = badRequest("msg", "after Start only ApprovalReply, InputReply and RunCancel may come")
+		bad = rpcstatus.BadRequest("msg", "after Start only ApprovalReply, InputReply and RunCancel may come")
 	}
 	if bad != nil {
 		_ = r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Rejected{Rejected: rejected(kind, id, bad)}})
@@ -257,7 +258,7 @@ func runStatus(ctx context.Context, err error) error {
 	case errors.Is(err, codemode.ErrInvalidOptions):
 		return statusOf(ctx, nil, err, "options")
 	case ctx.Err() != nil:
-		return contextStatus(ctx.Err())
+		return rpcstatus.FromContext(ctx.Err())
 	case errors.As(err, &unknown):
 		return statusOf(ctx, nil, err, "provider")
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -68,9 +71,9 @@ func (s *Server) checkEncoding(ctx context.Context) error {
 	if enc == "" || enc == encoding.Identity || s.opts.conn.compressed {
 		return nil
 	}
-	return statusErr(codes.Unimplemented,
+	return rpcstatus.New(codes.Unimplemented,
 		fmt.Sprintf("grpc-encoding %q: this server does not take compressed messages; send them uncompressed (identity)", enc),
-		errorInfo(reasonCompressionRefused))
+		rpcstatus.Info(exprdv1.ErrorReason_COMPRESSION_REFUSED))
 }
 
 // encodingStream refuses a stream whose messages are compressed before

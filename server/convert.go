@@ -10,6 +10,7 @@ import (
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/toolscope"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 // settings turns the wire settings into the evaluator's, resolving
@@ -52,7 +53,7 @@ func (s *Server) functions(view toolscope.View, in []*exprdv1.Function, field st
 				sf, ok = s.utcpFunction(name)
 			}
 			if !ok {
-				return nil, badRequest(fmt.Sprintf("%s[%d].server_name", field, i), fmt.Sprintf("the server has no function %q", name))
+				return nil, rpcstatus.BadRequest(fmt.Sprintf("%s[%d].server_name", field, i), fmt.Sprintf("the server has no function %q", name))
 			}
 			ef.Runner, ef.Impl = evaluator.RunServer, sf.Impl
 			// What the client leaves out, the server's definition fills in.
@@ -90,7 +91,7 @@ func (s *Server) budgets(in *exprdv1.Budgets) (evaluator.Budgets, error) {
 	}
 	b, err := s.opts.budgets.Lower(o)
 	if err != nil {
-		return b, badRequest("budgets", err.Error())
+		return b, rpcstatus.BadRequest("budgets", err.Error())
 	}
 	return b, nil
 }
@@ -126,7 +127,7 @@ func (s *Server) tool(ctx context.Context, settings *exprdv1.Settings, budgets *
 	}
 	t, err := evaluator.NewTool(es, b, s.opts.toolOptions(opts...)...)
 	if err != nil {
-		return nil, badRequest("settings", err.Error())
+		return nil, rpcstatus.BadRequest("settings", err.Error())
 	}
 	return t, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"google.golang.org/grpc/codes"
 )
 
@@ -120,7 +122,7 @@ func (c *correlator[K, V]) deliver(key K, v V) error {
 	if w == nil || w.ctx.Err() != nil {
 		// A request whose context ended waits no more; its goroutine
 		// removes it (forget) when it runs.
-		return statusErr(codes.NotFound, c.notAwaited(key), errorInfo(reasonReplyNotAwaited))
+		return rpcstatus.New(codes.NotFound, c.notAwaited(key), rpcstatus.Info(exprdv1.ErrorReason_REPLY_NOT_AWAITED))
 	}
 	if w.check != nil {
 		if err := w.check(v); err != nil {

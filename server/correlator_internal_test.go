@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,11 +23,11 @@ func wantNotAwaited(t *testing.T, err error) {
 		t.Fatalf("got %v, want NOT_FOUND", err)
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonReplyNotAwaited {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == exprdv1.ErrorReason_REPLY_NOT_AWAITED.String() {
 			return
 		}
 	}
-	t.Errorf("got details %v, want the ErrorInfo %s", st.Details(), reasonReplyNotAwaited)
+	t.Errorf("got details %v, want the ErrorInfo %s", st.Details(), exprdv1.ErrorReason_REPLY_NOT_AWAITED.String())
 }
 
 // asked starts ask in a goroutine and returns, once the request is sent,

@@ -26,6 +26,8 @@ import (
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
+	"github.com/exprd/exprd/server/auth"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
 )
@@ -71,8 +73,8 @@ func checkStatus(t *testing.T, err error, want wantErr, hidden ...string) {
 	switch {
 	case info == nil:
 		t.Errorf("got no ErrorInfo in %v, want reason %s", st.Proto(), want.reason)
-	case info.GetDomain() != errorDomain || info.GetReason() != want.reason:
-		t.Errorf("got ErrorInfo %s/%s, want %s/%s", info.GetDomain(), info.GetReason(), errorDomain, want.reason)
+	case info.GetDomain() != rpcstatus.Domain || info.GetReason() != want.reason:
+		t.Errorf("got ErrorInfo %s/%s, want %s/%s", info.GetDomain(), info.GetReason(), rpcstatus.Domain, want.reason)
 	}
 	if field != want.field {
 		t.Errorf("got BadRequest field %q, want %q", field, want.field)
@@ -110,65 +112,65 @@ func TestErrorsMapping(t *testing.T) {
 		want wantErr
 	}{
 		{"an invalid agent config", fmt.Errorf("%w: %w", agent.ErrInvalidConfig, &agent.FieldError{Field: "tools[0].timeout", Reason: "-1s is negative"}),
-			wantErr{codes.InvalidArgument, reasonInvalidField, "start.tools[0].timeout_ms", 0}},
+			wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INVALID_FIELD.String(), "start.tools[0].timeout_ms", 0}},
 		{"a hook's answer with a wrong field", &agent.HookError{Hook: agent.HookPrepareStep, Err: &agent.FieldError{Field: "active_tools", Reason: "x"}},
-			wantErr{codes.InvalidArgument, reasonInvalidField, "hook_reply.active_tools", 0}},
+			wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INVALID_FIELD.String(), "hook_reply.active_tools", 0}},
 		{"a hook's reply for another call", &agent.HookError{Hook: agent.HookPreToolCall, CallID: "c1", Err: fmt.Errorf("%w: %q", agent.ErrCallIDMismatch, "c9")},
-			wantErr{codes.InvalidArgument, reasonInvalidField, "hook_reply.call_id", 0}},
-		{"a hook reply the server refused", &agent.HookError{Hook: agent.HookPrepareStep, Err: badRequest("hook_reply.tool_choice.tool", "no")},
-			wantErr{codes.InvalidArgument, reasonInvalidField, "hook_reply.tool_choice.tool", 0}},
+			wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INVALID_FIELD.String(), "hook_reply.call_id", 0}},
+		{"a hook reply the server refused", &agent.HookError{Hook: agent.HookPrepareStep, Err: rpcstatus.BadRequest("hook_reply.tool_choice.tool", "no")},
+			wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INVALID_FIELD.String(), "hook_reply.tool_choice.tool", 0}},
 		{"a hook that failed", &agent.HookError{Hook: agent.HookApproval, CallID: "c1", Err: errors.New(secret)},
-			wantErr{codes.Aborted, reasonHookFailed, "", 0}},
-		{"the turn's timeout", &agent.TimeoutError{Turn: true, Timeout: time.Minute}, wantErr{codes.DeadlineExceeded, reasonTurnTimeout, "", 0}},
-		{"a step's timeout", &agent.TimeoutError{Step: 2, Timeout: time.Second}, wantErr{codes.DeadlineExceeded, reasonStepTimeout, "", 0}},
+			wantErr{codes.Aborted, exprdv1.ErrorReason_HOOK_FAILED.String(), "", 0}},
+		{"the turn's timeout", &agent.TimeoutError{Turn: true, Timeout: time.Minute}, wantErr{codes.DeadlineExceeded, exprdv1.ErrorReason_TURN_TIMEOUT.String(), "", 0}},
+		{"a step's timeout", &agent.TimeoutError{Step: 2, Timeout: time.Second}, wantErr{codes.DeadlineExceeded, exprdv1.ErrorReason_STEP_TIMEOUT.String(), "", 0}},
 
 		{"429 with Retry-After", modelErr(&model.HTTPError{StatusCode: 429, Message: secret, RetryAfter: 7 * time.Second}),
-			wantErr{codes.ResourceExhausted, reasonModelRateLimited, "", 7 * time.Second}},
+			wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_MODEL_RATE_LIMITED.String(), "", 7 * time.Second}},
 		{"429 without Retry-After", modelErr(&model.HTTPError{StatusCode: 429}),
-			wantErr{codes.ResourceExhausted, reasonModelRateLimited, "", defaultRetryDelay}},
-		{"500", modelErr(&model.HTTPError{StatusCode: 500, Message: secret}), wantErr{codes.Unavailable, reasonModelUnavailable, "", defaultRetryDelay}},
+			wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_MODEL_RATE_LIMITED.String(), "", rpcstatus.DefaultRetryDelay}},
+		{"500", modelErr(&model.HTTPError{StatusCode: 500, Message: secret}), wantErr{codes.Unavailable, exprdv1.ErrorReason_MODEL_UNAVAILABLE.String(), "", rpcstatus.DefaultRetryDelay}},
 		{"503 with Retry-After", modelErr(&model.HTTPError{StatusCode: 503, RetryAfter: 3 * time.Second}),
-			wantErr{codes.Unavailable, reasonModelUnavailable, "", 3 * time.Second}},
-		{"408", modelErr(&model.HTTPError{StatusCode: 408}), wantErr{codes.Unavailable, reasonModelUnavailable, "", defaultRetryDelay}},
-		{"401", modelErr(&model.HTTPError{StatusCode: 401, Message: secret}), wantErr{codes.FailedPrecondition, reasonModelAuth, "", 0}},
-		{"403", modelErr(&model.HTTPError{StatusCode: 403}), wantErr{codes.FailedPrecondition, reasonModelAuth, "", 0}},
-		{"400", modelErr(&model.HTTPError{StatusCode: 400, Message: secret}), wantErr{codes.FailedPrecondition, reasonModelRejected, "", 0}},
-		{"422", modelErr(&model.HTTPError{StatusCode: 422}), wantErr{codes.FailedPrecondition, reasonModelRejected, "", 0}},
-		{"404 for the provider's own model", modelErr(&model.HTTPError{StatusCode: 404}), wantErr{codes.FailedPrecondition, reasonModelEndpointNotFound, "", 0}},
+			wantErr{codes.Unavailable, exprdv1.ErrorReason_MODEL_UNAVAILABLE.String(), "", 3 * time.Second}},
+		{"408", modelErr(&model.HTTPError{StatusCode: 408}), wantErr{codes.Unavailable, exprdv1.ErrorReason_MODEL_UNAVAILABLE.String(), "", rpcstatus.DefaultRetryDelay}},
+		{"401", modelErr(&model.HTTPError{StatusCode: 401, Message: secret}), wantErr{codes.FailedPrecondition, exprdv1.ErrorReason_MODEL_AUTH.String(), "", 0}},
+		{"403", modelErr(&model.HTTPError{StatusCode: 403}), wantErr{codes.FailedPrecondition, exprdv1.ErrorReason_MODEL_AUTH.String(), "", 0}},
+		{"400", modelErr(&model.HTTPError{StatusCode: 400, Message: secret}), wantErr{codes.FailedPrecondition, exprdv1.ErrorReason_MODEL_REJECTED_REQUEST.String(), "", 0}},
+		{"422", modelErr(&model.HTTPError{StatusCode: 422}), wantErr{codes.FailedPrecondition, exprdv1.ErrorReason_MODEL_REJECTED_REQUEST.String(), "", 0}},
+		{"404 for the provider's own model", modelErr(&model.HTTPError{StatusCode: 404}), wantErr{codes.FailedPrecondition, exprdv1.ErrorReason_MODEL_ENDPOINT_NOT_FOUND.String(), "", 0}},
 		{"404 for the model Start named", &agent.ModelError{Model: "gpt-nope", Err: &model.HTTPError{StatusCode: 404, Message: secret}},
-			wantErr{codes.InvalidArgument, reasonModelNotFound, "start.model", 0}},
+			wantErr{codes.InvalidArgument, exprdv1.ErrorReason_MODEL_NOT_FOUND.String(), "start.model", 0}},
 		{"404 for the model a hook named", &agent.ModelError{Model: "gpt-nope", ModelFromHook: true, Err: &model.HTTPError{StatusCode: 404}},
-			wantErr{codes.InvalidArgument, reasonModelNotFound, "hook_reply.model", 0}},
+			wantErr{codes.InvalidArgument, exprdv1.ErrorReason_MODEL_NOT_FOUND.String(), "hook_reply.model", 0}},
 		{"400 model_not_found for the model Start named", &agent.ModelError{Model: "gpt-nope", Err: &model.HTTPError{StatusCode: 400, Code: "model_not_found"}},
-			wantErr{codes.InvalidArgument, reasonModelNotFound, "start.model", 0}},
+			wantErr{codes.InvalidArgument, exprdv1.ErrorReason_MODEL_NOT_FOUND.String(), "start.model", 0}},
 		{"an unreachable model server", &agent.ModelError{Err: fmt.Errorf("%w after 3 attempts: dial tcp 10.0.0.1:443: refused", model.ErrUnreachable)},
-			wantErr{codes.Unavailable, reasonModelUnavailable, "", defaultRetryDelay}},
-		{"a reply cut off", &agent.ModelError{Err: model.ErrStreamCut}, wantErr{codes.Unavailable, reasonModelUnavailable, "", defaultRetryDelay}},
-		{"a malformed reply", &agent.ModelError{Err: fmt.Errorf("%w: %s", model.ErrMalformedChunk, secret)}, wantErr{codes.Unavailable, reasonModelBadReply, "", 0}},
+			wantErr{codes.Unavailable, exprdv1.ErrorReason_MODEL_UNAVAILABLE.String(), "", rpcstatus.DefaultRetryDelay}},
+		{"a reply cut off", &agent.ModelError{Err: model.ErrStreamCut}, wantErr{codes.Unavailable, exprdv1.ErrorReason_MODEL_UNAVAILABLE.String(), "", rpcstatus.DefaultRetryDelay}},
+		{"a malformed reply", &agent.ModelError{Err: fmt.Errorf("%w: %s", model.ErrMalformedChunk, secret)}, wantErr{codes.Unavailable, exprdv1.ErrorReason_MODEL_BAD_REPLY.String(), "", 0}},
 		{"the provider's own timeout", &agent.ModelError{Err: fmt.Errorf("%w after 1 attempts: %w", model.ErrUnreachable, context.DeadlineExceeded)},
-			wantErr{codes.DeadlineExceeded, reasonModelTimeout, "", 0}},
-		{"a request the model package refused", &agent.ModelError{Err: model.ErrInvalidRequest}, wantErr{codes.Internal, reasonInternal, "", 0}},
-		{"an unknown provider", &model.UnknownProviderError{Name: "x", Known: []string{"a"}}, wantErr{codes.InvalidArgument, reasonInvalidField, "start", 0}},
-		{"invalid codemode options", fmt.Errorf("%w: budgets: timeout -1s", codemode.ErrInvalidOptions), wantErr{codes.InvalidArgument, reasonInvalidField, "start", 0}},
+			wantErr{codes.DeadlineExceeded, exprdv1.ErrorReason_MODEL_TIMEOUT.String(), "", 0}},
+		{"a request the model package refused", &agent.ModelError{Err: model.ErrInvalidRequest}, wantErr{codes.Internal, exprdv1.ErrorReason_INTERNAL.String(), "", 0}},
+		{"an unknown provider", &model.UnknownProviderError{Name: "x", Known: []string{"a"}}, wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INVALID_FIELD.String(), "start", 0}},
+		{"invalid codemode options", fmt.Errorf("%w: budgets: timeout -1s", codemode.ErrInvalidOptions), wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INVALID_FIELD.String(), "start", 0}},
 
 		{"the registry's store", &toolstore.UnavailableError{Op: "apply", Err: errors.New("dial etcd-0.internal:2379")},
-			wantErr{codes.Unavailable, reasonStoreUnavailable, "", defaultRetryDelay}},
-		{"the registry's limit", &utcp.LimitError{What: "tools", Limit: 10, Would: 11}, wantErr{codes.ResourceExhausted, reasonQuotaExceeded, "", 0}},
-		{"a manual already registered", &utcp.AlreadyExistsError{Kind: "manual", Name: "m"}, wantErr{codes.AlreadyExists, reasonManualExists, "", 0}},
-		{"a tool already registered", &utcp.AlreadyExistsError{Kind: "tool", Name: "m.t", Manual: "n"}, wantErr{codes.AlreadyExists, reasonToolExists, "", 0}},
-		{"a manual not found", &utcp.NotFoundError{Kind: "manual", Name: "m"}, wantErr{codes.NotFound, reasonManualNotFound, "", 0}},
-		{"a tool not found", &utcp.NotFoundError{Kind: "tool", Name: "m.t", Similar: []string{"m.u"}}, wantErr{codes.NotFound, reasonToolNotFound, "", 0}},
-		{"a refused manual", &utcp.ManualError{Manual: "m", Path: "tools[0].name", Msg: "empty"}, wantErr{codes.InvalidArgument, reasonInvalidManual, "start.tools[0].name", 0}},
+			wantErr{codes.Unavailable, exprdv1.ErrorReason_REGISTRY_STORE_UNAVAILABLE.String(), "", rpcstatus.DefaultRetryDelay}},
+		{"the registry's limit", &utcp.LimitError{What: "tools", Limit: 10, Would: 11}, wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_QUOTA_EXCEEDED.String(), "", 0}},
+		{"a manual already registered", &utcp.AlreadyExistsError{Kind: "manual", Name: "m"}, wantErr{codes.AlreadyExists, exprdv1.ErrorReason_MANUAL_EXISTS.String(), "", 0}},
+		{"a tool already registered", &utcp.AlreadyExistsError{Kind: "tool", Name: "m.t", Manual: "n"}, wantErr{codes.AlreadyExists, exprdv1.ErrorReason_TOOL_EXISTS.String(), "", 0}},
+		{"a manual not found", &utcp.NotFoundError{Kind: "manual", Name: "m"}, wantErr{codes.NotFound, exprdv1.ErrorReason_MANUAL_NOT_FOUND.String(), "", 0}},
+		{"a tool not found", &utcp.NotFoundError{Kind: "tool", Name: "m.t", Similar: []string{"m.u"}}, wantErr{codes.NotFound, exprdv1.ErrorReason_TOOL_NOT_FOUND.String(), "", 0}},
+		{"a refused manual", &utcp.ManualError{Manual: "m", Path: "tools[0].name", Msg: "empty"}, wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INVALID_MANUAL.String(), "start.tools[0].name", 0}},
 		{"an unbound variable", &utcp.VariableNotFoundError{Key: "M_KEY", Manual: "m", Name: "KEY", Path: "tools[0].url"},
-			wantErr{codes.InvalidArgument, reasonVariableUnbound, "start.tools[0].url", 0}},
-		{"an address egress refuses", &utcp.TransportError{Reason: utcp.ReasonEgress}, wantErr{codes.InvalidArgument, reasonEgressRefused, "start", 0}},
-		{"an insecure url", &utcp.TransportError{Reason: utcp.ReasonInsecureURL}, wantErr{codes.InvalidArgument, reasonInsecureURL, "start", 0}},
-		{"a source answering 404", &utcp.TransportError{Reason: utcp.ReasonStatus, Status: 404}, wantErr{codes.InvalidArgument, reasonProviderRefused, "start", 0}},
-		{"a source answering 503", &utcp.TransportError{Reason: utcp.ReasonStatus, Status: 503}, wantErr{codes.Unavailable, reasonProviderUnavail, "", defaultRetryDelay}},
-		{"a source unreachable", &utcp.TransportError{Reason: utcp.ReasonUnreachable}, wantErr{codes.Unavailable, reasonProviderUnavail, "", defaultRetryDelay}},
-		{"a source too slow", &utcp.TimeoutError{Tool: "t", Timeout: time.Second}, wantErr{codes.DeadlineExceeded, reasonProviderTimeout, "", 0}},
-		{"a cancel inside the core", fmt.Errorf("fetch: %w", context.Canceled), wantErr{codes.Canceled, reasonCancelled, "", 0}},
-		{"anything else", errors.New(secret), wantErr{codes.Internal, reasonInternal, "", 0}},
+			wantErr{codes.InvalidArgument, exprdv1.ErrorReason_VARIABLE_UNBOUND.String(), "start.tools[0].url", 0}},
+		{"an address egress refuses", &utcp.TransportError{Reason: utcp.ReasonEgress}, wantErr{codes.InvalidArgument, exprdv1.ErrorReason_EGRESS_REFUSED.String(), "start", 0}},
+		{"an insecure url", &utcp.TransportError{Reason: utcp.ReasonInsecureURL}, wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INSECURE_URL.String(), "start", 0}},
+		{"a source answering 404", &utcp.TransportError{Reason: utcp.ReasonStatus, Status: 404}, wantErr{codes.InvalidArgument, exprdv1.ErrorReason_PROVIDER_REFUSED.String(), "start", 0}},
+		{"a source answering 503", &utcp.TransportError{Reason: utcp.ReasonStatus, Status: 503}, wantErr{codes.Unavailable, exprdv1.ErrorReason_PROVIDER_UNAVAILABLE.String(), "", rpcstatus.DefaultRetryDelay}},
+		{"a source unreachable", &utcp.TransportError{Reason: utcp.ReasonUnreachable}, wantErr{codes.Unavailable, exprdv1.ErrorReason_PROVIDER_UNAVAILABLE.String(), "", rpcstatus.DefaultRetryDelay}},
+		{"a source too slow", &utcp.TimeoutError{Tool: "t", Timeout: time.Second}, wantErr{codes.DeadlineExceeded, exprdv1.ErrorReason_PROVIDER_TIMEOUT.String(), "", 0}},
+		{"a cancel inside the core", fmt.Errorf("fetch: %w", context.Canceled), wantErr{codes.Canceled, exprdv1.ErrorReason_CANCELLED.String(), "", 0}},
+		{"anything else", errors.New(secret), wantErr{codes.Internal, exprdv1.ErrorReason_INTERNAL.String(), "", 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,7 +182,7 @@ func TestErrorsMapping(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		checkStatus(t, statusOf(ctx, quiet, &agent.ModelError{Err: model.ErrStreamCut}, "start"), wantErr{codes.Canceled, reasonCancelled, "", 0})
+		checkStatus(t, statusOf(ctx, quiet, &agent.ModelError{Err: model.ErrStreamCut}, "start"), wantErr{codes.Canceled, exprdv1.ErrorReason_CANCELLED.String(), "", 0})
 	})
 }
 
@@ -195,27 +197,27 @@ func TestErrorsHelpers(t *testing.T) {
 		err  error
 		want wantErr
 	}{
-		{"the rate limit", exhausted(quotaRate, "over", retryInfo(time.Second)), wantErr{codes.ResourceExhausted, reasonRateLimited, "", time.Second}},
-		{"a slow reader", exhausted(quotaSlowReader, "slow"), wantErr{codes.ResourceExhausted, reasonSlowReader, "", 0}},
-		{"too many sessions", exhausted(quotaSessions, "full"), wantErr{codes.ResourceExhausted, reasonQuotaExceeded, "", 0}},
+		{"the rate limit", rpcstatus.Exhausted(rpcstatus.QuotaRate, "over", rpcstatus.Retry(time.Second)), wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_RATE_LIMITED.String(), "", time.Second}},
+		{"a slow reader", rpcstatus.Exhausted(rpcstatus.QuotaSlowReader, "slow"), wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_SLOW_READER.String(), "", 0}},
+		{"too many sessions", rpcstatus.Exhausted(rpcstatus.QuotaSessions, "full"), wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_QUOTA_EXCEEDED.String(), "", 0}},
 		{"a state over its bytes", stateStatus("state_json", &evaluator.StateTooLargeError{Size: 10, Max: 5}),
-			wantErr{codes.ResourceExhausted, reasonQuotaExceeded, "", 0}},
-		{"a busy memory budget", stateStatus("state_json", budget), wantErr{codes.ResourceExhausted, reasonMemoryBudget, "", defaultRetryDelay}},
+			wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_QUOTA_EXCEEDED.String(), "", 0}},
+		{"a busy memory budget", stateStatus("state_json", budget), wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_MEMORY_BUDGET.String(), "", rpcstatus.DefaultRetryDelay}},
 		{"a state the budget can never hold", stateStatus("state_json", &membudget.ExhaustedError{What: "x", Need: 10, Limit: 5, Unreachable: true}),
-			wantErr{codes.ResourceExhausted, reasonMemoryBudget, "", 0}},
-		{"a state that is not JSON", stateStatus("state_json", errors.New("not JSON")), wantErr{codes.InvalidArgument, reasonInvalidField, "state_json", 0}},
-		{"a reply nobody waits for", status.FromProto(rejected("tool_output", "c1", statusErr(codes.NotFound, "no", errorInfo(reasonReplyNotAwaited))).GetStatus()).Err(),
-			wantErr{codes.NotFound, reasonReplyNotAwaited, "", 0}},
-		{"a second Start", status.FromProto(rejected("start", "", statusErr(codes.FailedPrecondition, "started", errorInfo(reasonAlreadyStarted))).GetStatus()).Err(),
-			wantErr{codes.FailedPrecondition, reasonAlreadyStarted, "", 0}},
+			wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_MEMORY_BUDGET.String(), "", 0}},
+		{"a state that is not JSON", stateStatus("state_json", errors.New("not JSON")), wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INVALID_FIELD.String(), "state_json", 0}},
+		{"a reply nobody waits for", status.FromProto(rejected("tool_output", "c1", rpcstatus.New(codes.NotFound, "no", rpcstatus.Info(exprdv1.ErrorReason_REPLY_NOT_AWAITED))).GetStatus()).Err(),
+			wantErr{codes.NotFound, exprdv1.ErrorReason_REPLY_NOT_AWAITED.String(), "", 0}},
+		{"a second Start", status.FromProto(rejected("start", "", rpcstatus.New(codes.FailedPrecondition, "started", rpcstatus.Info(exprdv1.ErrorReason_ALREADY_STARTED))).GetStatus()).Err(),
+			wantErr{codes.FailedPrecondition, exprdv1.ErrorReason_ALREADY_STARTED.String(), "", 0}},
 		{"a Rejected with its own reason", status.FromProto(rejected("state", "", stateStatus("state.state_json", budget)).GetStatus()).Err(),
-			wantErr{codes.ResourceExhausted, reasonMemoryBudget, "", defaultRetryDelay}},
-		{"a status without a reason", finalError(context.Background(), quiet, status.Error(codes.ResourceExhausted, "grpc: received message larger than max")),
+			wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_MEMORY_BUDGET.String(), "", rpcstatus.DefaultRetryDelay}},
+		{"a status without a reason", rpcstatus.Final(context.Background(), quiet, status.Error(codes.ResourceExhausted, "grpc: received message larger than max")),
 			wantErr{codes.ResourceExhausted, "RESOURCE_EXHAUSTED", "", 0}},
-		{"an error that is not a status", finalError(context.Background(), quiet, errors.New("open /etc/exprd: denied")),
-			wantErr{codes.Internal, reasonInternal, "", 0}},
-		{"a context error", finalError(context.Background(), quiet, context.DeadlineExceeded), wantErr{codes.DeadlineExceeded, reasonDeadline, "", 0}},
-		{"a panic", errInternal, wantErr{codes.Internal, reasonInternal, "", 0}},
+		{"an error that is not a status", rpcstatus.Final(context.Background(), quiet, errors.New("open /etc/exprd: denied")),
+			wantErr{codes.Internal, exprdv1.ErrorReason_INTERNAL.String(), "", 0}},
+		{"a context error", rpcstatus.Final(context.Background(), quiet, context.DeadlineExceeded), wantErr{codes.DeadlineExceeded, exprdv1.ErrorReason_DEADLINE_EXCEEDED.String(), "", 0}},
+		{"a panic", errInternal, wantErr{codes.Internal, exprdv1.ErrorReason_INTERNAL.String(), "", 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,12 +270,12 @@ func TestErrorsModelThroughGRPC(t *testing.T) {
 		want  wantErr
 	}{
 		{"429 with Retry-After: 7", scripted.ErrorReply{Status: 429, RetryAfter: "7", Body: body("rate_limit")},
-			"", wantErr{codes.ResourceExhausted, reasonModelRateLimited, "", 7 * time.Second}},
-		{"401", scripted.ErrorReply{Status: 401, Body: body("invalid_api_key")}, "", wantErr{codes.FailedPrecondition, reasonModelAuth, "", 0}},
-		{"500", scripted.ErrorReply{Status: 500, Body: body("")}, "", wantErr{codes.Unavailable, reasonModelUnavailable, "", defaultRetryDelay}},
-		{"400", scripted.ErrorReply{Status: 400, Body: body("invalid_schema")}, "", wantErr{codes.FailedPrecondition, reasonModelRejected, "", 0}},
+			"", wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_MODEL_RATE_LIMITED.String(), "", 7 * time.Second}},
+		{"401", scripted.ErrorReply{Status: 401, Body: body("invalid_api_key")}, "", wantErr{codes.FailedPrecondition, exprdv1.ErrorReason_MODEL_AUTH.String(), "", 0}},
+		{"500", scripted.ErrorReply{Status: 500, Body: body("")}, "", wantErr{codes.Unavailable, exprdv1.ErrorReason_MODEL_UNAVAILABLE.String(), "", rpcstatus.DefaultRetryDelay}},
+		{"400", scripted.ErrorReply{Status: 400, Body: body("invalid_schema")}, "", wantErr{codes.FailedPrecondition, exprdv1.ErrorReason_MODEL_REJECTED_REQUEST.String(), "", 0}},
 		{"404 for the model Start named", scripted.ErrorReply{Status: 404, Body: body("model_not_found")},
-			"gpt-nope", wantErr{codes.InvalidArgument, reasonModelNotFound, "start.model", 0}},
+			"gpt-nope", wantErr{codes.InvalidArgument, exprdv1.ErrorReason_MODEL_NOT_FOUND.String(), "start.model", 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -349,14 +351,14 @@ func TestErrorsModelReplyOverMemoryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	checkStatus(t, failedTurn(t, p, ""), wantErr{codes.ResourceExhausted, reasonMemoryBudget, "", defaultRetryDelay})
+	checkStatus(t, failedTurn(t, p, ""), wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_MEMORY_BUDGET.String(), "", rpcstatus.DefaultRetryDelay})
 }
 
 // TestErrorsInterceptorsThroughGRPC: the auth and rate-limit interceptors'
 // refusals carry their reason, the rate limit a RetryInfo too.
 func TestErrorsInterceptorsThroughGRPC(t *testing.T) {
 	t.Parallel()
-	tokens, err := ParseTokens(strings.NewReader("alice 0123456789abcdef0123 exprtool\nbob fedcba98765432100123 codemode"))
+	tokens, err := auth.ParseTokens(strings.NewReader("alice 0123456789abcdef0123 exprtool\nbob fedcba98765432100123 codemode"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,11 +369,11 @@ func TestErrorsInterceptorsThroughGRPC(t *testing.T) {
 		t.Parallel()
 		c := exprdv1.NewExprToolClient(serveErrors(t, WithAuth(tokens)))
 		_, err := c.Describe(context.Background(), &exprdv1.DescribeRequest{})
-		checkStatus(t, err, wantErr{codes.Unauthenticated, reasonTokenMissing, "", 0})
+		checkStatus(t, err, wantErr{codes.Unauthenticated, exprdv1.ErrorReason_TOKEN_MISSING.String(), "", 0})
 		_, err = c.Describe(withToken("not-a-token-anyone-has"), &exprdv1.DescribeRequest{})
-		checkStatus(t, err, wantErr{codes.Unauthenticated, reasonTokenUnknown, "", 0})
+		checkStatus(t, err, wantErr{codes.Unauthenticated, exprdv1.ErrorReason_TOKEN_UNKNOWN.String(), "", 0})
 		_, err = c.Describe(withToken("fedcba98765432100123"), &exprdv1.DescribeRequest{})
-		checkStatus(t, err, wantErr{codes.PermissionDenied, reasonScopeMissing, "", 0})
+		checkStatus(t, err, wantErr{codes.PermissionDenied, exprdv1.ErrorReason_SCOPE_MISSING.String(), "", 0})
 	})
 	t.Run("rate limit", func(t *testing.T) {
 		t.Parallel()
@@ -392,6 +394,6 @@ func TestErrorsInterceptorsThroughGRPC(t *testing.T) {
 		if retry <= 0 || retry > 2*time.Second {
 			t.Errorf("got RetryInfo %v, want (0, 2s]", retry)
 		}
-		checkStatus(t, err, wantErr{codes.ResourceExhausted, reasonRateLimited, "", retry})
+		checkStatus(t, err, wantErr{codes.ResourceExhausted, exprdv1.ErrorReason_RATE_LIMITED.String(), "", retry})
 	})
 }

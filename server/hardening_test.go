@@ -20,6 +20,7 @@ import (
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/auth"
 )
 
 // serve starts s on loopback and returns a connection to it.
@@ -135,7 +136,7 @@ func counterSum(t *testing.T, r *metric.ManualReader, name string) int64 {
 
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	tokens, err := server.ParseTokens(strings.NewReader("# name token scopes\nui  tok-exprtool-0123456789 exprtool\nops tok-nothing-0123456789 codemode; root tok-all-000000000000 *"))
+	tokens, err := auth.ParseTokens(strings.NewReader("# name token scopes\nui  tok-exprtool-0123456789 exprtool\nops tok-nothing-0123456789 codemode; root tok-all-000000000000 *"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestAuth(t *testing.T) {
 func TestParseTokensErrors(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{"", "a b", "a short exprtool", "a tok-0123456789abcdef x\nb tok-0123456789abcdef y"} {
-		if _, err := server.ParseTokens(strings.NewReader(in)); err == nil {
+		if _, err := auth.ParseTokens(strings.NewReader(in)); err == nil {
 			t.Errorf("ParseTokens(%q): want an error", in)
 		}
 	}

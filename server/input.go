@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+
 	"google.golang.org/grpc/codes"
 
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -58,15 +61,15 @@ func (a *inputAsker) AskInput(ctx context.Context, req *utcp.InputRequest) (utcp
 	id := a.replies.id()
 	check := func(ans *inputAnswer) error {
 		if ans.action == "" {
-			return badRequest("input_reply.action", "give ACTION_ACCEPT, ACTION_DECLINE or ACTION_CANCEL")
+			return rpcstatus.BadRequest("input_reply.action", "give ACTION_ACCEPT, ACTION_DECLINE or ACTION_CANCEL")
 		}
 		r, err := req.CheckReply(ans.action, ans.content)
 		switch {
 		case errors.Is(err, utcp.ErrReplyTooLarge):
-			return statusErr(codes.ResourceExhausted, "input_reply.content_json: "+err.Error(), errorInfo(reasonQuotaExceeded),
-				quotaFailure("max_input_reply_bytes", err.Error()))
+			return rpcstatus.New(codes.ResourceExhausted, "input_reply.content_json: "+err.Error(), rpcstatus.Info(exprdv1.ErrorReason_QUOTA_EXCEEDED),
+				rpcstatus.QuotaFailure("max_input_reply_bytes", err.Error()))
 		case err != nil:
-			return badRequest("input_reply.content_json", err.Error())
+			return rpcstatus.BadRequest("input_reply.content_json", err.Error())
 		}
 		ans.reply = r
 		return nil

@@ -5,20 +5,22 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	"github.com/exprd/exprd/server/ratelimit"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
+	grpcratelimit "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 // errInternal is all a client learns of a panic: no stack, path or text.
-var errInternal = internalError()
+var errInternal = rpcstatus.Internal()
 
 // recovered logs and counts a panic and returns errInternal. The stack
 // goes to the server's log only.
@@ -67,7 +69,7 @@ func (s *Server) logger() logging.Logger {
 // go-grpc-middleware's, which replace the limiter's error (and its
 // QuotaFailure detail) with one of their own; the limiter is still a
 // ratelimit.Limiter, and both interceptors share the server's one.
-var _ ratelimit.Limiter = (*callerLimiter)(nil)
+var _ grpcratelimit.Limiter = (*ratelimit.Limiter)(nil)
 
 // The chain, outermost first: recovery, final errors, logging, (streams:
 // the encoding check), auth, rate limit, stream limits. Recovery is
@@ -81,32 +83,32 @@ func (s *Server) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	rec := recovery.WithRecoveryHandlerContext(s.recovered)
 	out := []grpc.UnaryServerInterceptor{
 		recovery.UnaryServerInterceptor(rec),
-		s.finalErrorsUnary(),
+		rpcstatus.FinalUnary(s.opts.logger),
 		logging.UnaryServerInterceptor(s.logger(), logOpts...),
 	}
 	if s.opts.tokens != nil {
-		out = append(out, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
+		out = append(out, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.opts.tokens.AuthFunc), selector.MatchFunc(notInfrastructure)))
 	}
-	return append(out, selector.UnaryServerInterceptor(s.rate.unary(), selector.MatchFunc(rateLimited)))
+	return append(out, selector.UnaryServerInterceptor(s.rate.Unary(), selector.MatchFunc(rateLimited)))
 }
 
 func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
 	rec := recovery.WithRecoveryHandlerContext(s.recovered)
 	out := []grpc.StreamServerInterceptor{
 		recovery.StreamServerInterceptor(rec),
-		s.finalErrorsStream(),
+		rpcstatus.FinalStream(s.opts.logger),
 		logging.StreamServerInterceptor(s.logger(), logOpts...),
 		s.encodingStream(),
 	}
 	if s.opts.tokens != nil {
-		out = append(out, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.opts.tokens.authFunc), selector.MatchFunc(notInfrastructure)))
+		out = append(out, selector.StreamServerInterceptor(auth.StreamServerInterceptor(s.opts.tokens.AuthFunc), selector.MatchFunc(notInfrastructure)))
 	}
 	// Health and reflection streams count against the streams of their
 	// connection too: they are not rate limited, and need no token.
 	sessionMethod := "/" + exprdv1.ExprTool_ServiceDesc.ServiceName + "/Session"
 	out = append(out,
-		selector.StreamServerInterceptor(s.rate.stream(), selector.MatchFunc(rateLimited)),
-		s.limits.interceptor(sessionMethod))
+		selector.StreamServerInterceptor(s.rate.Stream(), selector.MatchFunc(rateLimited)),
+		s.limits.Interceptor(sessionMethod))
 	if s.gate != nil {
 		out = append(out, s.gate.StreamInterceptor())
 	}

@@ -1,20 +1,12 @@
 package server
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"net"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
 
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 // The server's limits. Each is a named default, set by an Option; a request
@@ -107,99 +99,13 @@ const (
 	MaxInfraMsgSize = 16 << 10
 )
 
-// The subjects of QuotaFailure violations, one per limit.
-const (
-	quotaStateBytes      = "max_state_bytes"
-	quotaStateContainers = "max_state_containers"
-	quotaStateDepth      = "max_state_depth"
-	quotaSlowReader      = "slow_reader_timeout"
-	quotaCallsInFlight   = "max_calls_in_flight"
-	quotaStreamsPerCon   = "max_streams_per_connection"
-	quotaSessions        = "max_sessions"
-	quotaRate            = "rate_limit"
-	quotaMemoryBudget    = "memory_budget"
-	quotaInfraPerConn    = "max_infra_calls_per_connection"
-	quotaTurnsPerCaller  = "turn_max_per_caller"
-)
-
-// quotaFailure is the detail of a ResourceExhausted: which limit, and what.
-func quotaFailure(subject, desc string) *errdetails.QuotaFailure {
-	return &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: subject, Description: desc}}}
-}
-
-// streamLimits admits a stream only while its connection and the replica
-// are under their limits.
-type streamLimits struct {
-	perConn  int
-	sessions int
-
-	mu    sync.Mutex
-	conns map[string]int // open streams by connection (the peer's address)
-	open  atomic.Int64   // open Session streams
-}
-
-func newStreamLimits(perConn, sessions int) *streamLimits {
-	return &streamLimits{perConn: perConn, sessions: sessions, conns: map[string]int{}}
-}
-
-func (l *streamLimits) interceptor(sessionMethod string) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		key := connKey(ss.Context())
-		l.mu.Lock()
-		if l.conns[key] >= l.perConn {
-			l.mu.Unlock()
-			return exhausted(quotaStreamsPerCon, fmt.Sprintf("%d streams are open on this connection, the limit", l.perConn))
-		}
-		l.conns[key]++
-		l.mu.Unlock()
-		defer func() {
-			l.mu.Lock()
-			if l.conns[key]--; l.conns[key] == 0 {
-				delete(l.conns, key)
-			}
-			l.mu.Unlock()
-		}()
-		if info.FullMethod == sessionMethod {
-			if n := l.open.Add(1); n > int64(l.sessions) {
-				l.open.Add(-1)
-				return exhausted(quotaSessions, fmt.Sprintf("this replica holds %d sessions, the limit; try another", l.sessions))
-			}
-			defer l.open.Add(-1)
-		}
-		return handler(srv, ss)
-	}
-}
-
-// connKey names ctx's connection by its remote address (remoteKey), ""
-// without one.
-func connKey(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return ""
-	}
-	return remoteKey(p.Addr)
-}
-
-// remoteKey names a connection by its remote address, as connKey does
-// from a call's context: the connection limiter finds the connection a
-// call proves by it.
-func remoteKey(a net.Addr) string {
-	if a == nil {
-		return ""
-	}
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.String()
-	}
-	return a.Network() + ":" + a.String()
-}
-
 // stateQuota is the QuotaFailure subject of a state refused for a limit
 // (its bytes, its objects and arrays, its depth); ok is false for any other
 // refusal.
 func stateQuota(err error) (subject string, ok bool) {
 	var spent *membudget.ExhaustedError
 	if errors.As(err, &spent) {
-		return quotaMemoryBudget, true
+		return rpcstatus.QuotaMemoryBudget, true
 	}
 	var big *evaluator.StateTooLargeError
 	if !errors.As(err, &big) {
@@ -207,11 +113,11 @@ func stateQuota(err error) (subject string, ok bool) {
 	}
 	switch big.What {
 	case "containers":
-		return quotaStateContainers, true
+		return rpcstatus.QuotaStateContainers, true
 	case "depth":
-		return quotaStateDepth, true
+		return rpcstatus.QuotaStateDepth, true
 	}
-	return quotaStateBytes, true
+	return rpcstatus.QuotaStateBytes, true
 }
 
 // stateStatus is the status of a refused state: too large is
@@ -224,9 +130,9 @@ func stateStatus(field string, err error) error {
 	}
 	subject, ok := stateQuota(err)
 	if !ok {
-		return badRequest(field, err.Error())
+		return rpcstatus.BadRequest(field, err.Error())
 	}
-	return exhausted(subject, err.Error())
+	return rpcstatus.Exhausted(subject, err.Error())
 }
 
 // memoryStatus is the status of what the memory budget could not hold:
@@ -234,9 +140,9 @@ func stateStatus(field string, err error) error {
 // is only busy.
 func memoryStatus(spent *membudget.ExhaustedError) error {
 	if spent.Unreachable {
-		return exhausted(quotaMemoryBudget, spent.Error())
+		return rpcstatus.Exhausted(rpcstatus.QuotaMemoryBudget, spent.Error())
 	}
-	return exhausted(quotaMemoryBudget, spent.Error(), retryInfo(defaultRetryDelay))
+	return rpcstatus.Exhausted(rpcstatus.QuotaMemoryBudget, spent.Error(), rpcstatus.Retry(rpcstatus.DefaultRetryDelay))
 }
 
 // MaxConnsFor is the connections a server with a memory budget of budget

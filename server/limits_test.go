@@ -171,3 +171,25 @@ func TestMaxRecvMsgSizeHasNoDetail(t *testing.T) {
 		})
 	}
 }
+
+// MaxConnsFor gives a connection a server.ConnMemory of the budget, within its
+// bounds: at the bounds and one past them.
+func TestMaxConnsFor(t *testing.T) {
+	for _, tt := range []struct {
+		budget int64
+		want   int
+	}{
+		{0, server.DefaultMaxConns},
+		{256 << 20, 128},
+		{server.MinConns * server.ConnMemory, server.MinConns},
+		{server.MinConns*server.ConnMemory - 1, server.MinConns},
+		{1, server.MinConns},
+		{server.DefaultMaxConns * server.ConnMemory, server.DefaultMaxConns},
+		{server.DefaultMaxConns*server.ConnMemory + server.ConnMemory, server.DefaultMaxConns},
+		{(server.MinConns + 1) * server.ConnMemory, server.MinConns + 1},
+	} {
+		if got := server.MaxConnsFor(tt.budget); got != tt.want {
+			t.Errorf("MaxConnsFor(%d): got %d, want %d", tt.budget, got, tt.want)
+		}
+	}
+}

@@ -28,9 +28,8 @@ import (
 	"github.com/exprd/exprd/internal/overload"
 )
 
-// quotaOverload is the QuotaFailure subject of the overload manager's
+// rpcstatus.QuotaOverload is the QuotaFailure subject of the overload manager's
 // statuses.
-const quotaOverload = "overload"
 
 // overloadInterceptors are the unary and stream interceptors of
 // s.opts.overload, which must not be nil.

@@ -23,6 +23,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/auth"
 )
 
 // The tests of the limits a peer meets before its token is checked, each
@@ -41,9 +42,9 @@ const (
 	preauthTimeout = 15 * time.Second
 )
 
-func preauthTokens(t testing.TB) server.Tokens {
+func preauthTokens(t testing.TB) auth.Tokens {
 	t.Helper()
-	tokens, err := server.ParseTokens(strings.NewReader("ui " + preauthToken + " *\nops " + noScopeToken + " codemode\nsquatter " + squatterToken + " *"))
+	tokens, err := auth.ParseTokens(strings.NewReader("ui " + preauthToken + " *\nops " + noScopeToken + " codemode\nsquatter " + squatterToken + " *"))
 	if err != nil {
 		t.Fatal(err)
 	}

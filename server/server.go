@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -28,6 +29,9 @@ import (
 	"github.com/exprd/exprd/internal/recvgate"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/server/auth"
+	"github.com/exprd/exprd/server/limits"
+	"github.com/exprd/exprd/server/ratelimit"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
@@ -63,8 +67,8 @@ type Server struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	metrics *metrics
-	limits  *streamLimits
-	rate    *callerLimiter // one per server: unary RPCs and streams share a caller's bucket
+	limits  *limits.Streams
+	rate    *ratelimit.Limiter // one per server: unary RPCs and streams share a caller's bucket
 	tracer  trace.Tracer
 	// codemode runs CodeMode's programs and the agent's codemode tool; nil
 	// without a registry.
@@ -73,9 +77,9 @@ type Server struct {
 	// without one.
 	gate *recvgate.Gate
 	// conns bounds the connections open at once, per peer and in all.
-	conns *connLimits
+	conns *limits.Conns
 	// infra bounds the health and reflection calls open on a connection.
-	infra *infraLimits
+	infra *limits.Infra
 	// stopTurns ends the detached agent turns (Stop, or Shutdown past its
 	// deadline).
 	stopTurns context.CancelFunc
@@ -105,7 +109,7 @@ type options struct {
 	inputTimeout      time.Duration // a tool's request for user input, waiting for the client
 	connWindowSize    int32
 	trustedProxies    []netip.Prefix
-	tokens            *Tokens
+	tokens            *auth.Tokens
 	// registryWritesWithoutAuth lets anyone write the registry with auth off.
 	registryWritesWithoutAuth bool
 	creds                     credentials.TransportCredentials
@@ -308,7 +312,7 @@ func WithInputTimeout(d time.Duration) Option {
 }
 
 // WithMaxRateBuckets bounds the callers the rate limiter remembers
-// (default DefaultMaxRateBuckets).
+// (default ratelimit.DefaultMaxBuckets).
 func WithMaxRateBuckets(n int) Option {
 	return func(o *options) error { return positive("max rate-limit buckets", n, func() { o.maxRateBuckets = n }) }
 }
@@ -330,7 +334,7 @@ func WithTrustedProxies(prefixes ...netip.Prefix) Option {
 
 // WithAuth requires a bearer token from tokens on every service but health
 // and reflection (default: no auth).
-func WithAuth(tokens Tokens) Option {
+func WithAuth(tokens auth.Tokens) Option {
 	return func(o *options) error { o.tokens = &tokens; return nil }
 }
 
@@ -416,7 +420,7 @@ func New(opts ...Option) (*Server, error) {
 		maxStreamsPerConn: DefaultMaxStreamsPerConn,
 		maxSessions:       DefaultMaxSessions,
 		ratePerSecond:     DefaultRatePerSecond,
-		maxRateBuckets:    DefaultMaxRateBuckets,
+		maxRateBuckets:    ratelimit.DefaultMaxBuckets,
 		windowSize:        DefaultInitialWindowSize,
 		outboxBytes:       DefaultOutboxBytes,
 		slowReaderTimeout: DefaultSlowReaderTimeout,
@@ -471,13 +475,13 @@ func New(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: newStreamLimits(o.maxStreamsPerConn, o.maxSessions),
-		rate: newCallerLimiter(o.ratePerSecond, o.rateBurst, o.maxRateBuckets, o.trustedProxies), tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
+	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: limits.NewStreams(o.maxStreamsPerConn, o.maxSessions),
+		rate: ratelimit.New(o.ratePerSecond, o.rateBurst, o.maxRateBuckets, o.trustedProxies), tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
 	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store, o.memory, o.overload); err != nil {
 		return nil, err
 	}
-	s.conns = newConnLimits(o.conn.maxConnsPerPeer, o.conn.maxConns, s.rate.trusted, o.logger)
-	s.infra = newInfraLimits(MaxInfraPerConn)
+	s.conns = limits.NewConns(o.conn.maxConnsPerPeer, o.conn.maxConns, s.rate.Trusted, o.logger)
+	s.infra = limits.NewInfra(MaxInfraPerConn)
 	if o.memory != nil {
 		s.gate = recvgate.New(o.memory, int(o.windowSize), o.maxRecvMsgSize, s.gateOptions()...)
 	}
@@ -554,7 +558,7 @@ func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
 // Serve serves on lis until Shutdown or Stop.
 func (s *Server) Serve(lis net.Listener) error {
-	lis = s.conns.listener(lis)
+	lis = s.conns.Listener(lis)
 	if s.gate != nil && s.opts.creds == nil {
 		lis = s.gate.Listener(lis) // with TLS, the credentials wrap each connection
 	}
@@ -602,3 +606,20 @@ func (s *Server) Stop() {
 
 // Evaluator returns the server's evaluator (for its cache counters).
 func (s *Server) Evaluator() *evaluator.Evaluator { return s.eval }
+
+// TakeHTTP takes a token for an HTTP request (the MCP endpoint's) from
+// the bucket its caller's gRPC RPCs draw on: caller, the name its token
+// gives, or with none the client's address, as an RPC's (the peer, or
+// through a trusted proxy the x-forwarded-for header). It says how long
+// until the bucket has a token when it has none.
+func (s *Server) TakeHTTP(caller string, r *http.Request) (wait time.Duration, ok bool) {
+	key := caller
+	if key == "" {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			return 0, true // not a TCP peer (a test's handler): no address to limit
+		}
+		key = s.rate.AddrClient(ap.Addr().WithZone("").Unmap(), r.Header.Values("X-Forwarded-For"))
+	}
+	return s.rate.TakeKey(key)
+}

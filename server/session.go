@@ -18,6 +18,7 @@ import (
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 var sessionSeq atomic.Uint64
@@ -68,14 +69,14 @@ func (e *exprTool) Session(stream sessionStream) error {
 	s := e.s
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
-		return badRequest("open", "the stream ended before Open")
+		return rpcstatus.BadRequest("open", "the stream ended before Open")
 	}
 	if err != nil {
 		return err
 	}
 	open := first.GetOpen()
 	if open == nil {
-		return badRequest("open", "the stream's first message must be Open")
+		return rpcstatus.BadRequest("open", "the stream's first message must be Open")
 	}
 	t, err := s.tool(stream.Context(), open.GetSettings(), open.GetBudgets())
 	if err != nil {
@@ -165,13 +166,13 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 		c := ss.calls[m.Cancel.GetCallId()]
 		ss.mu.Unlock()
 		if c == nil {
-			return ss.reject("cancel", m.Cancel.GetCallId(), statusErr(codes.NotFound, fmt.Sprintf("no call %q is in flight", m.Cancel.GetCallId()), errorInfo(reasonReplyNotAwaited)))
+			return ss.reject("cancel", m.Cancel.GetCallId(), rpcstatus.New(codes.NotFound, fmt.Sprintf("no call %q is in flight", m.Cancel.GetCallId()), rpcstatus.Info(exprdv1.ErrorReason_REPLY_NOT_AWAITED)))
 		}
 		c.cancel()
 	case *exprdv1.SessionRequest_Open:
 		return ss.reject("open", "", alreadyStarted("open", "the session is already open; settings are fixed for the stream's life"))
 	default:
-		return ss.reject("", "", statusErr(codes.InvalidArgument, "the message has none of its fields set", errorInfo(reasonInvalidField)))
+		return ss.reject("", "", rpcstatus.New(codes.InvalidArgument, "the message has none of its fields set", rpcstatus.Info(exprdv1.ErrorReason_INVALID_FIELD)))
 	}
 	return nil
 }
@@ -179,17 +180,17 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 func (ss *session) startCall(m *exprdv1.Call) error {
 	id := m.GetCallId()
 	if id == "" {
-		return ss.reject("call", id, badRequest("call.call_id", "call_id is empty"))
+		return ss.reject("call", id, rpcstatus.BadRequest("call.call_id", "call_id is empty"))
 	}
 	ss.mu.Lock()
 	if _, busy := ss.calls[id]; busy {
 		ss.mu.Unlock()
-		return ss.reject("call", id, statusErr(codes.AlreadyExists, fmt.Sprintf("call %q is already in flight", id), errorInfo(reasonCallInFlight)))
+		return ss.reject("call", id, rpcstatus.New(codes.AlreadyExists, fmt.Sprintf("call %q is already in flight", id), rpcstatus.Info(exprdv1.ErrorReason_CALL_IN_FLIGHT)))
 	}
 	if len(ss.calls) >= ss.srv.opts.maxCallsInFlight {
 		ss.mu.Unlock()
 		desc := fmt.Sprintf("%d calls are in flight, the limit for one stream", ss.srv.opts.maxCallsInFlight)
-		return ss.reject("call", id, exhausted(quotaCallsInFlight, desc))
+		return ss.reject("call", id, rpcstatus.Exhausted(rpcstatus.QuotaCallsInFlight, desc))
 	}
 	ctx, cancel := context.WithCancel(ss.ctx)
 	c := &call{id: id, cancel: cancel}
@@ -270,7 +271,7 @@ func sendStatus(err error) error {
 	var spent *membudget.ExhaustedError
 	switch {
 	case errors.Is(err, errSlowReader):
-		return exhausted(quotaSlowReader, "the client did not read what it was sent for the slow-reader timeout: the stream is ended")
+		return rpcstatus.Exhausted(rpcstatus.QuotaSlowReader, "the client did not read what it was sent for the slow-reader timeout: the stream is ended")
 	case errors.As(err, &spent):
 		return memoryStatus(spent)
 	}

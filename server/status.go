@@ -7,13 +7,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 // rejected is the Rejected event for a client message a stream could not
 // use: kind names the message, st is the gRPC status a unary call would
 // have ended with, its reason named where it was made.
 func rejected(kind, callID string, st error) *exprdv1.Rejected {
-	return &exprdv1.Rejected{Kind: kind, CallId: callID, Status: withReason(status.Convert(st)).Proto()}
+	return &exprdv1.Rejected{Kind: kind, CallId: callID, Status: rpcstatus.WithReason(status.Convert(st)).Proto()}
 }
 
 // jsonText is JSON for a *_json field. A proto string must be UTF-8, and

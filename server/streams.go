@@ -9,9 +9,12 @@ import (
 	"errors"
 	"io"
 
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+
 	"google.golang.org/grpc/status"
 
 	"github.com/exprd/exprd/model"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 // receive reads the client's messages after Start until the stream ends,
@@ -64,11 +67,11 @@ func cancelOnDead(cancel context.CancelCauseFunc) func(error) {
 func modelProvider(models *model.Registry, name, field string) (model.Provider, error) {
 	if models == nil || len(models.Names()) == 0 {
 		const desc = "this server has no model providers configured: prompts and agent turns need one"
-		return nil, failedPrecondition(desc, errorInfo(reasonNoModels), "MODEL_PROVIDERS", "models", desc)
+		return nil, rpcstatus.FailedPrecondition(desc, rpcstatus.Info(exprdv1.ErrorReason_NO_MODEL_PROVIDERS), "MODEL_PROVIDERS", "models", desc)
 	}
 	p, err := models.Get(name)
 	if err != nil {
-		return nil, badRequest(field, err.Error())
+		return nil, rpcstatus.BadRequest(field, err.Error())
 	}
 	return p, nil
 }
@@ -98,4 +101,4 @@ func recvFailed(err error) error { return &streamError{st: status.Convert(err).E
 
 // errFirstNotStart ends a stream whose first message is not Start, or
 // that ended before any.
-var errFirstNotStart = badRequest("start", "the stream's first message must be Start")
+var errFirstNotStart = rpcstatus.BadRequest("start", "the stream's first message must be Start")

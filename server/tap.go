@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync"
 
 	"google.golang.org/grpc/tap"
 
@@ -18,7 +16,7 @@ import (
 // What it refuses costs a HEADERS frame back and nothing more:
 //
 //   - with auth on, a call to any service but health and reflection needs
-//     a token with the service's scope (Tokens.check): without one it is
+//     a token with the service's scope (auth.Tokens.Check): without one it is
 //     refused UNAUTHENTICATED or PERMISSION_DENIED, however long the
 //     message it is about to send;
 //   - health and reflection need no token, so a connection holds at most
@@ -31,7 +29,7 @@ import (
 //     no more than one without;
 //   - a call it admits (not health or reflection) proves its connection:
 //     at --max-connections, a new connection takes the place of the
-//     oldest that has carried none (connLimits);
+//     oldest that has carried none (limits.Conns);
 //   - it admits the stream into the receive gate, as its token's: the
 //     messages of one token share one peer's part of the budget
 //     (--recv-peer-share), from however many addresses they come.
@@ -43,34 +41,34 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 	switch {
 	case isInfrastructure(info.FullMethodName):
 		var err error
-		if ctx, err = s.infra.admit(ctx); err != nil {
+		if ctx, err = s.infra.Admit(ctx); err != nil {
 			return nil, err
 		}
 		limit = MaxInfraMsgSize
 	default:
 		if s.opts.tokens != nil {
-			c, err := s.opts.tokens.check(ctx, info.FullMethodName)
+			c, err := s.opts.tokens.Check(ctx, info.FullMethodName)
 			if err != nil {
 				// A refused call costs what its headers took to read: it
 				// is charged to its client's bucket, as a call without a
 				// token is, and past that rate its connection is closed
 				// (when no admitted call uses it), so that a peer with
 				// no valid token cannot keep refusals coming on one.
-				if rerr := s.rate.limit(s.rate.clientKey(ctx)); rerr != nil {
-					s.conns.closeUnproven(ctx)
+				if rerr := s.rate.Take(s.rate.ClientKey(ctx)); rerr != nil {
+					s.conns.CloseUnproven(ctx)
 					return nil, rerr
 				}
 				return nil, err
 			}
-			ctx = c.with(ctx)
-			who = c.name
+			ctx = c.With(ctx)
+			who = c.Name()
 		}
-		key := s.rate.caller(ctx)
-		if err := s.rate.limit(key); err != nil {
+		key := s.rate.Caller(ctx)
+		if err := s.rate.Take(key); err != nil {
 			return nil, err
 		}
 		ctx = context.WithValue(evaluator.WithCaller(ctx, key), rateTakenKey{}, true)
-		s.conns.proven(ctx)
+		s.conns.Proven(ctx)
 	}
 	if s.gate != nil {
 		ctx = s.gate.Admit(ctx, limit, who) // tagged with its stream
@@ -94,38 +92,4 @@ func isInfrastructure(fullMethod string) bool {
 // infraService reports whether the service svc is health or reflection.
 func infraService(svc string) bool {
 	return svc == "grpc.health.v1.Health" || strings.HasPrefix(svc, "grpc.reflection.")
-}
-
-// infraLimits counts the health and reflection calls open on each
-// connection.
-type infraLimits struct {
-	perConn int
-	mu      sync.Mutex
-	conns   map[string]int
-}
-
-func newInfraLimits(perConn int) *infraLimits {
-	return &infraLimits{perConn: perConn, conns: map[string]int{}}
-}
-
-// admit counts a call on ctx's connection until its stream ends (grpc-go
-// cancels the stream's context then, whichever way it ends), or refuses
-// it RESOURCE_EXHAUSTED past the limit.
-func (l *infraLimits) admit(ctx context.Context) (context.Context, error) {
-	key := connKey(ctx)
-	l.mu.Lock()
-	if l.conns[key] >= l.perConn {
-		l.mu.Unlock()
-		return nil, exhausted(quotaInfraPerConn, fmt.Sprintf("%d health and reflection calls are open on this connection, the limit", l.perConn))
-	}
-	l.conns[key]++
-	l.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		l.mu.Lock()
-		if l.conns[key]--; l.conns[key] <= 0 {
-			delete(l.conns, key)
-		}
-		l.mu.Unlock()
-	})
-	return ctx, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/toolscope"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -93,7 +94,7 @@ func (t *toolRegistry) ListTools(ctx context.Context, req *exprdv1.ListToolsRequ
 	fp := "list\x00" + manual
 	after, err := readPageToken(req.GetPageToken(), fp)
 	if err != nil {
-		return nil, badRequest("page_token", err.Error())
+		return nil, rpcstatus.BadRequest("page_token", err.Error())
 	}
 	size := pageSize(req.GetPageSize(), DefaultListPageSize, MaxListPageSize)
 	tools := t.reg.List() // sorted by name
@@ -129,23 +130,23 @@ func (t *toolRegistry) ListTools(ctx context.Context, req *exprdv1.ListToolsRequ
 // place in the ranking's pages.
 func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchToolsRequest) (*exprdv1.SearchToolsResponse, error) {
 	if strings.TrimSpace(req.GetQuery()) == "" {
-		return nil, badRequest("query", "the query is empty")
+		return nil, rpcstatus.BadRequest("query", "the query is empty")
 	}
 	fp := "search\x00" + req.GetQuery()
 	at, err := readPageToken(req.GetPageToken(), fp)
 	if err != nil {
-		return nil, badRequest("page_token", err.Error())
+		return nil, rpcstatus.BadRequest("page_token", err.Error())
 	}
 	offset := 0
 	if at != "" {
 		if len(at) != 4 {
-			return nil, badRequest("page_token", errPageToken.Error())
+			return nil, rpcstatus.BadRequest("page_token", errPageToken.Error())
 		}
 		// Compared before the conversion: a 32-bit int would make a
 		// large offset negative.
 		n := binary.BigEndian.Uint32([]byte(at))
 		if n >= MaxSearchDepth {
-			return nil, badRequest("page_token", errPageToken.Error())
+			return nil, rpcstatus.BadRequest("page_token", errPageToken.Error())
 		}
 		offset = int(n)
 	}
@@ -163,7 +164,7 @@ func (t *toolRegistry) SearchTools(ctx context.Context, req *exprdv1.SearchTools
 	var qe *utcp.QueryError
 	switch {
 	case errors.As(err, &qe):
-		return nil, badRequest("query", clientText(err))
+		return nil, rpcstatus.BadRequest("query", clientText(err))
 	case err != nil:
 		return nil, status.FromContextError(err).Err()
 	}

@@ -76,9 +76,9 @@ func wantTokenRefused(t *testing.T, tok string, err error) {
 			}
 		}
 	}
-	if tok == "" || st.Code() != codes.InvalidArgument || reason != reasonInvalidField || field != "page_token" {
+	if tok == "" || st.Code() != codes.InvalidArgument || reason != exprdv1.ErrorReason_INVALID_FIELD.String() || field != "page_token" {
 		t.Fatalf("token %q: got %v (reason %q, field %q), want INVALID_ARGUMENT %s naming page_token",
-			tok, err, reason, field, reasonInvalidField)
+			tok, err, reason, field, exprdv1.ErrorReason_INVALID_FIELD.String())
 	}
 }
 

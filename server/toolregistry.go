@@ -16,6 +16,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
 )
@@ -40,7 +41,7 @@ func newToolRegistry(o *options) *toolRegistry {
 
 func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.RegisterManualRequest) (*exprdv1.RegisterManualResponse, error) {
 	if req.GetName() == "" {
-		return nil, badRequest("name", "the manual needs a name")
+		return nil, rpcstatus.BadRequest("name", "the manual needs a name")
 	}
 	if err := t.writable(ctx, req.GetName(), req.GetReplace()); err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 		if allowed := req.GetAllowedCommunicationProtocols(); len(allowed) > 0 {
 			for i, p := range allowed {
 				if !urlProtocols[p] {
-					return nil, badRequest(fmt.Sprintf("allowed_communication_protocols[%d]", i),
+					return nil, rpcstatus.BadRequest(fmt.Sprintf("allowed_communication_protocols[%d]", i),
 						fmt.Sprintf("%q: a manual found by url may use http, streamable_http, sse and mcp", p))
 				}
 			}
@@ -77,13 +78,13 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 		}
 		field = "grpc_target"
 	default:
-		return nil, badRequest("source", "give one of url, manual_json or grpc_target")
+		return nil, rpcstatus.BadRequest("source", "give one of url, manual_json or grpc_target")
 	}
 	if field != "url" && len(req.GetAllowedCommunicationProtocols()) > 0 {
-		return nil, badRequest("allowed_communication_protocols", "applies only to url; a manual_json says its own, a grpc_target's tools are grpc")
+		return nil, rpcstatus.BadRequest("allowed_communication_protocols", "applies only to url; a manual_json says its own, a grpc_target's tools are grpc")
 	}
 	if field != "grpc_target" && req.GetGrpcSecurity() != exprdv1.RegisterManualRequest_GRPC_SECURITY_UNSPECIFIED {
-		return nil, badRequest("grpc_security", "applies only to grpc_target; leave it unset for url and manual_json")
+		return nil, rpcstatus.BadRequest("grpc_security", "applies only to grpc_target; leave it unset for url and manual_json")
 	}
 	// A replacement is read and checked in full before it takes the old
 	// one's place: a refused replacement leaves the old one.
@@ -92,8 +93,8 @@ func (t *toolRegistry) RegisterManual(ctx context.Context, req *exprdv1.Register
 	if overTLS && errors.As(err, &te) && te.Reason == utcp.ReasonUnreachable {
 		// A plaintext provider, or a certificate the server does not
 		// trust, looks the same from here: say which checks were made.
-		return nil, statusErr(codes.Unavailable, "the provider is unreachable over TLS: check that the target serves TLS "+
-			"with a certificate the server trusts for that host", errorInfo(reasonProviderUnavail), retryInfo(time.Second))
+		return nil, rpcstatus.New(codes.Unavailable, "the provider is unreachable over TLS: check that the target serves TLS "+
+			"with a certificate the server trusts for that host", rpcstatus.Info(exprdv1.ErrorReason_PROVIDER_UNAVAILABLE), rpcstatus.Retry(time.Second))
 	}
 	if err != nil {
 		return nil, t.registryStatus(err, field)
@@ -128,10 +129,10 @@ func inlineTemplate(raw string) bool {
 func (t *toolRegistry) grpcSource(target string, sec exprdv1.RegisterManualRequest_GrpcSecurity) (utcp.Source, bool, error) {
 	host, port, err := net.SplitHostPort(target)
 	if err != nil || host == "" {
-		return utcp.Source{}, false, badRequest("grpc_target", "want host:port, e.g. tools.example.com:443 or 127.0.0.1:9339")
+		return utcp.Source{}, false, rpcstatus.BadRequest("grpc_target", "want host:port, e.g. tools.example.com:443 or 127.0.0.1:9339")
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return utcp.Source{}, false, badRequest("grpc_target", "the port must be a number in [1, 65535]")
+		return utcp.Source{}, false, rpcstatus.BadRequest("grpc_target", "the port must be a number in [1, 65535]")
 	}
 	var useTLS bool
 	switch sec {
@@ -141,11 +142,11 @@ func (t *toolRegistry) grpcSource(target string, sec exprdv1.RegisterManualReque
 		useTLS = true
 	case exprdv1.RegisterManualRequest_GRPC_SECURITY_PLAINTEXT:
 		if !t.reg.PlaintextAllowed(host) {
-			return utcp.Source{}, false, badRequest("grpc_security", "plaintext may reach only the hosts the operator lists; "+
+			return utcp.Source{}, false, rpcstatus.BadRequest("grpc_security", "plaintext may reach only the hosts the operator lists; "+
 				"leave grpc_security unset or set GRPC_SECURITY_TLS to reach this host over TLS")
 		}
 	default:
-		return utcp.Source{}, false, badRequest("grpc_security", fmt.Sprintf("unknown value %d: GRPC_SECURITY_TLS or GRPC_SECURITY_PLAINTEXT, or unset", sec))
+		return utcp.Source{}, false, rpcstatus.BadRequest("grpc_security", fmt.Sprintf("unknown value %d: GRPC_SECURITY_TLS or GRPC_SECURITY_PLAINTEXT, or unset", sec))
 	}
 	tmpl, _ := json.Marshal(map[string]any{"call_template_type": "grpc", "host": host, "port": port,
 		"service_name": "grpcpb.UTCPService", "use_ssl": useTLS})
@@ -154,7 +155,7 @@ func (t *toolRegistry) grpcSource(target string, sec exprdv1.RegisterManualReque
 
 func (t *toolRegistry) DeregisterManual(ctx context.Context, req *exprdv1.DeregisterManualRequest) (*exprdv1.DeregisterManualResponse, error) {
 	if req.GetName() == "" {
-		return nil, badRequest("name", "the manual's name is empty")
+		return nil, rpcstatus.BadRequest("name", "the manual's name is empty")
 	}
 	if err := t.writable(ctx, req.GetName(), true); err != nil {
 		return nil, err

@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+
 	"google.golang.org/grpc/codes"
 
+	"github.com/exprd/exprd/server/auth"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/utcp"
 )
 
 // Changing the registry is an admin act. With auth on, RegisterManual and
-// DeregisterManual need ScopeRegistryWrite (checked with the token, in
+// DeregisterManual need auth.ScopeRegistryWrite (checked with the token, in
 // authFunc). With auth off nobody can be told apart, so writes are refused
 // unless the operator opted in (WithRegistryWritesWithoutAuth). Manuals the
 // operator loaded before the server started (--manuals-dir, the demo) are
@@ -33,8 +37,8 @@ func WithRegistryWritesWithoutAuth() Option {
 func (t *toolRegistry) writable(_ context.Context, manual string, replacing bool) error {
 	if !t.authOn && !t.writesWithoutAuth {
 		desc := "registry writes need auth: configure bearer tokens (--auth-tokens-file) and give the writer the " +
-			fmt.Sprintf("%q scope, or start exprd with %s on a machine no one else can reach", ScopeRegistryWrite, FlagRegistryWritesWithoutAuth)
-		return failedPrecondition("the tool registry is read-only: "+desc, errorInfo(reasonRegistryReadOnly), "AUTH", "exprd.v1.ToolRegistry", desc)
+			fmt.Sprintf("%q scope, or start exprd with %s on a machine no one else can reach", auth.ScopeRegistryWrite, FlagRegistryWritesWithoutAuth)
+		return rpcstatus.FailedPrecondition("the tool registry is read-only: "+desc, rpcstatus.Info(exprdv1.ErrorReason_REGISTRY_READ_ONLY), "AUTH", "exprd.v1.ToolRegistry", desc)
 	}
 	name := utcp.SanitizeManualName(manual)
 	if t.store.Operator(name) && replacing {

@@ -15,6 +15,7 @@ import (
 	"github.com/exprd/exprd/examples/providers"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/auth"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"
 )
@@ -53,7 +54,7 @@ func withToken(token string) context.Context {
 // ("*" does not grant it). Reading stays open.
 func TestRegistryWritesNeedTheAdminScope(t *testing.T) {
 	t.Parallel()
-	tokens, err := server.ParseTokens(strings.NewReader(
+	tokens, err := auth.ParseTokens(strings.NewReader(
 		"reader tok-reader-0123456789 toolregistry; root tok-root-000000000000 *; admin tok-admin-00000000000 registry.write,toolregistry"))
 	if err != nil {
 		t.Fatal(err)

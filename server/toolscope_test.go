@@ -17,6 +17,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/auth"
 )
 
 // Tokens whose tools: scopes limit what they see of the registry (math
@@ -56,7 +57,7 @@ func scopeSees(token, tool string) bool {
 // scripted model ("scripted") playing script when it has turns.
 func scopedConn(t *testing.T, script scripted.Script) (*grpc.ClientConn, *scripted.Server) {
 	t.Helper()
-	tokens, err := server.ParseTokens(strings.NewReader(strings.Join([]string{
+	tokens, err := auth.ParseTokens(strings.NewReader(strings.Join([]string{
 		"math " + scopeMath + " *,tools:math",
 		"prefix " + scopePrefix + " *,tools:catalog.get*",
 		"star " + scopeStar + " *,tools:*",

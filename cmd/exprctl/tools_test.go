@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/auth"
 )
 
 const demoTools = `NAME             TRANSPORT  DESCRIPTION
@@ -410,7 +411,7 @@ func TestToolsRegisterReadOnly(t *testing.T) {
 // registry.write scope.
 func TestToolsToken(t *testing.T) {
 	t.Parallel()
-	tokens, err := server.ParseTokens(strings.NewReader("ops writer-token-0123456789 registry.write,toolregistry\nreader reader-token-0123456789 toolregistry"))
+	tokens, err := auth.ParseTokens(strings.NewReader("ops writer-token-0123456789 registry.write,toolregistry\nreader reader-token-0123456789 toolregistry"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +441,7 @@ func TestToolsToken(t *testing.T) {
 // EXPRCTL_TOKEN is the token when --token is not given, and --help never
 // shows it.
 func TestTokenFromEnv(t *testing.T) {
-	tokens, err := server.ParseTokens(strings.NewReader("ops writer-token-0123456789 registry.write,toolregistry"))
+	tokens, err := auth.ParseTokens(strings.NewReader("ops writer-token-0123456789 registry.write,toolregistry"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/ratelimit"
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -110,7 +111,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.windowSize, "stream-window", server.DefaultInitialWindowSize, "bytes a client may send on a stream that exprd has not read yet (HTTP/2 flow control; fixed, at least 65536)")
 	fs.IntVar(&c.connWindowSize, "connection-window", server.DefaultInitialConnWindowSize, "the same for a whole connection")
 	fs.DurationVar(&c.slowReader, "slow-reader-timeout", server.DefaultSlowReaderTimeout, "how long a Session's outbound queue (1 MiB) may stay full before its client counts as not reading and the stream ends RESOURCE_EXHAUSTED")
-	fs.IntVar(&c.rateCallers, "rate-limit-callers", server.DefaultMaxRateBuckets, "callers the rate limiter remembers (the least recently seen is forgotten past it)")
+	fs.IntVar(&c.rateCallers, "rate-limit-callers", ratelimit.DefaultMaxBuckets, "callers the rate limiter remembers (the least recently seen is forgotten past it)")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated IPs or CIDRs of proxies whose x-forwarded-for names the client for the rate limit (default: none; the peer's address is the client's)")
 
 	fs.StringVar(&c.tokensFile, "auth-tokens-file", "", "bearer tokens, one `NAME TOKEN SCOPES` a line (EXPRD_AUTH_TOKENS may hold them instead); empty with no EXPRD_AUTH_TOKENS: auth off")

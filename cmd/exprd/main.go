@@ -26,6 +26,7 @@ import (
 	"github.com/exprd/exprd/internal/procs"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/auth"
 )
 
 func main() {
@@ -203,7 +204,7 @@ func (c config) serverOptions(log *slog.Logger) ([]server.Option, error) {
 
 // tokens reads the bearer tokens from auth-tokens-file or EXPRD_AUTH_TOKENS;
 // nil when neither is given (auth off).
-func (c config) tokens() (*server.Tokens, error) {
+func (c config) tokens() (*auth.Tokens, error) {
 	var src *strings.Reader
 	switch env := os.Getenv("EXPRD_AUTH_TOKENS"); {
 	case c.tokensFile != "":
@@ -217,7 +218,7 @@ func (c config) tokens() (*server.Tokens, error) {
 	default:
 		return nil, nil
 	}
-	t, err := server.ParseTokens(src)
+	t, err := auth.ParseTokens(src)
 	if err != nil {
 		return nil, fmt.Errorf("auth tokens: %w", err)
 	}

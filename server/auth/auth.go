@@ -1,4 +1,13 @@
-package server
+// Package auth checks the bearer tokens of exprd's calls: Tokens are the
+// tokens a server accepts, each with a caller's name and the scopes it
+// grants (a service, "*" for every service, registry.write for changing
+// the tool registry, tools:PATTERN for what the caller sees of it). The
+// server checks a call's token in its tap, before a byte of its message
+// is read (Tokens.Check), and again in its auth interceptor for a call
+// that came by no tap (Tokens.AuthFunc); the MCP endpoint takes the same
+// tokens (Tokens.Lookup). A checked call carries its caller's name
+// (CallerName) and what it sees of the tool registry (toolscope).
+package auth
 
 import (
 	"bufio"
@@ -15,6 +24,7 @@ import (
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/toolscope"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
 // Tokens are the bearer tokens a server accepts, each with a caller name and
@@ -25,10 +35,12 @@ import (
 // "*" does not grant. Scopes of the form tools:PATTERN (ScopeToolsPrefix)
 // limit which of the registry's tools the token sees, in every service.
 type Tokens struct {
-	byHash map[[32]byte]caller
+	byHash map[[32]byte]Caller
 }
 
-type caller struct {
+// Caller is who a token names: its name, the scopes it grants, and what
+// it sees of the tool registry.
+type Caller struct {
 	name   string
 	scopes map[string]bool
 	view   toolscope.View // what its tools: scopes let it see of the registry
@@ -38,7 +50,7 @@ type caller struct {
 // blank lines and lines starting with # are skipped. ";" also ends a line,
 // so the list fits in one environment variable. Errors name the line.
 func ParseTokens(r io.Reader) (Tokens, error) {
-	t := Tokens{byHash: map[[32]byte]caller{}}
+	t := Tokens{byHash: map[[32]byte]Caller{}}
 	sc := bufio.NewScanner(r)
 	n := 0
 	for sc.Scan() {
@@ -59,7 +71,7 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 			if _, dup := t.byHash[h]; dup {
 				return t, fmt.Errorf("tokens line %d (%s): the token is given twice", n, f[0])
 			}
-			c := caller{name: f[0], scopes: map[string]bool{}}
+			c := Caller{name: f[0], scopes: map[string]bool{}}
 			var scopes []string
 			for _, s := range strings.Split(f[2], ",") {
 				if s = strings.TrimSpace(s); s != "" {
@@ -80,6 +92,9 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 	return t, nil
 }
 
+// Name is the caller's name, from its line of the tokens.
+func (c Caller) Name() string { return c.name }
+
 // Lookup returns the caller a bearer token names and the scopes it
 // grants; false for a token not in the list. It is the check of other
 // front doors (the MCP endpoint) that take the same tokens.
@@ -97,8 +112,8 @@ func (t Tokens) Lookup(token string) (name string, scopes []string, ok bool) {
 
 type callerKey struct{}
 
-// callerName is the authenticated caller's name, or "".
-func callerName(ctx context.Context) string {
+// CallerName is the authenticated caller's name, or "".
+func CallerName(ctx context.Context) string {
 	s, _ := ctx.Value(callerKey{}).(string)
 	return s
 }
@@ -136,48 +151,48 @@ func scopeOf(fullMethod string) string {
 	return strings.ToLower(svc)
 }
 
-// check checks the bearer token of a call to fullMethod, in ctx's incoming
+// Check checks the bearer token of a call to fullMethod, in ctx's incoming
 // metadata, and returns its caller: none (TOKEN_MISSING) or an
 // unknown one (TOKEN_UNKNOWN) is Unauthenticated, one without the
 // method's scope PermissionDenied (SCOPE_MISSING). The server's tap
-// checks it before the call's stream is admitted (tap.go), so that no
+// checks it before the call's stream is admitted (its tap), so that no
 // byte of a message is read for a call without a token.
-func (t Tokens) check(ctx context.Context, fullMethod string) (caller, error) {
+func (t Tokens) Check(ctx context.Context, fullMethod string) (Caller, error) {
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	if err != nil {
-		return caller{}, statusErr(codes.Unauthenticated, `the call carries no bearer token: send the metadata "authorization: Bearer <token>"`,
-			errorInfo(reasonTokenMissing))
+		return Caller{}, rpcstatus.New(codes.Unauthenticated, `the call carries no bearer token: send the metadata "authorization: Bearer <token>"`,
+			rpcstatus.Info(exprdv1.ErrorReason_TOKEN_MISSING))
 	}
 	c, ok := t.byHash[sha256.Sum256([]byte(token))]
 	if !ok {
-		return caller{}, statusErr(codes.Unauthenticated, "the bearer token is not known", errorInfo(reasonTokenUnknown))
+		return Caller{}, rpcstatus.New(codes.Unauthenticated, "the bearer token is not known", rpcstatus.Info(exprdv1.ErrorReason_TOKEN_UNKNOWN))
 	}
 	scope := scopeOf(fullMethod)
 	_, admin := adminMethods[fullMethod]
 	if !c.scopes[scope] && (admin || !c.scopes["*"]) {
-		return caller{}, statusErr(codes.PermissionDenied, fmt.Sprintf("caller %q has no %q scope", c.name, scope), errorInfo(reasonScopeMissing, metaScope, scope))
+		return Caller{}, rpcstatus.New(codes.PermissionDenied, fmt.Sprintf("caller %q has no %q scope", c.name, scope), rpcstatus.Info(exprdv1.ErrorReason_SCOPE_MISSING, rpcstatus.MetaScope, scope))
 	}
 	return c, nil
 }
 
-// with carries the caller into a call's context: its name (callerName)
+// With carries the caller into a call's context: its name (CallerName)
 // and what it sees of the tool registry (toolscope.FromContext).
-func (c caller) with(ctx context.Context) context.Context {
+func (c Caller) With(ctx context.Context) context.Context {
 	return toolscope.WithView(context.WithValue(ctx, callerKey{}, c.name), c.view)
 }
 
-// authFunc is the auth interceptors' check. A call the tap admitted
+// AuthFunc is the auth interceptors' check. A call the tap admitted
 // carries its caller already; one that did not go through the tap (a
 // server used as an http.Handler, which runs none) is checked here, by
 // the same check.
-func (t Tokens) authFunc(ctx context.Context) (context.Context, error) {
-	if callerName(ctx) != "" {
+func (t Tokens) AuthFunc(ctx context.Context) (context.Context, error) {
+	if CallerName(ctx) != "" {
 		return ctx, nil
 	}
 	method, _ := grpc.Method(ctx)
-	c, err := t.check(ctx, method)
+	c, err := t.Check(ctx, method)
 	if err != nil {
 		return nil, err
 	}
-	return c.with(ctx), nil
+	return c.With(ctx), nil
 }

@@ -1,9 +1,14 @@
-package server
+// Package ratelimit is exprd's rate limit: a token bucket per caller (the
+// authenticated caller's name, or the client's address when auth is off,
+// an IPv6 address by its /64), in a bounded LRU. One Limiter serves a
+// server: its tap takes a call's token before a handler starts (Take), its
+// unary and stream interceptors check the calls that came by no tap
+// (Unary, Stream), and the MCP endpoint draws on the same buckets.
+package ratelimit
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -17,22 +22,24 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/server/auth"
+	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
-// DefaultMaxRateBuckets bounds the callers the rate limiter remembers. A
+// DefaultMaxBuckets bounds the callers the rate limiter remembers. A
 // caller's key is chosen by the client (its address, or a name with auth
 // on), so the buckets are a bounded LRU: past the bound the caller seen
 // least recently is forgotten, and its next RPC starts from a full bucket.
 // A key is found and added in O(1) however many callers there are.
-const DefaultMaxRateBuckets = 65_536
+const DefaultMaxBuckets = 65_536
 
-// callerLimiter is a token bucket per caller: the authenticated caller's
+// Limiter is a token bucket per caller: the authenticated caller's
 // name, or the client's address when auth is off (an IPv6 address by its
 // /64, the block one host is usually given). It is go-grpc-middleware's
 // ratelimit.Limiter, checked before a handler (and so a stream's work)
 // starts. A server has one, which its unary and its stream interceptor
 // share: a caller's unary RPCs and streams draw on one bucket.
-type callerLimiter struct {
+type Limiter struct {
 	rate    rate.Limit
 	burst   int
 	proxies []netip.Prefix // peers whose x-forwarded-for is believed
@@ -41,39 +48,39 @@ type callerLimiter struct {
 	buckets *lru.Cache[string, *rate.Limiter]
 }
 
-func newCallerLimiter(perSecond float64, burst, maxBuckets int, proxies []netip.Prefix) *callerLimiter {
+func New(perSecond float64, burst, maxBuckets int, proxies []netip.Prefix) *Limiter {
 	buckets, err := lru.New[string, *rate.Limiter](maxBuckets)
 	if err != nil {
 		panic(err) // maxBuckets is checked positive by its option
 	}
-	return &callerLimiter{rate: rate.Limit(perSecond), burst: burst, proxies: proxies, buckets: buckets}
+	return &Limiter{rate: rate.Limit(perSecond), burst: burst, proxies: proxies, buckets: buckets}
 }
 
-func (l *callerLimiter) Limit(ctx context.Context) error {
-	return l.limit(l.caller(ctx))
+func (l *Limiter) Limit(ctx context.Context) error {
+	return l.Take(l.Caller(ctx))
 }
 
-// caller is the bucket of the caller of ctx's RPC: its name when it
+// Caller is the bucket of the caller of ctx's RPC: its name when it
 // authenticated, else its address (clientKey).
-func (l *callerLimiter) caller(ctx context.Context) string {
-	if name := callerName(ctx); name != "" {
+func (l *Limiter) Caller(ctx context.Context) string {
+	if name := auth.CallerName(ctx); name != "" {
 		return name
 	}
-	return l.clientKey(ctx)
+	return l.ClientKey(ctx)
 }
 
-// limit takes a token from key's bucket, or says how long until it has one.
-func (l *callerLimiter) limit(key string) error {
-	if wait, ok := l.take(key); !ok {
-		return exhausted(quotaRate, fmt.Sprintf("over %v requests per second (burst %d) for this caller", float64(l.rate), l.burst),
-			retryInfo(wait))
+// Take takes a token from key's bucket, or says how long until it has one.
+func (l *Limiter) Take(key string) error {
+	if wait, ok := l.TakeKey(key); !ok {
+		return rpcstatus.Exhausted(rpcstatus.QuotaRate, fmt.Sprintf("over %v requests per second (burst %d) for this caller", float64(l.rate), l.burst),
+			rpcstatus.Retry(wait))
 	}
 	return nil
 }
 
-// take takes a token from key's bucket, or says how long until it has
+// TakeKey takes a token from key's bucket, or says how long until it has
 // one.
-func (l *callerLimiter) take(key string) (wait time.Duration, ok bool) {
+func (l *Limiter) TakeKey(key string) (wait time.Duration, ok bool) {
 	now := time.Now()
 	l.mu.Lock()
 	lim, found := l.buckets.Get(key)
@@ -88,51 +95,34 @@ func (l *callerLimiter) take(key string) (wait time.Duration, ok bool) {
 	return 0, true
 }
 
-// TakeHTTP takes a token for an HTTP request (the MCP endpoint's) from
-// the bucket its caller's gRPC RPCs draw on: caller, the name its token
-// gives, or with none the client's address, as an RPC's (the peer, or
-// through a trusted proxy the x-forwarded-for header). It says how long
-// until the bucket has a token when it has none.
-func (s *Server) TakeHTTP(caller string, r *http.Request) (wait time.Duration, ok bool) {
-	key := caller
-	if key == "" {
-		ap, err := netip.ParseAddrPort(r.RemoteAddr)
-		if err != nil {
-			return 0, true // not a TCP peer (a test's handler): no address to limit
-		}
-		key = s.rate.addrClient(ap.Addr().WithZone("").Unmap(), r.Header.Values("X-Forwarded-For"))
-	}
-	return s.rate.take(key)
-}
-
 // untilToken is how long until lim holds a token again, at least a
 // millisecond.
-func (l *callerLimiter) untilToken(lim *rate.Limiter, now time.Time) time.Duration {
+func (l *Limiter) untilToken(lim *rate.Limiter, now time.Time) time.Duration {
 	if l.rate <= 0 {
-		return defaultRetryDelay
+		return rpcstatus.DefaultRetryDelay
 	}
 	wait := time.Duration((1 - lim.TokensAt(now)) / float64(l.rate) * float64(time.Second))
 	return max(wait.Round(time.Millisecond), time.Millisecond)
 }
 
-// unary admits a unary RPC when its caller's bucket has a token, and
+// Unary admits a unary RPC when its caller's bucket has a token, and
 // names the caller to the evaluator, whose programs take turns by caller.
-func (l *callerLimiter) unary() grpc.UnaryServerInterceptor {
+func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		key := l.caller(ctx)
-		if err := l.limit(key); err != nil {
+		key := l.Caller(ctx)
+		if err := l.Take(key); err != nil {
 			return nil, err
 		}
 		return handler(evaluator.WithCaller(ctx, key), req)
 	}
 }
 
-// stream admits a stream when its caller's bucket has a token (the same
+// Stream admits a stream when its caller's bucket has a token (the same
 // bucket as the caller's unary RPCs), and names the caller as unary does.
-func (l *callerLimiter) stream() grpc.StreamServerInterceptor {
+func (l *Limiter) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		key := l.caller(ss.Context())
-		if err := l.limit(key); err != nil {
+		key := l.Caller(ss.Context())
+		if err := l.Take(key); err != nil {
 			return err
 		}
 		w := middleware.WrapServerStream(ss)
@@ -141,24 +131,24 @@ func (l *callerLimiter) stream() grpc.StreamServerInterceptor {
 	}
 }
 
-// clientKey is the bucket of an unauthenticated caller: the client's
+// ClientKey is the bucket of an unauthenticated caller: the client's
 // address, an IPv6 one by its /64. The client is the peer, unless the peer
 // is a trusted proxy: then it is the last address of x-forwarded-for that
 // is not a trusted proxy itself (an untrusted peer's header is ignored: it
 // could name anyone).
-func (l *callerLimiter) clientKey(ctx context.Context) string {
-	addr, ok := peerAddr(ctx)
+func (l *Limiter) ClientKey(ctx context.Context) string {
+	addr, ok := PeerAddr(ctx)
 	if !ok {
 		return ""
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	return l.addrClient(addr, md.Get("x-forwarded-for"))
+	return l.AddrClient(addr, md.Get("x-forwarded-for"))
 }
 
-// addrClient is clientKey's bucket of a peer's address and the values of
+// AddrClient is ClientKey's bucket of a peer's address and the values of
 // its x-forwarded-for.
-func (l *callerLimiter) addrClient(addr netip.Addr, forwarded []string) string {
-	if l.trusted(addr) {
+func (l *Limiter) AddrClient(addr netip.Addr, forwarded []string) string {
+	if l.Trusted(addr) {
 		hops := strings.Split(strings.Join(forwarded, ","), ",")
 		for i := len(hops) - 1; i >= 0; i-- {
 			a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
@@ -166,15 +156,15 @@ func (l *callerLimiter) addrClient(addr netip.Addr, forwarded []string) string {
 				break // a hop we cannot read: stop at the last one we could
 			}
 			addr = a.Unmap()
-			if !l.trusted(addr) {
+			if !l.Trusted(addr) {
 				break
 			}
 		}
 	}
-	return addrKey(addr)
+	return AddrKey(addr)
 }
 
-func (l *callerLimiter) trusted(a netip.Addr) bool {
+func (l *Limiter) Trusted(a netip.Addr) bool {
 	for _, p := range l.proxies {
 		if p.Contains(a) {
 			return true
@@ -183,9 +173,9 @@ func (l *callerLimiter) trusted(a netip.Addr) bool {
 	return false
 }
 
-// addrKey is an address's bucket: an IPv4 address itself, an IPv6 one its
+// AddrKey is an address's bucket: an IPv4 address itself, an IPv6 one its
 // /64.
-func addrKey(a netip.Addr) string {
+func AddrKey(a netip.Addr) string {
 	if a.Is6() {
 		p, _ := a.Prefix(64)
 		return p.String()
@@ -193,7 +183,8 @@ func addrKey(a netip.Addr) string {
 	return a.String()
 }
 
-func peerAddr(ctx context.Context) (netip.Addr, bool) {
+// PeerAddr is the address of ctx's peer, without its zone, IPv4 unmapped.
+func PeerAddr(ctx context.Context) (netip.Addr, bool) {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return netip.Addr{}, false

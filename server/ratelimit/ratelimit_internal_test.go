@@ -1,4 +1,4 @@
-package server
+package ratelimit
 
 import (
 	"context"
@@ -41,8 +41,8 @@ func TestClientKey(t *testing.T) {
 		{"an IPv6 client behind a proxy by its /64", lb, peerCtx("10.1.1.1:5000", "2001:db8:9::1"), "2001:db8:9::/64"},
 		{"no header from a trusted proxy", lb, peerCtx("10.1.1.1:5000"), "10.1.1.1"},
 	} {
-		l := newCallerLimiter(1, 1, 10, tc.proxies)
-		if got := l.clientKey(tc.ctx); got != tc.want {
+		l := New(1, 1, 10, tc.proxies)
+		if got := l.ClientKey(tc.ctx); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
 	}
@@ -53,7 +53,7 @@ func TestClientKey(t *testing.T) {
 func TestRateBucketsBounded(t *testing.T) {
 	t.Parallel()
 	const bound = 1000
-	l := newCallerLimiter(1, 1, bound, nil)
+	l := New(1, 1, bound, nil)
 	for i := range 100_000 {
 		ctx := peerCtx(fmt.Sprintf("[2001:db8:%x:%x::1]:5000", i>>16, i&0xffff))
 		if err := l.Limit(ctx); err != nil {

@@ -1,4 +1,4 @@
-package server
+package limits
 
 import (
 	"log/slog"
@@ -52,7 +52,7 @@ func TestConnectionsPerPeerIPv6(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			from := make(chan net.Addr, len(tt.from)+1)
-			lis := newConnLimits(2, 100, trusted, slog.New(slog.DiscardHandler)).listener(&fakeListener{from: from})
+			lis := NewConns(2, 100, trusted, slog.New(slog.DiscardHandler)).Listener(&fakeListener{from: from})
 			for _, a := range tt.from[:2] {
 				from <- tcpAddr(a)
 				if _, err := lis.Accept(); err != nil {
@@ -74,8 +74,8 @@ func TestConnectionsPerPeerIPv6(t *testing.T) {
 // it is closed.
 func TestConnectionPlaceGivenBack(t *testing.T) {
 	from := make(chan net.Addr, 4)
-	l := newConnLimits(1, 100, func(netip.Addr) bool { return false }, slog.New(slog.DiscardHandler))
-	lis := l.listener(&fakeListener{from: from})
+	l := NewConns(1, 100, func(netip.Addr) bool { return false }, slog.New(slog.DiscardHandler))
+	lis := l.Listener(&fakeListener{from: from})
 	from <- tcpAddr("192.0.2.1:1")
 	c, err := lis.Accept()
 	if err != nil {
@@ -89,28 +89,6 @@ func TestConnectionPlaceGivenBack(t *testing.T) {
 	}
 	if l.open != 1 || l.peers["192.0.2.1"] != 1 {
 		t.Fatalf("open %d, the peer's %d; want 1 and 1", l.open, l.peers["192.0.2.1"])
-	}
-}
-
-// MaxConnsFor gives a connection a ConnMemory of the budget, within its
-// bounds: at the bounds and one past them.
-func TestMaxConnsFor(t *testing.T) {
-	for _, tt := range []struct {
-		budget int64
-		want   int
-	}{
-		{0, DefaultMaxConns},
-		{256 << 20, 128},
-		{MinConns * ConnMemory, MinConns},
-		{MinConns*ConnMemory - 1, MinConns},
-		{1, MinConns},
-		{DefaultMaxConns * ConnMemory, DefaultMaxConns},
-		{DefaultMaxConns*ConnMemory + ConnMemory, DefaultMaxConns},
-		{(MinConns + 1) * ConnMemory, MinConns + 1},
-	} {
-		if got := MaxConnsFor(tt.budget); got != tt.want {
-			t.Errorf("MaxConnsFor(%d): got %d, want %d", tt.budget, got, tt.want)
-		}
 	}
 }
 
@@ -131,8 +109,8 @@ func TestConnectionTakesAnUnprovenPlace(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			from := make(chan net.Addr, 4)
-			l := newConnLimits(1, 3, func(netip.Addr) bool { return false }, slog.New(slog.DiscardHandler))
-			lis := l.listener(&fakeListener{from: from})
+			l := NewConns(1, 3, func(netip.Addr) bool { return false }, slog.New(slog.DiscardHandler))
+			lis := l.Listener(&fakeListener{from: from})
 			var open []*fakeConn
 			for _, a := range []string{"192.0.2.1:1", "192.0.2.2:1", "192.0.2.3:1"} {
 				from <- tcpAddr(a)
@@ -143,7 +121,7 @@ func TestConnectionTakesAnUnprovenPlace(t *testing.T) {
 				open = append(open, c.(*limitedConn).Conn.(*fakeConn))
 			}
 			for _, i := range tt.proven {
-				l.proven(peer.NewContext(t.Context(), &peer.Peer{Addr: open[i].remote}))
+				l.Proven(peer.NewContext(t.Context(), &peer.Peer{Addr: open[i].remote}))
 			}
 			from <- tcpAddr(tt.from)
 			close(from)
