@@ -3,13 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/codemode"
@@ -18,6 +15,7 @@ import (
 	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
+	"github.com/exprd/exprd/server/internal/stream"
 	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
 )
@@ -50,16 +48,13 @@ var codemodeParameters = json.RawMessage(`{"type":"object","required":["code"],"
 // client is answered at once (see the half-close cases of the hooks,
 // approve and runOnClient). agent.Run returns only once every tool call
 // it started has returned, so nothing of the turn runs after Run.
-func (a *agentLoop) Run(stream agentStream) (err error) {
-	first, err := stream.Recv()
-	if errors.Is(err, io.EOF) {
-		return errFirstNotStart
-	}
+func (a *agentLoop) Run(rpc agentStream) (err error) {
+	first, err := stream.First(rpc, errFirstNotStart)
 	if err != nil {
 		return err
 	}
 	if r := first.GetResume(); r != nil {
-		return a.resume(stream, r)
+		return a.resume(rpc, r)
 	}
 	start := first.GetStart()
 	if start == nil {
@@ -70,11 +65,13 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 		return err
 	}
 	// A detached turn's context does not end with its stream's: with the
-	// detached timeout, or the server's Stop.
-	streamCtx := stream.Context()
-	parent := streamCtx
+	// detached timeout, or the server's Stop. The client going away (not
+	// a protocol error) leaves it running: the outbox's and the
+	// receiver's ends do not cancel it.
+	streamCtx := rpc.Context()
+	parent, ends := streamCtx, stream.EndsWork
 	if detached(start) {
-		parent = context.WithoutCancel(streamCtx)
+		parent, ends = context.WithoutCancel(streamCtx), stream.EndsWorkUnlessGone
 		// A deadline the client set on the stream is the turn's: it
 		// bounds the whole call, not the stream's connection.
 		if dl, ok := streamCtx.Deadline(); ok {
@@ -83,20 +80,15 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 			defer cancelDeadline()
 		}
 	}
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
+	// What the turn sends is queued and sent by one goroutine: a client
+	// that stops reading ends the turn after the slow-reader timeout.
+	st := stream.Open(a.s.streamConfig(), rpc, parent, ends)
+	defer st.Close()
+	ctx, cancel := st.Ctx, st.Cancel
 	t := newTurn(ctx, a.s.opts.initialState.Fork(a.s.opts.maxStateBytes))
-	t.cancel, t.detach, t.detachedTimeout, t.attached = cancel, detached(start), a.s.opts.detachedTimeout, 1
-	streamEnded := cancel // what the stream's end does to the turn
+	t.cancel, t.detach, t.detachedTimeout, t.attached, t.out = cancel, detached(start), a.s.opts.detachedTimeout, 1, st.Out
 	if t.detach {
 		defer context.AfterFunc(a.stopped, func() { cancel(errServerStopping) })()
-		// The client going away (not a protocol error) leaves the turn
-		// running: the outbox's and the receiver's ends do not cancel it.
-		streamEnded = func(cause error) {
-			if !clientGone(streamCtx, cause) {
-				cancel(cause)
-			}
-		}
 		defer context.AfterFunc(streamCtx, t.release)()
 		defer t.stopDetachTimer()
 	}
@@ -104,13 +96,7 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 	if start.GetRelayInputRequests() {
 		ctx = utcp.WithInputAsker(ctx, t.input)
 	}
-	// What the turn sends is queued and sent by one goroutine: a client
-	// that stops reading ends the turn after the slow-reader timeout.
-	t.out = newOutbox(a.s.opts.outboxBytes, a.s.opts.slowReaderTimeout, func(m *exprdv1.AgentLoopRunResponse) int { return proto.Size(m) }, recoveredSend(ctx, a.s, stream.Send), cancelOnDead(streamEnded), a.s.opts.memory.EmptyFor(ctx, outboxWhat))
-	defer t.out.close()
-	mem := a.s.opts.memory.EmptyFor(ctx, "the turn's state")
-	defer mem.Close() // a change arriving after the handler returns reserves nothing
-	t.state.UseMemory(mem)
+	t.state.UseMemory(st.Memory("the turn's state"))
 	if js := start.GetStateJson(); len(js) > 0 {
 		if err := t.state.Replace([]byte(js)); err != nil {
 			return stateStatus("start.state_json", err)
@@ -172,10 +158,10 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 		}
 		defer stop()
 	}
-	go receive(ctx, a.s, stream, streamEnded, func(m *exprdv1.AgentLoopRunRequest) bool { return t.handle(m, cancel) }, t.halfClosed)
+	st.Receive(func(m *exprdv1.AgentLoopRunRequest) bool { return t.handle(m, cancel) }, t.halfClosed)
 
 	out, err := agent.Run(ctx, cfg)
-	if perr := brokenProtocol(ctx); perr != nil {
+	if perr := stream.BrokenProtocol(ctx); perr != nil {
 		return perr // the client broke the protocol: its status, not the turn's
 	}
 	if err != nil {
@@ -186,10 +172,10 @@ func (a *agentLoop) Run(stream agentStream) (err error) {
 		done.Steps = append(done.Steps, stepProto(s))
 	}
 	if err := t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Done{Done: done}}); err != nil {
-		if perr := brokenProtocol(ctx); perr != nil {
+		if perr := stream.BrokenProtocol(ctx); perr != nil {
 			return perr // done could not be recorded
 		}
-		return sendStatus(err)
+		return stream.SendStatus(err)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server/auth"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
+	"github.com/exprd/exprd/server/internal/stream"
 	"github.com/exprd/exprd/turnstore"
 )
 
@@ -165,7 +166,7 @@ func turnStoreStatus(err error) error {
 	case errors.As(err, &le):
 		return rpcstatus.Exhausted(le.Subject, le.Desc)
 	case errors.As(err, &spent): // the memory store's events, past the budget
-		return memoryStatus(spent)
+		return rpcstatus.Memory(spent)
 	case errors.Is(err, turnstore.ErrNotFound):
 		return errTurnNotFound
 	}
@@ -178,11 +179,11 @@ var errTurnNotFound = rpcstatus.New(codes.NotFound, "no turn with this id: it is
 
 // errDetachedTimeout ends a turn that ran detached for too long.
 func errDetachedTimeout(d time.Duration) error {
-	return &streamError{st: rpcstatus.New(codes.DeadlineExceeded, fmt.Sprintf("the turn ran without a client for %s (--turn-detached-timeout)", d), rpcstatus.Info(exprdv1.ErrorReason_TURN_DETACHED_TIMEOUT))}
+	return &stream.Error{Status: rpcstatus.New(codes.DeadlineExceeded, fmt.Sprintf("the turn ran without a client for %s (--turn-detached-timeout)", d), rpcstatus.Info(exprdv1.ErrorReason_TURN_DETACHED_TIMEOUT))}
 }
 
 // errServerStopping ends the detached turns of a server that stops.
-var errServerStopping = &streamError{st: rpcstatus.New(codes.Unavailable, "the server is stopping", rpcstatus.CodeInfo(codes.Unavailable))}
+var errServerStopping = &stream.Error{Status: rpcstatus.New(codes.Unavailable, "the server is stopping", rpcstatus.CodeInfo(codes.Unavailable))}
 
 // record appends m, numbered, to the store; its failure fails the turn.
 // t.sendMu is held.
@@ -197,7 +198,7 @@ func (t *turn) record(m *exprdv1.AgentLoopRunResponse) error {
 	}
 	if err != nil {
 		st := turnStoreStatus(err)
-		t.cancel(&streamError{st: st})
+		t.cancel(&stream.Error{Status: st})
 		return st
 	}
 	return nil
@@ -259,19 +260,6 @@ func (t *turn) stopDetachTimer() {
 	t.attached = -1 << 30 // nothing starts it again
 }
 
-// clientGone says whether a stream's end (the cause of a failed Recv or
-// Send) is its client going away rather than a broken protocol.
-func clientGone(streamCtx context.Context, cause error) bool {
-	if streamCtx.Err() != nil {
-		return true
-	}
-	var se *streamError
-	if errors.As(cause, &se) {
-		return status.Code(se.st) == codes.Canceled
-	}
-	return false
-}
-
 // resume serves a stream whose first message is resume: the turn's events
 // after after_seq from the store, up to the latest when it resumed; then
 // the requests still waiting for the client, sent again (pending); then
@@ -279,12 +267,12 @@ func clientGone(streamCtx context.Context, cause error) bool {
 // wherever it runs (turnLink): here directly, on another replica through
 // the store's relay. Its other messages reach a turn running here as its
 // first stream's do, and are Rejected for one running elsewhere.
-func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
+func (a *agentLoop) resume(rpc agentStream, r *exprdv1.AgentResume) error {
 	id := r.GetTurnId()
 	if !turnstore.ValidID(id) {
 		return rpcstatus.BadRequest("resume.turn_id", "a turn id is 32 lowercase hex digits, as the turn's first event named it")
 	}
-	ctx, cancel := context.WithCancelCause(stream.Context())
+	ctx, cancel := context.WithCancelCause(rpc.Context())
 	defer cancel(nil)
 	st := a.s.opts.turnStore
 	owner := turnOwner(ctx)
@@ -316,7 +304,7 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 		if first {
 			m.TurnId, first = id, false
 		}
-		return stream.Send(m)
+		return rpc.Send(m)
 	}
 	// reject answers a message of this stream on this stream only: not
 	// an event of the turn (seq 0).
@@ -376,7 +364,7 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 			}
 		}()
 	}
-	go receive(ctx, a.s, stream, cancel, handle)
+	go stream.Receive(ctx, a.s.recovered, rpc, cancel, handle)
 	// resend sends the requests waiting for the client among the events
 	// up to the latest when the stream resumed (those after it come as
 	// new events), least seq first, one question at a time.
@@ -416,7 +404,7 @@ func (a *agentLoop) resume(stream agentStream, r *exprdv1.AgentResume) error {
 			return nil
 		})
 	}
-	if perr := brokenProtocol(ctx); perr != nil {
+	if perr := stream.BrokenProtocol(ctx); perr != nil {
 		return perr
 	}
 	if err != nil {

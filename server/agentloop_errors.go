@@ -35,7 +35,7 @@ func (a *agentLoop) status(ctx context.Context, err error) error {
 		// max_state_bytes is.
 		return rpcstatus.Exhausted(quotaHistoryBytes, he.Error())
 	case errors.As(err, &he) && errors.As(he.Err, &spent):
-		return memoryStatus(spent)
+		return rpcstatus.Memory(spent)
 	}
 	return statusOf(ctx, a.s.opts.logger, err, "start")
 }

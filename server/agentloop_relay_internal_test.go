@@ -27,7 +27,7 @@ func TestServeRelayAnswersOnlyTheOwner(t *testing.T) {
 	got := make(chan *exprdv1.ToolOutput, 1)
 	waiting := make(chan struct{})
 	go func() {
-		out, err := tr.outputs.ask(context.Background(), "c1", nil, func() error { close(waiting); return nil })
+		out, err := tr.outputs.Ask(context.Background(), "c1", nil, func() error { close(waiting); return nil })
 		if err == nil {
 			got <- out
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/server/auth"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
+	"github.com/exprd/exprd/server/internal/stream"
 	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
 )
@@ -104,7 +105,7 @@ type durable struct {
 
 // errLeaseLost ends a turn another replica took over: nothing more is
 // recorded by this one.
-var errLeaseLost = &streamError{st: rpcstatus.New(codes.Unavailable,
+var errLeaseLost = &stream.Error{Status: rpcstatus.New(codes.Unavailable,
 	"the turn runs on another replica now: this one stopped renewing its lease in time; resume it", rpcstatus.Info(exprdv1.ErrorReason_TURN_TAKEN_OVER))}
 
 // hold takes the lease on a new turn and journals its start, when the
@@ -184,7 +185,7 @@ func (d *durable) handed() bool { return d.handingOver != nil && d.handingOver.E
 
 // errHandOver stops a turn on a replica that stops: another takes it
 // over at once, its client resumes it there.
-var errHandOver = &streamError{st: rpcstatus.New(codes.Unavailable,
+var errHandOver = &stream.Error{Status: rpcstatus.New(codes.Unavailable,
 	"this replica is stopping: the turn goes on on another; resume it", rpcstatus.Info(exprdv1.ErrorReason_TURN_TAKEN_OVER))}
 
 // handOverOnStop makes the server's stop hand the turn over rather than
@@ -207,7 +208,7 @@ func (d *durable) journal(e journalEntry) error {
 			return err
 		}
 		st := turnStoreStatus(err)
-		d.t.cancel(&streamError{st: st})
+		d.t.cancel(&stream.Error{Status: st})
 		return st
 	}
 	return nil
@@ -566,6 +567,6 @@ func (a *agentLoop) runTaken(lease *turnstore.Lease, st turnstore.Takeover, rec 
 		done.Steps = append(done.Steps, stepProto(s))
 	}
 	if serr := t.send(&exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_Done{Done: done}}); serr != nil {
-		fail(sendStatus(serr))
+		fail(stream.SendStatus(serr))
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exprd/exprd/server/internal/stream"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/agent"
@@ -49,11 +51,11 @@ type turn struct {
 	attachMu        sync.Mutex
 	attached        int
 	detachTimer     *time.Timer
-	out             *outbox[*exprdv1.AgentLoopRunResponse]
+	out             *stream.Outbox[*exprdv1.AgentLoopRunResponse]
 	state           *evaluator.State
-	outputs         *correlator[string, *exprdv1.ToolOutput]
-	hooks           *correlator[string, *exprdv1.HookReply]
-	approvals       *correlator[string, *exprdv1.AgentApprovalReply]
+	outputs         *stream.Correlator[string, *exprdv1.ToolOutput]
+	hooks           *stream.Correlator[string, *exprdv1.HookReply]
+	approvals       *stream.Correlator[string, *exprdv1.AgentApprovalReply]
 	input           *inputAsker // UTCP tools' requests for user input, by input id
 	omit            eventSet    // the events Start asked not to be sent
 }
@@ -97,9 +99,9 @@ func newTurnID() string {
 
 func newTurn(ctx context.Context, state *evaluator.State) *turn {
 	return &turn{ctx: ctx, state: state, id: newTurnID(),
-		outputs:   newCorrelator[string, *exprdv1.ToolOutput](notAwaited("tool output")),
-		hooks:     newCorrelator[string, *exprdv1.HookReply](notAwaited("hook")),
-		approvals: newCorrelator[string, *exprdv1.AgentApprovalReply](notAwaited("approval")),
+		outputs:   stream.NewCorrelator[string, *exprdv1.ToolOutput](notAwaited("tool output")),
+		hooks:     stream.NewCorrelator[string, *exprdv1.HookReply](notAwaited("hook")),
+		approvals: stream.NewCorrelator[string, *exprdv1.AgentApprovalReply](notAwaited("approval")),
 	}
 }
 
@@ -158,7 +160,7 @@ func (t *turn) emit(m *exprdv1.AgentLoopRunResponse, request bool) error {
 	if t.out == nil { // a turn taken over: its clients read the store
 		return nil
 	}
-	if err := t.out.put(t.ctx, m); err != nil && !t.detach {
+	if err := t.out.Put(t.ctx, m); err != nil && !t.detach {
 		return err
 	}
 	return nil
@@ -196,10 +198,10 @@ func (t *turn) pendingAfter(after, upTo uint64) *exprdv1.AgentLoopRunResponse {
 
 // halfClosed is the client's half-close: no reply can come.
 func (t *turn) halfClosed() {
-	t.outputs.close()
-	t.hooks.close()
-	t.approvals.close()
-	t.input.replies.close()
+	t.outputs.Close()
+	t.hooks.Close()
+	t.approvals.Close()
+	t.input.replies.Close()
 }
 
 // handle acts on one client message after Start. A message the turn
@@ -262,11 +264,11 @@ func (t *turn) deliver(m *exprdv1.AgentLoopRunRequest) error {
 	_, id := replyOf(m)
 	switch msg := m.GetMsg().(type) {
 	case *exprdv1.AgentLoopRunRequest_ToolOutput:
-		return t.outputs.deliver(id, msg.ToolOutput)
+		return t.outputs.Deliver(id, msg.ToolOutput)
 	case *exprdv1.AgentLoopRunRequest_HookReply:
-		return t.hooks.deliver(id, msg.HookReply)
+		return t.hooks.Deliver(id, msg.HookReply)
 	case *exprdv1.AgentLoopRunRequest_ApprovalReply:
-		return t.approvals.deliver(id, msg.ApprovalReply)
+		return t.approvals.Deliver(id, msg.ApprovalReply)
 	case *exprdv1.AgentLoopRunRequest_InputReply:
 		return t.input.deliver(id, int32(msg.InputReply.GetAction()), msg.InputReply.GetContentJson())
 	}
@@ -275,13 +277,13 @@ func (t *turn) deliver(m *exprdv1.AgentLoopRunRequest) error {
 
 // ask sends m and waits for the reply to it that c matches under id; m
 // is pending while it waits.
-func ask[V any](ctx context.Context, t *turn, c *correlator[string, V], id string, check func(V) error, m *exprdv1.AgentLoopRunResponse) (V, error) {
+func ask[V any](ctx context.Context, t *turn, c *stream.Correlator[string, V], id string, check func(V) error, m *exprdv1.AgentLoopRunResponse) (V, error) {
 	defer func() {
 		if m.GetSeq() != 0 {
 			t.unpend(m.GetSeq())
 		}
 	}()
-	return c.ask(ctx, id, check, func() error { return t.sendRequest(m) })
+	return c.Ask(ctx, id, check, func() error { return t.sendRequest(m) })
 }
 
 // askInput sends a UTCP tool's request for user input (Start's
@@ -306,7 +308,7 @@ func (t *turn) runOnClient(ctx context.Context, call agent.ToolCall) (agent.Resu
 	step, _ := agent.CallStep(ctx)
 	out, err := ask(ctx, t, t.outputs, call.ID, nil, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ToolCallRequested{
 		ToolCallRequested: &exprdv1.ToolCallRequested{Step: uint32(step), Call: callProto(call), RunOnClient: true}}})
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, stream.ErrClientGone) {
 		return agent.Result{}, fmt.Errorf("tool %q runs on the client, which closed its side of the stream: the call was not run", call.Name)
 	}
 	if err != nil {
@@ -336,7 +338,7 @@ func clientOutput(out string, isError bool) json.RawMessage {
 func (t *turn) approve(ctx context.Context, step int, call agent.ToolCall) (bool, string, error) {
 	r, err := ask(ctx, t, t.approvals, call.ID, nil, &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_ApprovalRequest{
 		ApprovalRequest: &exprdv1.AgentApprovalRequest{Step: uint32(step), Call: callProto(call)}}})
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, stream.ErrClientGone) {
 		return false, "the client closed its side of the stream before approving the call", nil
 	}
 	if err != nil {
@@ -345,9 +347,9 @@ func (t *turn) approve(ctx context.Context, step int, call agent.ToolCall) (bool
 	return r.GetApproved(), r.GetReason(), nil
 }
 
-// hook asks the client a hook; after its half-close, errClientGone.
+// hook asks the client a hook; after its half-close, stream.ErrClientGone.
 func (t *turn) hook(ctx context.Context, req *exprdv1.HookRequest) (*exprdv1.HookReply, error) {
-	req.HookId = t.hooks.id()
+	req.HookId = t.hooks.ID()
 	check := func(r *exprdv1.HookReply) error {
 		if r.GetCallId() != req.GetCallId() {
 			return rpcstatus.BadRequest("hook_reply.call_id", fmt.Sprintf("hook %s asked about call %q, the reply names %q", req.HookId, req.GetCallId(), r.GetCallId()))
@@ -359,7 +361,7 @@ func (t *turn) hook(ctx context.Context, req *exprdv1.HookRequest) (*exprdv1.Hoo
 
 func (t *turn) prepareStep(ctx context.Context, p agent.PrepareStep) (agent.PrepareStep, error) {
 	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: exprdv1.Hook_HOOK_PREPARE_STEP, Step: uint32(p.Step)})
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, stream.ErrClientGone) {
 		return p, nil // nobody to ask: the step as it is
 	}
 	if err != nil {
@@ -391,7 +393,7 @@ func (t *turn) prepareStep(ctx context.Context, p agent.PrepareStep) (agent.Prep
 
 func (t *turn) preToolCall(ctx context.Context, step int, call agent.ToolCall) (agent.PreToolCall, error) {
 	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: exprdv1.Hook_HOOK_PRE_TOOL_CALL, Step: uint32(step), CallId: call.ID, Call: callProto(call)})
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, stream.ErrClientGone) {
 		// The client asked to see every call before it runs: a call it
 		// can no longer see does not run, as an approval not given.
 		res := agent.ErrorResult("the call was not run: the client closed its side of the stream before its pre_tool_call hook could be asked")
@@ -413,7 +415,7 @@ func (t *turn) preToolCall(ctx context.Context, step int, call agent.ToolCall) (
 func (t *turn) postToolCall(ctx context.Context, step int, call agent.ToolCall, res agent.Result) (agent.Result, error) {
 	r, err := t.hook(ctx, &exprdv1.HookRequest{Hook: exprdv1.Hook_HOOK_POST_TOOL_CALL, Step: uint32(step), CallId: call.ID, Call: callProto(call),
 		ResultJson: jsonText(res.Content), ResultIsError: res.IsError})
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, stream.ErrClientGone) {
 		return res, nil // nobody to ask: the result as it is
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/server/internal/stream"
 	"github.com/exprd/exprd/turnstore"
 )
 
@@ -195,14 +196,14 @@ func (t *turn) flush() {
 		u.failed, u.kept, u.keptBytes = err, nil, 0
 		_ = u.mem.TryResize(0)
 		u.mu.Unlock()
-		var se *streamError
+		var se *stream.Error
 		switch {
 		case errors.Is(err, turnstore.ErrLeaseLost):
 			t.cancel(errLeaseLost)
 		case errors.As(err, &se):
 			t.cancel(err)
 		default:
-			t.cancel(&streamError{st: turnStoreStatus(err)})
+			t.cancel(&stream.Error{Status: turnStoreStatus(err)})
 		}
 		return
 	}

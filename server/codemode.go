@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"time"
+
+	"github.com/exprd/exprd/server/internal/stream"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/codemode"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
@@ -92,11 +92,8 @@ type runStream = grpc.BidiStreamingServer[exprdv1.RunRequest, exprdv1.RunRespons
 // ApprovalReply; RunCancel stops it (the tool call in flight is cancelled).
 // The client's half-close only means no more messages: the run goes on to
 // its result, and approvals it then waits for are rejected.
-func (c *codeMode) Run(stream runStream) error {
-	first, err := stream.Recv()
-	if errors.Is(err, io.EOF) {
-		return errFirstNotStart
-	}
+func (c *codeMode) Run(rpc runStream) error {
+	first, err := stream.First(rpc, errFirstNotStart)
 	if err != nil {
 		return err
 	}
@@ -118,21 +115,20 @@ func (c *codeMode) Run(stream runStream) error {
 	default:
 		return rpcstatus.BadRequest("start.source", "give code or a prompt")
 	}
-	ctx, cancel := context.WithCancelCause(stream.Context())
-	defer cancel(nil)
-	r := &runSession{ctx: ctx, approvals: newCorrelator[string, bool](func(id string) string {
+	// What the run sends is queued and sent by one goroutine: a client
+	// that stops reading ends the run after the slow-reader timeout
+	// instead of holding it, and what it pins, for ever.
+	st := stream.Open(c.s.streamConfig(), rpc, nil, stream.EndsWork)
+	defer st.Close()
+	ctx := st.Ctx
+	r := &runSession{ctx: ctx, out: st.Out, approvals: stream.NewCorrelator[string, bool](func(id string) string {
 		return fmt.Sprintf("no approval %q is waiting", id)
 	})}
 	r.input = newInputAsker(c.s.opts.inputTimeout, r.askInput)
 	if start.GetRelayInputRequests() {
 		ctx = utcp.WithInputAsker(ctx, r.input)
 	}
-	// What the run sends is queued and sent by one goroutine: a client
-	// that stops reading ends the run after the slow-reader timeout
-	// instead of holding it, and what it pins, for ever.
-	r.out = newOutbox(c.s.opts.outboxBytes, c.s.opts.slowReaderTimeout, func(m *exprdv1.RunResponse) int { return proto.Size(m) }, recoveredSend(ctx, c.s, stream.Send), cancelOnDead(cancel), c.s.opts.memory.EmptyFor(ctx, outboxWhat))
-	defer r.out.close()
-	go receive(ctx, c.s, stream, cancel, func(m *exprdv1.RunRequest) bool { return r.handle(m, cancel) }, r.approvals.close, r.input.replies.close)
+	st.Receive(func(m *exprdv1.RunRequest) bool { return r.handle(m, st.Cancel) }, r.approvals.Close, r.input.replies.Close)
 
 	opts := codemode.RunOptions{
 		Tools:         start.GetTools(),
@@ -154,16 +150,16 @@ func (c *codeMode) Run(stream runStream) error {
 		res, notHandled = o.Result, !o.Handled && err == nil
 		c.logModelFailure(ctx, err)
 	}
-	if perr := brokenProtocol(ctx); perr != nil {
+	if perr := stream.BrokenProtocol(ctx); perr != nil {
 		return perr // the client broke the protocol: its status, not the run's
 	}
-	if serr := stream.Context().Err(); serr != nil {
+	if serr := rpc.Context().Err(); serr != nil {
 		return status.FromContextError(serr).Err() // nobody is left to answer
 	}
 	if errors.Is(err, codemode.ErrInvalidOptions) {
 		return statusOf(ctx, c.s.opts.logger, err, "start")
 	}
-	return sendStatus(r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Result{Result: &exprdv1.RunResult{
+	return stream.SendStatus(r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_Result{Result: &exprdv1.RunResult{
 		ValueJson: jsonText(res.ValueJSON), Error: codeError(err), Cancelled: res.Cancelled, NotHandled: notHandled, Trace: traceProto(res.Trace),
 	}}}))
 }
@@ -171,12 +167,12 @@ func (c *codeMode) Run(stream runStream) error {
 // runSession is one Run stream's approvals in flight and its sender.
 type runSession struct {
 	ctx       context.Context
-	out       *outbox[*exprdv1.RunResponse]
-	approvals *correlator[string, bool] // by approval id
-	input     *inputAsker               // tools' requests for user input, by input id
+	out       *stream.Outbox[*exprdv1.RunResponse]
+	approvals *stream.Correlator[string, bool] // by approval id
+	input     *inputAsker                      // tools' requests for user input, by input id
 }
 
-func (r *runSession) send(m *exprdv1.RunResponse) error { return r.out.put(r.ctx, m) }
+func (r *runSession) send(m *exprdv1.RunResponse) error { return r.out.Put(r.ctx, m) }
 
 // handle acts on one client message after Start: approval replies and
 // Cancel. A reply nobody waits for, a second Start or an empty message is
@@ -188,7 +184,7 @@ func (r *runSession) handle(m *exprdv1.RunRequest, cancel context.CancelCauseFun
 	switch msg := m.GetMsg().(type) {
 	case *exprdv1.RunRequest_ApprovalReply:
 		kind, id = "approval_reply", msg.ApprovalReply.GetApprovalId()
-		bad = r.approvals.deliver(id, msg.ApprovalReply.GetApproved())
+		bad = r.approvals.Deliver(id, msg.ApprovalReply.GetApproved())
 	case *exprdv1.RunRequest_InputReply:
 		kind, id = "input_reply", msg.InputReply.GetInputId()
 		bad = r.input.deliver(id, int32(msg.InputReply.GetAction()), msg.InputReply.GetContentJson())
@@ -208,14 +204,14 @@ func (r *runSession) handle(m *exprdv1.RunRequest, cancel context.CancelCauseFun
 // approve asks the client and waits for its reply. After the client's
 // half-close the call is rejected at once, and so is one still waiting.
 func (r *runSession) approve(ctx context.Context, tool string, args map[string]any) (bool, error) {
-	id := r.approvals.id()
+	id := r.approvals.ID()
 	argsJSON, _ := json.Marshal(args)
-	ok, err := r.approvals.ask(ctx, id, nil, func() error {
+	ok, err := r.approvals.Ask(ctx, id, nil, func() error {
 		return r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_ApprovalRequest{ApprovalRequest: &exprdv1.ApprovalRequest{
 			ApprovalId: id, Tool: tool, ArgumentsJson: jsonText(argsJSON),
 		}}})
 	})
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, stream.ErrClientGone) {
 		return false, errNoApproval
 	}
 	return ok, err

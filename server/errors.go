@@ -247,7 +247,7 @@ func modelStatus(ctx context.Context, log *slog.Logger, err error, field, name s
 	switch {
 	case errors.As(err, &spent):
 		// The reply did not fit in this server's memory budget.
-		return memoryStatus(spent)
+		return rpcstatus.Memory(spent)
 	case errors.As(err, &he):
 		return httpModelStatus(he, field, name)
 	case errors.Is(err, context.DeadlineExceeded): // the provider's own timeout: the caller's is handled before

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/exprd/exprd/server/internal/stream"
+
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 
 	"google.golang.org/grpc/codes"
@@ -35,13 +37,13 @@ type inputAnswer struct {
 // half-close, each failing the call.
 type inputAsker struct {
 	timeout time.Duration
-	replies *correlator[string, *inputAnswer]
+	replies *stream.Correlator[string, *inputAnswer]
 	send    func(ctx context.Context, id string, req *utcp.InputRequest) error
 }
 
 func newInputAsker(timeout time.Duration, send func(context.Context, string, *utcp.InputRequest) error) *inputAsker {
 	return &inputAsker{timeout: timeout, send: send,
-		replies: newCorrelator[string, *inputAnswer](notAwaited("request for input"))}
+		replies: stream.NewCorrelator[string, *inputAnswer](notAwaited("request for input"))}
 }
 
 // inputActions are the replies' actions by their proto enum's number
@@ -51,14 +53,14 @@ var inputActions = map[int32]utcp.InputAction{1: utcp.InputAccept, 2: utcp.Input
 
 // deliver hands a client's reply to the request waiting under id.
 func (a *inputAsker) deliver(id string, action int32, content string) error {
-	return a.replies.deliver(id, &inputAnswer{action: inputActions[action], content: []byte(content)})
+	return a.replies.Deliver(id, &inputAnswer{action: inputActions[action], content: []byte(content)})
 }
 
 // AskInput implements utcp.InputAsker.
 func (a *inputAsker) AskInput(ctx context.Context, req *utcp.InputRequest) (utcp.InputReply, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errInputTimeout)
 	defer cancel()
-	id := a.replies.id()
+	id := a.replies.ID()
 	check := func(ans *inputAnswer) error {
 		if ans.action == "" {
 			return rpcstatus.BadRequest("input_reply.action", "give ACTION_ACCEPT, ACTION_DECLINE or ACTION_CANCEL")
@@ -74,9 +76,9 @@ func (a *inputAsker) AskInput(ctx context.Context, req *utcp.InputRequest) (utcp
 		ans.reply = r
 		return nil
 	}
-	ans, err := a.replies.ask(ctx, id, check, func() error { return a.send(ctx, id, req) })
+	ans, err := a.replies.Ask(ctx, id, check, func() error { return a.send(ctx, id, req) })
 	switch {
-	case errors.Is(err, errClientGone):
+	case errors.Is(err, stream.ErrClientGone):
 		return utcp.InputReply{}, errors.New("the client closed its side of the stream before answering")
 	case errors.Is(context.Cause(ctx), errInputTimeout):
 		return utcp.InputReply{}, fmt.Errorf("the user did not answer within %s", a.timeout)

@@ -126,23 +126,13 @@ func stateQuota(err error) (subject string, ok bool) {
 func stateStatus(field string, err error) error {
 	var spent *membudget.ExhaustedError
 	if errors.As(err, &spent) {
-		return memoryStatus(spent)
+		return rpcstatus.Memory(spent)
 	}
 	subject, ok := stateQuota(err)
 	if !ok {
 		return rpcstatus.BadRequest(field, err.Error())
 	}
 	return rpcstatus.Exhausted(subject, err.Error())
-}
-
-// memoryStatus is the status of what the memory budget could not hold:
-// RESOURCE_EXHAUSTED with a QuotaFailure, and a RetryInfo when the budget
-// is only busy.
-func memoryStatus(spent *membudget.ExhaustedError) error {
-	if spent.Unreachable {
-		return rpcstatus.Exhausted(rpcstatus.QuotaMemoryBudget, spent.Error())
-	}
-	return rpcstatus.Exhausted(rpcstatus.QuotaMemoryBudget, spent.Error(), rpcstatus.Retry(rpcstatus.DefaultRetryDelay))
 }
 
 // MaxConnsFor is the connections a server with a memory budget of budget

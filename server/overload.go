@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/exprd/exprd/internal/overload"
+	"github.com/exprd/exprd/server/internal/stream"
 )
 
 // rpcstatus.QuotaOverload is the QuotaFailure subject of the overload manager's
@@ -136,7 +137,7 @@ func (t *trackedStream) sending(send func() error) error {
 		if err := t.shed(); err != nil {
 			return err
 		}
-		return errStreamEnded
+		return stream.ErrEnded
 	}
 	return send()
 }

@@ -11,13 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/exprd/exprd/server/internal/stream"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
 
@@ -36,19 +36,19 @@ type session struct {
 	// forgetting are one step, so a late Rejected about the call follows
 	// the answer.
 	sendMu sync.Mutex
-	out    *outbox[*exprdv1.SessionResponse]
+	out    *stream.Outbox[*exprdv1.SessionResponse]
 
 	mu    sync.Mutex
 	calls map[string]*call
 	// confirms and results are the replies the calls wait for: a confirm
 	// by call and step, a function's result by call and function call id.
-	confirms *correlator[confirmKey, bool]
-	results  *correlator[functionKey, *exprdv1.FunctionResult]
+	confirms *stream.Correlator[confirmKey, bool]
+	results  *stream.Correlator[functionKey, *exprdv1.FunctionResult]
 	// work hands a call to an idle worker. Workers outlive their calls so
 	// that the stack a run grew is kept, not grown again for every call;
 	// workers joins them.
 	work    chan func()
-	workers *group
+	workers *stream.Group
 }
 
 type confirmKey struct {
@@ -65,12 +65,9 @@ type call struct {
 }
 
 // Session keeps a UI's state for the stream's life and runs calls on it.
-func (e *exprTool) Session(stream sessionStream) error {
+func (e *exprTool) Session(rpc sessionStream) error {
 	s := e.s
-	first, err := stream.Recv()
-	if errors.Is(err, io.EOF) {
-		return rpcstatus.BadRequest("open", "the stream ended before Open")
-	}
+	first, err := stream.First(rpc, rpcstatus.BadRequest("open", "the stream ended before Open"))
 	if err != nil {
 		return err
 	}
@@ -78,32 +75,27 @@ func (e *exprTool) Session(stream sessionStream) error {
 	if open == nil {
 		return rpcstatus.BadRequest("open", "the stream's first message must be Open")
 	}
-	t, err := s.tool(stream.Context(), open.GetSettings(), open.GetBudgets())
+	t, err := s.tool(rpc.Context(), open.GetSettings(), open.GetBudgets())
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	ss := &session{srv: s, stream: stream, ctx: ctx, tool: t, state: s.opts.initialState.Fork(s.opts.maxStateBytes),
-		calls: map[string]*call{}, work: make(chan func()), workers: s.group(ctx),
-		confirms: newCorrelator[confirmKey, bool](func(k confirmKey) string {
+	// The client that stops reading is found at its next message: its
+	// calls are let go as their sends fail.
+	s.metrics.sessions.Add(rpc.Context(), 1)
+	defer s.metrics.sessions.Add(context.WithoutCancel(rpc.Context()), -1)
+	st := stream.Open(s.streamConfig(), rpc, nil, stream.EndsNothing)
+	defer st.Close() // after the workers: close work, wait, close out, give memory back, cancel
+	ctx := st.Ctx
+	ss := &session{srv: s, stream: rpc, ctx: ctx, tool: t, state: s.opts.initialState.Fork(s.opts.maxStateBytes),
+		calls: map[string]*call{}, work: make(chan func()), workers: st.Group, out: st.Out,
+		confirms: stream.NewCorrelator[confirmKey, bool](func(k confirmKey) string {
 			return fmt.Sprintf("no confirm is waiting for call %q step %d", k.call, k.step)
 		}),
-		results: newCorrelator[functionKey, *exprdv1.FunctionResult](func(k functionKey) string {
+		results: stream.NewCorrelator[functionKey, *exprdv1.FunctionResult](func(k functionKey) string {
 			return fmt.Sprintf("no function call %q is waiting in call %q", k.function, k.call)
 		})}
-	mem := s.opts.memory.EmptyFor(ctx, "the session's state")
-	defer mem.Close() // a change arriving after the handler returns reserves nothing
-	ss.state.UseMemory(mem)
-	ss.out = newOutbox(s.opts.outboxBytes, s.opts.slowReaderTimeout, func(m *exprdv1.SessionResponse) int { return proto.Size(m) }, recoveredSend(ctx, s, stream.Send), nil, s.opts.memory.EmptyFor(ctx, outboxWhat))
-	s.metrics.sessions.Add(ctx, 1)
-	defer s.metrics.sessions.Add(context.WithoutCancel(ctx), -1)
-	// Every call and worker ends before the handler returns, then what
-	// they queued is sent (outbox.close bounds that wait). Deferred calls
-	// run last first: close work, wait, close out, cancel.
-	defer ss.out.close()
-	defer ss.workers.Wait()
-	defer close(ss.work)
+	ss.state.UseMemory(st.Memory("the session's state"))
+	defer close(ss.work) // workers end when the work channel closes, then st.Close waits for them
 	id := strconv.FormatUint(sessionSeq.Add(1), 10)
 	if err := ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Opened{Opened: &exprdv1.Opened{
 		SessionId: id, Budgets: budgetsProto(t.Budgets()),
@@ -111,29 +103,29 @@ func (e *exprTool) Session(stream sessionStream) error {
 		return err
 	}
 	for {
-		req, err := stream.Recv()
+		req, err := rpc.Recv()
 		if errors.Is(err, io.EOF) {
 			// The client sent all it will: let the calls finish, declining
 			// what would need its answer.
-			ss.confirms.close()
-			ss.results.close()
+			ss.confirms.Close()
+			ss.results.Close()
 			return nil
 		}
 		if err != nil {
-			cancel()
+			st.Cancel(nil)
 			return err
 		}
 		select {
 		case <-ss.out.Dead():
 			// The client stopped reading: its calls were let go, and its
 			// next message ends the stream (or its connection does).
-			cancel()
-			return sendStatus(ss.out.err)
+			st.Cancel(nil)
+			return stream.SendStatus(ss.out.Err())
 		default:
 		}
 		if err := ss.handle(req); err != nil {
-			cancel()
-			return sendStatus(err)
+			st.Cancel(nil)
+			return stream.SendStatus(err)
 		}
 	}
 }
@@ -153,12 +145,12 @@ func (ss *session) handle(req *exprdv1.SessionRequest) error {
 		return ss.startCall(m.Call)
 	case *exprdv1.SessionRequest_ConfirmReply:
 		r := m.ConfirmReply
-		if err := ss.confirms.deliver(confirmKey{r.GetCallId(), r.GetStep()}, r.GetAccepted()); err != nil {
+		if err := ss.confirms.Deliver(confirmKey{r.GetCallId(), r.GetStep()}, r.GetAccepted()); err != nil {
 			return ss.reject("confirm_reply", r.GetCallId(), err)
 		}
 	case *exprdv1.SessionRequest_FunctionResult:
 		r := m.FunctionResult
-		if err := ss.results.deliver(functionKey{r.GetCallId(), r.GetFunctionCallId()}, r); err != nil {
+		if err := ss.results.Deliver(functionKey{r.GetCallId(), r.GetFunctionCallId()}, r); err != nil {
 			return ss.reject("function_result", r.GetCallId(), err)
 		}
 	case *exprdv1.SessionRequest_Cancel:
@@ -241,7 +233,7 @@ func (ss *session) finish(id string, a evaluator.Answer) {
 	if ss.ctx.Err() != nil {
 		return // the stream is gone: nobody to answer
 	}
-	_ = ss.out.put(ss.ctx, &exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: answerProto(id, a)}})
+	_ = ss.out.Put(ss.ctx, &exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_Answer{Answer: answerProto(id, a)}})
 }
 
 // reject answers a message the session could not use with Rejected,
@@ -261,21 +253,7 @@ func (ss *session) rejectState(kind, field string, err error) error {
 func (ss *session) send(m *exprdv1.SessionResponse) error {
 	ss.sendMu.Lock()
 	defer ss.sendMu.Unlock()
-	return ss.out.put(ss.ctx, m)
-}
-
-// sendStatus is the status a stream ends with when sending on it failed:
-// RESOURCE_EXHAUSTED for a client that stopped reading or whose queue the
-// memory budget could not hold, else the error as gRPC gave it.
-func sendStatus(err error) error {
-	var spent *membudget.ExhaustedError
-	switch {
-	case errors.Is(err, errSlowReader):
-		return rpcstatus.Exhausted(rpcstatus.QuotaSlowReader, "the client did not read what it was sent for the slow-reader timeout: the stream is ended")
-	case errors.As(err, &spent):
-		return memoryStatus(spent)
-	}
-	return err
+	return ss.out.Put(ss.ctx, m)
 }
 
 // streamHost asks the client over the stream.
@@ -293,12 +271,12 @@ func (h *streamHost) Write(_ context.Context, w evaluator.Write) error {
 // Confirm asks the user; after the client's half-close, the step is
 // declined.
 func (h *streamHost) Confirm(ctx context.Context, step int, text string) (bool, error) {
-	ok, err := h.ss.confirms.ask(ctx, confirmKey{h.c.id, uint32(step)}, nil, func() error {
+	ok, err := h.ss.confirms.Ask(ctx, confirmKey{h.c.id, uint32(step)}, nil, func() error {
 		return h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_ConfirmRequest{ConfirmRequest: &exprdv1.ConfirmRequest{
 			CallId: h.c.id, Step: uint32(step), Text: text,
 		}}})
 	})
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, stream.ErrClientGone) {
 		return false, nil // nobody left to ask: declined
 	}
 	return ok, err
@@ -312,8 +290,8 @@ func (h *streamHost) CallClient(ctx context.Context, name string, args map[strin
 	if err != nil {
 		return nil, err
 	}
-	fid := h.c.id + "/" + h.ss.results.id()
-	r, err := h.ss.results.ask(ctx, functionKey{h.c.id, fid}, nil, func() error {
+	fid := h.c.id + "/" + h.ss.results.ID()
+	r, err := h.ss.results.Ask(ctx, functionKey{h.c.id, fid}, nil, func() error {
 		return h.ss.send(&exprdv1.SessionResponse{Msg: &exprdv1.SessionResponse_FunctionCall{FunctionCall: &exprdv1.FunctionCall{
 			CallId: h.c.id, FunctionCallId: fid, Name: name, ArgsJson: jsonText(argsJSON), TimeoutMs: timeoutMs(ctx),
 		}}})

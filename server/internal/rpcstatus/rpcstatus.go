@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
+	"github.com/exprd/exprd/membudget"
 )
 
 // Domain is the ErrorInfo domain of every error exprd returns.
@@ -232,4 +233,14 @@ func FinalStream(log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		return Final(ss.Context(), log, handler(srv, ss))
 	}
+}
+
+// Memory is the status of what the memory budget could not hold:
+// RESOURCE_EXHAUSTED with a QuotaFailure, and a RetryInfo when the budget
+// is only busy.
+func Memory(spent *membudget.ExhaustedError) error {
+	if spent.Unreachable {
+		return Exhausted(QuotaMemoryBudget, spent.Error())
+	}
+	return Exhausted(QuotaMemoryBudget, spent.Error(), Retry(DefaultRetryDelay))
 }

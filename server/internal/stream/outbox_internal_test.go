@@ -1,4 +1,4 @@
-package server
+package stream
 
 import (
 	"context"
@@ -24,14 +24,14 @@ func TestOutboxBytesBound(t *testing.T) {
 	size := func(n int) int { return n }
 	ctx := context.Background()
 
-	o := newOutbox(100, 50*time.Millisecond, size, blocked, nil, nil)
+	o := NewOutbox(100, 50*time.Millisecond, size, blocked, nil, nil)
 	for _, n := range []int{10, 40, 50} { // 100 bytes in all: at the bound
-		if err := o.put(ctx, n); err != nil {
+		if err := o.Put(ctx, n); err != nil {
 			t.Fatalf("put %d up to the bound: %v", n, err)
 		}
 	}
-	if err := o.put(ctx, 1); !errors.Is(err, errSlowReader) {
-		t.Fatalf("a put one byte past the bound: got %v, want errSlowReader after the timeout", err)
+	if err := o.Put(ctx, 1); !errors.Is(err, ErrSlowReader) {
+		t.Fatalf("a put one byte past the bound: got %v, want ErrSlowReader after the timeout", err)
 	}
 	select {
 	case <-o.Dead():
@@ -39,8 +39,8 @@ func TestOutboxBytesBound(t *testing.T) {
 		t.Errorf("the outbox is not dead after the timeout")
 	}
 
-	big := newOutbox(100, 50*time.Millisecond, size, blocked, nil, nil)
-	if err := big.put(ctx, 1000); err != nil {
+	big := NewOutbox(100, 50*time.Millisecond, size, blocked, nil, nil)
+	if err := big.Put(ctx, 1000); err != nil {
 		t.Errorf("a message past the bound into an empty queue: %v, want it taken alone", err)
 	}
 }
@@ -59,11 +59,11 @@ func TestOutboxOrderWhileReused(t *testing.T) {
 		sent = append(sent, i) // only the sender goroutine appends
 		return nil
 	}
-	o := newOutbox(1<<20, time.Minute, func(int) int { return 1 }, send, nil, nil)
+	o := NewOutbox(1<<20, time.Minute, func(int) int { return 1 }, send, nil, nil)
 	ctx := context.Background()
 	next := 0
 	put := func() {
-		if err := o.put(ctx, next); err != nil {
+		if err := o.Put(ctx, next); err != nil {
 			t.Fatalf("put %d: %v", next, err)
 		}
 		next++
@@ -98,7 +98,7 @@ func TestOutboxOrderWhileReused(t *testing.T) {
 		}
 	}()
 	proceed <- struct{}{} // the one being sent
-	o.close()
+	o.Close()
 	close(entered)
 	if len(sent) != next {
 		t.Fatalf("sent %d messages, want %d", len(sent), next)
@@ -110,20 +110,20 @@ func TestOutboxOrderWhileReused(t *testing.T) {
 	}
 }
 
-// What a queue holds past OutboxFreeBytes is reserved from the memory
+// What a queue holds past FreeBytes is reserved from the memory
 // budget; a queue the budget cannot hold ends the stream with the budget's
 // error, and what it held is given back once its sender lets go.
 func TestOutboxMemory(t *testing.T) {
 	budget := membudget.New(8<<20, 10*time.Millisecond)
 	release := make(chan struct{})
-	o := newOutbox(4<<20, time.Minute, func(n int) int { return n }, func(int) error { <-release; return nil }, nil, budget.Empty("test"))
+	o := NewOutbox(4<<20, time.Minute, func(n int) int { return n }, func(int) error { <-release; return nil }, nil, budget.Empty("test"))
 	const msg = 100 << 10
 	for range 5 {
-		if err := o.put(context.Background(), msg); err != nil {
+		if err := o.Put(context.Background(), msg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got, want := budget.InUse(), int64(5*msg-OutboxFreeBytes); got != want {
+	if got, want := budget.InUse(), int64(5*msg-FreeBytes); got != want {
 		t.Fatalf("reserved %d for 5 × %d queued, want %d", got, msg, want)
 	}
 	large := budget.Limit() - budget.Limit()/16 // the part for reservations this size
@@ -132,7 +132,7 @@ func TestOutboxMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	var spent *membudget.ExhaustedError
-	if err := o.put(context.Background(), msg); !errors.As(err, &spent) {
+	if err := o.Put(context.Background(), msg); !errors.As(err, &spent) {
 		t.Fatalf("put with the budget spent: got %v, want the budget's error", err)
 	}
 	select {
@@ -140,11 +140,11 @@ func TestOutboxMemory(t *testing.T) {
 	default:
 		t.Fatal("the stream goes on with a queue the budget cannot hold")
 	}
-	if st := sendStatus(o.err); status.Code(st) != codes.ResourceExhausted {
+	if st := SendStatus(o.err); status.Code(st) != codes.ResourceExhausted {
 		t.Fatalf("the stream ends %v, want RESOURCE_EXHAUSTED", st)
 	}
 	close(release)
-	o.close()
+	o.Close()
 	others.Release()
 	deadline := time.Now().Add(5 * time.Second)
 	for budget.InUse() != 0 {
@@ -155,23 +155,23 @@ func TestOutboxMemory(t *testing.T) {
 	}
 }
 
-// A queue of exactly OutboxFreeBytes reserves nothing; a byte more
+// A queue of exactly FreeBytes reserves nothing; a byte more
 // reserves that byte.
 func TestOutboxFreeBytesEdge(t *testing.T) {
 	budget := membudget.New(8<<20, 10*time.Millisecond)
 	release := make(chan struct{})
 	defer close(release)
-	o := newOutbox(4<<20, time.Minute, func(n int) int { return n }, func(int) error { <-release; return nil }, nil, budget.Empty("test"))
-	if err := o.put(context.Background(), OutboxFreeBytes); err != nil {
+	o := NewOutbox(4<<20, time.Minute, func(n int) int { return n }, func(int) error { <-release; return nil }, nil, budget.Empty("test"))
+	if err := o.Put(context.Background(), FreeBytes); err != nil {
 		t.Fatal(err)
 	}
 	if n := budget.InUse(); n != 0 {
-		t.Fatalf("a queue of OutboxFreeBytes reserves %d, want 0", n)
+		t.Fatalf("a queue of FreeBytes reserves %d, want 0", n)
 	}
-	if err := o.put(context.Background(), 1); err != nil {
+	if err := o.Put(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if n := budget.InUse(); n != 1 {
-		t.Fatalf("a queue one byte past OutboxFreeBytes reserves %d, want 1", n)
+		t.Fatalf("a queue one byte past FreeBytes reserves %d, want 1", n)
 	}
 }

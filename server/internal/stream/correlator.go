@@ -1,4 +1,4 @@
-package server
+package stream
 
 import (
 	"context"
@@ -11,16 +11,16 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// errClientGone answers what waits for the client after its half-close:
+// ErrClientGone answers what waits for the client after its half-close:
 // no reply can come.
-var errClientGone = errors.New("the client closed its side of the stream")
+var ErrClientGone = errors.New("the client closed its side of the stream")
 
-// errAlreadyWaiting refuses a request whose key a request of the same kind
+// ErrAlreadyWaiting refuses a request whose key a request of the same kind
 // already waits under (a model that gave two calls of one step the same
 // id): the client could not tell their replies apart.
-var errAlreadyWaiting = errors.New("another request with the same id is waiting for the client's reply")
+var ErrAlreadyWaiting = errors.New("another request with the same id is waiting for the client's reply")
 
-// correlator matches the replies a client sends on a bidi stream to the
+// Correlator matches the replies a client sends on a bidi stream to the
 // server's requests that wait for them, by a key the server chose: one
 // correlator per kind of reply (Session's confirms and function results,
 // CodeMode's approvals, AgentLoop's tool outputs, hooks and approvals).
@@ -35,8 +35,8 @@ var errAlreadyWaiting = errors.New("another request with the same id is waiting 
 //   - A reply its request's check refuses is the check's error
 //     (INVALID_ARGUMENT), and the request goes on waiting.
 //   - The client's half-close (close) answers every request waiting with
-//     errClientGone, and every later one at once, without sending it.
-type correlator[K comparable, V any] struct {
+//     ErrClientGone, and every later one at once, without sending it.
+type Correlator[K comparable, V any] struct {
 	notAwaited func(K) string // the NOT_FOUND text for key
 
 	mu      sync.Mutex
@@ -53,33 +53,33 @@ type waiter[V any] struct {
 	check func(V) error
 }
 
-func newCorrelator[K comparable, V any](notAwaited func(K) string) *correlator[K, V] {
-	return &correlator[K, V]{notAwaited: notAwaited, waiting: map[K]*waiter[V]{}, gone: make(chan struct{})}
+func NewCorrelator[K comparable, V any](notAwaited func(K) string) *Correlator[K, V] {
+	return &Correlator[K, V]{notAwaited: notAwaited, waiting: map[K]*waiter[V]{}, gone: make(chan struct{})}
 }
 
-// id returns an id for a new request, unique on the stream: "1", "2", …
-func (c *correlator[K, V]) id() string {
+// ID returns an id for a new request, unique on the stream: "1", "2", …
+func (c *Correlator[K, V]) ID() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
 	return strconv.FormatUint(c.seq, 10)
 }
 
-// ask registers key, sends the request, and waits for its reply, the end
-// of ctx, or the client's half-close (errClientGone). check, when not
+// Ask registers key, sends the request, and waits for its reply, the end
+// of ctx, or the client's half-close (ErrClientGone). check, when not
 // nil, refuses replies that do not fit. A reply delivered before the
 // request stopped waiting is returned, whatever ended the wait after it.
-func (c *correlator[K, V]) ask(ctx context.Context, key K, check func(V) error, send func() error) (V, error) {
+func (c *Correlator[K, V]) Ask(ctx context.Context, key K, check func(V) error, send func() error) (V, error) {
 	var zero V
 	w := &waiter[V]{ctx: ctx, reply: make(chan V, 1), check: check}
 	c.mu.Lock()
 	switch {
 	case c.closed:
 		c.mu.Unlock()
-		return zero, errClientGone
+		return zero, ErrClientGone
 	case c.waiting[key] != nil:
 		c.mu.Unlock()
-		return zero, errAlreadyWaiting
+		return zero, ErrAlreadyWaiting
 	}
 	c.waiting[key] = w
 	c.mu.Unlock()
@@ -92,7 +92,7 @@ func (c *correlator[K, V]) ask(ctx context.Context, key K, check func(V) error, 
 	case v := <-w.reply:
 		return v, nil
 	case <-c.gone:
-		err = errClientGone
+		err = ErrClientGone
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -103,7 +103,7 @@ func (c *correlator[K, V]) ask(ctx context.Context, key K, check func(V) error, 
 }
 
 // forget removes w; false when deliver already had (and sent it a reply).
-func (c *correlator[K, V]) forget(key K, w *waiter[V]) bool {
+func (c *Correlator[K, V]) forget(key K, w *waiter[V]) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.waiting[key] != w {
@@ -113,9 +113,9 @@ func (c *correlator[K, V]) forget(key K, w *waiter[V]) bool {
 	return true
 }
 
-// deliver hands v to the request waiting under key: nil, the request's
+// Deliver hands v to the request waiting under key: nil, the request's
 // check's error, or NOT_FOUND when nobody waits for it.
-func (c *correlator[K, V]) deliver(key K, v V) error {
+func (c *Correlator[K, V]) Deliver(key K, v V) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.waiting[key]
@@ -134,9 +134,9 @@ func (c *correlator[K, V]) deliver(key K, v V) error {
 	return nil
 }
 
-// close is the client's half-close: no reply can come any more. Only the
+// Close is the client's half-close: no reply can come any more. Only the
 // stream's receiver calls it, once.
-func (c *correlator[K, V]) close() {
+func (c *Correlator[K, V]) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()

@@ -1,4 +1,4 @@
-package server
+package stream
 
 import (
 	"context"
@@ -9,56 +9,47 @@ import (
 	"github.com/exprd/exprd/membudget"
 )
 
-// Outbound limits of a stream (Session, CodeMode.Run, AgentLoop.Run). A client that sends without reading
-// what it is sent fills its flow-control window; from then on every Send on
-// its stream blocks until it reads. So a Session never sends from the
-// goroutine that receives, nor from a call's: they queue, and a sender
-// goroutine sends, started when there is something to send and gone when
-// the queue is empty (an idle session costs no goroutine for it). A queue
-// holding DefaultOutboxBytes makes its producers wait, at most the
-// slow-reader timeout; then the stream ends RESOURCE_EXHAUSTED and whatever
-// waited on it is let go. What a queue holds past OutboxFreeBytes reserves
-// from the server's memory budget before it is queued: a queue the budget
-// cannot hold within its wait ends the stream RESOURCE_EXHAUSTED
-// (memory_budget), so that clients that read slowly cannot together hold
-// more than the budget.
-const (
-	// OutboxFreeBytes is what a stream's queue may hold without
-	// reserving it from the memory budget: what a client that reads
-	// keeps queued.
-	OutboxFreeBytes = 256 << 10
-	// DefaultOutboxBytes bounds the bytes queued for a stream; one message
-	// larger than it is queued alone.
-	DefaultOutboxBytes = 1 << 20
-	// DefaultSlowReaderTimeout is how long a stream's queue may stay full
-	// before its client counts as not reading.
-	DefaultSlowReaderTimeout = 10 * time.Second
-)
+// A client that sends without reading what it is sent fills its
+// flow-control window; from then on every Send on its stream blocks until
+// it reads. So no handler or worker sends itself: they queue, and a
+// sender goroutine sends, started when there is something to send and
+// gone when the queue is empty (an idle stream costs no goroutine for
+// it). A full queue makes its producers wait, at most the slow-reader
+// timeout; then the stream ends RESOURCE_EXHAUSTED and whatever waited on
+// it is let go. What a queue holds past FreeBytes reserves from the
+// server's memory budget before it is queued: a queue the budget cannot
+// hold within its wait ends the stream RESOURCE_EXHAUSTED (memory_budget),
+// so that clients that read slowly cannot together hold more than the
+// budget.
 
-// outboxWhat is what an outbox's reservation is for, as the budget names it.
-const outboxWhat = "the messages queued for a stream"
+// FreeBytes is what a stream's queue may hold without reserving it from
+// the memory budget: what a client that reads keeps queued.
+const FreeBytes = 256 << 10
 
-// errSlowReader ends a stream whose client stopped reading.
-var errSlowReader = errors.New("the client did not read what it was sent")
+// MemoryWhat is what an outbox's reservation is for, as the budget names it.
+const MemoryWhat = "the messages queued for a stream"
 
-// errStreamEnded refuses a put after close (the handler has returned),
+// ErrSlowReader ends a stream whose client stopped reading.
+var ErrSlowReader = errors.New("the client did not read what it was sent")
+
+// ErrEnded refuses a put after close (the handler has returned),
 // and a send once the overload interceptor has ended a shed stream.
-var errStreamEnded = errors.New("the stream has ended")
+var ErrEnded = errors.New("the stream has ended")
 
 type queued[M any] struct {
 	m M
 	n int // its size, counted once
 }
 
-// outbox is a stream's queue of messages to send, sent in the order they
+// Outbox is a stream's queue of messages to send, sent in the order they
 // were put.
-type outbox[M any] struct {
+type Outbox[M any] struct {
 	maxBytes int
 	timeout  time.Duration
 	size     func(M) int
 	send     func(M) error
 	onDead   func(error)            // nil, or told once why sending stopped
-	mem      *membudget.Reservation // what bytes holds past OutboxFreeBytes; nil: none
+	mem      *membudget.Reservation // what bytes holds past FreeBytes; nil: none
 
 	putMu   sync.Mutex // serialises puts: they queue in the order they came
 	mu      sync.Mutex
@@ -70,28 +61,28 @@ type outbox[M any] struct {
 	room    chan struct{} // nil, or made by a put that waits: closed when the sender frees room
 	drained chan struct{} // nil, or made by close: closed when the sender stops
 
-	dead     chan struct{} // closed when sending stops: errSlowReader or a failed Send
+	dead     chan struct{} // closed when sending stops: ErrSlowReader or a failed Send
 	deadOnce sync.Once
 	err      error // why, set before dead is closed
 }
 
-// newOutbox queues for send. onDead, when not nil, is called once sending
-// stops (errSlowReader, or the error of a failed Send): a stream whose
+// NewOutbox queues for send. onDead, when not nil, is called once sending
+// stops (ErrSlowReader, or the error of a failed Send): a stream whose
 // work must end with it cancels that work there.
-func newOutbox[M any](maxBytes int, timeout time.Duration, size func(M) int, send func(M) error, onDead func(error), mem *membudget.Reservation) *outbox[M] {
-	return &outbox[M]{maxBytes: maxBytes, timeout: timeout, size: size, send: send, onDead: onDead, mem: mem, dead: make(chan struct{})}
+func NewOutbox[M any](maxBytes int, timeout time.Duration, size func(M) int, send func(M) error, onDead func(error), mem *membudget.Reservation) *Outbox[M] {
+	return &Outbox[M]{maxBytes: maxBytes, timeout: timeout, size: size, send: send, onDead: onDead, mem: mem, dead: make(chan struct{})}
 }
 
 // fit shrinks the reservation to what the queue holds past
-// OutboxFreeBytes. Callers hold mu.
-func (o *outbox[M]) fit() {
-	if want := int64(max(0, o.bytes-OutboxFreeBytes)); want < o.mem.Size() {
+// FreeBytes. Callers hold mu.
+func (o *Outbox[M]) fit() {
+	if want := int64(max(0, o.bytes-FreeBytes)); want < o.mem.Size() {
 		_ = o.mem.TryResize(want)
 	}
 }
 
 // run sends what is queued, then stops.
-func (o *outbox[M]) run() {
+func (o *Outbox[M]) run() {
 	for {
 		o.mu.Lock()
 		if o.head == len(o.q) {
@@ -126,7 +117,7 @@ func (o *outbox[M]) run() {
 }
 
 // stop marks the sender gone. Callers hold mu.
-func (o *outbox[M]) stop() {
+func (o *Outbox[M]) stop() {
 	o.sending = false
 	if o.drained != nil {
 		close(o.drained)
@@ -134,7 +125,7 @@ func (o *outbox[M]) stop() {
 	}
 }
 
-func (o *outbox[M]) kill(err error) {
+func (o *Outbox[M]) kill(err error) {
 	o.deadOnce.Do(func() {
 		o.err = err
 		close(o.dead)
@@ -144,10 +135,10 @@ func (o *outbox[M]) kill(err error) {
 	})
 }
 
-// put queues m, waiting while the queue is full for at most the timeout
+// Put queues m, waiting while the queue is full for at most the timeout
 // (then the client counts as not reading) or until ctx ends. Puts wait
 // their turn: one that waits for room holds up the ones after it.
-func (o *outbox[M]) put(ctx context.Context, m M) error {
+func (o *Outbox[M]) Put(ctx context.Context, m M) error {
 	o.putMu.Lock()
 	defer o.putMu.Unlock()
 	n := o.size(m)
@@ -161,10 +152,10 @@ func (o *outbox[M]) put(ctx context.Context, m M) error {
 		o.mu.Lock()
 		if o.closed {
 			o.mu.Unlock()
-			return errStreamEnded
+			return ErrEnded
 		}
 		if o.bytes == 0 || o.bytes+n <= o.maxBytes {
-			if need := int64(o.bytes + n - OutboxFreeBytes); need > o.mem.Size() && o.mem.TryResize(need) != nil {
+			if need := int64(o.bytes + n - FreeBytes); need > o.mem.Size() && o.mem.TryResize(need) != nil {
 				// Wait for room in the budget, then look again.
 				o.mu.Unlock()
 				if err := o.mem.Resize(ctx, need); err != nil {
@@ -206,20 +197,30 @@ func (o *outbox[M]) put(ctx context.Context, m M) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
-			o.kill(errSlowReader)
-			return errSlowReader
+			o.kill(ErrSlowReader)
+			return ErrSlowReader
 		}
 	}
 }
 
 // Dead is closed when the stream can no longer be sent on.
-func (o *outbox[M]) Dead() <-chan struct{} { return o.dead }
+func (o *Outbox[M]) Dead() <-chan struct{} { return o.dead }
 
-// close refuses later puts (errStreamEnded) and waits for what is queued
+// Err says why sending stopped, once Dead is closed.
+func (o *Outbox[M]) Err() error {
+	select {
+	case <-o.dead:
+		return o.err // set before dead is closed
+	default:
+		return nil
+	}
+}
+
+// Close refuses later puts (ErrEnded) and waits for what is queued
 // to be sent, at most the timeout: a client that stops reading at the
 // very end cannot hold the handler. A sender still inside Send then is let
 // go when the handler returns and gRPC ends the stream.
-func (o *outbox[M]) close() {
+func (o *Outbox[M]) Close() {
 	o.mu.Lock()
 	o.closed = true
 	if !o.sending {
@@ -237,6 +238,6 @@ func (o *outbox[M]) close() {
 	case <-drained:
 	case <-o.dead:
 	case <-t.C:
-		o.kill(errSlowReader)
+		o.kill(ErrSlowReader)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package stream
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-func testCorrelator() *correlator[string, int] {
-	return newCorrelator[string, int](func(id string) string { return "no request " + id + " is waiting" })
+func testCorrelator() *Correlator[string, int] {
+	return NewCorrelator[string, int](func(id string) string { return "no request " + id + " is waiting" })
 }
 
 // wantNotAwaited fails unless err is the rule's NOT_FOUND, REPLY_NOT_AWAITED.
@@ -32,11 +32,11 @@ func wantNotAwaited(t *testing.T, err error) {
 
 // asked starts ask in a goroutine and returns, once the request is sent,
 // a channel with what ask returned.
-func asked(ctx context.Context, c *correlator[string, int], id string, check func(int) error) <-chan askResult {
+func asked(ctx context.Context, c *Correlator[string, int], id string, check func(int) error) <-chan askResult {
 	sent := make(chan struct{})
 	out := make(chan askResult, 1)
 	go func() {
-		v, err := c.ask(ctx, id, check, func() error { close(sent); return nil })
+		v, err := c.Ask(ctx, id, check, func() error { close(sent); return nil })
 		out <- askResult{v, err}
 	}()
 	<-sent
@@ -51,17 +51,17 @@ type askResult struct {
 func TestCorrelatorDelivers(t *testing.T) {
 	t.Parallel()
 	c := testCorrelator()
-	got := asked(context.Background(), c, c.id(), nil)
-	if err := c.deliver("1", 7); err != nil {
+	got := asked(context.Background(), c, c.ID(), nil)
+	if err := c.Deliver("1", 7); err != nil {
 		t.Fatalf("deliver: %v", err)
 	}
 	if r := <-got; r.v != 7 || r.err != nil {
 		t.Errorf("got %d, %v; want 7", r.v, r.err)
 	}
 	// The same reply again, and one for an id never sent: nobody waits.
-	wantNotAwaited(t, c.deliver("1", 7))
-	wantNotAwaited(t, c.deliver("nobody", 1))
-	if id := c.id(); id != "2" {
+	wantNotAwaited(t, c.Deliver("1", 7))
+	wantNotAwaited(t, c.Deliver("nobody", 1))
+	if id := c.ID(); id != "2" {
 		t.Errorf("got the next id %q, want 2", id)
 	}
 }
@@ -76,7 +76,7 @@ func TestCorrelatorReplyAfterTimeoutIsRejected(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	got := asked(ctx, c, "late", nil)
 	cancel()
-	wantNotAwaited(t, c.deliver("late", 1))
+	wantNotAwaited(t, c.Deliver("late", 1))
 	if r := <-got; !errors.Is(r.err, context.Canceled) {
 		t.Errorf("got %d, %v; want context.Canceled", r.v, r.err)
 	}
@@ -89,12 +89,12 @@ func TestCorrelatorDeliveredBeforeTheEndIsReturned(t *testing.T) {
 	c := testCorrelator()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	v, err := c.ask(ctx, "a", nil, func() error {
-		if err := c.deliver("a", 3); err != nil {
+	v, err := c.Ask(ctx, "a", nil, func() error {
+		if err := c.Deliver("a", 3); err != nil {
 			t.Errorf("deliver: %v", err)
 		}
 		cancel()
-		c.close()
+		c.Close()
 		return nil
 	})
 	if v != 3 || err != nil {
@@ -113,10 +113,10 @@ func TestCorrelatorCheckRefuses(t *testing.T) {
 		}
 		return nil
 	})
-	if err := c.deliver("a", 1); !errors.Is(err, odd) {
+	if err := c.Deliver("a", 1); !errors.Is(err, odd) {
 		t.Fatalf("got %v, want the check's error", err)
 	}
-	if err := c.deliver("a", 2); err != nil {
+	if err := c.Deliver("a", 2); err != nil {
 		t.Fatalf("got %v, want the fitting reply taken", err)
 	}
 	if r := <-got; r.v != 2 || r.err != nil {
@@ -130,18 +130,18 @@ func TestCorrelatorHalfClose(t *testing.T) {
 	t.Parallel()
 	c := testCorrelator()
 	a, b := asked(context.Background(), c, "a", nil), asked(context.Background(), c, "b", nil)
-	c.close()
+	c.Close()
 	for _, got := range []<-chan askResult{a, b} {
-		if r := <-got; !errors.Is(r.err, errClientGone) {
-			t.Errorf("got %d, %v; want errClientGone", r.v, r.err)
+		if r := <-got; !errors.Is(r.err, ErrClientGone) {
+			t.Errorf("got %d, %v; want ErrClientGone", r.v, r.err)
 		}
 	}
-	_, err := c.ask(context.Background(), "c", nil, func() error {
+	_, err := c.Ask(context.Background(), "c", nil, func() error {
 		t.Error("a request was sent after the half-close")
 		return nil
 	})
-	if !errors.Is(err, errClientGone) {
-		t.Errorf("got %v, want errClientGone", err)
+	if !errors.Is(err, ErrClientGone) {
+		t.Errorf("got %v, want ErrClientGone", err)
 	}
 }
 
@@ -151,10 +151,10 @@ func TestCorrelatorKeyWaitingTwice(t *testing.T) {
 	t.Parallel()
 	c := testCorrelator()
 	got := asked(context.Background(), c, "a", nil)
-	if _, err := c.ask(context.Background(), "a", nil, func() error { return nil }); !errors.Is(err, errAlreadyWaiting) {
-		t.Errorf("got %v, want errAlreadyWaiting", err)
+	if _, err := c.Ask(context.Background(), "a", nil, func() error { return nil }); !errors.Is(err, ErrAlreadyWaiting) {
+		t.Errorf("got %v, want ErrAlreadyWaiting", err)
 	}
-	if err := c.deliver("a", 5); err != nil {
+	if err := c.Deliver("a", 5); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-got; r.v != 5 {
@@ -168,8 +168,8 @@ func TestCorrelatorSendFails(t *testing.T) {
 	t.Parallel()
 	c := testCorrelator()
 	broken := errors.New("the stream is gone")
-	if _, err := c.ask(context.Background(), "a", nil, func() error { return broken }); !errors.Is(err, broken) {
+	if _, err := c.Ask(context.Background(), "a", nil, func() error { return broken }); !errors.Is(err, broken) {
 		t.Errorf("got %v, want the send's error", err)
 	}
-	wantNotAwaited(t, c.deliver("a", 1))
+	wantNotAwaited(t, c.Deliver("a", 1))
 }
