@@ -23,6 +23,7 @@ import (
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/codemode"
+	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
@@ -323,4 +324,40 @@ func alreadyStarted(kind, msg string) error {
 // the server runs without.
 func noRegistry(field, desc string) error {
 	return rpcstatus.FailedPrecondition(field+": "+desc, rpcstatus.Info(exprdv1.ErrorReason_NO_TOOL_REGISTRY), "TOOL_REGISTRY", "utcp", desc)
+}
+
+// stateQuota is the QuotaFailure subject of a state refused for a limit
+// (its bytes, its objects and arrays, its depth); ok is false for any other
+// refusal.
+func stateQuota(err error) (subject string, ok bool) {
+	var spent *membudget.ExhaustedError
+	if errors.As(err, &spent) {
+		return rpcstatus.QuotaMemoryBudget, true
+	}
+	var big *evaluator.StateTooLargeError
+	if !errors.As(err, &big) {
+		return "", false
+	}
+	switch big.What {
+	case "containers":
+		return rpcstatus.QuotaStateContainers, true
+	case "depth":
+		return rpcstatus.QuotaStateDepth, true
+	}
+	return rpcstatus.QuotaStateBytes, true
+}
+
+// stateStatus is the status of a refused state: too large is
+// RESOURCE_EXHAUSTED with a QuotaFailure (and a RetryInfo when the memory
+// budget is only busy), anything else INVALID_ARGUMENT on field.
+func stateStatus(field string, err error) error {
+	var spent *membudget.ExhaustedError
+	if errors.As(err, &spent) {
+		return rpcstatus.Memory(spent)
+	}
+	subject, ok := stateQuota(err)
+	if !ok {
+		return rpcstatus.BadRequest(field, err.Error())
+	}
+	return rpcstatus.Exhausted(subject, err.Error())
 }

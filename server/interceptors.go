@@ -74,7 +74,7 @@ var _ grpcratelimit.Limiter = (*ratelimit.Limiter)(nil)
 // The chain, outermost first: recovery, final errors, logging, (streams:
 // the encoding check), auth, rate limit, stream limits. Recovery is
 // outermost so that a panic anywhere in the chain is contained; the final
-// errors (errors.go) give whatever the rest returns an ErrorInfo, and
+// errors (rpcstatus.FinalUnary, FinalStream) give whatever the rest returns an ErrorInfo, and
 // logging logs that. The tap (tap.go) has checked the token and taken the
 // rate-limit token before any of them: auth and the rate limit here pass
 // what it let in, and check a call that came by no tap. A unary call's request is read before its interceptors

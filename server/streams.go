@@ -1,8 +1,6 @@
 package server
 
 import (
-	"time"
-
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
@@ -11,21 +9,6 @@ import (
 
 // What the services' bidi streams share: their machinery's configuration,
 // the message that must open a Run, and picking a model provider.
-
-// Outbound limits of a stream (Session, CodeMode.Run, AgentLoop.Run): its
-// queue of messages to send (server/internal/stream's Outbox).
-const (
-	// OutboxFreeBytes is what a stream's queue may hold without reserving
-	// it from the memory budget: what a client that reads keeps queued.
-	OutboxFreeBytes = stream.FreeBytes
-	// DefaultOutboxBytes bounds the bytes queued for a stream; one message
-	// larger than it is queued alone. Past it the stream's producers wait.
-	DefaultOutboxBytes = 1 << 20
-	// DefaultSlowReaderTimeout is how long a stream's queue may stay full
-	// before its client counts as not reading: then the stream ends
-	// RESOURCE_EXHAUSTED (slow_reader_timeout).
-	DefaultSlowReaderTimeout = 10 * time.Second
-)
 
 // streamConfig is what every stream of the server shares
 // (server/internal/stream).

@@ -1,12 +1,9 @@
 package server
 
 import (
-	"errors"
 	"time"
 
-	"github.com/exprd/exprd/evaluator"
-	"github.com/exprd/exprd/membudget"
-	"github.com/exprd/exprd/server/internal/rpcstatus"
+	"github.com/exprd/exprd/server/internal/stream"
 )
 
 // The server's limits. Each is a named default, set by an Option; a request
@@ -99,42 +96,6 @@ const (
 	MaxInfraMsgSize = 16 << 10
 )
 
-// stateQuota is the QuotaFailure subject of a state refused for a limit
-// (its bytes, its objects and arrays, its depth); ok is false for any other
-// refusal.
-func stateQuota(err error) (subject string, ok bool) {
-	var spent *membudget.ExhaustedError
-	if errors.As(err, &spent) {
-		return rpcstatus.QuotaMemoryBudget, true
-	}
-	var big *evaluator.StateTooLargeError
-	if !errors.As(err, &big) {
-		return "", false
-	}
-	switch big.What {
-	case "containers":
-		return rpcstatus.QuotaStateContainers, true
-	case "depth":
-		return rpcstatus.QuotaStateDepth, true
-	}
-	return rpcstatus.QuotaStateBytes, true
-}
-
-// stateStatus is the status of a refused state: too large is
-// RESOURCE_EXHAUSTED with a QuotaFailure (and a RetryInfo when the memory
-// budget is only busy), anything else INVALID_ARGUMENT on field.
-func stateStatus(field string, err error) error {
-	var spent *membudget.ExhaustedError
-	if errors.As(err, &spent) {
-		return rpcstatus.Memory(spent)
-	}
-	subject, ok := stateQuota(err)
-	if !ok {
-		return rpcstatus.BadRequest(field, err.Error())
-	}
-	return rpcstatus.Exhausted(subject, err.Error())
-}
-
 // MaxConnsFor is the connections a server with a memory budget of budget
 // bytes may hold open at once: one ConnMemory of the budget each, at least
 // MinConns and at most DefaultMaxConns (budget 0: DefaultMaxConns), so
@@ -147,3 +108,18 @@ func MaxConnsFor(budget int64) int {
 	}
 	return int(min(max(budget/ConnMemory, MinConns), DefaultMaxConns))
 }
+
+// Outbound limits of a stream (Session, CodeMode.Run, AgentLoop.Run): its
+// queue of messages to send (server/internal/stream's Outbox).
+const (
+	// OutboxFreeBytes is what a stream's queue may hold without reserving
+	// it from the memory budget: what a client that reads keeps queued.
+	OutboxFreeBytes = stream.FreeBytes
+	// DefaultOutboxBytes bounds the bytes queued for a stream; one message
+	// larger than it is queued alone. Past it the stream's producers wait.
+	DefaultOutboxBytes = 1 << 20
+	// DefaultSlowReaderTimeout is how long a stream's queue may stay full
+	// before its client counts as not reading: then the stream ends
+	// RESOURCE_EXHAUSTED (slow_reader_timeout).
+	DefaultSlowReaderTimeout = 10 * time.Second
+)
