@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/exprd/exprd/membudget"
 )
 
 // turns lets at most capacity() programs run at once. Those that wait are
@@ -99,17 +101,8 @@ func (t *turns) drop(caller string, q []chan struct{}) {
 	}
 }
 
-type callerKey struct{}
-
-// WithCaller returns ctx naming the caller whose programs its runs are
-// (a server's rate-limit key: an identity or an address): programs waiting
-// to run take turns by caller (WithMaxRunning). Runs without one share
-// the caller "".
-func WithCaller(ctx context.Context, caller string) context.Context {
-	return context.WithValue(ctx, callerKey{}, caller)
-}
-
-func callerOf(ctx context.Context) string {
-	c, _ := ctx.Value(callerKey{}).(string)
-	return c
-}
+// callerOf is the caller whose programs ctx's runs are (membudget's
+// WithCaller: a server's rate-limit key, an identity or an address):
+// programs waiting to run take turns by caller (WithMaxRunning). Runs
+// without one share the caller "".
+func callerOf(ctx context.Context) string { return membudget.CallerOf(ctx) }

@@ -472,6 +472,11 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, c *Caller) {
 		return
 	}
 	defer release()
+	if c != nil {
+		// Its work counts in its token's share of the memory budget, and
+		// its programs take turns with the token's gRPC calls'.
+		ctx = membudget.WithCaller(ctx, c.Name)
+	}
 	if m := h.cfg.Overload; m != nil {
 		if err := m.Admit(); err != nil {
 			refuse(w, "exprd is overloaded (its heap is near its line): retry in a second")

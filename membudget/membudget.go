@@ -22,6 +22,11 @@ import (
 // Budget is a limit on the bytes reserved at once. A nil *Budget is
 // unlimited: its reservations reserve nothing and never fail.
 //
+// With LimitCallers, one caller (the work a context names with
+// WithCaller: a token's caller, or with auth off a client's address) may
+// hold at most a share of the budget at once, so that no one caller,
+// however many streams it opens, can keep every other from room.
+//
 // A sixteenth of the budget is kept for small reservations (each at most a
 // thousandth of it: a small state, a short answer), so that a few large
 // ones cannot hold every byte and make every small request, and the
@@ -34,6 +39,10 @@ type Budget struct {
 	wait     time.Duration
 	inUse    atomic.Int64
 	refusals atomic.Int64
+
+	callerMax int64 // what one caller may hold; 0: no bound but the budget
+	callerMu  sync.Mutex
+	callers   map[string]int64 // what each caller holds, while it holds any
 }
 
 // New returns a budget of limit bytes whose reservations wait at most wait
@@ -42,6 +51,34 @@ func New(limit int64, wait time.Duration) *Budget {
 	small := limit / 16
 	return &Budget{large: newPool(limit - small), small: newPool(small),
 		smallMax: limit / 1024, limit: limit, wait: wait}
+}
+
+// DefaultCallerShare is the part of the budget one caller may hold at
+// once by default (exprd's --memory-caller-share): however many streams
+// and calls it has, the others find at least half the budget it cannot
+// take.
+const DefaultCallerShare = 0.5
+
+// LimitCallers bounds what one caller may hold at once at share of the
+// budget (1, or 0: no bound but the budget), and returns b; a reservation
+// of more than the share is refused as one that can never be made. Call
+// it before the budget is used.
+func (b *Budget) LimitCallers(share float64) *Budget {
+	if b == nil || share <= 0 || share >= 1 {
+		return b
+	}
+	b.callerMax = int64(float64(b.limit) * share)
+	b.callers = map[string]int64{}
+	return b
+}
+
+// CallerMax is what one caller may hold at once (0: no bound but the
+// budget).
+func (b *Budget) CallerMax() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.callerMax
 }
 
 // Limit is the budget's size in bytes (0 for nil: unlimited).
@@ -72,9 +109,10 @@ func (b *Budget) Refusals() int64 {
 type ExhaustedError struct {
 	What        string // what the bytes were for
 	Need        int64  // bytes asked for
-	Limit       int64  // the budget; with Unreachable, what one reservation may hold
-	InUse       int64  // reserved by others when it gave up
+	Limit       int64  // the budget; with Unreachable, what one reservation may hold; with CallerShare, what one caller may
+	InUse       int64  // reserved by others when it gave up; with CallerShare, by the caller
 	Unreachable bool   // Need is more than one reservation may ever hold
+	CallerShare bool   // the caller holds its share of the budget (LimitCallers)
 }
 
 // Error is what the client is told: what the bytes were for and how many,
@@ -85,6 +123,9 @@ func (e *ExhaustedError) Error() string {
 	if e.Unreachable {
 		return fmt.Sprintf("%s needs about %d bytes of memory, more than the server's memory budget lets one request hold (%d)", e.What, e.Need, e.Limit)
 	}
+	if e.CallerShare {
+		return fmt.Sprintf("this caller holds its share of the server's memory budget (%d bytes at once): %s needs about %d bytes more; retry when its other work has ended", e.Limit, e.What, e.Need)
+	}
 	return fmt.Sprintf("the server's memory budget is spent for now: %s needs about %d bytes; retry later", e.What, e.Need)
 }
 
@@ -94,6 +135,7 @@ type Reservation struct {
 	b       *Budget
 	what    string
 	holder  Holder // told of every change of n; nil: none
+	caller  string // whose share it counts in (LimitCallers); "": none
 	mu      sync.Mutex
 	n       int64
 	inSmall bool // n is held in the budget's small part
@@ -118,12 +160,30 @@ func holderFrom(ctx context.Context) Holder {
 	return h
 }
 
+type callerKey struct{}
+
+// WithCaller is ctx naming the caller its work is for (a server's
+// rate-limit key: a token's caller, or a client's address): a reservation
+// made with it counts in that caller's share (LimitCallers), and the
+// evaluator's programs take turns by it.
+func WithCaller(ctx context.Context, caller string) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+// CallerOf is the caller ctx names (WithCaller), "" for none.
+func CallerOf(ctx context.Context) string { return callerFrom(ctx) }
+
+func callerFrom(ctx context.Context) string {
+	c, _ := ctx.Value(callerKey{}).(string)
+	return c
+}
+
 // EmptyFor is Empty for the work ctx carries: its Holder is told of what
 // the reservation holds, however it is resized later (TryResize too).
 func (b *Budget) EmptyFor(ctx context.Context, what string) *Reservation {
 	r := b.Empty(what)
 	if r != nil {
-		r.holder = holderFrom(ctx)
+		r.holder, r.caller = holderFrom(ctx), callerFrom(ctx)
 	}
 	return r
 }
@@ -134,6 +194,37 @@ func (r *Reservation) count(n int64) {
 	r.b.inUse.Add(n)
 	if r.holder != nil {
 		r.holder.Add(n)
+	}
+}
+
+// takeShare counts grow bytes more in the reservation's caller's share,
+// or says why it cannot: the caller would hold more than its share.
+func (r *Reservation) takeShare(grow int64) error {
+	b := r.b
+	if b.callerMax == 0 || r.caller == "" {
+		return nil
+	}
+	b.callerMu.Lock()
+	defer b.callerMu.Unlock()
+	held := b.callers[r.caller]
+	if held+grow > b.callerMax {
+		b.refusals.Add(1)
+		return &ExhaustedError{What: r.what, Need: grow, Limit: b.callerMax, InUse: held, CallerShare: true}
+	}
+	b.callers[r.caller] = held + grow
+	return nil
+}
+
+// giveShare counts n bytes out of the reservation's caller's share.
+func (r *Reservation) giveShare(n int64) {
+	b := r.b
+	if b.callerMax == 0 || r.caller == "" || n == 0 {
+		return
+	}
+	b.callerMu.Lock()
+	defer b.callerMu.Unlock()
+	if b.callers[r.caller] -= n; b.callers[r.caller] <= 0 {
+		delete(b.callers, r.caller)
 	}
 }
 
@@ -191,6 +282,9 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	if r.holder == nil {
 		r.holder = holderFrom(ctx)
 	}
+	if r.caller == "" && r.n == 0 {
+		r.caller = callerFrom(ctx)
+	}
 	b := r.b
 	switch {
 	case n == r.n:
@@ -200,17 +294,21 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 		// shows more than the pools hold.
 		r.count(n - r.n)
 		r.pool().release(r.n - n)
+		r.giveShare(r.n - n)
 		r.n = n
 		r.inSmall = r.inSmall && n > 0
 		return nil
-	case n > b.limit-b.limit/16 && n > b.smallMax:
+	case n > r.most() && n > b.smallMax:
 		b.refusals.Add(1)
-		return &ExhaustedError{What: r.what, Need: n, Limit: b.limit - b.limit/16, Unreachable: true}
+		return &ExhaustedError{What: r.what, Need: n, Limit: r.most(), Unreachable: true}
 	}
 	if r.closed {
 		return &ExhaustedError{What: r.what + " (its work has ended)", Need: n - r.n, Limit: b.limit, InUse: b.inUse.Load()}
 	}
 	grow := n - r.n
+	if err := r.takeShare(grow); err != nil {
+		return err
+	}
 	// A small reservation grows in the small part while it fits there.
 	if (r.inSmall || r.n == 0) && n <= b.smallMax && b.small.try(grow) {
 		r.inSmall = true
@@ -225,6 +323,7 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 		need = n
 	}
 	if err := b.large.acquire(ctx, need, wait); err != nil {
+		r.giveShare(grow)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -238,6 +337,17 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	r.count(grow)
 	r.n = n
 	return nil
+}
+
+// most is what the reservation may ever hold: the budget less its small
+// part, and no more than its caller's share.
+func (r *Reservation) most() int64 {
+	b := r.b
+	most := b.limit - b.limit/16
+	if b.callerMax > 0 && r.caller != "" {
+		most = min(most, b.callerMax)
+	}
+	return most
 }
 
 // pool is the part of the budget the reservation holds its bytes in.
@@ -262,7 +372,12 @@ func (r *Reservation) Spare(ctx context.Context, n int64) (*Reservation, error) 
 	if r == nil {
 		return nil, nil
 	}
-	return r.b.Reserve(ctx, r.what, n)
+	s := r.b.Empty(r.what)
+	s.caller = r.caller // in the same caller's share, whatever ctx names
+	if err := s.Resize(ctx, n); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close releases the reservation for good: it cannot grow again (a late

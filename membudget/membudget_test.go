@@ -304,3 +304,95 @@ func TestExhaustedErrorShowsNoLiveFigures(t *testing.T) {
 		t.Errorf("the refusal says %q: want what it was for and its bytes, not the server's figures", msg)
 	}
 }
+
+// A caller holds at most its share (LimitCallers): 800 of a 1600-byte
+// budget at 0.5. At the share and one past it, held by one reservation or
+// two; another caller, or work that names no caller, still finds room;
+// what a caller gives back it may take again.
+func TestCallerShare(t *testing.T) {
+	alice := membudget.WithCaller(context.Background(), "alice")
+	bob := membudget.WithCaller(context.Background(), "bob")
+	for _, tt := range []struct {
+		name        string
+		held        int64           // by alice's first reservation
+		askCtx      context.Context // whose the second is
+		ask         int64
+		wantErr     bool
+		callerShare bool
+		unreachable bool
+	}{
+		{"at the share", 300, alice, 500, false, false, false},
+		{"one past the share", 300, alice, 501, true, true, false},
+		{"one reservation at the share", 0, alice, 800, false, false, false},
+		{"one reservation past the share can never be made", 0, alice, 801, true, false, true},
+		{"another caller", 800, bob, 700, false, false, false},
+		{"work of no caller", 800, context.Background(), 700, false, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := membudget.New(1600, 10*time.Millisecond).LimitCallers(0.5)
+			if b.CallerMax() != 800 {
+				t.Fatalf("CallerMax %d, want 800", b.CallerMax())
+			}
+			first, err := b.Reserve(alice, "a state", tt.held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := b.Reserve(tt.askCtx, "an answer", tt.ask)
+			var ee *membudget.ExhaustedError
+			if (err != nil) != tt.wantErr || (err != nil && (!errors.As(err, &ee) || ee.CallerShare != tt.callerShare || ee.Unreachable != tt.unreachable)) {
+				t.Fatalf("got %v, want error %v (caller share %v, unreachable %v)", err, tt.wantErr, tt.callerShare, tt.unreachable)
+			}
+			if tt.callerShare && !strings.Contains(err.Error(), "its share") {
+				t.Fatalf("the error %q does not say the caller holds its share", err)
+			}
+			// What its reservations give back, the caller may take again.
+			first.Release()
+			second.Release()
+			if _, err := b.Reserve(alice, "a state", 800); err != nil {
+				t.Fatalf("after a release: %v", err)
+			}
+		})
+	}
+}
+
+// Many reservations of one caller at once never hold more than its share
+// between them, and a share of 1 (or 0) bounds nothing but the budget.
+func TestCallerShareNeverOver(t *testing.T) {
+	b := membudget.New(1<<20, time.Millisecond).LimitCallers(0.25)
+	ctx := membudget.WithCaller(context.Background(), "one")
+	var wg sync.WaitGroup
+	var held, peak atomic.Int64
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				r, err := b.Reserve(ctx, "x", 20<<10)
+				if err != nil {
+					continue
+				}
+				for h := held.Add(20 << 10); ; {
+					p := peak.Load()
+					if h <= p || peak.CompareAndSwap(p, h) {
+						break
+					}
+				}
+				held.Add(-20 << 10)
+				r.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > b.CallerMax() {
+		t.Fatalf("the caller held %d at once, its share is %d", p, b.CallerMax())
+	}
+	for _, share := range []float64{0, 1} {
+		whole := membudget.New(1600, time.Millisecond).LimitCallers(share)
+		if whole.CallerMax() != 0 {
+			t.Fatalf("share %v: CallerMax %d, want 0 (no bound)", share, whole.CallerMax())
+		}
+		if _, err := whole.Reserve(ctx, "x", 1500); err != nil {
+			t.Fatalf("share %v: %v", share, err)
+		}
+	}
+}

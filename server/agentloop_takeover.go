@@ -29,9 +29,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/exprd/exprd/agent"
-	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/toolscope"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/server/auth"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
@@ -479,7 +479,7 @@ func (a *agentLoop) runTaken(lease *turnstore.Lease, st turnstore.Takeover, rec 
 	defer cancel(nil)
 	defer context.AfterFunc(a.stopped, func() { cancel(errServerStopping) })()
 	ctx = toolscope.WithView(ctx, toolscope.Of(r.scopes))
-	ctx = evaluator.WithCaller(ctx, r.owner)
+	ctx = membudget.WithCaller(ctx, r.owner)
 	t := newTurn(ctx, a.s.opts.initialState.Fork(a.s.opts.maxStateBytes))
 	t.id, t.owner, t.seq = rec.ID, r.owner, rec.Last
 	a.turns.admit(t.owner, 0) // counted, not refused: the turn runs already

@@ -36,7 +36,13 @@ type rawSession struct {
 
 func openSession(t testing.TB, c exprdv1.ExprToolClient, open *exprdv1.Open) *rawSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	return openSessionCtx(t, context.Background(), c, open)
+}
+
+// openSessionCtx is openSession with ctx's metadata (a caller's token).
+func openSessionCtx(t testing.TB, ctx context.Context, c exprdv1.ExprToolClient, open *exprdv1.Open) *rawSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	t.Cleanup(cancel)
 	stream, err := c.Session(ctx)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/auth"
 )
 
 // TestMemoryBudgetRefusesStates: with the server's memory budget spent, a
@@ -70,5 +71,67 @@ func TestMemoryBudgetRefusesStates(t *testing.T) {
 			t.Fatalf("in use %d after the session ended, want 0", budget.InUse())
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestMemoryCallerShare: one caller holds at most its share of the memory
+// budget (membudget's LimitCallers, exprd's --memory-caller-share), over
+// all its sessions: its state past the share is refused
+// RESOURCE_EXHAUSTED (memory_budget) saying so, while another caller's
+// state fits, and what the first gives back it may take again.
+func TestMemoryCallerShare(t *testing.T) {
+	budget := membudget.New(6_200_000, time.Millisecond).LimitCallers(0.5)
+	tokens, err := auth.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startServer(t, server.WithMemoryBudget(budget), server.WithAuth(tokens))
+	big := `{"a": "` + strings.Repeat("x", 60_000) + `"}` // 480 KB kept, 2.4 MB while decoded: a share of 3.1 MB holds two, not three
+	open := &exprdv1.Open{Settings: &exprdv1.Settings{Read: true}}
+	// One state at a time: each is decoded alone.
+	var alice []*rawSession
+	for i := range 3 {
+		s := openSessionCtx(t, bearerCtx(aliceToken), c, open)
+		s.state(big)
+		alice = append(alice, s)
+		if i == 2 {
+			break
+		}
+		if got := s.read("len(scopes.root.a)"); got != `{"value":60000}` {
+			t.Fatalf("alice's state %d: got %s", i+1, got)
+		}
+	}
+	m := alice[2].recv()
+	st := rejectedStatus(m.GetRejected())
+	if st.Code() != codes.ResourceExhausted || quotaSubject(st) != "memory_budget" || !strings.Contains(st.Message(), "its share") {
+		t.Fatalf("alice's third state: got %v, want Rejected RESOURCE_EXHAUSTED memory_budget saying she holds her share", m)
+	}
+
+	bob := openSessionCtx(t, bearerCtx(bobToken), c, open)
+	bob.state(big)
+	if got := bob.read("len(scopes.root.a)"); got != `{"value":60000}` {
+		t.Fatalf("bob's state while alice holds her share: got %s", got)
+	}
+
+	if err := alice[0].stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := alice[0].stream.Recv(); err != nil {
+			break
+		}
+	}
+	// Her first session's state is given back when it ends, and her
+	// third is taken.
+	deadline := time.Now().Add(5 * time.Second)
+	for budget.InUse() > 1_000_000 { // alice's second state and bob's
+		if time.Now().After(deadline) {
+			t.Fatalf("in use %d after alice's first session ended", budget.InUse())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	alice[2].state(big)
+	if got := alice[2].read("len(scopes.root.a)"); got != `{"value":60000}` {
+		t.Fatalf("alice's third state once her first session ended: got %s", got)
 	}
 }

@@ -4,9 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/exprd/exprd/membudget"
 	"google.golang.org/grpc/tap"
-
-	"github.com/exprd/exprd/evaluator"
 )
 
 // The server's grpc.InTapHandle. grpc-go runs it in a connection's
@@ -67,7 +66,7 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 		if err := s.rate.Take(key); err != nil {
 			return nil, err
 		}
-		ctx = context.WithValue(evaluator.WithCaller(ctx, key), rateTakenKey{}, true)
+		ctx = context.WithValue(membudget.WithCaller(ctx, key), rateTakenKey{}, true)
 		s.conns.Proven(ctx)
 	}
 	if s.gate != nil {

@@ -75,6 +75,7 @@ type config struct {
 	turns                     turnsConfig
 	memoryBudget              int64
 	memoryBudgetWait          time.Duration
+	memoryCallerShare         float64
 	memory                    *membudget.Budget // made from the two above at start
 	overload                  overloadConfig
 	runLimits                 runLimitsConfig  // AgentLoop's and CodeMode's maxima (runlimits.go)
@@ -137,6 +138,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	c.turns.flags(fs)
 	fs.Int64Var(&c.memoryBudget, "memory-budget", 0, "bytes the states of sessions, turns and calls and the tools' answers being read may hold at once (0: 70% of the cgroup's memory limit, else of GOMEMLIMIT, else of the machine's memory)")
 	fs.DurationVar(&c.memoryBudgetWait, "memory-budget-wait", 250*time.Millisecond, "how long work waits for room in a spent memory budget before it is refused (RESOURCE_EXHAUSTED)")
+	fs.Float64Var(&c.memoryCallerShare, "memory-caller-share", membudget.DefaultCallerShare, "the part of the memory budget one caller (a token; with auth off, an address) may hold at once, over all its streams and calls; 1: no bound but the budget")
 	c.overload.flags(fs)
 	c.runLimits.flags(fs)
 	c.connLimits.flags(fs)
@@ -320,6 +322,9 @@ func (c config) validate() error {
 	}
 	if c.memoryBudget < 0 || c.memoryBudgetWait < 0 {
 		errs = append(errs, fmt.Errorf("memory-budget %d, memory-budget-wait %s: want neither negative", c.memoryBudget, c.memoryBudgetWait))
+	}
+	if !(c.memoryCallerShare > 0 && c.memoryCallerShare <= 1) {
+		errs = append(errs, fmt.Errorf("memory-caller-share: %v, want more than 0 and at most 1", c.memoryCallerShare))
 	}
 	if err := c.overload.validate(); err != nil {
 		errs = append(errs, err)

@@ -55,7 +55,7 @@ func run(args []string) error {
 
 	budget, from := memoryBudget(c.memoryBudget, "/sys/fs/cgroup", "/proc/meminfo")
 	log.Info("memory budget", "bytes", budget, "from", from)
-	c.memory = membudget.New(budget, c.memoryBudgetWait)
+	c.memory = membudget.New(budget, c.memoryBudgetWait).LimitCallers(c.memoryCallerShare)
 	ovl, err := c.overload.manager(budget, log)
 	if err != nil {
 		return fmt.Errorf("overload: %w", err)

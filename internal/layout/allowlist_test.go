@@ -52,7 +52,7 @@ var allowed = map[string][]string{
 	"server/internal/rpcstatus":      {"gen/exprd/v1", "membudget"},
 	"server/internal/stream":         {"gen/exprd/v1", "membudget", "server/internal/rpcstatus"},
 	"server/limits":                  {"server/internal/rpcstatus", "server/ratelimit"},
-	"server/ratelimit":               {"evaluator", "server/auth", "server/internal/rpcstatus"},
+	"server/ratelimit":               {"membudget", "server/auth", "server/internal/rpcstatus"},
 	"toolstore":                      {"utcp"},
 	"turnstore":                      {"membudget"},
 	"utcp":                           {"internal/egress", "internal/redact", "internal/schemafast", "membudget"},

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server/auth"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 )
@@ -113,7 +113,7 @@ func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 		if err := l.Take(key); err != nil {
 			return nil, err
 		}
-		return handler(evaluator.WithCaller(ctx, key), req)
+		return handler(membudget.WithCaller(ctx, key), req)
 	}
 }
 
@@ -126,7 +126,7 @@ func (l *Limiter) Stream() grpc.StreamServerInterceptor {
 			return err
 		}
 		w := middleware.WrapServerStream(ss)
-		w.WrappedContext = evaluator.WithCaller(ss.Context(), key)
+		w.WrappedContext = membudget.WithCaller(ss.Context(), key)
 		return handler(srv, w)
 	}
 }
