@@ -9,6 +9,7 @@ import (
 
 	"github.com/exprd/exprd/internal/exprbound"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Outcome is how a tool call ended.
@@ -248,7 +249,7 @@ func toolError(name string, err error) *Error {
 		return &c
 	}
 	e := errorf(HostFunction, "tool %q failed: %v", name, err)
-	if errors.Is(err, utcp.ErrInvalidArguments) {
+	if errors.Is(err, manual.ErrInvalidArguments) {
 		e.Reason = InvalidArguments
 	}
 	e.Tool, e.cause = name, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 func TestToolErrors(t *testing.T) {
@@ -25,7 +26,7 @@ func TestToolErrors(t *testing.T) {
 	}{
 		{"the provider fails", `let x = 1;
 codemode.CallTool("math.divide", {"a": 1, "b": 0})`, "math.divide", codemode.HostFunction, 2, 10, utcp.ErrTransport, codemode.OutcomeError},
-		{"arguments the schema refuses", `codemode.CallTool("math.add", {"a": "two", "b": 3})`, "math.add", codemode.InvalidArguments, 1, 10, utcp.ErrInvalidArguments, codemode.OutcomeError},
+		{"arguments the schema refuses", `codemode.CallTool("math.add", {"a": "two", "b": 3})`, "math.add", codemode.InvalidArguments, 1, 10, manual.ErrInvalidArguments, codemode.OutcomeError},
 		{"a gRPC provider fails", `codemode.CallTool("catalog.get", {"id": "nope"})`, "catalog.get", codemode.HostFunction, 1, 10, utcp.ErrTransport, codemode.OutcomeError},
 		{"a broken stream", `codemode.CallToolStream("local.broken", {})`, "local.broken", codemode.HostFunction, 1, 10, utcp.ErrTransport, codemode.OutcomeError},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/exprd/exprd/internal/exprbound"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Registry is what the runtime and the orchestrator need of a tool
@@ -23,7 +24,7 @@ type Registry interface {
 	Call(ctx context.Context, name string, args map[string]any) (any, error)
 	CallStream(ctx context.Context, name string, args map[string]any) (utcp.Stream, error)
 	SearchContext(ctx context.Context, query string, limit int) ([]utcp.SearchResult, error)
-	Tool(name string) (*utcp.Tool, error)
+	Tool(name string) (*manual.Tool, error)
 }
 
 var _ Registry = (*utcp.Registry)(nil)

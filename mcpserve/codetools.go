@@ -15,6 +15,7 @@ import (
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 	"github.com/exprd/exprd/utcp/search"
 )
 
@@ -205,13 +206,13 @@ func (h *Handler) searchTools(ctx context.Context, req *mcp.CallToolRequest) (*m
 
 // described is one tool as tools_info gives it.
 type described struct {
-	Name         string                `json:"name"`
-	Title        string                `json:"title,omitempty"`
-	Description  string                `json:"description"`
-	InputSchema  json.RawMessage       `json:"input_schema"`
-	OutputSchema json.RawMessage       `json:"output_schema,omitempty"`
-	Annotations  *utcp.ToolAnnotations `json:"annotations,omitempty"`
-	NeedsApprove bool                  `json:"needs_approval,omitempty"`
+	Name         string                  `json:"name"`
+	Title        string                  `json:"title,omitempty"`
+	Description  string                  `json:"description"`
+	InputSchema  json.RawMessage         `json:"input_schema"`
+	OutputSchema json.RawMessage         `json:"output_schema,omitempty"`
+	Annotations  *manual.ToolAnnotations `json:"annotations,omitempty"`
+	NeedsApprove bool                    `json:"needs_approval,omitempty"`
 }
 
 type notFound struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/exprd/exprd/codemode"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // toolsMiddleware answers tools/list (the code-mode tools, then the
@@ -85,7 +86,7 @@ func (h *Handler) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 		all := h.cfg.Registry.List()
 		start := 0
 		if after != "" && !h.isCodeTool(after) {
-			start, _ = slices.BinarySearchFunc(all, after, func(t *utcp.Tool, name string) int { return strings.Compare(t.Name, name) })
+			start, _ = slices.BinarySearchFunc(all, after, func(t *manual.Tool, name string) int { return strings.Compare(t.Name, name) })
 			if start < len(all) && all[start].Name == after {
 				start++
 			}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Bounds of search_tools' compact rendering.
@@ -161,7 +161,7 @@ func objectSchema(raw json.RawMessage) json.RawMessage {
 }
 
 // mcpTool is a registry tool as MCP lists it.
-func mcpTool(t *utcp.Tool) *mcp.Tool {
+func mcpTool(t *manual.Tool) *mcp.Tool {
 	in := objectSchema(t.Inputs)
 	if in == nil {
 		in = json.RawMessage(`{"type":"object"}`)
@@ -180,6 +180,6 @@ func mcpTool(t *utcp.Tool) *mcp.Tool {
 }
 
 // toolSize is about what a tool's listing takes, for the memory budget.
-func toolSize(t *utcp.Tool) int64 {
+func toolSize(t *manual.Tool) int64 {
 	return int64(len(t.Name) + len(t.Title) + len(t.Description) + len(t.Inputs) + len(t.Outputs) + 64)
 }

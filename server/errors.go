@@ -31,6 +31,7 @@ import (
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // resourceReasons name a status about a manual or a tool by its code and
@@ -106,7 +107,7 @@ func statusOf(ctx context.Context, log *slog.Logger, err error, field string) er
 		le  *utcp.LimitError
 		ae  *utcp.AlreadyExistsError
 		nf  *utcp.NotFoundError
-		mae *utcp.ManualError
+		mae *manual.Error
 		ve  *utcp.VariableNotFoundError
 		tre *utcp.TransportError
 	)
@@ -179,7 +180,7 @@ func statusOf(ctx context.Context, log *slog.Logger, err error, field string) er
 		return rpcstatus.FromContext(err)
 	case errors.Is(err, utcp.ErrTransport):
 		return rpcstatus.New(codes.Unavailable, clientText(err), rpcstatus.Info(exprdv1.ErrorReason_PROVIDER_UNAVAILABLE), rpcstatus.Retry(rpcstatus.DefaultRetryDelay))
-	case errors.Is(err, utcp.ErrInvalidArguments):
+	case errors.Is(err, manual.ErrInvalidArguments):
 		return rpcstatus.BadRequest(field, clientText(err))
 	}
 	log.ErrorContext(ctx, "internal error", "err", err)

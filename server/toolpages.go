@@ -16,6 +16,7 @@ import (
 	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/utcp"
+	utcpmanual "github.com/exprd/exprd/utcp/manual"
 )
 
 // Pages of ListTools and SearchTools (AIP-158): a page_size of 0 is the
@@ -104,7 +105,7 @@ func (t *toolRegistry) ListTools(ctx context.Context, req *exprdv1.ListToolsRequ
 	}
 	out := &exprdv1.ListToolsResponse{}
 	pg := page{size: size}
-	listed := func(tool *utcp.Tool) bool {
+	listed := func(tool *utcpmanual.Tool) bool {
 		return (manual == "" || tool.ManualName() == manual) && v.Sees(tool.Name)
 	}
 	for ; i < len(tools); i++ {

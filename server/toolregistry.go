@@ -19,6 +19,7 @@ import (
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // toolRegistry serves exprd.v1.ToolRegistry over the server's UTCP
@@ -170,7 +171,7 @@ func (t *toolRegistry) DeregisterManual(ctx context.Context, req *exprdv1.Deregi
 // toolInfo describes a tool: its schemas, title and annotations with
 // TOOL_VIEW_FULL only; its drift (an MCP server that now lists another
 // definition) in every view.
-func (r *toolRegistry) toolInfo(t *utcp.Tool, view exprdv1.ToolView) *exprdv1.ToolInfo {
+func (r *toolRegistry) toolInfo(t *manual.Tool, view exprdv1.ToolView) *exprdv1.ToolInfo {
 	info := &exprdv1.ToolInfo{Name: t.Name, Manual: t.ManualName(), Description: t.Description, Tags: t.Tags}
 	if view == exprdv1.ToolView_TOOL_VIEW_FULL {
 		info.InputSchemaJson, info.OutputSchemaJson = jsonText(t.Inputs), jsonText(t.Outputs)
@@ -217,7 +218,7 @@ func toolOutcome(err error) string {
 		return "cancelled"
 	case errors.Is(err, utcp.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
-	case errors.Is(err, utcp.ErrInvalidArguments):
+	case errors.Is(err, manual.ErrInvalidArguments):
 		return "invalid_arguments"
 	case errors.Is(err, utcp.ErrTransport):
 		return "transport"

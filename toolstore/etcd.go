@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Defaults of an EtcdConfig.
@@ -336,7 +337,7 @@ func (s *Etcd) Remove(ctx context.Context, name string) (*utcp.Registration, err
 	out := &utcp.Registration{Manual: name}
 	if d := resp.Responses[0].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) == 1 {
 		if rec, err := decodeRecord(d.PrevKvs[0].Value); err == nil {
-			if m, err := utcp.ParseManual(rec.Manual); err == nil {
+			if m, err := manual.Parse(rec.Manual); err == nil {
 				for _, t := range m.Tools {
 					out.Tools = append(out.Tools, utcp.FullToolName(name, t.Name))
 				}
@@ -654,7 +655,7 @@ func (s *Etcd) apply(ctx context.Context, name string, value []byte, live bool) 
 	if err != nil {
 		return fmt.Errorf("unreadable record: %w", err)
 	}
-	m, err := utcp.ParseManual(rec.Manual)
+	m, err := manual.Parse(rec.Manual)
 	if err != nil {
 		return err
 	}

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Call runs a tool by its full name. The arguments are checked against the
-// tool's input schema first (*InvalidArgumentsError, nothing sent). The
+// tool's input schema first (*manual.InvalidArgumentsError, nothing sent). The
 // deadline in force is the smallest of ctx's and the template's timeout
 // (default WithTimeout); when it passes the error is a *TimeoutError, and
 // cancelling ctx cancels the provider's request.
@@ -115,14 +116,9 @@ func (r *Registry) timeoutOf(e *toolEntry) time.Duration {
 // prepareCall checks a call's arguments (name as the caller wrote it) and
 // returns them as JSON, with the tool's transport.
 func (r *Registry) prepareCall(e *toolEntry, name string, args map[string]any) (map[string]any, Transport, error) {
-	if args == nil {
-		args = map[string]any{}
-	} else if !isJSONValue(args) {
-		norm, err := normalizeJSON(args)
-		if err != nil {
-			return nil, nil, &InvalidArgumentsError{Tool: name, Problems: []string{"arguments are not JSON: " + err.Error()}}
-		}
-		args, _ = norm.(map[string]any)
+	args, err := manual.JSONArgs(name, args)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := e.tool.ValidateArgs(args); err != nil {
 		return nil, nil, err
@@ -141,13 +137,13 @@ func (r *Registry) transportFor(e *toolEntry) (Transport, error) {
 	if e.static != nil {
 		return e.static, nil
 	}
-	resolved, err := r.vars.substituteTemplate(e.tool.Template.fields, e.tool.manual)
+	resolved, err := r.vars.substituteTemplate(e.tool.Template.Fields(), e.tool.ManualName())
 	if err != nil {
 		return nil, err
 	}
 	raw, err := json.Marshal(resolved)
 	if err != nil {
-		return nil, &ManualError{Manual: e.tool.manual, Path: "tool_call_template", Msg: err.Error()}
+		return nil, &manual.Error{Manual: e.tool.ManualName(), Path: "tool_call_template", Msg: err.Error()}
 	}
 	if b := e.last.Load(); b != nil && bytes.Equal(b.raw, raw) {
 		return b.t, nil
@@ -158,7 +154,7 @@ func (r *Registry) transportFor(e *toolEntry) (Transport, error) {
 	}
 	t, err := f(raw, e.env)
 	if err != nil {
-		return nil, prefixWithManual(prefixField(err, "tool_call_template"), e.tool.manual)
+		return nil, prefixWithManual(manual.ErrorAt(err, "tool_call_template"), e.tool.ManualName())
 	}
 	e.last.Store(&builtTransport{raw: raw, t: t})
 	return t, nil
@@ -183,9 +179,9 @@ func callError(parent, cctx context.Context, tool string, timeout time.Duration,
 	}
 	var (
 		te *TransportError
-		ia *InvalidArgumentsError
+		ia *manual.InvalidArgumentsError
 		to *TimeoutError
-		me *ManualError
+		me *manual.Error
 		vn *VariableNotFoundError
 		nf *NotFoundError
 	)

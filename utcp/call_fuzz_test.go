@@ -15,8 +15,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/exprd/exprd/internal/schemafast"
-	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // argTools are FuzzCallArguments' tools: an input schema and an http
@@ -171,7 +171,7 @@ func FuzzCallArguments(f *testing.F) {
 		before, _ := p.seen()
 		_, err = r.Call(context.Background(), name, args)
 		after, path := p.seen()
-		var ia *utcp.InvalidArgumentsError
+		var ia *manual.InvalidArgumentsError
 		switch {
 		case err == nil && headerWithControl(tool.template, args):
 			t.Fatalf("%s %s: sent a header value with a control character", name, data)

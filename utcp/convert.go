@@ -2,9 +2,8 @@ package utcp
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
+
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Converter reads documents that are not UTCP manuals as manuals: package
@@ -19,10 +18,10 @@ type Converter interface {
 	Converts(doc any) bool
 	// Convert reads doc as a manual, its tools named as the document names
 	// its operations, and reports what it left out. Its errors are
-	// *ManualError, or ctx's error when ctx ended first: what a document
-	// makes it build is bounded, and stops with ctx. ReadConverted reads
-	// the tools of a manual built as JSON.
-	Convert(ctx context.Context, doc any, opts ConvertOptions) (*Manual, []SkippedTool, error)
+	// *manual.Error, or ctx's error when ctx ended first: what a document
+	// makes it build is bounded, and stops with ctx. manual.ReadConverted
+	// reads the tools of a manual built as JSON.
+	Convert(ctx context.Context, doc any, opts ConvertOptions) (*manual.Manual, []manual.SkippedTool, error)
 }
 
 // ConvertOptions say where a converted document came from.
@@ -36,78 +35,7 @@ type ConvertOptions struct {
 	SpecURL string
 	// AuthTools is used as the auth of every operation that requires auth of
 	// the same kind (the discovery template's auth_tools).
-	AuthTools *Auth
+	AuthTools *manual.Auth
 	// Headers are sent by every generated tool.
 	Headers map[string]string
-}
-
-// SkippedTool is a tool (or operation) left out of a registration, or
-// registered without a part of it (Registered), and why.
-type SkippedTool struct {
-	Name   string
-	Reason string
-	// Registered says the tool was registered, without what Reason names
-	// (an output schema that was not valid).
-	Registered bool
-}
-
-// ReadConverted reads the manual a Converter made of a document (decoded
-// JSON: utcp_version, manual_version and tools, numbers as json.Number)
-// tolerantly: a document written by someone else costs only the operations
-// it gets wrong. An output schema that is not valid is dropped from its
-// tool; a tool that still cannot be read (its inputs, its template) is
-// skipped; both are reported. It is an error only when no tool is left of
-// some. name is the manual's, for errors. The manual's tools that need a
-// variable the operator has not bound are skipped at registration, not
-// refused. It stops with ctx's error when ctx ends.
-func ReadConverted(ctx context.Context, manual map[string]any, name string) (*Manual, []SkippedTool, error) {
-	m := &Manual{UTCPVersion: DefaultUTCPVersion, ManualVersion: DefaultManualVersion, converted: true}
-	if v, ok := manual["manual_version"].(string); ok && v != "" {
-		m.ManualVersion = v
-	}
-	var skipped []SkippedTool
-	ops, _ := manual["tools"].([]any)
-	seen := map[string]bool{}
-	nodes := 0 // the subschemas of the tools read so far
-	for i, op := range ops {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, err
-		}
-		path := fmt.Sprintf("tools[%d]", i)
-		obj, _ := op.(map[string]any)
-		id, _ := obj["name"].(string)
-		for _, k := range []string{"inputs", "outputs"} {
-			n, _ := schemaNodes(obj[k]) // one over MaxSchemaNodes is refused by its tool
-			if nodes += n; nodes > MaxConvertedSchemaNodes {
-				return nil, nil, &ManualError{Manual: name, Msg: fmt.Sprintf(
-					"the document's operations hold more than %d subschemas between them (utcp.MaxConvertedSchemaNodes); %s and those after it were not read", MaxConvertedSchemaNodes, id)}
-			}
-		}
-		t, err := toolFromValue(obj, path)
-		var me *ManualError
-		if err != nil && errors.As(err, &me) && me.Path == path+".outputs" {
-			delete(obj, "outputs")
-			if t, err = toolFromValue(obj, path); err == nil {
-				skipped = append(skipped, SkippedTool{Name: id, Registered: true, Reason: "output schema dropped: " + me.Msg})
-			}
-		}
-		switch {
-		case err != nil:
-			reason := err.Error()
-			if errors.As(err, &me) {
-				reason = strings.TrimPrefix(strings.TrimPrefix(me.Path, path), ".") + ": " + me.Msg
-			}
-			skipped = append(skipped, SkippedTool{Name: id, Reason: reason})
-		case seen[t.Name]:
-			skipped = append(skipped, SkippedTool{Name: id, Reason: "another operation has this operationId"})
-		default:
-			seen[t.Name] = true
-			m.Tools = append(m.Tools, t)
-		}
-	}
-	if len(m.Tools) == 0 && len(skipped) > 0 {
-		return nil, nil, &ManualError{Manual: name, Msg: fmt.Sprintf("none of the document's %d operations could be converted; %s: %s",
-			len(skipped), skipped[0].Name, skipped[0].Reason)}
-	}
-	return m, skipped, nil
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Source is where Registry.Register reads a manual from. Build one with
@@ -25,7 +27,7 @@ type Source struct {
 	location string
 	content  string
 	template json.RawMessage
-	manual   *Manual
+	manual   *manual.Manual
 	allowed  []string
 }
 
@@ -71,7 +73,7 @@ func FromTemplate(template json.RawMessage) Source {
 
 // FromManual registers a manual already parsed (or built in code). Its tools
 // may use any registered transport unless AllowProtocols narrows them.
-func FromManual(m *Manual) Source { return Source{kind: sourceManual, manual: m} }
+func FromManual(m *manual.Manual) Source { return Source{kind: sourceManual, manual: m} }
 
 // AllowProtocols sets the call template types the source's tools may use,
 // replacing the default.
@@ -82,7 +84,7 @@ func (s Source) AllowProtocols(types ...string) Source {
 
 // callTemplate returns the source's manual call template, nil for files and
 // parsed manuals.
-func (s Source) callTemplate() (*CallTemplate, error) {
+func (s Source) callTemplate() (*manual.CallTemplate, error) {
 	var raw []byte
 	switch s.kind {
 	case sourceURL:
@@ -94,7 +96,7 @@ func (s Source) callTemplate() (*CallTemplate, error) {
 	default:
 		return nil, nil
 	}
-	return ParseCallTemplate(raw)
+	return manual.ParseCallTemplate(raw)
 }
 
 // DecodeDocument decodes a discovered document as the registry does: YAML
@@ -108,7 +110,7 @@ func DecodeDocument(data []byte, mediaType, location string) (any, error) {
 	}
 	yamlFirst := strings.Contains(mediaType, "yaml") || hasYAMLExt(location)
 	if !yamlFirst {
-		v, jsonErr := decodeJSON(data)
+		v, jsonErr := manual.DecodeJSON(data)
 		if jsonErr == nil {
 			return v, nil
 		}
@@ -148,7 +150,7 @@ func decodeYAML(data []byte) (v any, err error) {
 	return yamlToJSON(raw, 0)
 }
 
-// yamlToJSON turns a YAML value into what decodeJSON would give.
+// yamlToJSON turns a YAML value into what manual.DecodeJSON would give.
 func yamlToJSON(v any, depth int) (any, error) {
 	if depth > 512 {
 		return nil, errors.New("YAML nested too deep")
@@ -223,17 +225,17 @@ func isManual(v any) bool {
 
 // manualFromDocument reads a discovered document as a manual, or through
 // the registry's converter.
-func (r *Registry) manualFromDocument(ctx context.Context, doc *Document, opts ConvertOptions) (*Manual, []SkippedTool, error) {
+func (r *Registry) manualFromDocument(ctx context.Context, doc *Document, opts ConvertOptions) (*manual.Manual, []manual.SkippedTool, error) {
 	v, err := DecodeDocument(doc.Body, doc.ContentType, doc.Location)
 	if err != nil {
-		return nil, nil, &ManualError{Manual: opts.Manual, Msg: err.Error()}
+		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: err.Error()}
 	}
 	conv := r.cfg.converter
 	switch {
 	case isManual(v):
-		m, err := manualFromValue(v)
+		m, err := manual.FromValue(v)
 		if err != nil {
-			var me *ManualError
+			var me *manual.Error
 			if errors.As(err, &me) {
 				me.Manual = opts.Manual
 			}
@@ -243,14 +245,20 @@ func (r *Registry) manualFromDocument(ctx context.Context, doc *Document, opts C
 	case conv != nil && conv.Converts(v):
 		return conv.Convert(ctx, v, opts)
 	case conv == nil:
-		return nil, nil, &ManualError{Manual: opts.Manual, Msg: "not a UTCP manual (utcp_version and tools), and this registry converts no other documents"}
+		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: "not a UTCP manual (utcp_version and tools), and this registry converts no other documents"}
 	default:
 		what := "a document this registry converts"
 		if s, ok := conv.(fmt.Stringer); ok {
 			what = s.String()
 		}
-		return nil, nil, &ManualError{Manual: opts.Manual, Msg: "neither a UTCP manual (utcp_version and tools) nor " + what}
+		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: "neither a UTCP manual (utcp_version and tools) nor " + what}
 	}
+}
+
+// firstLine is an error text's first line, bounded.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return truncate(s, 300)
 }
 
 // readFileCapped reads a file of at most limit bytes.
@@ -271,19 +279,19 @@ func readFileCapped(path string, limit int64) ([]byte, error) {
 }
 
 // discover fetches and reads the manual a source names.
-func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *CallTemplate, env Env) (*Manual, []SkippedTool, error) {
+func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *manual.CallTemplate, env Env) (*manual.Manual, []manual.SkippedTool, error) {
 	switch src.kind {
 	case sourceManual:
 		if src.manual == nil {
-			return nil, nil, &ManualError{Manual: name, Msg: "no manual given"}
+			return nil, nil, &manual.Error{Manual: name, Msg: "no manual given"}
 		}
 		raw, err := json.Marshal(src.manual)
 		if err != nil {
-			return nil, nil, &ManualError{Manual: name, Msg: "cannot encode the manual: " + err.Error()}
+			return nil, nil, &manual.Error{Manual: name, Msg: "cannot encode the manual: " + err.Error()}
 		}
-		m, err := ParseManual(raw)
+		m, err := manual.Parse(raw)
 		if err != nil {
-			var me *ManualError
+			var me *manual.Error
 			if errors.As(err, &me) {
 				me.Manual = name
 			}
@@ -297,17 +305,17 @@ func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return nil, nil, &ManualError{Manual: name, Msg: "cannot read " + filepath.Base(src.location) + ": " + err.Error()}
+			return nil, nil, &manual.Error{Manual: name, Msg: "cannot read " + filepath.Base(src.location) + ": " + err.Error()}
 		}
 		return r.manualFromDocument(ctx, &Document{Body: data, Location: src.location}, ConvertOptions{Manual: name})
 	}
-	fields := tmpl.fields
+	fields := tmpl.Fields()
 	var content any
 	if tmpl.Type == TypeText {
 		// An inline manual's own templates are resolved on each call, in
 		// their own time: only the template around it is resolved here.
-		fields = make(map[string]any, len(tmpl.fields))
-		for k, v := range tmpl.fields {
+		fields = make(map[string]any, len(tmpl.Fields()))
+		for k, v := range tmpl.Fields() {
 			fields[k] = v
 		}
 		content = fields["content"]
@@ -325,19 +333,19 @@ func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *
 	}
 	raw, err := json.Marshal(resolved)
 	if err != nil {
-		return nil, nil, &ManualError{Manual: name, Msg: err.Error()}
+		return nil, nil, &manual.Error{Manual: name, Msg: err.Error()}
 	}
 	f := r.factories[tmpl.Type]
 	if f == nil {
-		return nil, nil, &ManualError{Manual: name, Path: "call_template_type", Msg: fmt.Sprintf("no transport for type %q", tmpl.Type)}
+		return nil, nil, &manual.Error{Manual: name, Path: "call_template_type", Msg: fmt.Sprintf("no transport for type %q", tmpl.Type)}
 	}
 	tr, err := f(raw, env)
 	if err != nil {
-		return nil, nil, prefixWithManual(prefixField(err, ""), name)
+		return nil, nil, prefixWithManual(manual.ErrorAt(err, ""), name)
 	}
 	d, ok := tr.(Discoverer)
 	if !ok {
-		return nil, nil, &ManualError{Manual: name, Path: "call_template_type", Msg: fmt.Sprintf("a %q template cannot be registered: its transport does not discover manuals", tmpl.Type)}
+		return nil, nil, &manual.Error{Manual: name, Path: "call_template_type", Msg: fmt.Sprintf("a %q template cannot be registered: its transport does not discover manuals", tmpl.Type)}
 	}
 	timeout := tmpl.Timeout
 	if timeout == 0 {
@@ -360,7 +368,7 @@ func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *
 }
 
 func prefixWithManual(err error, name string) error {
-	var me *ManualError
+	var me *manual.Error
 	if errors.As(err, &me) {
 		me.Manual = name
 	}

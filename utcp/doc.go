@@ -4,9 +4,10 @@
 // the reference UTCP clients do, and is stricter where they are weak
 // (docs/utcp-compat.md lists both).
 //
-// The package is the core: manuals, tools, templates, variables, errors,
-// the registry and its egress policy. What varies is given to New as
-// options, from packages of their own that import this one:
+// The package is the core: the registry, its variables, errors and egress
+// policy. What it registers is package manual's: a Manual of Tools, their
+// CallTemplates and schemas, read and checked there. What varies is given
+// to New as options, from packages of their own that import this one:
 //
 //   - transports (WithTransport): httptransport (http, streamable_http,
 //     sse), grpctransport (grpc) and mcptransport (mcp); only `text` is
@@ -21,24 +22,20 @@
 //
 // # Manuals
 //
-// A manual is {utcp_version, manual_version, tools}; each tool is {name,
-// description, inputs, outputs, tags, average_response_size,
-// tool_call_template}. The older go-utcp form ({version, tools} with
-// `tool_provider` or `provider` holding a `provider_type`) is read too. An
-// unknown key on a manual or a tool is refused, unknown keys inside a call
-// template are ignored, and a manual is refused whole, with an error naming
-// the JSON path of what is wrong (`tools[3].tool_call_template.url:
-// missing`): nothing is half-registered. Input and output schemas are
-// compiled (draft 2020-12 unless `$schema` says otherwise) at registration;
+// Package manual reads a manual ({utcp_version, manual_version, tools},
+// or the older go-utcp form) strictly: a manual is refused whole, with a
+// *manual.Error naming the JSON path of what is wrong
+// (`tools[3].tool_call_template.url: missing`), so nothing is
+// half-registered. Input and output schemas are compiled as it reads them;
 // their $refs may only point inside the schema.
 //
 // Registry.Register reads a manual from a Source: FromURL (a UTCP manual, or
 // a document the registry's Converter reads, such as OpenAPI, in JSON or
 // YAML), FromFile, FromText (an inline manual, the `text` template),
 // FromTemplate (any manual call template whose transport discovers) or
-// FromManual. A converted document is read tolerantly (ReadConverted): an
-// operation it cannot read is skipped, and so is one that needs a variable
-// the operator has not bound. Tools are named `<manual>.<tool>`: the
+// FromManual. A converted document is read tolerantly
+// (manual.ReadConverted): an operation it cannot read is skipped, and so
+// is one that needs a variable the operator has not bound. Tools are named `<manual>.<tool>`: the
 // manual's name has every non-word character turned into `_`, and the
 // tool's name is prefixed unless it already starts with `<manual>.`. Every
 // method that takes a manual's name (Replace, Deregister, Remove) or a
@@ -56,15 +53,15 @@
 // # Calls
 //
 // Registry.Call and Registry.CallStream take a full tool name, check the
-// arguments against the tool's input schema (an *InvalidArgumentsError, and
-// nothing is sent), resolve the template's variables, and run it under the
-// smallest of the caller's deadline and the template's `timeout` (a number of
-// milliseconds or a duration string; default DefaultTimeout, 10 s).
-// Cancelling the caller's context cancels the provider's request. What a
-// call reads of its answer is reserved from the memory budget
-// (WithMemoryBudget) as it reads (ReadBody). Every call of a registered
-// tool is shown to the call observers (CallObserver): they may time it and
-// run it under a span.
+// arguments against the tool's input schema (an
+// *manual.InvalidArgumentsError, and nothing is sent), resolve the
+// template's variables, and run it under the smallest of the caller's
+// deadline and the template's `timeout` (a number of milliseconds or a
+// duration string; default DefaultTimeout, 10 s). Cancelling the caller's
+// context cancels the provider's request. What a call reads of its answer is
+// reserved from the memory budget (WithMemoryBudget) as it reads (ReadBody).
+// Every call of a registered tool is shown to the call observers
+// (CallObserver): they may time it and run it under a span.
 //
 // Every connection goes through the egress policy (WithEgress; default:
 // public addresses only), checked on the resolved address of each
@@ -109,14 +106,14 @@
 // # Errors
 //
 // Errors are typed, wrapped with %w, and match one sentinel each:
-// ErrNotFound (*NotFoundError, with close names), ErrInvalidArguments
-// (*InvalidArgumentsError, *QueryError), ErrTransport (*TransportError: a
-// Reason, the status and the provider's short message, never its raw body
-// nor a lower-level error's text, which stay behind Unwrap for logs),
-// ErrTimeout (*TimeoutError), ErrInvalidManual (*ManualError),
-// ErrAlreadyExists (*AlreadyExistsError), ErrLimit (*LimitError) and
-// ErrVariableNotFound. A caller's cancellation is returned as
-// context.Canceled. Only server/ maps them to gRPC codes.
+// ErrNotFound (*NotFoundError, with close names), manual.ErrInvalidArguments
+// (*manual.InvalidArgumentsError, *QueryError), ErrTransport
+// (*TransportError: a Reason, the status and the provider's short message,
+// never its raw body nor a lower-level error's text, which stay behind
+// Unwrap for logs), ErrTimeout (*TimeoutError), manual.ErrInvalid
+// (*manual.Error), ErrAlreadyExists (*AlreadyExistsError), ErrLimit
+// (*LimitError) and ErrVariableNotFound. A caller's cancellation is returned
+// as context.Canceled. Only server/ maps them to gRPC codes.
 //
 // # Search
 //
@@ -128,15 +125,15 @@
 // # Transports
 //
 // A Transport (Call, Stream) is built per tool template by the
-// TransportFactory given for its call_template_type (WithTransport), with
-// an Env that carries the registry's HTTP client, limits and a Shared pool
-// for long-lived connections and caches. A factory refuses a template field
-// with a *FieldError (DecodeFields names a mistyped one); its transport
-// fails with *TransportError (DoError for a failed HTTP request, ReadBody
-// for a body). A transport that implements Discoverer can also register
-// manuals; one whose discovered tools call back through the registered
-// template reads it as written from DiscoveryTemplate (mcp). One that
-// implements DriftReporter tells whether its provider now lists another
+// TransportFactory given for its call_template_type (WithTransport), with an
+// Env that carries the registry's HTTP client, limits and a Shared pool for
+// long-lived connections and caches. A factory refuses a template field with
+// a *manual.FieldError (manual.DecodeFields names a mistyped one); its
+// transport fails with *TransportError (DoError for a failed HTTP request,
+// ReadBody for a body). A transport that implements Discoverer can also
+// register manuals; one whose discovered tools call back through the
+// registered template reads it as written from DiscoveryTemplate (mcp). One
+// that implements DriftReporter tells whether its provider now lists another
 // definition of a tool than the registered one (Registry.Drift). What is
 // registered under WithOperator (LoadDir) is the operator's (Env.Operator):
 // only there may a template start a process (an mcp stdio server).

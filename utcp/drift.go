@@ -1,6 +1,10 @@
 package utcp
 
-import "time"
+import (
+	"time"
+
+	"github.com/exprd/exprd/utcp/manual"
+)
 
 // Drift is a registered tool whose provider now lists another definition
 // than the one it was registered with (an MCP server whose tools/list
@@ -29,7 +33,7 @@ const (
 // provider last listed differs from t's registered definition (nil when it
 // does not, or when this replica has not listed the provider yet).
 type DriftReporter interface {
-	Drift(t *Tool) *Drift
+	Drift(t *manual.Tool) *Drift
 }
 
 // Drift reports how the provider of the tool of that full name now

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/internal/egress"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Env is what a Registry gives the transports it builds.
@@ -129,17 +130,17 @@ func (e Env) CheckURL(u *url.URL, tool string) error {
 // egressFieldError refuses a template field naming a host the egress
 // policy refuses outright. The host is the template's own (an IP literal):
 // saying why tells its author nothing they did not write.
-func egressFieldError(field, host string, err error) *FieldError {
+func egressFieldError(field, host string, err error) *manual.FieldError {
 	why := "not an address exprd may reach"
 	var ee *egress.Error
 	if errors.As(err, &ee) && ee.Why != "" {
 		why = ee.Why
 	}
-	return &FieldError{Path: field, Msg: fmt.Sprintf("exprd may not connect to %s: it is %s, and the operator's egress policy does not list it", host, why)}
+	return &manual.FieldError{Path: field, Msg: fmt.Sprintf("exprd may not connect to %s: it is %s, and the operator's egress policy does not list it", host, why)}
 }
 
 // CheckHostField is the registration check of a template field naming a
-// host (a gRPC template's host): a *FieldError when the egress policy
+// host (a gRPC template's host): a *manual.FieldError when the egress policy
 // refuses it before any DNS.
 func (e Env) CheckHostField(field, host string) error {
 	if err := e.CheckHost(host); err != nil {

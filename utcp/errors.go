@@ -11,14 +11,12 @@ import (
 )
 
 // Sentinels for errors.Is. Every error the package returns for a tool call or
-// a registration matches exactly one of them (or is the caller's own
-// context error when the caller cancelled).
+// a registration matches exactly one of them, or one of package manual's
+// (manual.ErrInvalid, manual.ErrInvalidArguments), or is the caller's own
+// context error when the caller cancelled.
 var (
 	// ErrNotFound: no tool or manual of that name.
 	ErrNotFound = errors.New("utcp: not found")
-	// ErrInvalidArguments: the arguments fail the tool's input schema, or a
-	// URL path parameter is missing. The model should fix the call.
-	ErrInvalidArguments = errors.New("utcp: invalid arguments")
 	// ErrTransport: the provider could not be reached, answered with a
 	// status >= 400, sent a response that could not be used, or broke a
 	// stream.
@@ -26,9 +24,6 @@ var (
 	// ErrTimeout: the deadline in force (the caller's or the template's
 	// timeout) passed before the provider answered.
 	ErrTimeout = errors.New("utcp: timeout")
-	// ErrInvalidManual: a manual (or OpenAPI document, or call template)
-	// was refused at registration.
-	ErrInvalidManual = errors.New("utcp: invalid manual")
 	// ErrVariableNotFound: a ${VAR} of a call template has no value.
 	ErrVariableNotFound = errors.New("utcp: variable not found")
 	// ErrAlreadyExists: a manual of that name (or a tool of that full name)
@@ -105,21 +100,6 @@ func (e *AlreadyExistsError) Error() string {
 
 // Is reports whether target is ErrAlreadyExists.
 func (e *AlreadyExistsError) Is(target error) bool { return target == ErrAlreadyExists }
-
-// InvalidArgumentsError is returned when a call's arguments are refused
-// before any request is sent. Problems are short, one per failing keyword,
-// each naming the JSON pointer of the offending value.
-type InvalidArgumentsError struct {
-	Tool     string
-	Problems []string
-}
-
-func (e *InvalidArgumentsError) Error() string {
-	return fmt.Sprintf("tool %q: invalid arguments: %s", e.Tool, strings.Join(e.Problems, "; "))
-}
-
-// Is reports whether target is ErrInvalidArguments.
-func (e *InvalidArgumentsError) Is(target error) bool { return target == ErrInvalidArguments }
 
 // Reason says which transport failure happened. It is meant for callers
 // that branch on it and for logs; the text of Error is built from it.
@@ -247,31 +227,6 @@ func (e *TimeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
 }
 
-// ManualError is a manual refused at registration. Path is the JSON path of
-// what is wrong (`tools[3].tool_call_template.url`), empty for the document
-// as a whole.
-type ManualError struct {
-	Manual string
-	Path   string
-	Msg    string
-}
-
-func (e *ManualError) Error() string {
-	var b strings.Builder
-	if e.Manual != "" {
-		fmt.Fprintf(&b, "manual %q: ", e.Manual)
-	}
-	if e.Path != "" {
-		b.WriteString(e.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
-// Is reports whether target is ErrInvalidManual.
-func (e *ManualError) Is(target error) bool { return target == ErrInvalidManual }
-
 // VariableNotFoundError is a ${VAR} with no value bound to its manual in
 // the operator's sources. Registration refuses it (Path says where it
 // appears in the manual); a call never sends it.
@@ -293,28 +248,6 @@ func (e *VariableNotFoundError) Error() string {
 
 // Is reports whether target is ErrVariableNotFound.
 func (e *VariableNotFoundError) Is(target error) bool { return target == ErrVariableNotFound }
-
-// FieldError is what a transport factory returns for a call template field it
-// refuses; the registry prefixes Path with where the template sits in the
-// manual (`tools[3].tool_call_template.` + Path).
-type FieldError struct {
-	Path string
-	Msg  string
-}
-
-// Under is the error for the same field seen from path, the object the
-// field's object sits in: a refused auth.token_url, say, from an auth
-// object's own token_url.
-func (e *FieldError) Under(path string) *FieldError {
-	return &FieldError{Path: concatPath(path, e.Path), Msg: e.Msg}
-}
-
-func (e *FieldError) Error() string {
-	if e.Path == "" {
-		return e.Msg
-	}
-	return e.Path + ": " + e.Msg
-}
 
 // summarize renders a body for an error message, bounded.
 func summarize(body any) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/httptransport"
+	"github.com/exprd/exprd/utcp/manual"
 	"github.com/exprd/exprd/utcp/search"
 )
 
@@ -35,12 +36,12 @@ func Example() {
 	}
 	defer r.Close()
 
-	manual := `{"utcp_version": "1.1.0", "manual_version": "1.0.0", "tools": [{
+	doc := `{"utcp_version": "1.1.0", "manual_version": "1.0.0", "tools": [{
 	  "name": "add", "description": "Add two numbers", "tags": ["math"],
 	  "inputs": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
 	  "tool_call_template": {"call_template_type": "http", "http_method": "POST", "url": "` + srv.URL + `/math/add",
 	    "auth": {"auth_type": "api_key", "api_key": "Bearer ${TOKEN}", "var_name": "Authorization"}}}]}`
-	reg, err := r.Register(context.Background(), "math", utcp.FromText(manual).AllowProtocols(utcp.TypeHTTP))
+	reg, err := r.Register(context.Background(), "math", utcp.FromText(doc).AllowProtocols(utcp.TypeHTTP))
 	if err != nil {
 		panic(err)
 	}
@@ -52,7 +53,7 @@ func Example() {
 	fmt.Println(v, err)
 
 	_, err = r.Call(context.Background(), "math.add", map[string]any{"a": 2})
-	fmt.Println(errors.Is(err, utcp.ErrInvalidArguments), err)
+	fmt.Println(errors.Is(err, manual.ErrInvalidArguments), err)
 
 	_, err = r.Call(context.Background(), "add", nil)
 	fmt.Println(err)

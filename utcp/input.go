@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Bounds on a provider's request for user input (an MCP server's
@@ -103,14 +105,14 @@ func NewInputRequest(tool, message string, schema json.RawMessage) (*InputReques
 		req.Schema = nil
 		return req, nil
 	}
-	doc, err := decodeJSON(schema)
+	doc, err := manual.DecodeJSON(schema)
 	if err != nil {
 		return nil, fmt.Errorf("%w: its schema is not JSON: %v", ErrInputRequest, err)
 	}
 	if _, ok := doc.(map[string]any); !ok {
-		return nil, fmt.Errorf("%w: its schema must be an object, got %s", ErrInputRequest, JSONKind(doc))
+		return nil, fmt.Errorf("%w: its schema must be an object, got %s", ErrInputRequest, manual.JSONKind(doc))
 	}
-	if req.compiled, err = compileSchema(doc); err != nil {
+	if req.compiled, err = manual.CompileSchema(doc); err != nil {
 		return nil, fmt.Errorf("%w: its schema: %v", ErrInputRequest, err)
 	}
 	return req, nil
@@ -142,12 +144,12 @@ func (r *InputRequest) CheckReply(action InputAction, content []byte) (InputRepl
 		return InputReply{}, fmt.Errorf("%w: the content must be a JSON object", ErrInvalidReply)
 	}
 	if r.compiled != nil {
-		doc, err := decodeJSON(content)
+		doc, err := manual.DecodeJSON(content)
 		if err == nil {
 			err = r.compiled.Validate(doc)
 		}
 		if err != nil {
-			return InputReply{}, fmt.Errorf("%w: the content does not match the requested schema: %s", ErrInvalidReply, strings.Join(validationProblems(err), "; "))
+			return InputReply{}, fmt.Errorf("%w: the content does not match the requested schema: %s", ErrInvalidReply, strings.Join(manual.SchemaProblems(err), "; "))
 		}
 	}
 	return InputReply{Action: InputAccept, Content: obj}, nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // observedKey carries, in a call's context, the name of the innermost
@@ -23,14 +24,14 @@ type probeTransport struct{}
 
 func newProbe(json.RawMessage, utcp.Env) (utcp.Transport, error) { return probeTransport{}, nil }
 
-func (probeTransport) Call(ctx context.Context, _ *utcp.Tool, args map[string]any) (any, error) {
+func (probeTransport) Call(ctx context.Context, _ *manual.Tool, args map[string]any) (any, error) {
 	if args["fail"] == true {
 		return nil, errors.New("the provider failed")
 	}
 	return ctx.Value(observedKey{}), nil
 }
 
-func (probeTransport) Stream(ctx context.Context, _ *utcp.Tool, args map[string]any) (utcp.Stream, error) {
+func (probeTransport) Stream(ctx context.Context, _ *manual.Tool, args map[string]any) (utcp.Stream, error) {
 	return &probeStream{fail: args["fail"] == true}, nil
 }
 
@@ -78,7 +79,7 @@ func (l *observerLog) observer(name string) utcp.CallObserver {
 		return context.WithValue(ctx, observedKey{}, name), func(err error) {
 			kind := "ok"
 			switch {
-			case errors.Is(err, utcp.ErrInvalidArguments):
+			case errors.Is(err, manual.ErrInvalidArguments):
 				kind = "invalid-arguments"
 			case errors.Is(err, utcp.ErrTransport):
 				kind = "transport"
@@ -102,10 +103,10 @@ func TestCallObserverSeesEveryCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	manual := `{"utcp_version": "1.1.0", "tools": [{"name": "p",
+	doc := `{"utcp_version": "1.1.0", "tools": [{"name": "p",
 	  "inputs": {"type": "object", "properties": {"fail": {"type": "boolean"}}, "additionalProperties": false},
 	  "tool_call_template": {"call_template_type": "probe"}}]}`
-	if _, err := r.Register(context.Background(), "my-api", utcp.FromText(manual).AllowProtocols("probe")); err != nil {
+	if _, err := r.Register(context.Background(), "my-api", utcp.FromText(doc).AllowProtocols("probe")); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -128,7 +129,7 @@ func TestCallObserverSeesEveryCall(t *testing.T) {
 			}
 		}, nested("transport")},
 		{"arguments the schema refuses", func(t *testing.T) {
-			if _, err := r.Call(ctx, "my_api.p", map[string]any{"other": 1}); !errors.Is(err, utcp.ErrInvalidArguments) {
+			if _, err := r.Call(ctx, "my_api.p", map[string]any{"other": 1}); !errors.Is(err, manual.ErrInvalidArguments) {
 				t.Errorf("Call: got %v, want ErrInvalidArguments", err)
 			}
 		}, nested("invalid-arguments")},
@@ -179,7 +180,7 @@ func TestCallObserverSeesEveryCall(t *testing.T) {
 			_ = st.Close()
 		}, nested("transport")},
 		{"a stream refused before it starts", func(t *testing.T) {
-			if _, err := r.CallStream(ctx, "my_api.p", map[string]any{"other": 1}); !errors.Is(err, utcp.ErrInvalidArguments) {
+			if _, err := r.CallStream(ctx, "my_api.p", map[string]any{"other": 1}); !errors.Is(err, manual.ErrInvalidArguments) {
 				t.Errorf("CallStream: got %v, want ErrInvalidArguments", err)
 			}
 		}, nested("invalid-arguments")},

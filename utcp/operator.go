@@ -3,6 +3,8 @@ package utcp
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 type operatorKey struct{}
@@ -29,7 +31,7 @@ type discoveryKey struct{}
 
 // withDiscoveryTemplate returns ctx carrying the manual call template being
 // registered, as written.
-func withDiscoveryTemplate(ctx context.Context, tmpl *CallTemplate) context.Context {
+func withDiscoveryTemplate(ctx context.Context, tmpl *manual.CallTemplate) context.Context {
 	return context.WithValue(ctx, discoveryKey{}, tmpl)
 }
 
@@ -39,7 +41,7 @@ func withDiscoveryTemplate(ctx context.Context, tmpl *CallTemplate) context.Cont
 // puts it in their templates, so that no resolved secret is in the manual
 // a store shares. ok is false outside a registration.
 func DiscoveryTemplate(ctx context.Context) (raw json.RawMessage, ok bool) {
-	t, _ := ctx.Value(discoveryKey{}).(*CallTemplate)
+	t, _ := ctx.Value(discoveryKey{}).(*manual.CallTemplate)
 	if t == nil {
 		return nil, false
 	}

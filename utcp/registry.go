@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/internal/egress"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Registry holds registered manuals and their tools, finds tools for a query
@@ -47,8 +48,8 @@ type manualEntry struct {
 }
 
 type toolEntry struct {
-	tool   *Tool
-	short  *Tool // as the manual gave it, for Resolved.Manual
+	tool   *manual.Tool
+	short  *manual.Tool // as the manual gave it, for Resolved.Manual
 	env    Env
 	static Transport // built once when the template has no variables
 	// answer names the reservation of the memory budget a call's answer
@@ -65,8 +66,8 @@ type builtTransport struct {
 // Registration reports what Register registered.
 type Registration struct {
 	Manual  string
-	Tools   []string      // full names, sorted
-	Skipped []SkippedTool // tools left out (protocol not allowed, no operationId)
+	Tools   []string             // full names, sorted
+	Skipped []manual.SkippedTool // tools left out (protocol not allowed, no operationId)
 }
 
 // New returns an empty Registry.
@@ -175,9 +176,9 @@ type Resolved struct {
 	// Manual holds the tools that would be registered, named as the
 	// manual names them, their templates with variables unresolved: no
 	// secret is in it, and registering it (FromManual) fetches nothing.
-	Manual  *Manual
+	Manual  *manual.Manual
 	Tools   []string // full names, sorted
-	Skipped []SkippedTool
+	Skipped []manual.SkippedTool
 
 	entries []*toolEntry
 }
@@ -198,7 +199,7 @@ func (r *Registry) Resolve(ctx context.Context, name string, src Source) (*Resol
 		name = strings.TrimSuffix(base, filepath.Ext(base))
 	}
 	if name == "" {
-		return nil, &ManualError{Msg: "a manual needs a name (give one, or a template name)"}
+		return nil, &manual.Error{Msg: "a manual needs a name (give one, or a template name)"}
 	}
 	name = SanitizeManualName(name)
 	allowed := src.allowed
@@ -222,7 +223,7 @@ func (r *Registry) Resolve(ctx context.Context, name string, src Source) (*Resol
 		return nil, err
 	}
 	res := &Resolved{Name: name, Skipped: append(skipped, more...), entries: entries,
-		Manual: &Manual{UTCPVersion: m.UTCPVersion, ManualVersion: m.ManualVersion}}
+		Manual: &manual.Manual{UTCPVersion: m.UTCPVersion, ManualVersion: m.ManualVersion}}
 	for _, e := range entries {
 		res.Manual.Tools = append(res.Manual.Tools, e.short)
 		res.Tools = append(res.Tools, e.tool.Name)
@@ -269,9 +270,9 @@ func (r *Registry) commit(res *Resolved, replace bool) (*Registration, error) {
 }
 
 // prepare checks every tool of a manual and builds its entry.
-func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([]*toolEntry, []SkippedTool, error) {
+func (r *Registry) prepare(name string, m *manual.Manual, allowed []string, env Env) ([]*toolEntry, []manual.SkippedTool, error) {
 	var entries []*toolEntry
-	var skipped []SkippedTool
+	var skipped []manual.SkippedTool
 	var filteredTypes []string
 	var unbound error // the first operation skipped for a variable
 	seen := map[string]int{}
@@ -279,7 +280,7 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 		path := fmt.Sprintf("tools[%d]", i)
 		kind := t.Template.Type
 		if allowed != nil && !slices.Contains(allowed, kind) {
-			skipped = append(skipped, SkippedTool{Name: t.Name, Reason: fmt.Sprintf("call template type %q is not in allowed_communication_protocols [%s]", kind, strings.Join(allowed, ", "))})
+			skipped = append(skipped, manual.SkippedTool{Name: t.Name, Reason: fmt.Sprintf("call template type %q is not in allowed_communication_protocols [%s]", kind, strings.Join(allowed, ", "))})
 			if !slices.Contains(filteredTypes, kind) {
 				filteredTypes = append(filteredTypes, kind)
 			}
@@ -287,38 +288,36 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 		}
 		f := r.factories[kind]
 		if f == nil {
-			return nil, nil, &ManualError{Manual: name, Path: path + ".tool_call_template.call_template_type", Msg: fmt.Sprintf("no transport for type %q (have: %s)", kind, strings.Join(slices.Sorted(maps.Keys(r.factories)), ", "))}
+			return nil, nil, &manual.Error{Manual: name, Path: path + ".tool_call_template.call_template_type", Msg: fmt.Sprintf("no transport for type %q (have: %s)", kind, strings.Join(slices.Sorted(maps.Keys(r.factories)), ", "))}
 		}
-		if t.Template.hasVars {
-			if err := r.vars.checkBound(t.Template.fields, name, path+".tool_call_template"); err != nil {
+		if t.Template.HasVariables() {
+			if err := r.vars.checkBound(t.Template.Fields(), name, path+".tool_call_template"); err != nil {
 				var ve *VariableNotFoundError
-				if m.converted && errors.As(err, &ve) {
+				if m.Converted() && errors.As(err, &ve) {
 					if unbound == nil {
 						unbound = err
 					}
 					// An operation of a published document that needs a
 					// credential the operator did not bind (an admin
 					// key): it costs that operation only.
-					skipped = append(skipped, SkippedTool{Name: t.Name, Reason: fmt.Sprintf(
+					skipped = append(skipped, manual.SkippedTool{Name: t.Name, Reason: fmt.Sprintf(
 						"needs the variable %q, which the operator has not bound to manual %q (as %s)", ve.Name, ve.Manual, ve.Key)})
 					continue
 				}
 				return nil, nil, err
 			}
 		}
-		tr, err := f(t.Template.raw, env)
+		tr, err := f(t.Template.JSON(), env)
 		if err != nil {
-			return nil, nil, prefixWithManual(prefixField(err, path+".tool_call_template"), name)
+			return nil, nil, prefixWithManual(manual.ErrorAt(err, path+".tool_call_template"), name)
 		}
-		tc := *t
-		tc.Name = FullToolName(name, t.Name)
-		tc.manual = name
+		tc := t.Registered(name, FullToolName(name, t.Name))
 		if j, dup := seen[tc.Name]; dup {
-			return nil, nil, &ManualError{Manual: name, Path: path + ".name", Msg: fmt.Sprintf("%q is also the full name of tools[%d]", tc.Name, j)}
+			return nil, nil, &manual.Error{Manual: name, Path: path + ".name", Msg: fmt.Sprintf("%q is also the full name of tools[%d]", tc.Name, j)}
 		}
 		seen[tc.Name] = i
-		e := &toolEntry{tool: &tc, env: env, short: t, answer: "tool " + tc.Name + "'s answer"}
-		if !t.Template.hasVars {
+		e := &toolEntry{tool: tc, env: env, short: t, answer: "tool " + tc.Name + "'s answer"}
+		if !t.Template.HasVariables() {
 			e.static = tr
 		}
 		entries = append(entries, e)
@@ -327,7 +326,7 @@ func (r *Registry) prepare(name string, m *Manual, allowed []string, env Env) ([
 		return nil, nil, unbound
 	}
 	if len(entries) == 0 && len(filteredTypes) > 0 {
-		return nil, nil, &ManualError{Manual: name, Msg: fmt.Sprintf(
+		return nil, nil, &manual.Error{Manual: name, Msg: fmt.Sprintf(
 			"all %d tools were filtered out by allowed_communication_protocols [%s]: they use [%s]; list those types to register them",
 			len(skipped), strings.Join(allowed, ", "), strings.Join(filteredTypes, ", "))}
 	}
@@ -372,9 +371,9 @@ func (r *Registry) Manuals() []string { return slices.Sorted(maps.Keys(r.cat.Loa
 
 // List returns every registered tool, sorted by name. The tools are shared:
 // do not change them.
-func (r *Registry) List() []*Tool {
+func (r *Registry) List() []*manual.Tool {
 	c := r.cat.Load()
-	out := make([]*Tool, len(c.names))
+	out := make([]*manual.Tool, len(c.names))
 	for i, n := range c.names {
 		out[i] = c.tools[n].tool
 	}
@@ -383,7 +382,7 @@ func (r *Registry) List() []*Tool {
 
 // Tool returns the tool of that full name (its manual part sanitised, as
 // Register sanitises a manual's name).
-func (r *Registry) Tool(name string) (*Tool, error) {
+func (r *Registry) Tool(name string) (*manual.Tool, error) {
 	e, err := r.lookup(name)
 	if err != nil {
 		return nil, err
@@ -419,7 +418,7 @@ func (c *catalog) reindex(gone *manualEntry, added []*toolEntry) {
 	if gone != nil {
 		goneNames = gone.tools
 	}
-	tools := make([]*Tool, len(added))
+	tools := make([]*manual.Tool, len(added))
 	addedNames := make([]string, len(added))
 	for i, e := range added {
 		tools[i], addedNames[i] = e.tool, e.tool.Name

@@ -13,6 +13,7 @@ import (
 
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // toolNames lists the registry's tools by full name.
@@ -38,9 +39,9 @@ func TestReplaceRefusedKeepsOldManual(t *testing.T) {
 		src  utcp.Source
 		want error
 	}{
-		{"a tool without url", utcp.FromText(`{"utcp_version": "1.0.1", "tools": [{"name": "forecast", "tool_call_template": {"call_template_type": "http"}}]}`).AllowProtocols("http"), utcp.ErrInvalidManual},
-		{"not JSON", utcp.FromText(`{"utcp_version": `).AllowProtocols("http"), utcp.ErrInvalidManual},
-		{"every tool filtered out", utcp.FromText(v1), utcp.ErrInvalidManual},
+		{"a tool without url", utcp.FromText(`{"utcp_version": "1.0.1", "tools": [{"name": "forecast", "tool_call_template": {"call_template_type": "http"}}]}`).AllowProtocols("http"), manual.ErrInvalid},
+		{"not JSON", utcp.FromText(`{"utcp_version": `).AllowProtocols("http"), manual.ErrInvalid},
+		{"every tool filtered out", utcp.FromText(v1), manual.ErrInvalid},
 		{"a missing variable", utcp.FromURL("http://127.0.0.1:1/${NOPE}"), utcp.ErrVariableNotFound},
 		{"the provider is down", utcp.FromURL(down.URL + "/utcp"), utcp.ErrTransport},
 		{"plain http to a remote host", utcp.FromURL("http://tools.example.com/utcp"), utcp.ErrTransport},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 func TestCallChecksArgumentsFirst(t *testing.T) {
@@ -37,7 +38,7 @@ func TestCallChecksArgumentsFirst(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := r.Call(context.Background(), "math.add", tc.args)
-			var ia *utcp.InvalidArgumentsError
+			var ia *manual.InvalidArgumentsError
 			if !errors.As(err, &ia) {
 				t.Fatalf("got %v, want *InvalidArgumentsError", err)
 			}
@@ -122,7 +123,7 @@ func TestLoadDirRollsBack(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "b_broken.json") || !strings.Contains(err.Error(), "tools[0].tool_call_template.url: missing") {
 		t.Fatalf("got %v, want the file and the path named", err)
 	}
-	if !errors.Is(err, utcp.ErrInvalidManual) {
+	if !errors.Is(err, manual.ErrInvalid) {
 		t.Errorf("errors.Is(err, ErrInvalidManual): got false, want true")
 	}
 	if got := r.Manuals(); len(got) != 0 {

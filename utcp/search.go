@@ -3,6 +3,8 @@ package utcp
 import (
 	"context"
 	"fmt"
+
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Index ranks a registry's tools for a query (package search has exprd's:
@@ -16,7 +18,7 @@ type Index interface {
 	// removed (full names, sorted; a name it does not hold is ignored)
 	// plus added (tools it does not hold, full-named, in any order). This
 	// index is left as it was.
-	With(removed []string, added []*Tool) Index
+	With(removed []string, added []*manual.Tool) Index
 	// Search ranks the tools for query and returns the best limit of them
 	// (all that match when limit <= 0), best first. A query of more than
 	// MaxQueryTerms distinct terms is a *QueryError; a cancelled ctx stops
@@ -26,7 +28,7 @@ type Index interface {
 
 // SearchResult is one ranked tool.
 type SearchResult struct {
-	Tool  *Tool
+	Tool  *manual.Tool
 	Score float64
 }
 
@@ -52,7 +54,7 @@ func (e *QueryError) Error() string {
 }
 
 // Is reports whether target is ErrInvalidArguments.
-func (e *QueryError) Is(target error) bool { return target == ErrInvalidArguments }
+func (e *QueryError) Is(target error) bool { return target == manual.ErrInvalidArguments }
 
 // Search ranks every registered tool for a query written as a person would
 // ask ("send an email to a customer") with the registry's Index

@@ -16,6 +16,7 @@ import (
 
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // shown is everything of a failed call a caller may read, and what the
@@ -112,7 +113,7 @@ func TestPathParameterVariable(t *testing.T) {
 		{"https://a.example/{a$}", ""},
 		{"https://${HOST}/{id}?k=${KEY}", ""},
 	} {
-		got, ok := utcp.PathParameterVariable(tc.url)
+		got, ok := manual.PathParameterVariable(tc.url)
 		if got != tc.want || ok != (tc.want != "") {
 			t.Errorf("PathParameterVariable(%q): got %q %v, want %q", tc.url, got, ok, tc.want)
 		}

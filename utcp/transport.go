@@ -3,6 +3,8 @@ package utcp
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Transport calls the tools of one call template type. The registry builds
@@ -13,11 +15,11 @@ import (
 // use.
 type Transport interface {
 	// Call runs the tool and returns its result as decoded JSON (or text).
-	Call(ctx context.Context, t *Tool, args map[string]any) (any, error)
+	Call(ctx context.Context, t *manual.Tool, args map[string]any) (any, error)
 	// Stream runs the tool and returns its result chunk by chunk, each as it
 	// arrives. A transport without streams returns one chunk, the result of
 	// Call.
-	Stream(ctx context.Context, t *Tool, args map[string]any) (Stream, error)
+	Stream(ctx context.Context, t *manual.Tool, args map[string]any) (Stream, error)
 }
 
 // Stream yields a streaming tool's chunks. Next returns io.EOF only when the
@@ -48,16 +50,17 @@ type Document struct {
 	// discovery template's headers, and its auth_tools, used as the auth
 	// of every operation that needs auth of the same kind. Set by `http`.
 	Headers   map[string]string
-	AuthTools *Auth
+	AuthTools *manual.Auth
 }
 
 // TransportFactory builds a Transport from a call template (JSON, variables
 // resolved, call_template_type set). It is called once at registration for
-// each tool to check the template's shape (a refused field is a *FieldError
-// whose Path is the field's, e.g. "url"), and again on a call whenever the
-// resolved template differs from the last one built. Building must be cheap
-// and must not do I/O; long-lived resources such as connections belong in
-// Env.Shared, so that every Transport built for the same target reuses them.
+// each tool to check the template's shape (a refused field is a
+// *manual.FieldError whose Path is the field's, e.g. "url"), and again on a
+// call whenever the resolved template differs from the last one built.
+// Building must be cheap and must not do I/O; long-lived resources such as
+// connections belong in Env.Shared, so that every Transport built for the
+// same target reuses them.
 type TransportFactory func(template json.RawMessage, env Env) (Transport, error)
 
 // Call template types. Only `text` is built in; the transports of the

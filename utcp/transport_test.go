@@ -11,6 +11,7 @@ import (
 
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // echoTransport stands for a transport added from outside the package (as
@@ -29,7 +30,7 @@ func newEcho(tmpl json.RawMessage, env utcp.Env) (utcp.Transport, error) {
 		return nil, err
 	}
 	if f.Target == "" {
-		return nil, &utcp.FieldError{Path: "target", Msg: "missing"}
+		return nil, &manual.FieldError{Path: "target", Msg: "missing"}
 	}
 	return &echoTransport{target: f.Target, env: env}, nil
 }
@@ -41,7 +42,7 @@ func (e *echoTransport) Discover(context.Context) (*utcp.Document, error) {
 		{"name": "slow", "tool_call_template": {"call_template_type": "echo", "target": "` + e.target + `", "timeout": 30}}]}`)}, nil
 }
 
-func (e *echoTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]any) (any, error) {
+func (e *echoTransport) Call(ctx context.Context, t *manual.Tool, args map[string]any) (any, error) {
 	if t.Name == "svc.slow" {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -49,7 +50,7 @@ func (e *echoTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]
 	return map[string]any{"target": e.target, "manual": e.env.Manual, "args": args}, nil
 }
 
-func (e *echoTransport) Stream(ctx context.Context, t *utcp.Tool, args map[string]any) (utcp.Stream, error) {
+func (e *echoTransport) Stream(ctx context.Context, t *manual.Tool, args map[string]any) (utcp.Stream, error) {
 	return nil, errors.New("raw text that must not reach a client: dial 10.0.0.7:9339")
 }
 
@@ -86,11 +87,11 @@ func TestTransportSeam(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bare.Close()
-	if _, err := bare.Register(context.Background(), "svc", utcp.FromURL("https://a.example/manual")); !errors.Is(err, utcp.ErrInvalidManual) {
+	if _, err := bare.Register(context.Background(), "svc", utcp.FromURL("https://a.example/manual")); !errors.Is(err, manual.ErrInvalid) {
 		t.Errorf("a registry given no transports: got %v, want ErrInvalidManual (no http transport)", err)
 	}
 	other := utcptest.NewRegistry(t)
-	if _, err := other.Register(context.Background(), "svc", utcp.FromTemplate([]byte(`{"call_template_type": "echo", "target": "x"}`))); !errors.Is(err, utcp.ErrInvalidManual) {
+	if _, err := other.Register(context.Background(), "svc", utcp.FromTemplate([]byte(`{"call_template_type": "echo", "target": "x"}`))); !errors.Is(err, manual.ErrInvalid) {
 		t.Errorf("a registry without the echo transport: got %v, want ErrInvalidManual", err)
 	}
 	var _ io.Closer = (*utcp.Registry)(nil)

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // VariableLoader is a source of variables after the configured ones (the
@@ -207,9 +209,6 @@ func validVarName(s string) bool {
 	return true
 }
 
-// varPattern is the SDK's: ${NAME} or $NAME, NAME of letters, digits and _.
-var varPattern = regexp.MustCompile(`\$\{([a-zA-Z0-9_]+)\}|\$([a-zA-Z0-9_]+)`)
-
 // NamespacedKey is the key a variable is looked up under for a manual: the
 // manual's name with each `_` doubled, then `_`, then the variable
 // (`demo_shop` + `API_TOKEN` → `demo__shop_API_TOKEN`).
@@ -320,15 +319,15 @@ func (v *variables) secretsOf(manual string) *Secrets {
 
 // substituteTemplate is substitute of a call template's fields: its url
 // is a URL template (substituteURL).
-func (v *variables) substituteTemplate(fields map[string]any, manual string) (map[string]any, error) {
+func (v *variables) substituteTemplate(fields map[string]any, manualName string) (map[string]any, error) {
 	out := make(map[string]any, len(fields))
 	for k, e := range fields {
 		var r any
 		var err error
 		if s, isStr := e.(string); isStr && k == "url" {
-			r, err = v.substituteURL(s, manual)
+			r, err = v.substituteURL(s, manualName)
 		} else {
-			r, err = v.substitute(e, manual)
+			r, err = v.substitute(e, manualName)
 		}
 		if err != nil {
 			return nil, err
@@ -343,78 +342,22 @@ func (v *variables) substituteTemplate(fields map[string]any, manual string) (ma
 // %7D (the same URL once decoded), so that the {name} path parameters of
 // the result are the template's own, as written. A variable inside a
 // path parameter's braces is refused (the registration refused it first:
-// PathParameterVariable), without the value.
-func (v *variables) substituteURL(s, manual string) (string, error) {
-	if !strings.Contains(s, "$") || strings.Contains(s, "$ref") {
+// manual.PathParameterVariable), without the value.
+func (v *variables) substituteURL(s, manualName string) (string, error) {
+	if !manual.HasVariables(s) {
 		return s, nil
 	}
-	if param, ok := PathParameterVariable(s); ok {
-		return "", &ManualError{Manual: manual, Path: "tool_call_template.url", Msg: pathParameterVariableMsg(param)}
+	if param, ok := manual.PathParameterVariable(s); ok {
+		return "", &manual.Error{Manual: manualName, Path: "tool_call_template.url", Msg: pathParameterVariableMsg(param)}
 	}
-	var firstErr error
-	out := varPattern.ReplaceAllStringFunc(s, func(m string) string {
-		if firstErr != nil {
-			return m
-		}
-		name := varName(m)
-		val, ok := v.lookup(manual, name)
-		if !ok {
-			firstErr = &VariableNotFoundError{Key: NamespacedKey(manual, name), Manual: manual, Name: name}
-			return m
-		}
-		return urlBraces.Replace(val)
+	return manual.ReplaceVariables(s, func(name string) (string, error) {
+		val, err := v.value(manualName, name)
+		return urlBraces.Replace(val), err
 	})
-	if firstErr != nil {
-		return "", firstErr
-	}
-	return out, nil
 }
 
 // urlBraces writes a value's braces as a URL's escapes of them.
 var urlBraces = strings.NewReplacer("{", "%7B", "}", "%7D")
-
-// pathParamGroup is a {name} path parameter of a URL template, as the
-// http transport reads one.
-var pathParamGroup = regexp.MustCompile(`\{[^{}]+\}`)
-
-// PathParameterVariable returns the first {name} path parameter of a URL
-// template, as written, whose name holds a variable (`{${ID}}`,
-// `{a$ID}`); ok is false when none does. A path parameter is named by the
-// template and filled from the call's argument of that name: never from a
-// variable, whose value would become the parameter's name (and be quoted
-// back to the caller when the argument is missing).
-func PathParameterVariable(url string) (param string, ok bool) {
-	if !strings.Contains(url, "$") {
-		return "", false
-	}
-	// The template's braces, with each variable replaced by a byte a
-	// name cannot hold: ${ID}'s own braces are the variable's, not a
-	// parameter's. at[i] is where skeleton[i] was in url.
-	locs := varPattern.FindAllStringIndex(url, -1)
-	if len(locs) == 0 {
-		return "", false
-	}
-	var skeleton []byte
-	var at []int
-	next := 0
-	for _, l := range locs {
-		for i := next; i < l[0]; i++ {
-			skeleton, at = append(skeleton, url[i]), append(at, i)
-		}
-		skeleton, at = append(skeleton, 0), append(at, l[0])
-		next = l[1]
-	}
-	for i := next; i < len(url); i++ {
-		skeleton, at = append(skeleton, url[i]), append(at, i)
-	}
-	at = append(at, len(url))
-	for _, g := range pathParamGroup.FindAllIndex(skeleton, -1) {
-		if bytes.IndexByte(skeleton[g[0]:g[1]], 0) >= 0 {
-			return url[at[g[0]] : at[g[1]-1]+1], true
-		}
-	}
-	return "", false
-}
 
 func pathParameterVariableMsg(param string) string {
 	return fmt.Sprintf("the path parameter %s holds a variable: a path parameter is named by the template and filled from the call's argument of that name, never from a variable", param)
@@ -422,14 +365,17 @@ func pathParameterVariableMsg(param string) string {
 
 // substitute returns a copy of a decoded JSON value with every variable in
 // its strings replaced; strings containing `$ref` are left alone.
-func (v *variables) substitute(x any, manual string) (any, error) {
+func (v *variables) substitute(x any, manualName string) (any, error) {
 	switch t := x.(type) {
 	case string:
-		return v.substituteString(t, manual)
+		if !strings.Contains(t, "$") {
+			return t, nil // without making the closure below
+		}
+		return manual.ReplaceVariables(t, func(name string) (string, error) { return v.value(manualName, name) })
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {
-			r, err := v.substitute(e, manual)
+			r, err := v.substitute(e, manualName)
 			if err != nil {
 				return nil, err
 			}
@@ -439,7 +385,7 @@ func (v *variables) substitute(x any, manual string) (any, error) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, e := range t {
-			r, err := v.substitute(e, manual)
+			r, err := v.substitute(e, manualName)
 			if err != nil {
 				return nil, err
 			}
@@ -451,58 +397,37 @@ func (v *variables) substitute(x any, manual string) (any, error) {
 	}
 }
 
-func (v *variables) substituteString(s, manual string) (string, error) {
-	if !strings.Contains(s, "$") || strings.Contains(s, "$ref") {
-		return s, nil
+// value is lookup's value, or the *VariableNotFoundError of a variable
+// with none.
+func (v *variables) value(manualName, name string) (string, error) {
+	val, ok := v.lookup(manualName, name)
+	if !ok {
+		return "", &VariableNotFoundError{Key: NamespacedKey(manualName, name), Manual: manualName, Name: name}
 	}
-	var firstErr error
-	out := varPattern.ReplaceAllStringFunc(s, func(m string) string {
-		if firstErr != nil {
-			return m
-		}
-		name := varName(m)
-		val, ok := v.lookup(manual, name)
-		if !ok {
-			firstErr = &VariableNotFoundError{Key: NamespacedKey(manual, name), Manual: manual, Name: name}
-			return m
-		}
-		return val
-	})
-	if firstErr != nil {
-		return "", firstErr
-	}
-	return out, nil
-}
-
-func varName(ref string) string {
-	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(ref, "${"), "$"), "}")
+	return val, nil
 }
 
 // checkBound returns a *VariableNotFoundError, with Path set to where it
 // appears under path, for the first variable of x (in key order) that has
-// no value bound to manual: a template is refused when it is registered,
-// not when it is first called.
-func (v *variables) checkBound(x any, manual, path string) error {
+// no value bound to the manual: a template is refused when it is
+// registered, not when it is first called.
+func (v *variables) checkBound(x any, manualName, path string) error {
 	switch t := x.(type) {
 	case string:
-		if strings.Contains(t, "$ref") {
-			return nil
-		}
-		for _, m := range varPattern.FindAllString(t, -1) {
-			name := varName(m)
-			if _, ok := v.lookup(manual, name); !ok {
-				return &VariableNotFoundError{Key: NamespacedKey(manual, name), Manual: manual, Name: name, Path: path}
+		for _, name := range manual.Variables(t) {
+			if _, ok := v.lookup(manualName, name); !ok {
+				return &VariableNotFoundError{Key: NamespacedKey(manualName, name), Manual: manualName, Name: name, Path: path}
 			}
 		}
 	case []any:
 		for i, e := range t {
-			if err := v.checkBound(e, manual, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := v.checkBound(e, manualName, fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(t)) {
-			if err := v.checkBound(t[k], manual, JoinPath(path, k)); err != nil {
+			if err := v.checkBound(t[k], manualName, manual.JoinPath(path, k)); err != nil {
 				return err
 			}
 		}
@@ -557,26 +482,4 @@ func loadSecretDir(dir string) (DotEnv, error) {
 		out[name] = v
 	}
 	return out, nil
-}
-
-// containsVariables reports whether any string of x has a reference that
-// substitute would replace.
-func containsVariables(x any) bool {
-	switch t := x.(type) {
-	case string:
-		return !strings.Contains(t, "$ref") && varPattern.MatchString(t)
-	case []any:
-		for _, e := range t {
-			if containsVariables(e) {
-				return true
-			}
-		}
-	case map[string]any:
-		for _, e := range t {
-			if containsVariables(e) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Prefix starts a token's scope that limits what it sees of the
@@ -138,13 +139,13 @@ func (v View) Filter(names []string) []string {
 
 // Registry is what Tool needs of a registry; *utcp.Registry is one.
 type Registry interface {
-	Tool(name string) (*utcp.Tool, error)
+	Tool(name string) (*manual.Tool, error)
 }
 
 // Tool looks a tool up as the view sees the registry: one it does not see
 // is a *utcp.NotFoundError, as an unregistered one is, and the similar
 // names an unregistered one's error offers are only those the view sees.
-func (v View) Tool(reg Registry, name string) (*utcp.Tool, error) {
+func (v View) Tool(reg Registry, name string) (*manual.Tool, error) {
 	t, err := reg.Tool(name)
 	if !v.limited {
 		return t, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 func TestViewSees(t *testing.T) {
@@ -67,9 +68,9 @@ func TestViewInContext(t *testing.T) {
 
 type fakeRegistry map[string]bool
 
-func (r fakeRegistry) Tool(name string) (*utcp.Tool, error) {
+func (r fakeRegistry) Tool(name string) (*manual.Tool, error) {
 	if r[name] {
-		return &utcp.Tool{Name: name}, nil
+		return &manual.Tool{Name: name}, nil
 	}
 	return nil, &utcp.NotFoundError{Kind: "tool", Name: name, Similar: []string{"math.add", "catalog.get"}}
 }

@@ -47,7 +47,7 @@
 // dropped when the provider answers Unimplemented (it was redeployed). The
 // arguments are mapped onto the input message with protojson: a field the
 // message does not have, or a value of the wrong type, is a
-// *utcp.InvalidArgumentsError naming the message and its fields, and
+// *manual.InvalidArgumentsError naming the message and its fields, and
 // nothing is sent. The output is protojson with the .proto's field names,
 // unpopulated fields left out, decoded to map[string]any. A unary method is
 // Called (Stream yields its one result); a server-streaming method is

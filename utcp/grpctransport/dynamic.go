@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // reflectTransport calls one unary or server-streaming method of any
@@ -49,7 +50,7 @@ const MaxListedFields = 20
 
 // Call invokes a unary method and returns its output; a server-streaming
 // method's outputs are collected into a list.
-func (x *reflectTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]any) (any, error) {
+func (x *reflectTransport) Call(ctx context.Context, t *manual.Tool, args map[string]any) (any, error) {
 	sc, m, err := x.resolve(ctx, t.Name)
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func (x *reflectTransport) Call(ctx context.Context, t *utcp.Tool, args map[stri
 
 // Stream yields a server-streaming method's outputs as they arrive; a unary
 // method's output is the only chunk.
-func (x *reflectTransport) Stream(ctx context.Context, t *utcp.Tool, args map[string]any) (utcp.Stream, error) {
+func (x *reflectTransport) Stream(ctx context.Context, t *manual.Tool, args map[string]any) (utcp.Stream, error) {
 	sc, m, err := x.resolve(ctx, t.Name)
 	if err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func (x *reflectTransport) Stream(ctx context.Context, t *utcp.Tool, args map[st
 
 var serverStream = &grpc.StreamDesc{ServerStreams: true}
 
-func (x *reflectTransport) stream(ctx context.Context, t *utcp.Tool, sc *sharedConn, m *methodDesc, args map[string]any) (*rpcStream, error) {
+func (x *reflectTransport) stream(ctx context.Context, t *manual.Tool, sc *sharedConn, m *methodDesc, args map[string]any) (*rpcStream, error) {
 	in, err := input(t.Name, m, args)
 	if err != nil {
 		return nil, err
@@ -169,11 +170,11 @@ func (x *reflectTransport) forgetIfGone(m *methodDesc, err error) {
 func input(tool string, m *methodDesc, args map[string]any) (*dynamicpb.Message, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
-		return nil, &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{"arguments are not JSON: " + err.Error()}}
+		return nil, &manual.InvalidArgumentsError{Tool: tool, Problems: []string{"arguments are not JSON: " + err.Error()}}
 	}
 	in := dynamicpb.NewMessage(m.in)
 	if err := protoIn.Unmarshal(raw, in); err != nil {
-		return nil, &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{argumentProblem(err, m.in)}}
+		return nil, &manual.InvalidArgumentsError{Tool: tool, Problems: []string{argumentProblem(err, m.in)}}
 	}
 	return in, nil
 }

@@ -10,11 +10,12 @@ import (
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/grpctransport"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // FuzzTemplate registers a manual whose tool has a fuzzed grpc template (a
 // discovered manual's templates are the provider's to write). The property:
-// no panic, and a refusal is a *utcp.ManualError (or, for a ${VAR} the
+// no panic, and a refusal is a *manual.Error (or, for a ${VAR} the
 // operator has not bound, a *utcp.VariableNotFoundError). Nothing is
 // dialled.
 // Seeds: testdata/templates.json.
@@ -43,11 +44,11 @@ func FuzzTemplate(f *testing.F) {
 			return
 		}
 		tmpl["call_template_type"] = "grpc"
-		manual, err := json.Marshal(map[string]any{"utcp_version": "1.1.0", "tools": []any{map[string]any{"name": "t", "tool_call_template": tmpl}}})
+		doc, err := json.Marshal(map[string]any{"utcp_version": "1.1.0", "tools": []any{map[string]any{"name": "t", "tool_call_template": tmpl}}})
 		if err != nil {
 			return
 		}
-		_, err = r.Register(context.Background(), "fuzz", utcp.FromText(string(manual)).AllowProtocols("grpc"))
+		_, err = r.Register(context.Background(), "fuzz", utcp.FromText(string(doc)).AllowProtocols("grpc"))
 		if err == nil {
 			if err := r.Deregister("fuzz"); err != nil {
 				t.Fatal(err)
@@ -57,10 +58,10 @@ func FuzzTemplate(f *testing.F) {
 		// A ${VAR} in the template that the operator has not bound is
 		// refused as such (testdata/fuzz/FuzzTemplate/35ff40b3ebb9713d:
 		// `$000` in host).
-		var me *utcp.ManualError
+		var me *manual.Error
 		var ve *utcp.VariableNotFoundError
 		if !errors.As(err, &me) && !errors.As(err, &ve) {
-			t.Fatalf("got %T %v, want a *utcp.ManualError or a *utcp.VariableNotFoundError", err, err)
+			t.Fatalf("got %T %v, want a *manual.Error or a *utcp.VariableNotFoundError", err, err)
 		}
 	})
 }

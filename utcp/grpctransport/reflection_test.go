@@ -16,6 +16,7 @@ import (
 
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // healthServer serves grpc.health.v1.Health (Check is unary, Watch
@@ -165,9 +166,9 @@ func TestReflectionErrors(t *testing.T) {
 	for _, c := range invalid {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := r.Call(context.Background(), "health.check", c.args)
-			var ia *utcp.InvalidArgumentsError
+			var ia *manual.InvalidArgumentsError
 			if !errors.As(err, &ia) {
-				t.Fatalf("got %v, want a *utcp.InvalidArgumentsError", err)
+				t.Fatalf("got %v, want a *manual.InvalidArgumentsError", err)
 			}
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Template defaults: go-utcp's provider address when the template gives
@@ -55,10 +56,10 @@ type spec struct {
 // utcpService reports whether the template calls go-utcp's UTCPService.
 func (s *spec) utcpService() bool { return s.service == "" || s.service == UTCPService }
 
-// decodeSpec reads a grpc call template. Errors are *utcp.FieldError (or
-// *utcp.ManualError for auth, from utcp.ParseCallTemplate) naming the field.
+// decodeSpec reads a grpc call template. Errors are *manual.FieldError (or
+// *manual.Error for auth, from manual.ParseCallTemplate) naming the field.
 func decodeSpec(raw json.RawMessage) (*spec, error) {
-	ct, err := utcp.ParseCallTemplate(raw)
+	ct, err := manual.ParseCallTemplate(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +67,7 @@ func decodeSpec(raw json.RawMessage) (*spec, error) {
 	dec.UseNumber()
 	var f map[string]any
 	if err := dec.Decode(&f); err != nil {
-		return nil, &utcp.FieldError{Msg: "the template is not a JSON object"}
+		return nil, &manual.FieldError{Msg: "the template is not a JSON object"}
 	}
 	s := &spec{fields: f}
 
@@ -85,17 +86,17 @@ func decodeSpec(raw json.RawMessage) (*spec, error) {
 		// go-utcp writes host and port apart; "host:port" in host is
 		// accepted when port is not also given.
 		if hasPort {
-			return nil, &utcp.FieldError{Path: "host", Msg: "has a port, and `port` is given too; give one"}
+			return nil, &manual.FieldError{Path: "host", Msg: "has a port, and `port` is given too; give one"}
 		}
 		n, convErr := strconv.Atoi(p)
 		if convErr != nil || n < 1 || n > 65535 {
-			return nil, &utcp.FieldError{Path: "host", Msg: fmt.Sprintf("port %q is not a number in [1, 65535]", p)}
+			return nil, &manual.FieldError{Path: "host", Msg: fmt.Sprintf("port %q is not a number in [1, 65535]", p)}
 		}
 		host, port, hasPort = h, n, true
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	if host == "" || strings.ContainsAny(host, "/ \t\r\n@?#") {
-		return nil, &utcp.FieldError{Path: "host", Msg: "must be a host name or an IP address"}
+		return nil, &manual.FieldError{Path: "host", Msg: "must be a host name or an IP address"}
 	}
 	if !hasPort {
 		port = DefaultPort
@@ -110,7 +111,7 @@ func decodeSpec(raw json.RawMessage) (*spec, error) {
 		return nil, err
 	}
 	if s.service != "" && !protoreflect.FullName(s.service).IsValid() {
-		return nil, &utcp.FieldError{Path: "service_name", Msg: fmt.Sprintf("%q is not a full protobuf service name (package.Service)", s.service)}
+		return nil, &manual.FieldError{Path: "service_name", Msg: fmt.Sprintf("%q is not a full protobuf service name (package.Service)", s.service)}
 	}
 	if s.method, err = optString(f, "method_name"); err != nil {
 		return nil, err
@@ -118,9 +119,9 @@ func decodeSpec(raw json.RawMessage) (*spec, error) {
 	if !s.utcpService() {
 		switch {
 		case s.method == "":
-			return nil, &utcp.FieldError{Path: "method_name", Msg: "missing (needed to call " + s.service + " through reflection)"}
+			return nil, &manual.FieldError{Path: "method_name", Msg: "missing (needed to call " + s.service + " through reflection)"}
 		case !protoreflect.Name(s.method).IsValid():
-			return nil, &utcp.FieldError{Path: "method_name", Msg: fmt.Sprintf("%q is not a protobuf method name", s.method)}
+			return nil, &manual.FieldError{Path: "method_name", Msg: fmt.Sprintf("%q is not a protobuf method name", s.method)}
 		}
 	}
 	if s.toolName, err = optString(f, "tool_name"); err != nil {
@@ -133,7 +134,7 @@ func decodeSpec(raw json.RawMessage) (*spec, error) {
 	}
 	if target != "" {
 		if !printable(target) {
-			return nil, &utcp.FieldError{Path: MetadataTarget, Msg: "must be printable ASCII (it is sent as metadata)"}
+			return nil, &manual.FieldError{Path: MetadataTarget, Msg: "must be printable ASCII (it is sent as metadata)"}
 		}
 		s.md = append(s.md, MetadataTarget, target)
 	}
@@ -148,32 +149,32 @@ func decodeSpec(raw json.RawMessage) (*spec, error) {
 }
 
 // authMetadata turns a template's auth into per-RPC metadata.
-func authMetadata(a *utcp.Auth) ([]string, error) {
+func authMetadata(a *manual.Auth) ([]string, error) {
 	switch a.Type {
-	case utcp.AuthBasic:
+	case manual.AuthBasic:
 		cred := base64.StdEncoding.EncodeToString([]byte(a.Username + ":" + a.Password))
 		return []string{MetadataAuthorization, "Basic " + cred}, nil
-	case utcp.AuthAPIKey:
+	case manual.AuthAPIKey:
 		key := strings.ToLower(a.VarName)
 		if !validMetadataKey(key) {
-			return nil, &utcp.FieldError{Path: "auth.var_name", Msg: fmt.Sprintf("%q is not a gRPC metadata key (letters, digits, '-', '_', '.'; not grpc-)", a.VarName)}
+			return nil, &manual.FieldError{Path: "auth.var_name", Msg: fmt.Sprintf("%q is not a gRPC metadata key (letters, digits, '-', '_', '.'; not grpc-)", a.VarName)}
 		}
 		if a.APIKey == "" {
-			return nil, &utcp.FieldError{Path: "auth.api_key", Msg: "must not be empty"}
+			return nil, &manual.FieldError{Path: "auth.api_key", Msg: "must not be empty"}
 		}
 		if !strings.HasSuffix(key, "-bin") && !printable(a.APIKey) {
-			return nil, &utcp.FieldError{Path: "auth.api_key", Msg: "must be printable ASCII (it is sent as metadata)"}
+			return nil, &manual.FieldError{Path: "auth.api_key", Msg: "must be printable ASCII (it is sent as metadata)"}
 		}
 		switch a.Location {
-		case utcp.LocationHeader:
+		case manual.LocationHeader:
 			return []string{key, a.APIKey}, nil
-		case utcp.LocationCookie:
+		case manual.LocationCookie:
 			return []string{"cookie", a.VarName + "=" + a.APIKey}, nil
 		default:
-			return nil, &utcp.FieldError{Path: "auth.location", Msg: fmt.Sprintf("%q has no meaning over gRPC; use \"header\" (sent as metadata)", a.Location)}
+			return nil, &manual.FieldError{Path: "auth.location", Msg: fmt.Sprintf("%q has no meaning over gRPC; use \"header\" (sent as metadata)", a.Location)}
 		}
 	default:
-		return nil, &utcp.FieldError{Path: "auth.auth_type", Msg: fmt.Sprintf("%q is not supported by the grpc transport (basic and api_key are)", a.Type)}
+		return nil, &manual.FieldError{Path: "auth.auth_type", Msg: fmt.Sprintf("%q is not supported by the grpc transport (basic and api_key are)", a.Type)}
 	}
 }
 
@@ -209,7 +210,7 @@ func optString(f map[string]any, key string) (string, error) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", &utcp.FieldError{Path: key, Msg: "must be a string, got " + kindOf(v)}
+		return "", &manual.FieldError{Path: key, Msg: "must be a string, got " + kindOf(v)}
 	}
 	return s, nil
 }
@@ -221,7 +222,7 @@ func optBool(f map[string]any, key string) (bool, error) {
 	}
 	b, ok := v.(bool)
 	if !ok {
-		return false, &utcp.FieldError{Path: key, Msg: "must be a boolean, got " + kindOf(v)}
+		return false, &manual.FieldError{Path: key, Msg: "must be a boolean, got " + kindOf(v)}
 	}
 	return b, nil
 }
@@ -239,11 +240,11 @@ func optPort(f map[string]any) (int, bool, error) {
 	case string:
 		text = x
 	default:
-		return 0, false, &utcp.FieldError{Path: "port", Msg: "must be a number, got " + kindOf(v)}
+		return 0, false, &manual.FieldError{Path: "port", Msg: "must be a number, got " + kindOf(v)}
 	}
 	n, err := strconv.Atoi(text)
 	if err != nil || n < 1 || n > 65535 {
-		return 0, false, &utcp.FieldError{Path: "port", Msg: fmt.Sprintf("must be a number in [1, 65535], got %s", text)}
+		return 0, false, &manual.FieldError{Path: "port", Msg: fmt.Sprintf("must be a number in [1, 65535], got %s", text)}
 	}
 	return n, true, nil
 }

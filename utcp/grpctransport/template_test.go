@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // TestTemplateFields registers one tool per case of testdata/templates.json
@@ -35,18 +36,18 @@ func TestTemplateFields(t *testing.T) {
 			for k, v := range c.Template {
 				tmpl[k] = v
 			}
-			manual := mustJSON(t, map[string]any{"utcp_version": "1.1.0", "tools": []any{map[string]any{"name": "t", "tool_call_template": tmpl}}})
+			doc := mustJSON(t, map[string]any{"utcp_version": "1.1.0", "tools": []any{map[string]any{"name": "t", "tool_call_template": tmpl}}})
 			r := newRegistry(t)
-			_, err := r.Register(context.Background(), "m", utcp.FromText(string(manual)).AllowProtocols("grpc"))
+			_, err := r.Register(context.Background(), "m", utcp.FromText(string(doc)).AllowProtocols("grpc"))
 			if c.Error == "" {
 				if err != nil {
 					t.Fatalf("got %v, want the template accepted", err)
 				}
 				return
 			}
-			var me *utcp.ManualError
+			var me *manual.Error
 			if !errors.As(err, &me) {
-				t.Fatalf("got %v, want a *utcp.ManualError", err)
+				t.Fatalf("got %v, want a *manual.Error", err)
 			}
 			if want := "tools[0].tool_call_template." + c.Error; me.Path != want {
 				t.Errorf("got path %q (%v), want %q", me.Path, err, want)
@@ -62,7 +63,7 @@ func TestReflectionTemplateDoesNotDiscover(t *testing.T) {
 	r := newRegistry(t)
 	tmpl := `{"call_template_type": "grpc", "service_name": "grpc.health.v1.Health", "method_name": "Check"}`
 	_, err := r.Register(context.Background(), "h", utcp.FromTemplate(json.RawMessage(tmpl)))
-	if !errors.Is(err, utcp.ErrInvalidManual) {
+	if !errors.Is(err, manual.ErrInvalid) {
 		t.Errorf("got %v, want ErrInvalidManual", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/exprd/exprd/gen/grpcpb"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // UTCPService methods a template may name.
@@ -35,7 +36,7 @@ var (
 
 // Call sends CallTool{tool, args_json} and returns result_json decoded as
 // JSON, or as text when it is not JSON (nil when empty).
-func (x *utcpTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]any) (any, error) {
+func (x *utcpTransport) Call(ctx context.Context, t *manual.Tool, args map[string]any) (any, error) {
 	if x.streamCall {
 		st, err := x.stream(ctx, t, args)
 		if err != nil {
@@ -60,11 +61,11 @@ func (x *utcpTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]
 
 // Stream sends CallToolStream{tool, args_json}; each response's result_json
 // is one chunk, decoded as in Call.
-func (x *utcpTransport) Stream(ctx context.Context, t *utcp.Tool, args map[string]any) (utcp.Stream, error) {
+func (x *utcpTransport) Stream(ctx context.Context, t *manual.Tool, args map[string]any) (utcp.Stream, error) {
 	return x.stream(ctx, t, args)
 }
 
-func (x *utcpTransport) stream(ctx context.Context, t *utcp.Tool, args map[string]any) (*rpcStream, error) {
+func (x *utcpTransport) stream(ctx context.Context, t *manual.Tool, args map[string]any) (*rpcStream, error) {
 	sc, err := x.conns.get(t.Name)
 	if err != nil {
 		return nil, err
@@ -90,10 +91,10 @@ func (x *utcpTransport) stream(ctx context.Context, t *utcp.Tool, args map[strin
 
 // request builds the provider's request: the tool under the provider's own
 // name (tool_name, else the registered name without its manual prefix).
-func (x *utcpTransport) request(t *utcp.Tool, args map[string]any) (*grpcpb.ToolCallRequest, error) {
+func (x *utcpTransport) request(t *manual.Tool, args map[string]any) (*grpcpb.ToolCallRequest, error) {
 	payload, err := json.Marshal(args)
 	if err != nil {
-		return nil, &utcp.InvalidArgumentsError{Tool: t.Name, Problems: []string{"arguments are not JSON: " + err.Error()}}
+		return nil, &manual.InvalidArgumentsError{Tool: t.Name, Problems: []string{"arguments are not JSON: " + err.Error()}}
 	}
 	name := x.spec.toolName
 	if name == "" {
@@ -132,7 +133,7 @@ func (x *utcpTransport) Discover(ctx context.Context) (*utcp.Document, error) {
 	}
 	version := m.GetVersion()
 	if version == "" {
-		version = utcp.DefaultUTCPVersion
+		version = manual.DefaultUTCPVersion
 	}
 	type tool struct {
 		Name        string         `json:"name"`

@@ -20,34 +20,35 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // applyAuth sets a request's credentials. An api_key in the query is
 // returned (as key and value) so that it lands after the arguments, as the
 // SDK sends it.
-func applyAuth(ctx context.Context, req *http.Request, a *utcp.Auth, tokens *tokenCache, env utcp.Env, tool string) (queryKey, queryValue string, err error) {
+func applyAuth(ctx context.Context, req *http.Request, a *manual.Auth, tokens *tokenCache, env utcp.Env, tool string) (queryKey, queryValue string, err error) {
 	if a == nil {
 		return "", "", nil
 	}
 	switch a.Type {
-	case utcp.AuthAPIKey:
+	case manual.AuthAPIKey:
 		if a.APIKey == "" {
-			return "", "", &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{"the api_key of the template's auth is empty"}}
+			return "", "", &manual.InvalidArgumentsError{Tool: tool, Problems: []string{"the api_key of the template's auth is empty"}}
 		}
 		if !validHeaderValue(a.APIKey) || !validHeaderValue(a.VarName) {
-			return "", "", &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{"the template's api_key contains a control character"}}
+			return "", "", &manual.InvalidArgumentsError{Tool: tool, Problems: []string{"the template's api_key contains a control character"}}
 		}
 		switch a.Location {
-		case utcp.LocationQuery:
+		case manual.LocationQuery:
 			return a.VarName, a.APIKey, nil
-		case utcp.LocationCookie:
+		case manual.LocationCookie:
 			req.Header.Add("Cookie", a.VarName+"="+a.APIKey)
 		default:
 			req.Header.Set(a.VarName, a.APIKey)
 		}
-	case utcp.AuthBasic:
+	case manual.AuthBasic:
 		req.SetBasicAuth(a.Username, a.Password)
-	case utcp.AuthOAuth2:
+	case manual.AuthOAuth2:
 		tok, err := tokens.token(ctx, a, env, tool)
 		if err != nil {
 			return "", "", err
@@ -97,7 +98,7 @@ func newTokenCache(now func() time.Time) *tokenCache {
 	return &tokenCache{entries: make(map[tokenKey]*tokenEntry), now: now}
 }
 
-func (c *tokenCache) token(ctx context.Context, a *utcp.Auth, env utcp.Env, tool string) (string, error) {
+func (c *tokenCache) token(ctx context.Context, a *manual.Auth, env utcp.Env, tool string) (string, error) {
 	key := tokenKey{manual: env.Manual, url: a.TokenURL, client: a.ClientID, scope: a.Scope, secret: sha256.Sum256([]byte(a.ClientSecret))}
 	c.mu.Lock()
 	e := c.entries[key]
@@ -131,7 +132,7 @@ func (c *tokenCache) token(ctx context.Context, a *utcp.Auth, env utcp.Env, tool
 // fetchToken runs the client-credentials flow (golang.org/x/oauth2's):
 // credentials in the form body first and, if the endpoint refuses them, as
 // HTTP Basic (the SDK tries both, in this order).
-func fetchToken(ctx context.Context, a *utcp.Auth, env utcp.Env, tool string) (string, time.Duration, error) {
+func fetchToken(ctx context.Context, a *manual.Auth, env utcp.Env, tool string) (string, time.Duration, error) {
 	u, err := url.Parse(a.TokenURL)
 	if err != nil {
 		return "", 0, (&utcp.TransportError{Tool: tool, Reason: utcp.ReasonAuth}).WithCause(err)
@@ -153,7 +154,7 @@ func fetchToken(ctx context.Context, a *utcp.Auth, env utcp.Env, tool string) (s
 // requestToken asks the token endpoint once, with the credentials where
 // style puts them, through the registry's client (its egress policy and
 // redirect rule), the answer bounded by tokenTransport.
-func requestToken(ctx context.Context, tokenURL string, a *utcp.Auth, style oauth2.AuthStyle, env utcp.Env, tool string) (string, time.Duration, error) {
+func requestToken(ctx context.Context, tokenURL string, a *manual.Auth, style oauth2.AuthStyle, env utcp.Env, tool string) (string, time.Duration, error) {
 	cfg := clientcredentials.Config{ClientID: a.ClientID, ClientSecret: a.ClientSecret, TokenURL: tokenURL, AuthStyle: style}
 	if a.Scope != "" {
 		cfg.Scopes = []string{a.Scope}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // DefaultAccept is the Accept header of an http tool call whose template
@@ -40,7 +41,7 @@ func (c *config) newHTTP(raw json.RawMessage, env utcp.Env) (utcp.Transport, err
 // response says it is JSON (or says nothing and parses as JSON), else text;
 // nil for an empty body. A status >= 400 is a *TransportError carrying the
 // status and the (decoded) body.
-func (h *httpTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]any) (any, error) {
+func (h *httpTransport) Call(ctx context.Context, t *manual.Tool, args map[string]any) (any, error) {
 	req, err := buildRequest(ctx, h.spec, h.spec.method, args, h.env, t.Name)
 	if err != nil {
 		return nil, err
@@ -53,7 +54,7 @@ func (h *httpTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]
 
 // Stream returns the result of Call as the only chunk: a plain HTTP response
 // is not a stream (the SDK does the same).
-func (h *httpTransport) Stream(ctx context.Context, t *utcp.Tool, args map[string]any) (utcp.Stream, error) {
+func (h *httpTransport) Stream(ctx context.Context, t *manual.Tool, args map[string]any) (utcp.Stream, error) {
 	v, err := h.Call(ctx, t, args)
 	if err != nil {
 		return nil, err

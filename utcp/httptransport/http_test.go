@@ -12,6 +12,7 @@ import (
 
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // TestHTTPRequestMapping checks, for each case of docs/utcp-compat.md's
@@ -202,8 +203,8 @@ func TestHTTPRefusedArgumentsSendNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := r.Call(context.Background(), "svc.op", tc.args)
-			var ia *utcp.InvalidArgumentsError
-			if !errors.As(err, &ia) || !errors.Is(err, utcp.ErrInvalidArguments) {
+			var ia *manual.InvalidArgumentsError
+			if !errors.As(err, &ia) || !errors.Is(err, manual.ErrInvalidArguments) {
 				t.Fatalf("got %v, want *InvalidArgumentsError", err)
 			}
 			if !strings.Contains(err.Error(), tc.want) {

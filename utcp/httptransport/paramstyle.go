@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Parameter styles say how one argument is written into the query, the
@@ -100,14 +100,14 @@ func (s *httpSpec) decodeParamStyles(raw map[string]json.RawMessage) error {
 	}
 	s.styles = make(map[string]paramStyle, len(raw))
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
-		path := utcp.JoinPath("parameter_styles", name)
+		path := manual.JoinPath("parameter_styles", name)
 		var e paramStyleJSON
-		if err := utcp.DecodeFields(raw[name], &e); err != nil {
+		if err := manual.DecodeFields(raw[name], &e); err != nil {
 			return prefixFieldErr(err, path)
 		}
 		place := s.placeOf(name)
 		if place == PlaceBody {
-			return &utcp.FieldError{Path: path, Msg: "names the body_field argument, which is sent as the body"}
+			return &manual.FieldError{Path: path, Msg: "names the body_field argument, which is sent as the body"}
 		}
 		allowed := placeStyles[place]
 		st := paramStyle{style: e.Style}
@@ -115,7 +115,7 @@ func (s *httpSpec) decodeParamStyles(raw map[string]json.RawMessage) error {
 			st.style = allowed[0]
 		}
 		if !slices.Contains(allowed, st.style) {
-			return &utcp.FieldError{Path: utcp.JoinPath(path, "style"), Msg: fmt.Sprintf(
+			return &manual.FieldError{Path: manual.JoinPath(path, "style"), Msg: fmt.Sprintf(
 				"%q is not a style of a %s parameter (one of %s)", e.Style, place, strings.Join(allowed, ", "))}
 		}
 		st.explode = DefaultExplode(st.style)

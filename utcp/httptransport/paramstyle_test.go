@@ -13,6 +13,7 @@ import (
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/httptransport"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/manual"
 	"github.com/exprd/exprd/utcp/openapi"
 )
 
@@ -323,7 +324,7 @@ func TestParameterStylesRefused(t *testing.T) {
 				tmpl[k] = v
 			}
 			_, err := r.Register(context.Background(), "svc", utcp.FromText(utcptest.ManualOf("op", nil, tmpl)).AllowProtocols(utcp.TypeHTTP))
-			if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want ErrInvalidManual containing %q", err, tc.want)
 			}
 		})

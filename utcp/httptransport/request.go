@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // HTTP template defaults, as the SDK's.
@@ -51,8 +52,8 @@ type httpSpec struct {
 	headers      map[string]string
 	headerFields []string
 	bodyField    string // "" when the template maps no argument to the body
-	auth         *utcp.Auth
-	authTools    *utcp.Auth
+	auth         *manual.Auth
+	authTools    *manual.Auth
 	chunkSize    int
 	eventType    string
 	styles       map[string]paramStyle // by argument; nil for a native manual's template
@@ -68,7 +69,7 @@ var httpMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http
 // methods the type allows (nil: none, the type picks its own).
 func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType string) (*httpSpec, error) {
 	var f httpFields
-	if err := utcp.DecodeFields(raw, &f); err != nil {
+	if err := manual.DecodeFields(raw, &f); err != nil {
 		return nil, err
 	}
 	s := &httpSpec{
@@ -79,12 +80,12 @@ func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType st
 		bodyField:    DefaultBodyField,
 	}
 	if strings.TrimSpace(s.url) == "" {
-		return nil, &utcp.FieldError{Path: "url", Msg: "missing"}
+		return nil, &manual.FieldError{Path: "url", Msg: "missing"}
 	}
-	if param, ok := utcp.PathParameterVariable(s.url); ok {
+	if param, ok := manual.PathParameterVariable(s.url); ok {
 		// Quoted as the manual writes it: a variable's name, never its
 		// value (the template is read before any is substituted).
-		return nil, &utcp.FieldError{Path: "url", Msg: fmt.Sprintf(
+		return nil, &manual.FieldError{Path: "url", Msg: fmt.Sprintf(
 			"the path parameter %s holds a variable: a path parameter is named by the template and filled from the call's argument of that name, never from a variable", param)}
 	}
 	if methods != nil {
@@ -92,7 +93,7 @@ func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType st
 			s.method = DefaultHTTPMethod
 		}
 		if !slices.Contains(methods, s.method) {
-			return nil, &utcp.FieldError{Path: "http_method", Msg: fmt.Sprintf("must be one of %s, got %q", strings.Join(methods, ", "), f.Method)}
+			return nil, &manual.FieldError{Path: "http_method", Msg: fmt.Sprintf("must be one of %s, got %q", strings.Join(methods, ", "), f.Method)}
 		}
 	}
 	if s.contentType == "" {
@@ -104,17 +105,17 @@ func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType st
 	for k, v := range f.Headers {
 		str, ok := v.(string)
 		if !ok {
-			return nil, &utcp.FieldError{Path: utcp.JoinPath("headers", k), Msg: "must be a string, got " + utcp.JSONKind(v)}
+			return nil, &manual.FieldError{Path: manual.JoinPath("headers", k), Msg: "must be a string, got " + manual.JSONKind(v)}
 		}
 		if !httpguts.ValidHeaderFieldName(k) || !validHeaderValue(str) {
-			return nil, &utcp.FieldError{Path: utcp.JoinPath("headers", k), Msg: "a header name must be a non-empty token and its value have no control character"}
+			return nil, &manual.FieldError{Path: manual.JoinPath("headers", k), Msg: "a header name must be a non-empty token and its value have no control character"}
 		}
 		s.headers[k] = str
 	}
 	if len(f.BodyField) > 0 {
 		var bf *string
 		if err := json.Unmarshal(f.BodyField, &bf); err != nil {
-			return nil, &utcp.FieldError{Path: "body_field", Msg: "must be a string or null"}
+			return nil, &manual.FieldError{Path: "body_field", Msg: "must be a string or null"}
 		}
 		s.bodyField = ""
 		if bf != nil {
@@ -125,15 +126,15 @@ func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType st
 		return nil, err
 	}
 	var err error
-	if s.auth, err = utcp.ParseAuth(f.Auth); err != nil {
+	if s.auth, err = manual.ParseAuth(f.Auth); err != nil {
 		return nil, prefixFieldErr(err, "auth")
 	}
-	if s.authTools, err = utcp.ParseAuth(f.AuthTools); err != nil {
+	if s.authTools, err = manual.ParseAuth(f.AuthTools); err != nil {
 		return nil, prefixFieldErr(err, "auth_tools")
 	}
 	if f.ChunkSize != nil {
 		if *f.ChunkSize <= 0 || *f.ChunkSize > MaxChunkSize {
-			return nil, &utcp.FieldError{Path: "chunk_size", Msg: fmt.Sprintf("must be in [1, %d]", MaxChunkSize)}
+			return nil, &manual.FieldError{Path: "chunk_size", Msg: fmt.Sprintf("must be in [1, %d]", MaxChunkSize)}
 		}
 		s.chunkSize = *f.ChunkSize
 	}
@@ -144,11 +145,11 @@ func decodeHTTPSpec(raw json.RawMessage, methods []string, defaultContentType st
 }
 
 func prefixFieldErr(err error, path string) error {
-	var fe *utcp.FieldError
+	var fe *manual.FieldError
 	if errors.As(err, &fe) {
 		return fe.Under(path)
 	}
-	return &utcp.FieldError{Path: path, Msg: err.Error()}
+	return &manual.FieldError{Path: path, Msg: err.Error()}
 }
 
 // buildRequest maps a call's arguments onto a request exactly as the reference
@@ -179,7 +180,7 @@ func buildRequest(ctx context.Context, s *httpSpec, method string, args map[stri
 			str = styledHeader(v, st)
 		}
 		if !validHeaderValue(str) {
-			return nil, &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{fmt.Sprintf("at /%s: a header value must not contain a control character", name)}}
+			return nil, &manual.InvalidArgumentsError{Tool: tool, Problems: []string{fmt.Sprintf("at /%s: a header value must not contain a control character", name)}}
 		}
 		hfs = append(hfs, header{name, str})
 	}
@@ -191,7 +192,7 @@ func buildRequest(ctx context.Context, s *httpSpec, method string, args map[stri
 			if v != nil {
 				var err error
 				if body, err = encodeBody(v, s.contentType); err != nil {
-					return nil, &utcp.InvalidArgumentsError{Tool: tool, Problems: []string{fmt.Sprintf("at /%s: %v", s.bodyField, err)}}
+					return nil, &manual.InvalidArgumentsError{Tool: tool, Problems: []string{fmt.Sprintf("at /%s: %v", s.bodyField, err)}}
 				}
 				hasBody = true
 			}
@@ -348,7 +349,7 @@ func expandPathParams(tmpl string, args map[string]any, styles map[string]paramS
 		for _, n := range dots {
 			probs = append(probs, fmt.Sprintf("at /%s: a path parameter cannot be \".\" or \"..\"", n))
 		}
-		return "", &utcp.InvalidArgumentsError{Tool: tool, Problems: probs}
+		return "", &manual.InvalidArgumentsError{Tool: tool, Problems: probs}
 	}
 	*consumed = append(*consumed, used...)
 	return out, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/exprd/exprd/internal/sse"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Streaming defaults.
@@ -54,7 +55,7 @@ func (c *config) newStreamable(raw json.RawMessage, env utcp.Env) (utcp.Transpor
 	return &streamableTransport{spec: spec, env: env}, nil
 }
 
-func (s *streamableTransport) Stream(ctx context.Context, t *utcp.Tool, args map[string]any) (utcp.Stream, error) {
+func (s *streamableTransport) Stream(ctx context.Context, t *manual.Tool, args map[string]any) (utcp.Stream, error) {
 	req, err := buildRequest(ctx, s.spec, s.spec.method, args, s.env, t.Name)
 	if err != nil {
 		return nil, err
@@ -83,7 +84,7 @@ func (s *streamableTransport) Stream(ctx context.Context, t *utcp.Tool, args map
 }
 
 // Call collects the stream: the list of its chunks, as the SDK returns.
-func (s *streamableTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]any) (any, error) {
+func (s *streamableTransport) Call(ctx context.Context, t *manual.Tool, args map[string]any) (any, error) {
 	st, err := s.Stream(ctx, t, args)
 	if err != nil {
 		return nil, err
@@ -305,7 +306,7 @@ func (c *config) newSSE(raw json.RawMessage, env utcp.Env) (utcp.Transport, erro
 	return &sseTransport{spec: spec, env: env}, nil
 }
 
-func (s *sseTransport) Stream(ctx context.Context, t *utcp.Tool, args map[string]any) (utcp.Stream, error) {
+func (s *sseTransport) Stream(ctx context.Context, t *manual.Tool, args map[string]any) (utcp.Stream, error) {
 	method := http.MethodGet
 	if s.spec.bodyField != "" {
 		if v, ok := args[s.spec.bodyField]; ok && v != nil {
@@ -329,7 +330,7 @@ func (s *sseTransport) Stream(ctx context.Context, t *utcp.Tool, args map[string
 }
 
 // Call collects the events, as the SDK returns them.
-func (s *sseTransport) Call(ctx context.Context, t *utcp.Tool, args map[string]any) (any, error) {
+func (s *sseTransport) Call(ctx context.Context, t *manual.Tool, args map[string]any) (any, error) {
 	st, err := s.Stream(ctx, t, args)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // OAuth2 token cache settings.
@@ -82,11 +83,11 @@ func (c *config) prepare(spec *httpSpec, env utcp.Env) error {
 	if err := spec.prepareStaticURL(env); err != nil {
 		return err
 	}
-	if a := spec.auth; a != nil && a.Type == utcp.AuthBasic {
+	if a := spec.auth; a != nil && a.Type == manual.AuthBasic {
 		// What the Authorization header carries, which a provider may echo.
 		env.ConcealAlso("", basicCredentials(a.Username, a.Password))
 	}
-	if spec.auth != nil && spec.auth.Type == utcp.AuthOAuth2 {
+	if spec.auth != nil && spec.auth.Type == manual.AuthOAuth2 {
 		tokens, err := c.tokens(env)
 		if err != nil {
 			return err

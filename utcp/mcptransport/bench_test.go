@@ -24,7 +24,7 @@ func BenchmarkCall(b *testing.B) {
 				textTool(s, "add", func(args map[string]any) string { return `{"result": 3}` })
 			})
 			reg, _ := newRegistry(b)
-			if _, err := reg.Register(context.Background(), "m", utcp.FromTemplate(manual(map[string]string{"s": srv.URL}))); err != nil {
+			if _, err := reg.Register(context.Background(), "m", utcp.FromTemplate(mcpManual(map[string]string{"s": srv.URL}))); err != nil {
 				b.Fatal(err)
 			}
 			client := mcp.NewClient(&mcp.Implementation{Name: "bare", Version: "1"}, nil)

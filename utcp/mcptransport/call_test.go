@@ -20,7 +20,7 @@ func TestRegisterAndCall(t *testing.T) {
 				textTool(s, "json", func(map[string]any) string { return `{"a": 1}` })
 			})
 			reg, _ := newRegistry(t)
-			got, err := reg.Register(context.Background(), "m", utcp.FromTemplate(manual(map[string]string{"srv": srv.URL})))
+			got, err := reg.Register(context.Background(), "m", utcp.FromTemplate(mcpManual(map[string]string{"srv": srv.URL})))
 			if err != nil {
 				t.Fatal(err)
 			}

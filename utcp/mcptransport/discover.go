@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Discover implements utcp.Discoverer: it connects to each of the
@@ -23,14 +24,14 @@ func (t *transport) Discover(ctx context.Context) (*utcp.Document, error) {
 		return nil, err
 	}
 	type tool struct {
-		Name        string                `json:"name"`
-		Title       string                `json:"title,omitempty"`
-		Description string                `json:"description"`
-		Inputs      json.RawMessage       `json:"inputs"`
-		Outputs     json.RawMessage       `json:"outputs"`
-		Annotations *utcp.ToolAnnotations `json:"annotations,omitempty"`
-		Tags        []string              `json:"tags"`
-		Template    map[string]any        `json:"tool_call_template"`
+		Name        string                  `json:"name"`
+		Title       string                  `json:"title,omitempty"`
+		Description string                  `json:"description"`
+		Inputs      json.RawMessage         `json:"inputs"`
+		Outputs     json.RawMessage         `json:"outputs"`
+		Annotations *manual.ToolAnnotations `json:"annotations,omitempty"`
+		Tags        []string                `json:"tags"`
+		Template    map[string]any          `json:"tool_call_template"`
 	}
 	var tools []tool
 	for _, name := range t.tmpl.names {
@@ -43,7 +44,7 @@ func (t *transport) Discover(ctx context.Context) (*utcp.Document, error) {
 		for _, mt := range listed {
 			d, err := listedDefinition(mt)
 			if err != nil {
-				return nil, &utcp.ManualError{Manual: t.env.Manual, Msg: fmt.Sprintf("MCP server %q, tool %q: its schemas do not encode as JSON", name, mt.Name)}
+				return nil, &manual.Error{Manual: t.env.Manual, Msg: fmt.Sprintf("MCP server %q, tool %q: its schemas do not encode as JSON", name, mt.Name)}
 			}
 			tmpl := map[string]any{"call_template_type": Type, "config": map[string]any{"mcpServers": map[string]any{name: written.servers[name]}},
 				"tool_name": mt.Name, "fingerprint": fingerprint(d)}
@@ -59,14 +60,14 @@ func (t *transport) Discover(ctx context.Context) (*utcp.Document, error) {
 			tl := tool{Name: t.env.Manual + "." + name + "." + mt.Name, Title: d.Title, Description: d.Description, Inputs: d.Inputs, Outputs: d.Outputs,
 				Annotations: d.Annotations, Tags: []string{}, Template: tmpl}
 			if err := checkTool(tl); err != nil {
-				return nil, &utcp.ManualError{Manual: t.env.Manual, Msg: fmt.Sprintf("MCP server %q, tool %q: %s", name, mt.Name, err)}
+				return nil, &manual.Error{Manual: t.env.Manual, Msg: fmt.Sprintf("MCP server %q, tool %q: %s", name, mt.Name, err)}
 			}
 			tools = append(tools, tl)
 		}
 	}
 	body, err := json.Marshal(map[string]any{"utcp_version": "1.0.1", "manual_version": "1.0.0", "tools": tools})
 	if err != nil {
-		return nil, &utcp.ManualError{Manual: t.env.Manual, Msg: err.Error()}
+		return nil, &manual.Error{Manual: t.env.Manual, Msg: err.Error()}
 	}
 	return &utcp.Document{Body: body, ContentType: "application/json"}, nil
 }
@@ -78,9 +79,9 @@ func checkTool(tl any) error {
 	if err != nil {
 		return err
 	}
-	if _, err := utcp.ParseManual(raw); err != nil {
-		if me, ok := err.(*utcp.ManualError); ok {
-			return fmt.Errorf("%s", (&utcp.ManualError{Path: trimToolPath(me.Path), Msg: me.Msg}).Error())
+	if _, err := manual.Parse(raw); err != nil {
+		if me, ok := err.(*manual.Error); ok {
+			return fmt.Errorf("%s", (&manual.Error{Path: trimToolPath(me.Path), Msg: me.Msg}).Error())
 		}
 		return err
 	}
@@ -107,7 +108,7 @@ type written struct {
 func (t *transport) writtenServers(ctx context.Context) (*written, error) {
 	raw, ok := utcp.DiscoveryTemplate(ctx)
 	if !ok {
-		return nil, &utcp.ManualError{Manual: t.env.Manual, Msg: "an mcp template discovers only as it is registered"}
+		return nil, &manual.Error{Manual: t.env.Manual, Msg: "an mcp template discovers only as it is registered"}
 	}
 	var w struct {
 		Config struct {
@@ -117,7 +118,7 @@ func (t *transport) writtenServers(ctx context.Context) (*written, error) {
 		Timeout json.RawMessage `json:"timeout"`
 	}
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return nil, &utcp.ManualError{Manual: t.env.Manual, Msg: err.Error()}
+		return nil, &manual.Error{Manual: t.env.Manual, Msg: err.Error()}
 	}
 	return &written{servers: w.Config.Servers, auth: w.Auth, timeout: w.Timeout}, nil
 }
@@ -143,9 +144,9 @@ func (s *server) listNow(ctx context.Context) ([]*mcp.Tool, error) {
 }
 
 // discoverError is a server that could not be listed at registration.
-func discoverError(manual, server string, err error) error {
+func discoverError(manualName, server string, err error) error {
 	if le := (*ListLimitError)(nil); asListLimit(err, &le) {
-		return &utcp.ManualError{Manual: manual, Msg: le.Error()}
+		return &manual.Error{Manual: manualName, Msg: le.Error()}
 	}
 	return err
 }

@@ -28,7 +28,7 @@
 // registered as `<manual>.<server>.<tool>`: its inputSchema and
 // outputSchema are its inputs and outputs, compiled as every tool's are;
 // its title and annotations (readOnlyHint, destructiveHint,
-// idempotentHint, openWorldHint) are kept on the utcp.Tool. Its own
+// idempotentHint, openWorldHint) are kept on the manual.Tool. Its own
 // template is the registered template's one server as written, variables
 // unresolved (utcp.DiscoveryTemplate), with `tool_name` (its name on the
 // server) and `fingerprint` (of its definition): the manual a store

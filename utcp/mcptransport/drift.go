@@ -14,17 +14,18 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // A tool's definition, as fingerprinted: what a model and exprd's checks
 // read of it. A server that lists another one later has drifted.
 type definition struct {
-	Name        string                `json:"name"`
-	Title       string                `json:"title,omitempty"`
-	Description string                `json:"description,omitempty"`
-	Inputs      json.RawMessage       `json:"inputs"`
-	Outputs     json.RawMessage       `json:"outputs"`
-	Annotations *utcp.ToolAnnotations `json:"annotations,omitempty"`
+	Name        string                  `json:"name"`
+	Title       string                  `json:"title,omitempty"`
+	Description string                  `json:"description,omitempty"`
+	Inputs      json.RawMessage         `json:"inputs"`
+	Outputs     json.RawMessage         `json:"outputs"`
+	Annotations *manual.ToolAnnotations `json:"annotations,omitempty"`
 }
 
 // emptyObject is the schema of a tool that gives none.
@@ -60,7 +61,7 @@ func listedDefinition(t *mcp.Tool) (definition, error) {
 
 // registeredDefinition is a registered tool's definition, for a template
 // that carries no fingerprint (a manual written by hand).
-func registeredDefinition(t *utcp.Tool, name string) definition {
+func registeredDefinition(t *manual.Tool, name string) definition {
 	d := definition{Name: name, Title: t.Title, Description: t.Description, Annotations: t.Annotations, Inputs: emptyObject, Outputs: emptyObject}
 	if c, err := canonicalJSON(t.Inputs); err == nil {
 		d.Inputs = c
@@ -71,12 +72,12 @@ func registeredDefinition(t *utcp.Tool, name string) definition {
 	return d
 }
 
-func annotations(a *mcp.ToolAnnotations) *utcp.ToolAnnotations {
+func annotations(a *mcp.ToolAnnotations) *manual.ToolAnnotations {
 	if a == nil {
 		return nil
 	}
 	ro, idem := a.ReadOnlyHint, a.IdempotentHint
-	return &utcp.ToolAnnotations{Title: a.Title, ReadOnlyHint: &ro, IdempotentHint: &idem,
+	return &manual.ToolAnnotations{Title: a.Title, ReadOnlyHint: &ro, IdempotentHint: &idem,
 		DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint}
 }
 

@@ -80,7 +80,7 @@ func TestDriftAtListChanged(t *testing.T) {
 	srv.RemoveTools("other")
 	eventually(t, "the removal to be seen", func() bool { d := reg.Drift("m.s.other"); return d != nil && d.Kind == utcp.DriftRemoved })
 	// Registering again with replace adopts what the server lists.
-	if _, err := reg.Replace(context.Background(), "m", utcp.FromTemplate(manual(map[string]string{"s": srv.URL}))); err != nil {
+	if _, err := reg.Replace(context.Background(), "m", utcp.FromTemplate(mcpManual(map[string]string{"s": srv.URL}))); err != nil {
 		t.Fatal(err)
 	}
 	if tool, _ := reg.Tool("m.s.echo"); tool.Description != "Deletes everything." || reg.Drift("m.s.echo") != nil {

@@ -19,13 +19,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 	"github.com/exprd/exprd/utcp/mcptransport"
 )
 
 // register registers one server's tools as manual m.
 func register(t *testing.T, reg *utcp.Registry, url string) *utcp.Registration {
 	t.Helper()
-	r, err := reg.Register(context.Background(), "m", utcp.FromTemplate(manual(map[string]string{"s": url})))
+	r, err := reg.Register(context.Background(), "m", utcp.FromTemplate(mcpManual(map[string]string{"s": url})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +68,9 @@ func TestEveryPageOfToolsList(t *testing.T) {
 			t.Parallel()
 			srv := startGoServer(t, true, &mcp.ServerOptions{PageSize: tc.pageSize}, manyTools(tc.tools))
 			reg, _ := newRegistry(t)
-			r, err := reg.Register(context.Background(), "m", utcp.FromTemplate(manual(map[string]string{"s": srv.URL})))
+			r, err := reg.Register(context.Background(), "m", utcp.FromTemplate(mcpManual(map[string]string{"s": srv.URL})))
 			if tc.wantError != "" {
-				if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), tc.wantError) {
+				if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), tc.wantError) {
 					t.Fatalf("got %v, want an invalid manual saying %q", err, tc.wantError)
 				}
 				if len(reg.Manuals()) != 0 {
@@ -116,7 +117,7 @@ func TestToolDefinitionsKept(t *testing.T) {
 		t.Errorf("outputs: got %s", tool.Outputs)
 	}
 	// The input schema is checked before anything is sent.
-	if _, err := reg.Call(context.Background(), "m.s.weather", map[string]any{}); !errors.Is(err, utcp.ErrInvalidArguments) {
+	if _, err := reg.Call(context.Background(), "m.s.weather", map[string]any{}); !errors.Is(err, manual.ErrInvalidArguments) {
 		t.Errorf("no city: got %v, want invalid arguments", err)
 	}
 	v, err := reg.Call(context.Background(), "m.s.weather", map[string]any{"city": "Oslo"})
@@ -124,12 +125,12 @@ func TestToolDefinitionsKept(t *testing.T) {
 		t.Errorf("structured: got %#v, %v", v, err)
 	}
 	// The manual a store shares round-trips the new fields.
-	res, err := reg.Resolve(context.Background(), "m2", utcp.FromTemplate(manual(map[string]string{"s": srv.URL})))
+	res, err := reg.Resolve(context.Background(), "m2", utcp.FromTemplate(mcpManual(map[string]string{"s": srv.URL})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(res.Manual)
-	back, err := utcp.ParseManual(raw)
+	back, err := manual.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +449,7 @@ func TestHostileServers(t *testing.T) {
 		}
 		dctx, dcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer dcancel()
-		_, err := reg.Register(dctx, "mute", utcp.FromTemplate(manual(map[string]string{"s": mute.URL})))
+		_, err := reg.Register(dctx, "mute", utcp.FromTemplate(mcpManual(map[string]string{"s": mute.URL})))
 		if !errors.Is(err, context.DeadlineExceeded) || len(reg.Manuals()) != 1 {
 			t.Errorf("mute: got %v, manuals %v; want the deadline, and m alone", err, reg.Manuals())
 		}

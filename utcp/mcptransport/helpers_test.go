@@ -35,8 +35,8 @@ func startGoServer(t testing.TB, stateless bool, opts *mcp.ServerOptions, add fu
 	return &goServer{Server: s, URL: hs.URL}
 }
 
-// manual is an mcp manual call template naming servers by name → URL.
-func manual(servers map[string]string) json.RawMessage {
+// mcpManual is an mcp manual call template naming servers by name → URL.
+func mcpManual(servers map[string]string) json.RawMessage {
 	cfg := map[string]any{}
 	for name, url := range servers {
 		cfg[name] = map[string]any{"transport": "http", "url": url}

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 	"github.com/exprd/exprd/utcp/mcptransport"
 	"github.com/exprd/exprd/utcp/utcpall"
 )
@@ -46,7 +47,7 @@ func TestSharedManualOnAnotherReplica(t *testing.T) {
 		t.Fatalf("the shared manual: %s", shared)
 	}
 
-	m, err := utcp.ParseManual(shared)
+	m, err := manual.Parse(shared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +98,8 @@ func TestEgressAtRegistration(t *testing.T) {
 		"https://169.254.169.254/mcp": "exprd may not connect to 169.254.169.254",
 		"http://mcp.example.com/mcp":  "without TLS only the hosts the operator lists may be reached",
 	} {
-		_, err := reg.Register(context.Background(), "m", utcp.FromTemplate(manual(map[string]string{"s": url})))
-		if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), "config.mcpServers.s.url: "+want) {
+		_, err := reg.Register(context.Background(), "m", utcp.FromTemplate(mcpManual(map[string]string{"s": url})))
+		if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), "config.mcpServers.s.url: "+want) {
 			t.Errorf("%s: got %v, want %q", url, err, want)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 	"github.com/exprd/exprd/utcp/mcptransport"
 )
 
@@ -103,13 +104,13 @@ func TestStdioRefusedOverTheAPI(t *testing.T) {
 	reg, _ := newRegistry(t)
 	// Registered without utcp.WithOperator, as the API registers.
 	_, err := reg.Register(context.Background(), "local", utcp.FromTemplate(stdioManual(t, map[string]string{})))
-	if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), "only the operator may configure one") {
+	if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), "only the operator may configure one") {
 		t.Fatalf("got %v, want the stdio server refused", err)
 	}
 	// A manual of tools whose templates are stdio (as a store would share).
 	tools := `{"utcp_version": "1.0.1", "tools": [{"name": "x", "tool_call_template": ` + string(stdioManual(t, map[string]string{})) + `}]}`
 	_, err = reg.Register(context.Background(), "shared", utcp.FromText(tools).AllowProtocols("mcp"))
-	if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), "tools[0].tool_call_template.config.mcpServers.local.transport") {
+	if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), "tools[0].tool_call_template.config.mcpServers.local.transport") {
 		t.Fatalf("got %v, want the stdio tool refused", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // Type is the call template type of MCP servers.
@@ -73,38 +74,38 @@ type rawServer struct {
 }
 
 // parseTemplate reads a template (variables resolved) for env's manual:
-// every refused field is a *utcp.FieldError naming it. A stdio server is
+// every refused field is a *manual.FieldError naming it. A stdio server is
 // refused unless the manual is the operator's (utcp.Env.Operator).
 func parseTemplate(raw json.RawMessage, env utcp.Env) (*template, error) {
 	var rt rawTemplate
-	if err := utcp.DecodeFields(raw, &rt); err != nil {
+	if err := manual.DecodeFields(raw, &rt); err != nil {
 		return nil, err
 	}
 	if rt.Config == nil {
-		return nil, &utcp.FieldError{Path: "config", Msg: `missing: give {"mcpServers": {"NAME": {...}}}`}
+		return nil, &manual.FieldError{Path: "config", Msg: `missing: give {"mcpServers": {"NAME": {...}}}`}
 	}
 	if len(rt.Config.Servers) == 0 {
-		return nil, &utcp.FieldError{Path: "config.mcpServers", Msg: "must name at least one server"}
+		return nil, &manual.FieldError{Path: "config.mcpServers", Msg: "must name at least one server"}
 	}
-	auth, err := utcp.ParseAuth(rt.Auth)
+	auth, err := manual.ParseAuth(rt.Auth)
 	if err != nil {
-		if fe, ok := err.(*utcp.FieldError); ok {
+		if fe, ok := err.(*manual.FieldError); ok {
 			return nil, fe.Under("auth")
 		}
 		return nil, err
 	}
-	if auth != nil && auth.Type == utcp.AuthOAuth2 {
-		return nil, &utcp.FieldError{Path: "auth.auth_type", Msg: `oauth2 is not supported for mcp: send a token with api_key (var_name "Authorization", api_key "Bearer ${TOKEN}")`}
+	if auth != nil && auth.Type == manual.AuthOAuth2 {
+		return nil, &manual.FieldError{Path: "auth.auth_type", Msg: `oauth2 is not supported for mcp: send a token with api_key (var_name "Authorization", api_key "Bearer ${TOKEN}")`}
 	}
 	t := &template{servers: map[string]*serverSpec{}}
 	for name, sraw := range rt.Config.Servers {
 		path := "config.mcpServers." + name
 		if name == "" || strings.ContainsAny(name, ". \t\n") {
-			return nil, &utcp.FieldError{Path: "config.mcpServers", Msg: fmt.Sprintf("%q: a server's name must be non-empty, without dots or spaces (tools are named <manual>.<server>.<tool>)", name)}
+			return nil, &manual.FieldError{Path: "config.mcpServers", Msg: fmt.Sprintf("%q: a server's name must be non-empty, without dots or spaces (tools are named <manual>.<server>.<tool>)", name)}
 		}
 		s, err := parseServer(name, sraw, auth, env)
 		if err != nil {
-			if fe, ok := err.(*utcp.FieldError); ok {
+			if fe, ok := err.(*manual.FieldError); ok {
 				return nil, fe.Under(path)
 			}
 			return nil, err
@@ -115,7 +116,7 @@ func parseTemplate(raw json.RawMessage, env utcp.Env) (*template, error) {
 	slices.Sort(t.names)
 	if rt.ToolName != nil {
 		if *rt.ToolName == "" {
-			return nil, &utcp.FieldError{Path: "tool_name", Msg: "must not be empty"}
+			return nil, &manual.FieldError{Path: "tool_name", Msg: "must not be empty"}
 		}
 		t.toolName = *rt.ToolName
 	}
@@ -125,9 +126,9 @@ func parseTemplate(raw json.RawMessage, env utcp.Env) (*template, error) {
 	return t, nil
 }
 
-func parseServer(name string, raw json.RawMessage, auth *utcp.Auth, env utcp.Env) (*serverSpec, error) {
+func parseServer(name string, raw json.RawMessage, auth *manual.Auth, env utcp.Env) (*serverSpec, error) {
 	var rs rawServer
-	if err := utcp.DecodeFields(raw, &rs); err != nil {
+	if err := manual.DecodeFields(raw, &rs); err != nil {
 		return nil, err
 	}
 	s := &serverSpec{name: name}
@@ -142,21 +143,21 @@ func parseServer(name string, raw json.RawMessage, auth *utcp.Auth, env utcp.Env
 	if rs.Timeout != nil {
 		d, err := parseSeconds(rs.Timeout)
 		if err != nil {
-			return nil, &utcp.FieldError{Path: "timeout", Msg: err.Error()}
+			return nil, &manual.FieldError{Path: "timeout", Msg: err.Error()}
 		}
 		s.timeout = d
 	}
 	switch s.transport {
 	case TransportHTTP, TransportSSE:
 		if rs.URL == nil || *rs.URL == "" {
-			return nil, &utcp.FieldError{Path: "url", Msg: "missing"}
+			return nil, &manual.FieldError{Path: "url", Msg: "missing"}
 		}
 		if rs.Command != nil {
-			return nil, &utcp.FieldError{Path: "command", Msg: "only a stdio server has a command"}
+			return nil, &manual.FieldError{Path: "command", Msg: "only a stdio server has a command"}
 		}
 		u, err := url.Parse(*rs.URL)
 		if err != nil || u.Host == "" {
-			return nil, &utcp.FieldError{Path: "url", Msg: "not an absolute URL"}
+			return nil, &manual.FieldError{Path: "url", Msg: "not an absolute URL"}
 		}
 		if err := checkURL(env, u); err != nil {
 			return nil, err
@@ -171,23 +172,23 @@ func parseServer(name string, raw json.RawMessage, auth *utcp.Auth, env utcp.Env
 		}
 	case TransportStdio:
 		if !env.Operator() {
-			return nil, &utcp.FieldError{Path: "transport", Msg: "a stdio MCP server runs a process on exprd's host: only the operator may configure one (a manual in --manuals-dir), never a manual registered over the API"}
+			return nil, &manual.FieldError{Path: "transport", Msg: "a stdio MCP server runs a process on exprd's host: only the operator may configure one (a manual in --manuals-dir), never a manual registered over the API"}
 		}
 		if rs.Command == nil || *rs.Command == "" {
-			return nil, &utcp.FieldError{Path: "command", Msg: "missing"}
+			return nil, &manual.FieldError{Path: "command", Msg: "missing"}
 		}
 		if rs.URL != nil || len(rs.Headers) > 0 {
-			return nil, &utcp.FieldError{Path: "url", Msg: "a stdio server has no url or headers"}
+			return nil, &manual.FieldError{Path: "url", Msg: "a stdio server has no url or headers"}
 		}
 		if auth != nil {
-			return nil, &utcp.FieldError{Path: "auth", Msg: "a stdio server takes no auth: give it what it needs in env"}
+			return nil, &manual.FieldError{Path: "auth", Msg: "a stdio server takes no auth: give it what it needs in env"}
 		}
 		s.command, s.args, s.env = *rs.Command, rs.Args, rs.Env
 		if rs.Cwd != nil {
 			s.cwd = *rs.Cwd
 		}
 	default:
-		return nil, &utcp.FieldError{Path: "transport", Msg: fmt.Sprintf(`must be "http", "sse" or "stdio", got %q`, s.transport)}
+		return nil, &manual.FieldError{Path: "transport", Msg: fmt.Sprintf(`must be "http", "sse" or "stdio", got %q`, s.transport)}
 	}
 	key, _ := json.Marshal([]any{env.Manual, name, s.transport, s.url, s.headers, s.query, s.command, s.args, s.env, s.cwd})
 	s.key = string(key)
@@ -204,30 +205,30 @@ func checkURL(env utcp.Env, u *url.URL) error {
 	case "https":
 	case "http":
 		if !env.PlaintextAllowed(u.Hostname()) {
-			return &utcp.FieldError{Path: "url", Msg: "without TLS only the hosts the operator lists may be reached: use an https:// URL"}
+			return &manual.FieldError{Path: "url", Msg: "without TLS only the hosts the operator lists may be reached: use an https:// URL"}
 		}
 	default:
-		return &utcp.FieldError{Path: "url", Msg: "must be an http:// or https:// URL"}
+		return &manual.FieldError{Path: "url", Msg: "must be an http:// or https:// URL"}
 	}
 	return nil
 }
 
 // applyAuth turns a template's auth into what every request sends.
-func applyAuth(s *serverSpec, a *utcp.Auth) error {
+func applyAuth(s *serverSpec, a *manual.Auth) error {
 	if a == nil {
 		return nil
 	}
 	switch a.Type {
-	case utcp.AuthAPIKey:
+	case manual.AuthAPIKey:
 		switch a.Location {
-		case utcp.LocationHeader:
+		case manual.LocationHeader:
 			s.headers[a.VarName] = a.APIKey
-		case utcp.LocationCookie:
+		case manual.LocationCookie:
 			s.headers["Cookie"] = a.VarName + "=" + a.APIKey
-		case utcp.LocationQuery:
+		case manual.LocationQuery:
 			s.query = url.Values{a.VarName: {a.APIKey}}
 		}
-	case utcp.AuthBasic:
+	case manual.AuthBasic:
 		s.headers["Authorization"] = "Basic " + base64.StdEncoding.EncodeToString([]byte(a.Username+":"+a.Password))
 	}
 	return nil
@@ -238,14 +239,14 @@ func applyAuth(s *serverSpec, a *utcp.Auth) error {
 func parseSeconds(v any) (time.Duration, error) {
 	switch x := v.(type) {
 	case float64:
-		if math.IsNaN(x) || x <= 0 || x > utcp.MaxTemplateTimeout.Seconds() {
-			return 0, fmt.Errorf("must be a number of seconds in (0, %g]", utcp.MaxTemplateTimeout.Seconds())
+		if math.IsNaN(x) || x <= 0 || x > manual.MaxTemplateTimeout.Seconds() {
+			return 0, fmt.Errorf("must be a number of seconds in (0, %g]", manual.MaxTemplateTimeout.Seconds())
 		}
 		return time.Duration(x * float64(time.Second)), nil
 	case string:
 		d, err := time.ParseDuration(x)
-		if err != nil || d <= 0 || d > utcp.MaxTemplateTimeout {
-			return 0, fmt.Errorf("must be a duration in (0, %s], got %q", utcp.MaxTemplateTimeout, x)
+		if err != nil || d <= 0 || d > manual.MaxTemplateTimeout {
+			return 0, fmt.Errorf("must be a duration in (0, %s], got %q", manual.MaxTemplateTimeout, x)
 		}
 		return d, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // transport is an mcp template: a manual's, which discovers its servers'
@@ -28,7 +29,7 @@ type transport struct {
 // binding is a tool's place on its server, and the fingerprint of its
 // registered definition.
 type binding struct {
-	tool *utcp.Tool
+	tool *manual.Tool
 	srv  *server
 	name string // the tool's name on the server
 	fp   string
@@ -63,7 +64,7 @@ func New(raw json.RawMessage, env utcp.Env) (utcp.Transport, error) {
 
 // bind finds the tool's server and name: the template's tool_name on its
 // one server, or else the tool's short name, `<server>.<tool>`.
-func (t *transport) bind(tool *utcp.Tool) (*binding, error) {
+func (t *transport) bind(tool *manual.Tool) (*binding, error) {
 	if b := t.bound.Load(); b != nil && b.tool == tool {
 		return b, nil
 	}
@@ -97,7 +98,7 @@ func (t *transport) bind(tool *utcp.Tool) (*binding, error) {
 
 // Call calls the tool on its server and returns its result: its
 // structuredContent when it has one, else its content (see value).
-func (t *transport) Call(ctx context.Context, tool *utcp.Tool, args map[string]any) (any, error) {
+func (t *transport) Call(ctx context.Context, tool *manual.Tool, args map[string]any) (any, error) {
 	b, cs, err := t.prepare(ctx, tool)
 	if err != nil {
 		return nil, err
@@ -114,7 +115,7 @@ func (t *transport) Call(ctx context.Context, tool *utcp.Tool, args map[string]a
 }
 
 // prepare finds the tool's session and refuses a tool that drifted.
-func (t *transport) prepare(ctx context.Context, tool *utcp.Tool) (*binding, *mcp.ClientSession, error) {
+func (t *transport) prepare(ctx context.Context, tool *manual.Tool) (*binding, *mcp.ClientSession, error) {
 	b, err := t.bind(tool)
 	if err != nil {
 		return nil, nil, err
@@ -161,7 +162,7 @@ func withTool(err error, tool string) error {
 // is a chunk ({"progress", "total", "message"}), then the result is the
 // last chunk. A reader that falls ProgressBuffer notifications behind
 // misses the ones that do not fit, never the result.
-func (t *transport) Stream(ctx context.Context, tool *utcp.Tool, args map[string]any) (utcp.Stream, error) {
+func (t *transport) Stream(ctx context.Context, tool *manual.Tool, args map[string]any) (utcp.Stream, error) {
 	b, cs, err := t.prepare(ctx, tool)
 	if err != nil {
 		return nil, err
@@ -243,7 +244,7 @@ func (s *stream) close() {
 
 // Drift implements utcp.DriftReporter: what the tool's server last listed,
 // compared with the tool's registered definition, without I/O.
-func (t *transport) Drift(tool *utcp.Tool) *utcp.Drift {
+func (t *transport) Drift(tool *manual.Tool) *utcp.Drift {
 	b, err := t.bind(tool)
 	if err != nil {
 		return nil

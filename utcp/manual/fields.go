@@ -1,4 +1,4 @@
-package utcp
+package manual
 
 import (
 	"encoding/json"

@@ -1,12 +1,12 @@
-package utcp_test
+package manual_test
 
 import (
 	"encoding/json"
 	"errors"
 	"testing"
 
-	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // FuzzParseManual: no panic, every error a *ManualError, and what parses
@@ -16,10 +16,10 @@ func FuzzParseManual(f *testing.F) {
 	f.Add([]byte(`{"version": "1.0", "tools": [{"name": "x", "tool_provider": {"provider_type": "http", "url": "https://a"}}]}`))
 	f.Add([]byte(`{"tools": [{"name": "x", "inputs": {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "tool_call_template": {"call_template_type": "http"}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := utcp.ParseManual(data)
+		m, err := manual.Parse(data)
 		if err != nil {
-			var me *utcp.ManualError
-			if !errors.As(err, &me) || !errors.Is(err, utcp.ErrInvalidManual) {
+			var me *manual.Error
+			if !errors.As(err, &me) || !errors.Is(err, manual.ErrInvalid) {
 				t.Fatalf("error %v (%T) is not a *ManualError", err, err)
 			}
 			return
@@ -28,7 +28,7 @@ func FuzzParseManual(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Marshal: %v", err)
 		}
-		m2, err := utcp.ParseManual(raw)
+		m2, err := manual.Parse(raw)
 		if err != nil {
 			t.Fatalf("re-parse of %s: %v", raw, err)
 		}

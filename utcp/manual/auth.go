@@ -1,4 +1,4 @@
-package utcp
+package manual
 
 import "encoding/json"
 
@@ -41,7 +41,7 @@ func ParseAuth(raw json.RawMessage) (*Auth, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	v, err := decodeJSON(raw)
+	v, err := DecodeJSON(raw)
 	if err != nil {
 		return nil, &FieldError{Msg: err.Error()}
 	}

@@ -1,4 +1,4 @@
-package utcp_test
+package manual_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // manualWithInputs is a manual of one tool whose inputs are schema.
@@ -51,23 +51,23 @@ func TestSchemaBounds(t *testing.T) {
 		schema any
 		want   string // "" to compile
 	}{
-		{"MaxSchemaNodes subschemas", wide(utcp.MaxSchemaNodes), ""},
-		{"one more", wide(utcp.MaxSchemaNodes + 1), "more than 4096 subschemas (utcp.MaxSchemaNodes)"},
-		{"as many in $defs", map[string]any{"$defs": map[string]any{"a": wide(utcp.MaxSchemaNodes)}}, "utcp.MaxSchemaNodes"},
-		{"nested MaxSchemaDepth deep", deep(utcp.MaxSchemaDepth), ""},
-		{"one deeper", deep(utcp.MaxSchemaDepth + 1), "subschemas nested deeper than 64 (utcp.MaxSchemaDepth)"},
-		{"as deep in an allOf", map[string]any{"allOf": []any{deep(utcp.MaxSchemaDepth)}}, "utcp.MaxSchemaDepth"},
+		{"MaxSchemaNodes subschemas", wide(manual.MaxSchemaNodes), ""},
+		{"one more", wide(manual.MaxSchemaNodes + 1), "more than 4096 subschemas (manual.MaxSchemaNodes)"},
+		{"as many in $defs", map[string]any{"$defs": map[string]any{"a": wide(manual.MaxSchemaNodes)}}, "manual.MaxSchemaNodes"},
+		{"nested MaxSchemaDepth deep", deep(manual.MaxSchemaDepth), ""},
+		{"one deeper", deep(manual.MaxSchemaDepth + 1), "subschemas nested deeper than 64 (manual.MaxSchemaDepth)"},
+		{"as deep in an allOf", map[string]any{"allOf": []any{deep(manual.MaxSchemaDepth)}}, "manual.MaxSchemaDepth"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := utcp.ParseManual(manualWithInputs(t, tc.schema))
+			_, err := manual.Parse(manualWithInputs(t, tc.schema))
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("got %v, want it compiled", err)
 				}
 				return
 			}
-			if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), "tools[0].inputs: invalid JSON Schema: ") || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), "tools[0].inputs: invalid JSON Schema: ") || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want the inputs refused for %q", err, tc.want)
 			}
 		})
@@ -81,10 +81,10 @@ func TestSchemaBounds(t *testing.T) {
 // it.)
 func TestConvertedSchemaNodes(t *testing.T) {
 	t.Parallel()
-	manual := func(total int) map[string]any {
+	document := func(total int) map[string]any {
 		var tools []any
 		for i := 0; total > 0; i++ {
-			n := min(total, utcp.MaxSchemaNodes)
+			n := min(total, manual.MaxSchemaNodes)
 			total -= n
 			tools = append(tools, map[string]any{"name": fmt.Sprintf("t%d", i), "inputs": wide(n), "unknown": true,
 				"tool_call_template": map[string]any{"call_template_type": "http", "url": "https://a.example/t"}})
@@ -96,13 +96,13 @@ func TestConvertedSchemaNodes(t *testing.T) {
 		total int
 		want  string
 	}{
-		{"at the limit", utcp.MaxConvertedSchemaNodes, "none of the document's 49 operations could be converted"},
-		{"one past it", utcp.MaxConvertedSchemaNodes + 1, "more than 200000 subschemas between them (utcp.MaxConvertedSchemaNodes); t48 and those after it were not read"},
+		{"at the limit", manual.MaxConvertedSchemaNodes, "none of the document's 49 operations could be converted"},
+		{"one past it", manual.MaxConvertedSchemaNodes + 1, "more than 200000 subschemas between them (manual.MaxConvertedSchemaNodes); t48 and those after it were not read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := utcp.ReadConverted(context.Background(), manual(tc.total), "m")
-			if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), tc.want) {
+			_, _, err := manual.ReadConverted(context.Background(), document(tc.total), "m")
+			if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
 		})
@@ -114,10 +114,10 @@ func TestConvertedSchemaNodes(t *testing.T) {
 // the bound, before any of its schemas is compiled.
 func TestWrittenManualSchemaNodes(t *testing.T) {
 	t.Parallel()
-	manual := func(total int) []byte {
+	written := func(total int) []byte {
 		var tools []any
 		for i := 0; total > 0; i++ {
-			n := min(total, utcp.MaxSchemaNodes)
+			n := min(total, manual.MaxSchemaNodes)
 			total -= n
 			tools = append(tools, map[string]any{"name": fmt.Sprintf("t%d", i), "inputs": wide(n),
 				"tool_call_template": map[string]any{"call_template_type": "http", "url": "https://a.example/t"}})
@@ -133,52 +133,14 @@ func TestWrittenManualSchemaNodes(t *testing.T) {
 		total int
 		want  string
 	}{
-		{"at the limit", utcp.MaxConvertedSchemaNodes, ""},
-		{"one past it", utcp.MaxConvertedSchemaNodes + 1, "tools[48].inputs: the manual's tools hold more than 200000 subschemas between them (utcp.MaxConvertedSchemaNodes)"},
+		{"at the limit", manual.MaxConvertedSchemaNodes, ""},
+		{"one past it", manual.MaxConvertedSchemaNodes + 1, "tools[48].inputs: the manual's tools hold more than 200000 subschemas between them (manual.MaxConvertedSchemaNodes)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := utcp.ParseManual(manual(tc.total))
-			if tc.want == "" && err != nil || tc.want != "" && (!errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), tc.want)) {
+			_, err := manual.Parse(written(tc.total))
+			if tc.want == "" && err != nil || tc.want != "" && (!errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("got %v, want %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// TestYAMLKeysAreNotComparedPairwise: a YAML document is read without
-// looking for duplicate keys (the YAML reader compares every key of a
-// mapping with every other: 40,000 keys took 16 s); a key given twice
-// keeps its last value, as in JSON, and only the first document is read.
-func TestYAMLKeysAreNotComparedPairwise(t *testing.T) {
-	t.Parallel()
-	var wideYAML strings.Builder
-	wideYAML.WriteString("k:\n")
-	for i := range 20_000 {
-		fmt.Fprintf(&wideYAML, "  p%d: %d\n", i, i)
-	}
-	for _, tc := range []struct {
-		name, doc string
-		want      string // the document as JSON
-	}{
-		{"a key twice", "a: 1\na: 2\n", `{"a":2}`},
-		{"two documents", "a: 1\n---\nb: 2\n", `{"a":1}`},
-		{"20,000 keys", wideYAML.String(), ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			v, err := utcp.DecodeDocument([]byte(tc.doc), "application/yaml", "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.want == "" {
-				if n := len(v.(map[string]any)["k"].(map[string]any)); n != 20_000 {
-					t.Errorf("got %d keys", n)
-				}
-				return
-			}
-			if raw, _ := json.Marshal(v); string(raw) != tc.want {
-				t.Errorf("got %s, want %s", raw, tc.want)
 			}
 		})
 	}

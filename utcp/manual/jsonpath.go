@@ -1,4 +1,4 @@
-package utcp
+package manual
 
 import (
 	"encoding/json"
@@ -20,7 +20,7 @@ func checkKeys(obj map[string]any, allowed []string, path string) error {
 		return nil
 	}
 	slices.Sort(unknown)
-	return &ManualError{Path: JoinPath(path, unknown[0]), Msg: "unknown key (allowed: " + strings.Join(allowed, ", ") + ")"}
+	return &Error{Path: JoinPath(path, unknown[0]), Msg: "unknown key (allowed: " + strings.Join(allowed, ", ") + ")"}
 }
 
 func optString(obj map[string]any, key, path string) (string, bool, error) {
@@ -30,7 +30,7 @@ func optString(obj map[string]any, key, path string) (string, bool, error) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", false, &ManualError{Path: JoinPath(path, key), Msg: "must be a string, got " + JSONKind(v)}
+		return "", false, &Error{Path: JoinPath(path, key), Msg: "must be a string, got " + JSONKind(v)}
 	}
 	return s, true, nil
 }
@@ -42,13 +42,13 @@ func optStrings(obj map[string]any, key, path string) ([]string, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, &ManualError{Path: JoinPath(path, key), Msg: "must be an array of strings, got " + JSONKind(v)}
+		return nil, &Error{Path: JoinPath(path, key), Msg: "must be an array of strings, got " + JSONKind(v)}
 	}
 	out := make([]string, 0, len(list))
 	for i, e := range list {
 		s, ok := e.(string)
 		if !ok {
-			return nil, &ManualError{Path: fmt.Sprintf("%s[%d]", JoinPath(path, key), i), Msg: "must be a string, got " + JSONKind(e)}
+			return nil, &Error{Path: fmt.Sprintf("%s[%d]", JoinPath(path, key), i), Msg: "must be a string, got " + JSONKind(e)}
 		}
 		out = append(out, s)
 	}

@@ -1,4 +1,4 @@
-package utcp
+package manual
 
 import (
 	"bytes"
@@ -22,8 +22,8 @@ const (
 	DefaultManualVersion = "1.0.0"
 )
 
-// Manual is a UTCP manual: the tools one provider offers. ParseManual reads
-// one; Registry.Register reads one from a URL, a file or inline text.
+// Manual is a UTCP manual: the tools one provider offers. Parse reads
+// one; utcp's Registry.Register reads one from a URL, a file or inline text.
 type Manual struct {
 	UTCPVersion   string
 	ManualVersion string
@@ -34,9 +34,14 @@ type Manual struct {
 	converted bool
 }
 
+// Converted reports whether m was read from a converted document
+// (ReadConverted): its tools that need a variable the operator has not
+// bound are skipped at registration, not refused.
+func (m *Manual) Converted() bool { return m.converted }
+
 // Tool is one tool of a manual. After registration Name is the full name
-// `<manual>.<tool>`. A Tool handed out by a Registry is shared: read it,
-// never change it.
+// `<manual>.<tool>` (Registered). A Tool handed out by a Registry is
+// shared: read it, never change it.
 type Tool struct {
 	Name                string
 	Description         string
@@ -110,6 +115,14 @@ func (t *Tool) MarshalJSON() ([]byte, error) {
 // registration).
 func (t *Tool) ManualName() string { return t.manual }
 
+// Registered is a copy of t as a registry holds it: named by its full
+// name, of the manual of that (sanitised) name.
+func (t *Tool) Registered(manual, fullName string) *Tool {
+	c := *t
+	c.Name, c.manual = fullName, manual
+	return &c
+}
+
 // InputProperties are the names of the input schema's top-level properties,
 // sorted.
 func (t *Tool) InputProperties() []string { return slices.Clone(t.inputProps) }
@@ -149,6 +162,15 @@ func (c *CallTemplate) StringField(key string) string {
 	return s
 }
 
+// Fields are the template's fields as decoded (call_template_type
+// normalised), variables unresolved. They are shared: read them, never
+// change them.
+func (c *CallTemplate) Fields() map[string]any { return c.fields }
+
+// HasVariables reports whether a string of the template refers to a
+// variable (the package func HasVariables).
+func (c *CallTemplate) HasVariables() bool { return c.hasVars }
+
 // Keys of a manual and of a tool: anything else is refused, as the SDK's
 // strict schemas do. `version`, `provider` and `tool_provider` are the older
 // go-utcp form; `title` and `annotations` are an MCP tool's (exprd's own:
@@ -160,21 +182,21 @@ var (
 	templateKeys = []string{"tool_call_template", "tool_provider", "provider"}
 )
 
-// ParseManual reads a UTCP manual (1.0/1.1, or the older go-utcp form) from
+// Parse reads a UTCP manual (1.0/1.1, or the older go-utcp form) from
 // JSON. It is strict: an unknown key on the manual or a tool, a missing or
-// mistyped field, or a schema that does not compile is a *ManualError naming
+// mistyped field, or a schema that does not compile is a *Error naming
 // the JSON path. Unknown keys inside a call template are kept for its
 // transport, which ignores them.
-func ParseManual(data []byte) (*Manual, error) {
-	v, err := decodeJSON(data)
+func Parse(data []byte) (*Manual, error) {
+	v, err := DecodeJSON(data)
 	if err != nil {
-		return nil, &ManualError{Msg: err.Error()}
+		return nil, &Error{Msg: err.Error()}
 	}
-	return manualFromValue(v)
+	return FromValue(v)
 }
 
-// decodeJSON decodes exactly one JSON value, numbers as json.Number.
-func decodeJSON(data []byte) (any, error) {
+// DecodeJSON decodes exactly one JSON value, numbers as json.Number.
+func DecodeJSON(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -198,10 +220,12 @@ func describeJSONError(err error) error {
 	return fmt.Errorf("not valid JSON: %s", err.Error())
 }
 
-func manualFromValue(v any) (*Manual, error) {
+// FromValue reads a decoded manual (DecodeJSON's value) as Parse reads
+// its JSON.
+func FromValue(v any) (*Manual, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, &ManualError{Msg: "a manual must be a JSON object, got " + JSONKind(v)}
+		return nil, &Error{Msg: "a manual must be a JSON object, got " + JSONKind(v)}
 	}
 	if err := checkKeys(obj, manualKeys, ""); err != nil {
 		return nil, err
@@ -221,11 +245,11 @@ func manualFromValue(v any) (*Manual, error) {
 	}
 	rawTools, ok := obj["tools"]
 	if !ok {
-		return nil, &ManualError{Path: "tools", Msg: "missing"}
+		return nil, &Error{Path: "tools", Msg: "missing"}
 	}
 	list, ok := rawTools.([]any)
 	if !ok {
-		return nil, &ManualError{Path: "tools", Msg: "must be an array, got " + JSONKind(rawTools)}
+		return nil, &Error{Path: "tools", Msg: "must be an array, got " + JSONKind(rawTools)}
 	}
 	seen := make(map[string]int, len(list))
 	nodes := 0 // the subschemas of the tools read so far
@@ -235,8 +259,8 @@ func manualFromValue(v any) (*Manual, error) {
 			for _, k := range []string{"inputs", "outputs"} {
 				n, _ := schemaNodes(obj[k]) // one over MaxSchemaNodes is refused by its tool
 				if nodes += n; nodes > MaxConvertedSchemaNodes {
-					return nil, &ManualError{Path: path + "." + k, Msg: fmt.Sprintf(
-						"the manual's tools hold more than %d subschemas between them (utcp.MaxConvertedSchemaNodes)", MaxConvertedSchemaNodes)}
+					return nil, &Error{Path: path + "." + k, Msg: fmt.Sprintf(
+						"the manual's tools hold more than %d subschemas between them (manual.MaxConvertedSchemaNodes)", MaxConvertedSchemaNodes)}
 				}
 			}
 		}
@@ -245,7 +269,7 @@ func manualFromValue(v any) (*Manual, error) {
 			return nil, err
 		}
 		if j, dup := seen[t.Name]; dup {
-			return nil, &ManualError{Path: path + ".name", Msg: fmt.Sprintf("%q is already the name of tools[%d]", t.Name, j)}
+			return nil, &Error{Path: path + ".name", Msg: fmt.Sprintf("%q is already the name of tools[%d]", t.Name, j)}
 		}
 		seen[t.Name] = i
 		m.Tools = append(m.Tools, t)
@@ -256,7 +280,7 @@ func manualFromValue(v any) (*Manual, error) {
 func toolFromValue(v any, path string) (*Tool, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, &ManualError{Path: path, Msg: "a tool must be an object, got " + JSONKind(v)}
+		return nil, &Error{Path: path, Msg: "a tool must be an object, got " + JSONKind(v)}
 	}
 	if err := checkKeys(obj, toolKeys, path); err != nil {
 		return nil, err
@@ -267,10 +291,10 @@ func toolFromValue(v any, path string) (*Tool, error) {
 		return nil, err
 	}
 	if !present {
-		return nil, &ManualError{Path: JoinPath(path, "name"), Msg: "missing"}
+		return nil, &Error{Path: JoinPath(path, "name"), Msg: "missing"}
 	}
 	if strings.TrimSpace(name) == "" {
-		return nil, &ManualError{Path: JoinPath(path, "name"), Msg: "must not be empty"}
+		return nil, &Error{Path: JoinPath(path, "name"), Msg: "must not be empty"}
 	}
 	t.Name = name
 	if t.Description, _, err = optString(obj, "description", path); err != nil {
@@ -289,7 +313,7 @@ func toolFromValue(v any, path string) (*Tool, error) {
 		num, isNum := n.(json.Number)
 		size, convErr := num.Int64()
 		if !isNum || convErr != nil || size < 0 {
-			return nil, &ManualError{Path: JoinPath(path, "average_response_size"), Msg: "must be a non-negative integer"}
+			return nil, &Error{Path: JoinPath(path, "average_response_size"), Msg: "must be a non-negative integer"}
 		}
 		t.AverageResponseSize = &size
 	}
@@ -314,13 +338,13 @@ func toolFromValue(v any, path string) (*Tool, error) {
 	for _, k := range templateKeys {
 		if _, ok := obj[k]; ok {
 			if tmplKey != "" {
-				return nil, &ManualError{Path: JoinPath(path, k), Msg: "a tool has one call template; " + tmplKey + " is already given"}
+				return nil, &Error{Path: JoinPath(path, k), Msg: "a tool has one call template; " + tmplKey + " is already given"}
 			}
 			tmplKey = k
 		}
 	}
 	if tmplKey == "" {
-		return nil, &ManualError{Path: JoinPath(path, "tool_call_template"), Msg: "missing"}
+		return nil, &Error{Path: JoinPath(path, "tool_call_template"), Msg: "missing"}
 	}
 	if t.Template, err = templateFromValue(obj[tmplKey], JoinPath(path, tmplKey)); err != nil {
 		return nil, err
@@ -338,7 +362,7 @@ func annotationsFromValue(v any, path string) (*ToolAnnotations, error) {
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, &ManualError{Path: path, Msg: "must be an object, got " + JSONKind(v)}
+		return nil, &Error{Path: path, Msg: "must be an object, got " + JSONKind(v)}
 	}
 	if err := checkKeys(obj, annotationKeys, path); err != nil {
 		return nil, err
@@ -358,7 +382,7 @@ func annotationsFromValue(v any, path string) (*ToolAnnotations, error) {
 		}
 		b, isBool := x.(bool)
 		if !isBool {
-			return nil, &ManualError{Path: JoinPath(path, h.key), Msg: "must be a boolean, got " + JSONKind(x)}
+			return nil, &Error{Path: JoinPath(path, h.key), Msg: "must be a boolean, got " + JSONKind(x)}
 		}
 		*h.dst = &b
 	}
@@ -369,15 +393,15 @@ func compileToolSchema(doc any, path string) (*jsonschema.Schema, json.RawMessag
 	switch doc.(type) {
 	case map[string]any, bool:
 	default:
-		return nil, nil, &ManualError{Path: path, Msg: "a JSON Schema must be an object or a boolean, got " + JSONKind(doc)}
+		return nil, nil, &Error{Path: path, Msg: "a JSON Schema must be an object or a boolean, got " + JSONKind(doc)}
 	}
-	sch, err := compileSchema(doc)
+	sch, err := CompileSchema(doc)
 	if err != nil {
-		return nil, nil, &ManualError{Path: path, Msg: "invalid JSON Schema: " + err.Error()}
+		return nil, nil, &Error{Path: path, Msg: "invalid JSON Schema: " + err.Error()}
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
-		return nil, nil, &ManualError{Path: path, Msg: "cannot encode: " + err.Error()}
+		return nil, nil, &Error{Path: path, Msg: "cannot encode: " + err.Error()}
 	}
 	return sch, raw, nil
 }
@@ -394,11 +418,11 @@ func propertyNames(doc any) []string {
 }
 
 // ParseCallTemplate reads one call template from JSON (for a manual's own
-// template, or a tool's). Errors are *ManualError with the field's path.
+// template, or a tool's). Errors are *Error with the field's path.
 func ParseCallTemplate(data []byte) (*CallTemplate, error) {
-	v, err := decodeJSON(data)
+	v, err := DecodeJSON(data)
 	if err != nil {
-		return nil, &ManualError{Msg: err.Error()}
+		return nil, &Error{Msg: err.Error()}
 	}
 	return templateFromValue(v, "")
 }
@@ -406,7 +430,7 @@ func ParseCallTemplate(data []byte) (*CallTemplate, error) {
 func templateFromValue(v any, path string) (*CallTemplate, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, &ManualError{Path: path, Msg: "a call template must be an object, got " + JSONKind(v)}
+		return nil, &Error{Path: path, Msg: "a call template must be an object, got " + JSONKind(v)}
 	}
 	fields := make(map[string]any, len(obj))
 	for k, val := range obj {
@@ -427,7 +451,7 @@ func templateFromValue(v any, path string) (*CallTemplate, error) {
 		}
 	}
 	if !present || kind == "" {
-		return nil, &ManualError{Path: JoinPath(path, "call_template_type"), Msg: "missing"}
+		return nil, &Error{Path: JoinPath(path, "call_template_type"), Msg: "missing"}
 	}
 	c.Type = kind
 	if c.Name, _, err = optString(obj, "name", path); err != nil {
@@ -438,25 +462,19 @@ func templateFromValue(v any, path string) (*CallTemplate, error) {
 	}
 	if a, ok := obj["auth"]; ok && a != nil {
 		if c.Auth, err = parseAuth(a); err != nil {
-			return nil, prefixField(err, JoinPath(path, "auth"))
+			return nil, ErrorAt(err, JoinPath(path, "auth"))
 		}
 	}
 	if to, ok := obj["timeout"]; ok && to != nil {
 		if c.Timeout, err = parseTimeout(to); err != nil {
-			return nil, &ManualError{Path: JoinPath(path, "timeout"), Msg: err.Error()}
+			return nil, &Error{Path: JoinPath(path, "timeout"), Msg: err.Error()}
 		}
 	}
 	c.hasVars = containsVariables(fields)
 	if c.raw, err = json.Marshal(fields); err != nil {
-		return nil, &ManualError{Path: path, Msg: "cannot encode: " + err.Error()}
+		return nil, &Error{Path: path, Msg: "cannot encode: " + err.Error()}
 	}
 	return c, nil
-}
-
-// firstLine is an error text's first line, bounded.
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return truncate(s, 300)
 }
 
 // MaxTemplateTimeout bounds a template's `timeout`.
@@ -482,84 +500,4 @@ func parseTimeout(v any) (time.Duration, error) {
 		return 0, errors.New("must be a number of milliseconds or a duration string, got " + JSONKind(v))
 	}
 	return d, nil
-}
-
-// prefixField turns a *FieldError into a *ManualError under path.
-func prefixField(err error, path string) error {
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		return &ManualError{Path: concatPath(path, fe.Path), Msg: fe.Msg}
-	}
-	var me *ManualError
-	if errors.As(err, &me) {
-		return &ManualError{Manual: me.Manual, Path: concatPath(path, me.Path), Msg: me.Msg}
-	}
-	return &ManualError{Path: path, Msg: err.Error()}
-}
-
-// concatPath joins two already-formed paths.
-func concatPath(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	case strings.HasPrefix(b, "["):
-		return a + b
-	default:
-		return a + "." + b
-	}
-}
-
-// SanitizeManualName is the reference clients' rule: every character that is
-// not an ASCII letter, digit or underscore becomes `_` (per UTF-16 unit, as
-// JavaScript counts them).
-func SanitizeManualName(name string) string {
-	if sanitized(name) {
-		return name
-	}
-	var b strings.Builder
-	b.Grow(len(name))
-	for _, r := range name {
-		switch {
-		case r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9':
-			b.WriteRune(r)
-		case r > 0xFFFF:
-			b.WriteString("__")
-		default:
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
-}
-
-// FullToolName prefixes a tool's name with its manual's, unless it already
-// starts with `<manual>.`.
-func FullToolName(manual, tool string) string {
-	if strings.HasPrefix(tool, manual+".") {
-		return tool
-	}
-	return manual + "." + tool
-}
-
-// NormalizeToolName is a full tool name with its manual part (before the
-// first `.`) sanitised as Register sanitises a manual's name: `my-api.get`
-// becomes `my_api.get`, the name the registry knows the tool by. A name
-// without a `.` is returned as it is.
-func NormalizeToolName(name string) string {
-	manual, tool, ok := strings.Cut(name, ".")
-	if !ok || sanitized(manual) {
-		return name // as it is, without allocating: the usual case
-	}
-	return SanitizeManualName(manual) + "." + tool
-}
-
-// sanitized reports whether SanitizeManualName would leave name as it is.
-func sanitized(name string) bool {
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }

@@ -1,4 +1,4 @@
-package utcp
+package manual
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ const (
 	// included). The compiler finds each subschema it meets in a list
 	// of those it has yet to compile, one by one, so a schema of n
 	// subschemas costs n²: 4,096 of them take about 0.1 s. The largest
-	// schema of the published documents in testdata/catalogs (one of
+	// schema of the published documents in utcp/testdata/catalogs (one of
 	// OpenAI's) has 1,768.
 	MaxSchemaNodes = 4096
 	// MaxConvertedSchemaNodes bounds the subschemas of a manual's tools
@@ -39,11 +39,11 @@ const (
 	MaxConvertedSchemaNodes = 200_000
 )
 
-// compileSchema compiles a tool's JSON Schema, draft 2020-12 unless the
+// CompileSchema compiles a tool's JSON Schema, draft 2020-12 unless the
 // schema's $schema says otherwise. References may only point inside the
 // schema: no file is read and no URL fetched. A schema past MaxSchemaDepth
 // or MaxSchemaNodes is refused before it is compiled.
-func compileSchema(doc any) (*jsonschema.Schema, error) {
+func CompileSchema(doc any) (*jsonschema.Schema, error) {
 	if err := checkSchemaSize(doc); err != nil {
 		return nil, err
 	}
@@ -55,26 +55,38 @@ func validateAgainst(sch *jsonschema.Schema, tool string, args map[string]any) e
 	if sch == nil {
 		return nil
 	}
-	var v any = args
-	if args == nil {
-		v = map[string]any{}
-	} else if !isJSONValue(args) {
-		norm, err := normalizeJSON(args)
-		if err != nil {
-			return &InvalidArgumentsError{Tool: tool, Problems: []string{"arguments are not JSON: " + err.Error()}}
-		}
-		v = norm
+	v, err := JSONArgs(tool, args)
+	if err != nil {
+		return err
 	}
-	err := sch.Validate(v)
-	if err == nil {
-		return nil
+	if err := sch.Validate(v); err != nil {
+		return &InvalidArgumentsError{Tool: tool, Problems: SchemaProblems(err)}
 	}
-	return &InvalidArgumentsError{Tool: tool, Problems: validationProblems(err)}
+	return nil
 }
 
-// validationProblems are a validation error's problems, at most
+// JSONArgs is args as the validator and the transports read them: nil is
+// {}, and typed slices, maps and structs become []any and
+// map[string]any. Arguments that are not JSON (a NaN, a channel) are an
+// *InvalidArgumentsError of tool.
+func JSONArgs(tool string, args map[string]any) (map[string]any, error) {
+	if args == nil {
+		return map[string]any{}, nil
+	}
+	if isJSONValue(args) {
+		return args, nil
+	}
+	norm, err := normalizeJSON(args)
+	if err != nil {
+		return nil, &InvalidArgumentsError{Tool: tool, Problems: []string{"arguments are not JSON: " + err.Error()}}
+	}
+	m, _ := norm.(map[string]any)
+	return m, nil
+}
+
+// SchemaProblems are a validation error's problems, at most
 // MaxArgumentProblems.
-func validationProblems(err error) []string {
+func SchemaProblems(err error) []string {
 	return schemafast.Problems(err, MaxArgumentProblems)
 }
 
@@ -114,7 +126,7 @@ func normalizeJSON(v any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeJSON(raw)
+	return DecodeJSON(raw)
 }
 
 // subschemaKeys are the keywords whose value is a schema, a list of
@@ -149,10 +161,10 @@ func schemaNodes(doc any) (int, error) {
 			continue
 		}
 		if nodes++; nodes > MaxSchemaNodes {
-			return 0, fmt.Errorf("more than %d subschemas (utcp.MaxSchemaNodes)", MaxSchemaNodes)
+			return 0, fmt.Errorf("more than %d subschemas (manual.MaxSchemaNodes)", MaxSchemaNodes)
 		}
 		if it.depth > MaxSchemaDepth {
-			return 0, fmt.Errorf("subschemas nested deeper than %d (utcp.MaxSchemaDepth)", MaxSchemaDepth)
+			return 0, fmt.Errorf("subschemas nested deeper than %d (manual.MaxSchemaDepth)", MaxSchemaDepth)
 		}
 		for _, k := range subschemaKeys {
 			if v, ok := m[k]; ok {

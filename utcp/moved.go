@@ -1,0 +1,42 @@
+package utcp
+
+import (
+	"context"
+
+	"github.com/exprd/exprd/utcp/manual"
+)
+
+// Package manual's names under the utcp names utcp/openapi and
+// utcp/search still write: the same types and values. Other code writes
+// manual's.
+type (
+	Manual          = manual.Manual
+	Tool            = manual.Tool
+	ToolAnnotations = manual.ToolAnnotations
+	CallTemplate    = manual.CallTemplate
+	Auth            = manual.Auth
+	ManualError     = manual.Error
+	SkippedTool     = manual.SkippedTool
+)
+
+// Package manual's constants and sentinels under their utcp names.
+const (
+	AuthAPIKey           = manual.AuthAPIKey
+	AuthBasic            = manual.AuthBasic
+	AuthOAuth2           = manual.AuthOAuth2
+	LocationHeader       = manual.LocationHeader
+	DefaultUTCPVersion   = manual.DefaultUTCPVersion
+	DefaultManualVersion = manual.DefaultManualVersion
+	MaxSchemaDepth       = manual.MaxSchemaDepth
+	MaxSchemaNodes       = manual.MaxSchemaNodes
+)
+
+var (
+	ErrInvalidManual    = manual.ErrInvalid
+	ErrInvalidArguments = manual.ErrInvalidArguments
+)
+
+// ReadConverted is manual.ReadConverted.
+func ReadConverted(ctx context.Context, m map[string]any, name string) (*Manual, []SkippedTool, error) {
+	return manual.ReadConverted(ctx, m, name)
+}
