@@ -348,12 +348,12 @@ func walkStrings(x any, at string, f func(at, s string)) {
 
 // namespacedKey is the key exprd binds a manual's variable under: the
 // manual's name with each _ doubled, then _, then the variable
-// (utcp.NamespacedKey: demo_shop + API_TOKEN is demo__shop_API_TOKEN).
+// (vars.NamespacedKey: demo_shop + API_TOKEN is demo__shop_API_TOKEN).
 func namespacedKey(manual, name string) string {
 	return strings.ReplaceAll(manual, "_", "__") + "_" + name
 }
 
-// parseNamespacedKey is utcp.ParseNamespacedKey: the (manual, variable) a
+// parseNamespacedKey is vars.ParseNamespacedKey: the (manual, variable) a
 // key binds, __ being an _ of the manual's name and the first single _
 // ending it.
 func parseNamespacedKey(key string) (manual, name string, ok bool) {

@@ -32,6 +32,7 @@ import (
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // resourceReasons name a status about a manual or a tool by its code and
@@ -108,7 +109,7 @@ func statusOf(ctx context.Context, log *slog.Logger, err error, field string) er
 		ae  *utcp.AlreadyExistsError
 		nf  *utcp.NotFoundError
 		mae *manual.Error
-		ve  *utcp.VariableNotFoundError
+		ve  *vars.NotFoundError
 		tre *utcp.TransportError
 	)
 	if log == nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // wantErr is what a client must see of an error: its code, its ErrorInfo
@@ -162,7 +163,7 @@ func TestErrorsMapping(t *testing.T) {
 		{"a manual not found", &utcp.NotFoundError{Kind: "manual", Name: "m"}, wantErr{codes.NotFound, exprdv1.ErrorReason_MANUAL_NOT_FOUND.String(), "", 0}},
 		{"a tool not found", &utcp.NotFoundError{Kind: "tool", Name: "m.t", Similar: []string{"m.u"}}, wantErr{codes.NotFound, exprdv1.ErrorReason_TOOL_NOT_FOUND.String(), "", 0}},
 		{"a refused manual", &manual.Error{Manual: "m", Path: "tools[0].name", Msg: "empty"}, wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INVALID_MANUAL.String(), "start.tools[0].name", 0}},
-		{"an unbound variable", &utcp.VariableNotFoundError{Key: "M_KEY", Manual: "m", Name: "KEY", Path: "tools[0].url"},
+		{"an unbound variable", &vars.NotFoundError{Key: "M_KEY", Manual: "m", Name: "KEY", Path: "tools[0].url"},
 			wantErr{codes.InvalidArgument, exprdv1.ErrorReason_VARIABLE_UNBOUND.String(), "start.tools[0].url", 0}},
 		{"an address egress refuses", &utcp.TransportError{Reason: utcp.ReasonEgress}, wantErr{codes.InvalidArgument, exprdv1.ErrorReason_EGRESS_REFUSED.String(), "start", 0}},
 		{"an insecure url", &utcp.TransportError{Reason: utcp.ReasonInsecureURL}, wantErr{codes.InvalidArgument, exprdv1.ErrorReason_INSECURE_URL.String(), "start", 0}},

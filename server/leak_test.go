@@ -23,6 +23,7 @@ import (
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // What the echoing provider is bound to and never may be shown: the API
@@ -294,7 +295,7 @@ func TestUpstreamTextIsLogged(t *testing.T) {
 	if _, err := cm.CallTool(ctx, &exprdv1.CallToolRequest{Prompt: "fail please"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{freeText + ": invalid key " + utcp.Concealed, "model-side-detail"} {
+	for _, want := range []string{freeText + ": invalid key " + vars.Concealed, "model-side-detail"} {
 		if !strings.Contains(logBuf.String(), want) {
 			t.Errorf("the log does not hold %q:\n%s", want, logBuf.String())
 		}

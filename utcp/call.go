@@ -11,6 +11,7 @@ import (
 
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // Call runs a tool by its full name. The arguments are checked against the
@@ -131,13 +132,13 @@ func (r *Registry) prepareCall(e *toolEntry, name string, args map[string]any) (
 }
 
 // transportFor resolves the tool's template (variables are read on every
-// call; the url as a URL template, substituteURL) and returns its
-// transport, rebuilt only when the resolved template changed.
+// call: vars.Resolver.SubstituteTemplate) and returns its transport,
+// rebuilt only when the resolved template changed.
 func (r *Registry) transportFor(e *toolEntry) (Transport, error) {
 	if e.static != nil {
 		return e.static, nil
 	}
-	resolved, err := r.vars.substituteTemplate(e.tool.Template.Fields(), e.tool.ManualName())
+	resolved, err := r.variables.SubstituteTemplate(e.tool.Template.Fields(), e.tool.ManualName())
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +183,7 @@ func callError(parent, cctx context.Context, tool string, timeout time.Duration,
 		ia *manual.InvalidArgumentsError
 		to *TimeoutError
 		me *manual.Error
-		vn *VariableNotFoundError
+		vn *vars.NotFoundError
 		nf *NotFoundError
 	)
 	switch {

@@ -321,10 +321,10 @@ func (r *Registry) discover(ctx context.Context, name string, src Source, tmpl *
 		content = fields["content"]
 		delete(fields, "content")
 	}
-	if err := r.vars.checkBound(fields, name, ""); err != nil {
+	if err := r.variables.CheckBound(fields, name, ""); err != nil {
 		return nil, nil, err
 	}
-	resolved, err := r.vars.substituteTemplate(fields, name)
+	resolved, err := r.variables.SubstituteTemplate(fields, name)
 	if err != nil {
 		return nil, nil, err
 	}

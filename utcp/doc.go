@@ -95,13 +95,15 @@
 //
 // ${VAR} and $VAR in any string of a call template (except strings
 // containing `$ref`) are replaced by the value under the manual's namespaced
-// key, NamespacedKey(manual, VAR) (`demo_shop` + `API_TOKEN` →
+// key, vars.NamespacedKey(manual, VAR) (`demo_shop` + `API_TOKEN` →
 // `demo__shop_API_TOKEN`), looked up in the configured variables
 // (WithVariables), then the loaders (WithDotEnvFile, WithSecretDir,
 // WithEnv, WithVariableLoader). There is no fallback to the bare name nor to
-// the process's environment; a missing variable is a *VariableNotFoundError
+// the process's environment; a missing variable is a *vars.NotFoundError
 // naming the key and is never sent. The discovery template is resolved at
-// registration, tool templates on every call.
+// registration, tool templates on every call. Package vars reads the
+// sources and resolves; the values bound to a manual are its vars.Secrets,
+// which its provider's messages never show.
 //
 // # Errors
 //
@@ -112,8 +114,8 @@
 // never its raw body nor a lower-level error's text, which stay behind
 // Unwrap for logs), ErrTimeout (*TimeoutError), manual.ErrInvalid
 // (*manual.Error), ErrAlreadyExists (*AlreadyExistsError), ErrLimit
-// (*LimitError) and ErrVariableNotFound. A caller's cancellation is returned
-// as context.Canceled. Only server/ maps them to gRPC codes.
+// (*LimitError) and vars.ErrNotFound. A caller's cancellation is returned as
+// context.Canceled. Only server/ maps them to gRPC codes.
 //
 // # Search
 //

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/internal/egress"
+	"github.com/exprd/exprd/internal/redact"
 	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // Env is what a Registry gives the transports it builds.
@@ -35,7 +37,7 @@ type Env struct {
 	showMessages bool // the operator lets providers' error types and codes through
 	operator     bool // the manual is the operator's (WithOperator)
 	logger       *slog.Logger
-	secrets      *Secrets // the values bound to Manual, kept out of its provider's messages
+	secrets      *vars.Secrets // the values bound to Manual, kept out of its provider's messages
 }
 
 // Logger is the registry's logger (WithLogger), for what a transport tells
@@ -45,6 +47,30 @@ func (e Env) Logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return e.logger
+}
+
+// Conceal returns text with the values bound to the env's manual replaced
+// (vars.Secrets.Conceal): for what a transport keeps of a provider's answer
+// for the log.
+func (e Env) Conceal(text string) string { return e.secrets.Conceal(text) }
+
+// ConcealAlso makes value, had for the env's manual at run time (an
+// OAuth2 token fetched with its credentials), one of its secrets: slot
+// names what it replaces (the token cache's entry), of which the last
+// two are kept.
+func (e Env) ConcealAlso(slot, value string) { e.secrets.Add(slot, value) }
+
+// ProviderFields is what a caller may be shown of a provider's decoded
+// error answer (parsed), only where the operator opted in
+// (WithProviderMessages): its error type and code, each kept only when it
+// is a short identifier-like token (redact.Fields, redact.Token) that
+// does not give away a value bound to the env's manual
+// (vars.Secrets.Withholds). nil when nothing may be shown.
+func (e Env) ProviderFields(parsed any) map[string]any {
+	if !e.showMessages {
+		return nil
+	}
+	return redact.Fields(parsed, e.secrets.Withholds)
 }
 
 type responseLimitKey struct{}

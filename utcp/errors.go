@@ -12,8 +12,8 @@ import (
 
 // Sentinels for errors.Is. Every error the package returns for a tool call or
 // a registration matches exactly one of them, or one of package manual's
-// (manual.ErrInvalid, manual.ErrInvalidArguments), or is the caller's own
-// context error when the caller cancelled.
+// (manual.ErrInvalid, manual.ErrInvalidArguments), or vars.ErrNotFound, or
+// is the caller's own context error when the caller cancelled.
 var (
 	// ErrNotFound: no tool or manual of that name.
 	ErrNotFound = errors.New("utcp: not found")
@@ -24,8 +24,6 @@ var (
 	// ErrTimeout: the deadline in force (the caller's or the template's
 	// timeout) passed before the provider answered.
 	ErrTimeout = errors.New("utcp: timeout")
-	// ErrVariableNotFound: a ${VAR} of a call template has no value.
-	ErrVariableNotFound = errors.New("utcp: variable not found")
 	// ErrAlreadyExists: a manual of that name (or a tool of that full name)
 	// is already registered.
 	ErrAlreadyExists = errors.New("utcp: already exists")
@@ -227,28 +225,6 @@ func (e *TimeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
 }
 
-// VariableNotFoundError is a ${VAR} with no value bound to its manual in
-// the operator's sources. Registration refuses it (Path says where it
-// appears in the manual); a call never sends it.
-type VariableNotFoundError struct {
-	Key    string // the namespaced key the operator binds it under
-	Manual string
-	Name   string // the variable as the template writes it
-	Path   string // where it appears (`tools[0].tool_call_template.url`), when known
-}
-
-func (e *VariableNotFoundError) Error() string {
-	var b strings.Builder
-	if e.Path != "" {
-		b.WriteString(e.Path + ": ")
-	}
-	fmt.Fprintf(&b, "variable %q has no value bound to manual %q (the operator binds it as %q; an empty value counts as none)", e.Name, e.Manual, e.Key)
-	return b.String()
-}
-
-// Is reports whether target is ErrVariableNotFound.
-func (e *VariableNotFoundError) Is(target error) bool { return target == ErrVariableNotFound }
-
 // summarize renders a body for an error message, bounded.
 func summarize(body any) string {
 	var s string
@@ -278,7 +254,7 @@ func truncate(s string, n int) string {
 // (WithProviderMessages), its standard reason phrase and the error type
 // and code of its JSON body (parsed) chosen by an allowlist
 // (Env.ProviderFields): never its free text. The body itself, bounded to
-// MaxErrorBodyChars and its bound values replaced (Secrets.Conceal), is
+// MaxErrorBodyChars and its bound values replaced (vars.Secrets.Conceal), is
 // kept behind Unwrap for logs. Every transport makes its status errors
 // here.
 func (e Env) ProviderError(tool string, status int, body []byte, parsed any) *TransportError {

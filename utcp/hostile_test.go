@@ -15,6 +15,7 @@ import (
 	"github.com/exprd/exprd/utcp/internal/utcptest"
 	"github.com/exprd/exprd/utcp/manual"
 	"github.com/exprd/exprd/utcp/utcpall"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // hostileSecret is bound to the manual "victim" only; the fuzz target
@@ -61,7 +62,7 @@ func TestHostileManuals(t *testing.T) {
 			before := len(p.Requests())
 			reg, err := r.Register(context.Background(), tc.ManualName, utcp.FromText(string(tc.Manual)).AllowProtocols(allProtocols...))
 			if tc.Want.Refused != "" {
-				if !errors.Is(err, manual.ErrInvalid) && !errors.Is(err, utcp.ErrVariableNotFound) {
+				if !errors.Is(err, manual.ErrInvalid) && !errors.Is(err, vars.ErrNotFound) {
 					t.Fatalf("Register: got %v, want the manual refused", err)
 				}
 				if !strings.Contains(err.Error(), tc.Want.Field) {

@@ -4,11 +4,12 @@ import (
 	"context"
 
 	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
-// Package manual's names under the utcp names utcp/openapi and
-// utcp/search still write: the same types and values. Other code writes
-// manual's.
+// Package manual's and package vars' names under the utcp names
+// utcp/openapi and utcp/search still write: the same types and values.
+// Other code writes manual's and vars'.
 type (
 	Manual          = manual.Manual
 	Tool            = manual.Tool
@@ -17,6 +18,8 @@ type (
 	Auth            = manual.Auth
 	ManualError     = manual.Error
 	SkippedTool     = manual.SkippedTool
+
+	VariableLoaderFunc = vars.LoaderFunc
 )
 
 // Package manual's constants and sentinels under their utcp names.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // Registry defaults.
@@ -46,7 +47,7 @@ type config struct {
 	showMessages bool
 	logger       *slog.Logger
 	variables    map[string]string
-	loaders      []VariableLoader
+	loaders      []vars.Loader
 	factories    map[string]TransportFactory
 	converter    Converter
 	index        Index
@@ -191,7 +192,7 @@ func WithVariables(vars map[string]string) Option {
 // WithVariableLoader adds a source looked up after the configured
 // variables, in the order added. It must be the operator's: a source a
 // client can write to would let a manual read it.
-func WithVariableLoader(l VariableLoader) Option {
+func WithVariableLoader(l vars.Loader) Option {
 	return func(c *config) error {
 		if l == nil {
 			return errors.New("utcp: WithVariableLoader(nil)")
@@ -201,11 +202,11 @@ func WithVariableLoader(l VariableLoader) Option {
 	}
 }
 
-// WithDotEnvFile loads a .env file (see ParseDotEnv) as a variable loader.
+// WithDotEnvFile loads a .env file (see vars.ParseDotEnv) as a variable loader.
 // A file that cannot be read or parsed makes New fail.
 func WithDotEnvFile(path string) Option {
 	return func(c *config) error {
-		env, err := LoadDotEnv(path)
+		env, err := vars.LoadDotEnv(path)
 		if err != nil {
 			return fmt.Errorf("utcp: WithDotEnvFile: %w", err)
 		}
@@ -220,7 +221,7 @@ func WithDotEnvFile(path string) Option {
 // directory that cannot be read makes New fail.
 func WithSecretDir(dir string) Option {
 	return func(c *config) error {
-		env, err := loadSecretDir(dir)
+		env, err := vars.LoadSecretDir(dir)
 		if err != nil {
 			return fmt.Errorf("utcp: WithSecretDir: %w", err)
 		}
@@ -237,9 +238,9 @@ func WithSecretDir(dir string) Option {
 // EXPRD_AUTH_TOKENS) by choosing its name.
 func WithEnv(keys ...string) Option {
 	return func(c *config) error {
-		env := DotEnv{}
+		env := vars.DotEnv{}
 		for _, k := range keys {
-			if _, _, ok := ParseNamespacedKey(k); !ok || !validVarName(k) {
+			if !vars.IsKey(k) {
 				return fmt.Errorf("utcp: WithEnv(%q): not a namespaced key (MANUAL_VARIABLE, each _ of the manual's name doubled)", k)
 			}
 			v, ok := os.LookupEnv(k)

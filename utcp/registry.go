@@ -15,6 +15,7 @@ import (
 
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // Registry holds registered manuals and their tools, finds tools for a query
@@ -22,7 +23,7 @@ import (
 // registration (readers see an immutable snapshot).
 type Registry struct {
 	cfg       config
-	vars      *variables
+	variables *vars.Resolver
 	factories map[string]TransportFactory
 	client    *http.Client
 	base      *http.Transport
@@ -80,7 +81,7 @@ func New(opts ...Option) (*Registry, error) {
 	}
 	r := &Registry{
 		cfg:       cfg,
-		vars:      &variables{configured: cfg.variables, loaders: cfg.loaders},
+		variables: vars.NewResolver(cfg.variables, cfg.loaders),
 		factories: cfg.factories,
 		shared:    &Shared{},
 		observe:   observeAll(cfg.observers),
@@ -124,11 +125,11 @@ func (r *Registry) env(manual string) Env {
 }
 
 // manualSecrets is the Secrets of a manual's name (nil for none).
-func (r *Registry) manualSecrets(manual string) *Secrets {
+func (r *Registry) manualSecrets(manual string) *vars.Secrets {
 	if manual == "" {
 		return nil
 	}
-	return r.vars.secretsOf(manual)
+	return r.variables.SecretsOf(manual)
 }
 
 // Register reads a manual from src and registers its tools as
@@ -291,8 +292,8 @@ func (r *Registry) prepare(name string, m *manual.Manual, allowed []string, env 
 			return nil, nil, &manual.Error{Manual: name, Path: path + ".tool_call_template.call_template_type", Msg: fmt.Sprintf("no transport for type %q (have: %s)", kind, strings.Join(slices.Sorted(maps.Keys(r.factories)), ", "))}
 		}
 		if t.Template.HasVariables() {
-			if err := r.vars.checkBound(t.Template.Fields(), name, path+".tool_call_template"); err != nil {
-				var ve *VariableNotFoundError
+			if err := r.variables.CheckBound(t.Template.Fields(), name, path+".tool_call_template"); err != nil {
+				var ve *vars.NotFoundError
 				if m.Converted() && errors.As(err, &ve) {
 					if unbound == nil {
 						unbound = err

@@ -14,6 +14,7 @@ import (
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
 	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // toolNames lists the registry's tools by full name.
@@ -42,7 +43,7 @@ func TestReplaceRefusedKeepsOldManual(t *testing.T) {
 		{"a tool without url", utcp.FromText(`{"utcp_version": "1.0.1", "tools": [{"name": "forecast", "tool_call_template": {"call_template_type": "http"}}]}`).AllowProtocols("http"), manual.ErrInvalid},
 		{"not JSON", utcp.FromText(`{"utcp_version": `).AllowProtocols("http"), manual.ErrInvalid},
 		{"every tool filtered out", utcp.FromText(v1), manual.ErrInvalid},
-		{"a missing variable", utcp.FromURL("http://127.0.0.1:1/${NOPE}"), utcp.ErrVariableNotFound},
+		{"a missing variable", utcp.FromURL("http://127.0.0.1:1/${NOPE}"), vars.ErrNotFound},
 		{"the provider is down", utcp.FromURL(down.URL + "/utcp"), utcp.ErrTransport},
 		{"plain http to a remote host", utcp.FromURL("http://tools.example.com/utcp"), utcp.ErrTransport},
 	}

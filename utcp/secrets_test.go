@@ -16,7 +16,7 @@ import (
 
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
-	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // shown is everything of a failed call a caller may read, and what the
@@ -101,25 +101,6 @@ func TestPathParametersAreTheTemplates(t *testing.T) {
 	}
 }
 
-func TestPathParameterVariable(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ url, want string }{
-		{"https://a.example/{${ID}}", "{${ID}}"},
-		{"https://a.example/{$ID}", "{$ID}"},
-		{"https://a.example/x/{a${ID}b}/y", "{a${ID}b}"},
-		{"https://a.example/${ID}/{id}", ""},
-		{"https://a.example/${A}{b}${C}", ""},
-		{"https://a.example/{id}", ""},
-		{"https://a.example/{a$}", ""},
-		{"https://${HOST}/{id}?k=${KEY}", ""},
-	} {
-		got, ok := manual.PathParameterVariable(tc.url)
-		if got != tc.want || ok != (tc.want != "") {
-			t.Errorf("PathParameterVariable(%q): got %q %v, want %q", tc.url, got, ok, tc.want)
-		}
-	}
-}
-
 // echo is a provider that answers 401 with what it was sent: the
 // Authorization header and the query, in plain text or in JSON (as its
 // error's message and its type, beside a code of its own).
@@ -200,8 +181,8 @@ func TestProviderMessagesNeverShowBoundValues(t *testing.T) {
 				if want := `{"code":"invalid_credentials"}`; !plain && !strings.HasSuffix(caller, want) {
 					t.Errorf("caller: got %q, want only the provider's code shown (%s)", caller, want)
 				}
-				if !strings.Contains(log, utcp.Concealed) {
-					t.Errorf("log: got %q, want the credentials replaced by %s", log, utcp.Concealed)
+				if !strings.Contains(log, vars.Concealed) {
+					t.Errorf("log: got %q, want the credentials replaced by %s", log, vars.Concealed)
 				}
 			})
 		}
@@ -215,7 +196,7 @@ func TestProviderMessagesNeverShowBoundValues(t *testing.T) {
 func TestBoundValuesWithholdTypeAndCode(t *testing.T) {
 	t.Parallel()
 	long := "cobalt-harbor-lantern"
-	short := strings.Repeat("k", utcp.MinConcealedBytes-1)
+	short := strings.Repeat("k", vars.MinConcealedBytes-1)
 	for _, tc := range []struct {
 		name, value, typ, want string
 	}{

@@ -6,28 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
+	"github.com/exprd/exprd/utcp/vars"
 )
-
-func TestNamespacedKey(t *testing.T) {
-	t.Parallel()
-	cases := []struct{ manual, name, want string }{
-		{"demo_shop", "API_TOKEN", "demo__shop_API_TOKEN"},
-		{"shop", "API_TOKEN", "shop_API_TOKEN"},
-		{"a__b", "X", "a____b_X"},
-	}
-	for _, tc := range cases {
-		if got := utcp.NamespacedKey(tc.manual, tc.name); got != tc.want {
-			t.Errorf("NamespacedKey(%q, %q): got %q, want %q", tc.manual, tc.name, got, tc.want)
-		}
-	}
-}
 
 func TestVariablesLookupOrderAndNamespacing(t *testing.T) {
 	t.Parallel()
@@ -37,7 +23,7 @@ func TestVariablesLookupOrderAndNamespacing(t *testing.T) {
 	if err := os.WriteFile(envFile, []byte("# keys\nexport demo__shop_FROM_FILE=file-value\ndemo__shop_BOTH=file\nAPI_TOKEN=bare-name-is-never-used\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	later := utcp.DotEnv{"demo__shop_FROM_LOADER": "loader-value", "demo__shop_BOTH": "loader", "demo__shop_CONFIGURED": "loader"}
+	later := vars.DotEnv{"demo__shop_FROM_LOADER": "loader-value", "demo__shop_BOTH": "loader", "demo__shop_CONFIGURED": "loader"}
 	r := utcptest.NewRegistry(t,
 		utcp.WithVariables(map[string]string{"demo__shop_CONFIGURED": "config-value"}),
 		utcp.WithDotEnvFile(envFile),
@@ -96,7 +82,7 @@ func TestUnboundVariableRefusedAtRegistration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := r.Register(context.Background(), "demo_shop2", utcp.FromText(utcptest.ManualOf("op", nil, tc.tmpl)).AllowProtocols("http"))
-			var vn *utcp.VariableNotFoundError
+			var vn *vars.NotFoundError
 			if !errors.As(err, &vn) || vn.Key != "demo__shop2_API_TOKEN" || vn.Name != "API_TOKEN" || vn.Path != tc.path {
 				t.Fatalf("got %v (%+v), want VariableNotFoundError for API_TOKEN at %s", err, vn, tc.path)
 			}
@@ -119,7 +105,7 @@ func TestNamespacedKeyBindsOnePair(t *testing.T) {
 	r := utcptest.NewRegistry(t, utcp.WithVariables(map[string]string{"a__b_C": "secret-of-a_b"}))
 	_, err := r.Register(context.Background(), "a", utcp.FromText(utcptest.ManualOf("op", nil, map[string]any{
 		"call_template_type": "http", "url": p.URL + "/?k=${_b_C}"})).AllowProtocols("http"))
-	if !errors.Is(err, utcp.ErrVariableNotFound) {
+	if !errors.Is(err, vars.ErrNotFound) {
 		t.Fatalf("got %v, want ErrVariableNotFound", err)
 	}
 	utcptest.Register(t, r, "a_b", utcptest.ManualOf("op", nil, map[string]any{"call_template_type": "http", "url": p.URL + "/?k=${C}"}))
@@ -128,32 +114,6 @@ func TestNamespacedKeyBindsOnePair(t *testing.T) {
 	}
 	if got := p.Requests()[0].Query; got != "k=secret-of-a_b" {
 		t.Errorf("query: got %q", got)
-	}
-}
-
-func TestParseNamespacedKey(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		key, manual, name string
-		ok                bool
-	}{
-		{"demo__shop_API_TOKEN", "demo_shop", "API_TOKEN", true},
-		{"shop_API_TOKEN", "shop", "API_TOKEN", true},
-		{"a____b_X", "a__b", "X", true},
-		{"a___b", "a_", "b", true},
-		{"TOKEN", "", "", false},
-		{"_TOKEN", "", "", false},
-		{"a_", "", "", false},
-		{"a__b", "", "", false},
-	}
-	for _, tc := range cases {
-		m, n, ok := utcp.ParseNamespacedKey(tc.key)
-		if m != tc.manual || n != tc.name || ok != tc.ok {
-			t.Errorf("ParseNamespacedKey(%q): got %q, %q, %v; want %q, %q, %v", tc.key, m, n, ok, tc.manual, tc.name, tc.ok)
-		}
-		if ok && utcp.NamespacedKey(m, n) != tc.key {
-			t.Errorf("NamespacedKey(%q, %q) != %q", m, n, tc.key)
-		}
 	}
 }
 
@@ -167,7 +127,7 @@ func TestEnvironmentOnlyForListedKeys(t *testing.T) {
 	r := utcptest.NewRegistry(t, utcp.WithEnv("listed_API_KEY"))
 	_, err := r.Register(context.Background(), "EXFIL", utcp.FromText(utcptest.ManualOf("t", nil, map[string]any{
 		"call_template_type": "http", "url": p.URL + "/?k=${API_KEY}"})).AllowProtocols("http"))
-	if !errors.Is(err, utcp.ErrVariableNotFound) {
+	if !errors.Is(err, vars.ErrNotFound) {
 		t.Fatalf("got %v, want ErrVariableNotFound", err)
 	}
 	utcptest.Register(t, r, "listed", utcptest.ManualOf("t", nil, map[string]any{"call_template_type": "http", "url": p.URL, "headers": map[string]any{"X-K": "${API_KEY}"}}))
@@ -220,7 +180,7 @@ func TestToolTemplatesResolvedOnEveryCall(t *testing.T) {
 	p := utcptest.NewProvider(t, nil)
 	var mu sync.Mutex
 	token := "first"
-	r := utcptest.NewRegistry(t, utcp.WithVariableLoader(utcp.VariableLoaderFunc(func(k string) (string, bool) {
+	r := utcptest.NewRegistry(t, utcp.WithVariableLoader(vars.LoaderFunc(func(k string) (string, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if k == "svc_TOKEN" {
@@ -248,67 +208,9 @@ func TestDiscoveryTemplateResolvedAtRegistration(t *testing.T) {
 	r := utcptest.NewRegistry(t)
 	tmpl := `{"name": "remote", "call_template_type": "http", "url": "https://${HOST}/utcp"}`
 	_, err := r.Register(context.Background(), "", utcp.FromTemplate([]byte(tmpl)))
-	var vn *utcp.VariableNotFoundError
+	var vn *vars.NotFoundError
 	if !errors.As(err, &vn) || vn.Key != "remote_HOST" || vn.Path != "url" {
 		t.Errorf("got %v, want VariableNotFoundError for remote_HOST at url", err)
-	}
-}
-
-// An env-file value may refer to a key above it or to an environment
-// variable the operator names, as python-dotenv expands it.
-func TestParseDotEnvExpands(t *testing.T) {
-	t.Setenv("EXPRD_TEST_GLOBAL_TOKEN", "from-env")
-	in := strings.Join([]string{
-		"GLOBAL=g1",
-		"remap_API_TOKEN=${GLOBAL}",
-		`quoted_T="pre-${EXPRD_TEST_GLOBAL_TOKEN}-post"`,
-		"single_T='${GLOBAL} kept'",
-		"default_T=${EXPRD_TEST_NOT_SET_ANYWHERE:-fallback}",
-		"dollar_T=$GLOBAL",
-	}, "\n")
-	got, err := utcp.ParseDotEnv(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := utcp.DotEnv{"GLOBAL": "g1", "remap_API_TOKEN": "g1", "quoted_T": "pre-from-env-post", "single_T": "${GLOBAL} kept", "default_T": "fallback", "dollar_T": "$GLOBAL"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %#v, want %#v", got, want)
-	}
-	_, err = utcp.ParseDotEnv(strings.NewReader("A=1\nB=${EXPRD_TEST_NOT_SET_ANYWHERE}"))
-	if err == nil || !strings.Contains(err.Error(), "line 2") {
-		t.Errorf("an unresolved reference: got %v, want an error naming line 2", err)
-	}
-}
-
-func TestParseDotEnv(t *testing.T) {
-	t.Parallel()
-	in := strings.Join([]string{
-		"# comment",
-		"",
-		"A=plain",
-		"export B = spaced  # trailing comment",
-		`C="double \"quoted\"\nline"`,
-		"D='single $NOT #kept'",
-		`E="multi`,
-		`line"`,
-		"F=",
-		"G=a=b",
-	}, "\n")
-	got, err := utcp.ParseDotEnv(strings.NewReader(in))
-	if err != nil {
-		t.Fatalf("ParseDotEnv: %v", err)
-	}
-	want := utcp.DotEnv{"A": "plain", "B": "spaced", "C": "double \"quoted\"\nline", "D": "single $NOT #kept", "E": "multi\nline", "F": "", "G": "a=b"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %#v, want %#v", got, want)
-	}
-	if _, ok := got.Lookup("F"); ok {
-		t.Errorf("an empty value must not count as set")
-	}
-	for _, bad := range []string{"no equals sign", `X="unterminated`, "X='open", "1 2=3"} {
-		if _, err := utcp.ParseDotEnv(strings.NewReader(bad)); err == nil {
-			t.Errorf("ParseDotEnv(%q): got no error, want one", bad)
-		}
 	}
 }
 
@@ -330,10 +232,10 @@ func TestSecretDirBounds(t *testing.T) {
 		files, size int
 		ok          bool
 	}{
-		{"a file at the byte limit", 1, utcp.MaxSecretBytes, true},
-		{"a file one byte past it", 1, utcp.MaxSecretBytes + 1, false},
-		{"files at the count limit", utcp.MaxSecretFiles, 1, true},
-		{"one file past it", utcp.MaxSecretFiles + 1, 1, false},
+		{"a file at the byte limit", 1, vars.MaxSecretBytes, true},
+		{"a file one byte past it", 1, vars.MaxSecretBytes + 1, false},
+		{"files at the count limit", vars.MaxSecretFiles, 1, true},
+		{"one file past it", vars.MaxSecretFiles + 1, 1, false},
 	} {
 		_, err := utcp.New(utcp.WithSecretDir(dir(t, tc.files, tc.size)))
 		if (err == nil) != tc.ok {

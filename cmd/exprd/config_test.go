@@ -15,6 +15,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // TestConfigParseErrorIsTheOnlyError is the regression test for a value
@@ -166,7 +167,7 @@ func TestUTCPFlagsDoWhatTheirHelpSays(t *testing.T) {
 		{"a template's timeout longer than --utcp-timeout wins", "slow__shop_TOKEN=abc\n", "patient", `{"ok":true}`, nil},
 		{"a template without a timeout gets --utcp-timeout", "slow__shop_TOKEN=abc\n", "plain", "", utcp.ErrTimeout},
 		{"the key doubles the manual's _", "slow__shop_TOKEN=abc\n", "secret", `{"authorization":"Bearer abc"}`, nil},
-		{"<manual>_<VAR> with the _ not doubled is not found", "slow_shop_TOKEN=abc\n", "secret", "", utcp.ErrVariableNotFound},
+		{"<manual>_<VAR> with the _ not doubled is not found", "slow_shop_TOKEN=abc\n", "secret", "", vars.ErrNotFound},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			envFile := filepath.Join(dir, "utcp.env")
@@ -204,7 +205,7 @@ func TestUTCPFlagsDoWhatTheirHelpSays(t *testing.T) {
 	t.Run("the help's example key is the registry's", func(t *testing.T) {
 		var c config
 		help := newFlagSet(&c).Lookup("utcp-env-file").Usage
-		if want := "demo_shop + API_TOKEN: " + utcp.NamespacedKey("demo_shop", "API_TOKEN"); !strings.Contains(help, want) {
+		if want := "demo_shop + API_TOKEN: " + vars.NamespacedKey("demo_shop", "API_TOKEN"); !strings.Contains(help, want) {
 			t.Errorf("--utcp-env-file help: got %q, want it to contain %q", help, want)
 		}
 	})

@@ -47,7 +47,7 @@ var allowed = map[string][]string{
 	"model":                          {},
 	"model/openaicompat":             {"internal/sse", "membudget", "model"},
 	"model/scripted":                 {},
-	"server":                         {"agent", "codemode", "evaluator", "gen/exprd/v1", "internal/overload", "internal/recvgate", "internal/toolscope", "membudget", "model", "server/auth", "server/internal/rpcstatus", "server/internal/stream", "server/limits", "server/ratelimit", "toolstore", "turnstore", "utcp", "utcp/manual"},
+	"server":                         {"agent", "codemode", "evaluator", "gen/exprd/v1", "internal/overload", "internal/recvgate", "internal/toolscope", "membudget", "model", "server/auth", "server/internal/rpcstatus", "server/internal/stream", "server/limits", "server/ratelimit", "toolstore", "turnstore", "utcp", "utcp/manual", "utcp/vars"},
 	"server/auth":                    {"gen/exprd/v1", "internal/toolscope", "server/internal/rpcstatus"},
 	"server/internal/rpcstatus":      {"gen/exprd/v1", "membudget"},
 	"server/internal/stream":         {"gen/exprd/v1", "membudget", "server/internal/rpcstatus"},
@@ -55,16 +55,17 @@ var allowed = map[string][]string{
 	"server/ratelimit":               {"membudget", "server/auth", "server/internal/rpcstatus"},
 	"toolstore":                      {"utcp", "utcp/manual"},
 	"turnstore":                      {"membudget"},
-	"utcp":                           {"internal/egress", "internal/redact", "membudget", "utcp/manual"},
+	"utcp":                           {"internal/egress", "internal/redact", "membudget", "utcp/manual", "utcp/vars"},
 	"utcp/grpctransport":             {"gen/grpcpb", "internal/egress", "utcp", "utcp/manual"},
 	"utcp/hostiletest":               {},
 	"utcp/httptransport":             {"internal/sse", "utcp", "utcp/manual"},
-	"utcp/internal/utcptest":         {"internal/egress", "utcp", "utcp/utcpall"},
+	"utcp/internal/utcptest":         {"internal/egress", "utcp", "utcp/utcpall", "utcp/vars"},
 	"utcp/manual":                    {"internal/schemafast"},
 	"utcp/mcptransport":              {"utcp", "utcp/manual"},
 	"utcp/openapi":                   {"utcp", "utcp/httptransport"},
 	"utcp/search":                    {"utcp"},
 	"utcp/utcpall":                   {"utcp", "utcp/grpctransport", "utcp/httptransport", "utcp/mcptransport", "utcp/openapi", "utcp/search"},
+	"utcp/vars":                      {"utcp/manual"},
 }
 
 // TestImportAllowlist fails when a package imports one of the module's

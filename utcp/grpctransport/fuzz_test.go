@@ -11,12 +11,13 @@ import (
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/grpctransport"
 	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // FuzzTemplate registers a manual whose tool has a fuzzed grpc template (a
 // discovered manual's templates are the provider's to write). The property:
 // no panic, and a refusal is a *manual.Error (or, for a ${VAR} the
-// operator has not bound, a *utcp.VariableNotFoundError). Nothing is
+// operator has not bound, a *vars.NotFoundError). Nothing is
 // dialled.
 // Seeds: testdata/templates.json.
 func FuzzTemplate(f *testing.F) {
@@ -59,9 +60,9 @@ func FuzzTemplate(f *testing.F) {
 		// refused as such (testdata/fuzz/FuzzTemplate/35ff40b3ebb9713d:
 		// `$000` in host).
 		var me *manual.Error
-		var ve *utcp.VariableNotFoundError
+		var ve *vars.NotFoundError
 		if !errors.As(err, &me) && !errors.As(err, &ve) {
-			t.Fatalf("got %T %v, want a *manual.Error or a *utcp.VariableNotFoundError", err, err)
+			t.Fatalf("got %T %v, want a *manual.Error or a *vars.NotFoundError", err, err)
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"
+	"github.com/exprd/exprd/utcp/vars"
 )
 
 // Received is what a loopback provider saw of one request.
@@ -71,7 +72,7 @@ var LoopbackEgress = utcp.WithEgress(egress.MustParse("loopback"))
 
 // EveryVariable binds a value to every variable of every manual, for tests
 // of manuals whose templates carry ${VAR}s (the operator binds them).
-var EveryVariable = utcp.WithVariableLoader(utcp.VariableLoaderFunc(func(string) (string, bool) { return "test-value", true }))
+var EveryVariable = utcp.WithVariableLoader(vars.LoaderFunc(func(string) (string, bool) { return "test-value", true }))
 
 // NewRegistry is utcpall.New(LoopbackEgress, opts...), closed when the
 // test ends.

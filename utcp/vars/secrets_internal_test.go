@@ -1,4 +1,4 @@
-package utcp
+package vars
 
 import (
 	"encoding/base64"
@@ -12,7 +12,7 @@ import (
 func TestSecretsConceal(t *testing.T) {
 	t.Parallel()
 	s := &Secrets{}
-	s.add("", "abcd-1234", "abcd-1234-longer", `q"u<o>te`)
+	s.Add("", "abcd-1234", "abcd-1234-longer", `q"u<o>te`)
 	for _, tc := range []struct{ in, want string }{
 		{"key abcd-1234 refused", "key [redacted] refused"},
 		{"key abcd-1234-longer refused", "key [redacted] refused"},
@@ -29,7 +29,7 @@ func TestSecretsConceal(t *testing.T) {
 		}
 	}
 	for _, tok := range []string{"token-one-1", "token-two-2", "token-three-3"} {
-		s.add("oauth2 entry", tok)
+		s.Add("oauth2 entry", tok)
 	}
 	got := s.Conceal("token-one-1 token-two-2 token-three-3 abcd-1234")
 	if want := "token-one-1 [redacted] [redacted] [redacted]"; got != want {
@@ -45,9 +45,9 @@ func TestSecretsConceal(t *testing.T) {
 // operator's sources bind to its name, and nothing bound to another.
 func TestSecretsOfAManual(t *testing.T) {
 	t.Parallel()
-	v := &variables{configured: map[string]string{"weather_KEY": "configured-1", "other_KEY": "other-value"},
-		loaders: []VariableLoader{DotEnv{"weather_TOKEN": "dotenv-2"}, VariableLoaderFunc(func(k string) (string, bool) { return "asked-3", k == "weather_ASKED" })}}
-	s := v.secretsOf("weather")
+	v := NewResolver(map[string]string{"weather_KEY": "configured-1", "other_KEY": "other-value"},
+		[]Loader{DotEnv{"weather_TOKEN": "dotenv-2"}, LoaderFunc(func(k string) (string, bool) { return "asked-3", k == "weather_ASKED" })})
+	s := v.SecretsOf("weather")
 	msg := "configured-1 dotenv-2 asked-3 other-value"
 	if got, want := s.Conceal(msg), "[redacted] [redacted] asked-3 other-value"; got != want {
 		t.Errorf("got %q, want %q", got, want)
@@ -58,7 +58,7 @@ func TestSecretsOfAManual(t *testing.T) {
 	if got, want := s.Conceal(msg), "[redacted] [redacted] [redacted] other-value"; got != want {
 		t.Errorf("once looked up: got %q, want %q", got, want)
 	}
-	if v.secretsOf("weather") != s || strings.Contains(v.secretsOf("other").Conceal("configured-1"), "redacted") {
+	if v.SecretsOf("weather") != s || strings.Contains(v.SecretsOf("other").Conceal("configured-1"), "redacted") {
 		t.Errorf("a manual's Secrets are its own, made once")
 	}
 }
@@ -69,8 +69,8 @@ func TestSecretsOfAManual(t *testing.T) {
 func TestSecretsWithholds(t *testing.T) {
 	t.Parallel()
 	s := &Secrets{}
-	s.add("", "cobalt-harbor-lantern", "kkk")
-	s.add("oauth2 entry", "tok-ZZZZZZZZZZZZ-oauth2")
+	s.Add("", "cobalt-harbor-lantern", "kkk")
+	s.Add("oauth2 entry", "tok-ZZZZZZZZZZZZ-oauth2")
 	for _, tc := range []struct {
 		tok  string
 		want bool

@@ -1,4 +1,4 @@
-package utcp
+package vars
 
 import (
 	"cmp"
@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/exprd/exprd/internal/redact"
 )
 
 // MinConcealedBytes is the shortest bound value Secrets replaces where a
@@ -22,7 +20,7 @@ const MinConcealedBytes = 4
 // Concealed is what a bound value becomes in a provider's message.
 const Concealed = "[redacted]"
 
-// maxTokensPerSlot is how many values a slot keeps (ConcealAlso): an
+// maxTokensPerSlot is how many values a slot keeps (Add): an
 // OAuth2 token and the one before it, which a provider may still echo.
 const maxTokensPerSlot = 2
 
@@ -47,9 +45,10 @@ type secretTable struct {
 	forms    []string          // every form of every value, for reveals
 }
 
-// add makes values secrets; slot "" keeps them for good, another slot
-// keeps its last maxTokensPerSlot.
-func (s *Secrets) add(slot string, values ...string) {
+// Add makes values secrets; slot "" keeps them for good, another slot
+// keeps its last two (an OAuth2 token and the one before it, which a
+// provider may still echo).
+func (s *Secrets) Add(slot string, values ...string) {
 	if s == nil {
 		return
 	}
@@ -171,30 +170,6 @@ func (s *Secrets) Reveals(text string) bool {
 		}
 	}
 	return false
-}
-
-// Conceal returns text with the values bound to the env's manual replaced
-// (Secrets.Conceal): for what a transport keeps of a provider's answer
-// for the log.
-func (e Env) Conceal(text string) string { return e.secrets.Conceal(text) }
-
-// ConcealAlso makes value, had for the env's manual at run time (an
-// OAuth2 token fetched with its credentials), one of its secrets: slot
-// names what it replaces (the token cache's entry), of which the last
-// two are kept.
-func (e Env) ConcealAlso(slot, value string) { e.secrets.add(slot, value) }
-
-// ProviderFields is what a caller may be shown of a provider's decoded
-// error answer (parsed), only where the operator opted in
-// (WithProviderMessages): its error type and code, each kept only when it
-// is a short identifier-like token (redact.Fields, redact.Token) that
-// does not give away a value bound to the env's manual
-// (Secrets.Withholds). nil when nothing may be shown.
-func (e Env) ProviderFields(parsed any) map[string]any {
-	if !e.showMessages {
-		return nil
-	}
-	return redact.Fields(parsed, e.secrets.Withholds)
 }
 
 // sharedRun is how many bytes in a row a shown token may have in common
