@@ -17,7 +17,7 @@ import (
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/server/internal/stream"
 	"github.com/exprd/exprd/turnstore"
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/userinput"
 )
 
 // agentLoop serves exprd.v1.AgentLoop: one agent turn per stream. The
@@ -94,7 +94,7 @@ func (a *agentLoop) Run(rpc agentStream) (err error) {
 	}
 	t.input = newInputAsker(a.s.opts.inputTimeout, t.askInput)
 	if start.GetRelayInputRequests() {
-		ctx = utcp.WithInputAsker(ctx, t.input)
+		ctx = userinput.WithAsker(ctx, t.input)
 	}
 	t.state.UseMemory(st.Memory("the turn's state"))
 	if js := start.GetStateJson(); len(js) > 0 {

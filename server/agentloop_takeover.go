@@ -37,7 +37,7 @@ import (
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/server/internal/stream"
 	"github.com/exprd/exprd/turnstore"
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/userinput"
 )
 
 // DefaultMaxTakeovers bounds how many times one turn is taken over
@@ -505,7 +505,7 @@ func (a *agentLoop) runTaken(lease *turnstore.Lease, st turnstore.Takeover, rec 
 	}
 	t.input = newInputAsker(a.s.opts.inputTimeout, t.askInput)
 	if start.GetRelayInputRequests() {
-		ctx = utcp.WithInputAsker(ctx, t.input)
+		ctx = userinput.WithAsker(ctx, t.input)
 	}
 	mem := a.s.opts.memory.EmptyFor(ctx, "the turn's state")
 	defer mem.Close()

@@ -20,7 +20,7 @@ import (
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/turnstore"
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/userinput"
 )
 
 // turn is one Run stream's protocol with the client: what the turn sends,
@@ -289,7 +289,7 @@ func ask[V any](ctx context.Context, t *turn, c *stream.Correlator[string, V], i
 // askInput sends a UTCP tool's request for user input (Start's
 // relay_input_requests), naming the step and the model's call it comes
 // from.
-func (t *turn) askInput(ctx context.Context, id string, req *utcp.InputRequest) error {
+func (t *turn) askInput(ctx context.Context, id string, req *userinput.Request) error {
 	step, _ := agent.CallStep(ctx)
 	m := &exprdv1.AgentLoopRunResponse{Event: &exprdv1.AgentLoopRunResponse_InputRequest{InputRequest: &exprdv1.AgentInputRequest{
 		InputId: id, Step: uint32(step), CallId: agent.CallID(ctx), Tool: req.Tool, Message: req.Message, RequestedSchemaJson: string(req.Schema)}}}

@@ -17,7 +17,7 @@ import (
 	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/userinput"
 )
 
 // codeMode serves exprd.v1.CodeMode over the server's UTCP registry and,
@@ -126,7 +126,7 @@ func (c *codeMode) Run(rpc runStream) error {
 	})}
 	r.input = newInputAsker(c.s.opts.inputTimeout, r.askInput)
 	if start.GetRelayInputRequests() {
-		ctx = utcp.WithInputAsker(ctx, r.input)
+		ctx = userinput.WithAsker(ctx, r.input)
 	}
 	st.Receive(func(m *exprdv1.RunRequest) bool { return r.handle(m, st.Cancel) }, r.approvals.Close, r.input.replies.Close)
 
@@ -219,7 +219,7 @@ func (r *runSession) approve(ctx context.Context, tool string, args map[string]a
 
 // askInput sends a tool's request for user input (Start's
 // relay_input_requests).
-func (r *runSession) askInput(_ context.Context, id string, req *utcp.InputRequest) error {
+func (r *runSession) askInput(_ context.Context, id string, req *userinput.Request) error {
 	return r.send(&exprdv1.RunResponse{Event: &exprdv1.RunResponse_InputRequest{InputRequest: &exprdv1.InputRequest{
 		InputId: id, Tool: req.Tool, Message: req.Message, RequestedSchemaJson: string(req.Schema)}}})
 }

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/exprd/exprd/server/internal/rpcstatus"
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/userinput"
 )
 
 // errInputTimeout ends a request for user input the client did not answer
@@ -23,12 +23,12 @@ var errInputTimeout = errors.New("the user did not answer in time")
 // inputAnswer is a client's reply to a request for user input, as it came,
 // and what CheckReply made of it.
 type inputAnswer struct {
-	action  utcp.InputAction
+	action  userinput.Action
 	content []byte
-	reply   utcp.InputReply
+	reply   userinput.Reply
 }
 
-// inputAsker relays a tool's request for user input (utcp.InputAsker) to
+// inputAsker relays a tool's request for user input (userinput.Asker) to
 // the client of a stream that opted in (CodeMode.Run's and AgentLoop.Run's
 // relay_input_requests): send sends the request event under an id, and the
 // client's reply with that id comes back through replies. A reply the
@@ -38,10 +38,10 @@ type inputAnswer struct {
 type inputAsker struct {
 	timeout time.Duration
 	replies *stream.Correlator[string, *inputAnswer]
-	send    func(ctx context.Context, id string, req *utcp.InputRequest) error
+	send    func(ctx context.Context, id string, req *userinput.Request) error
 }
 
-func newInputAsker(timeout time.Duration, send func(context.Context, string, *utcp.InputRequest) error) *inputAsker {
+func newInputAsker(timeout time.Duration, send func(context.Context, string, *userinput.Request) error) *inputAsker {
 	return &inputAsker{timeout: timeout, send: send,
 		replies: stream.NewCorrelator[string, *inputAnswer](notAwaited("request for input"))}
 }
@@ -49,15 +49,15 @@ func newInputAsker(timeout time.Duration, send func(context.Context, string, *ut
 // inputActions are the replies' actions by their proto enum's number
 // (the same in CodeMode's InputReply and AgentLoop's AgentInputReply);
 // ACTION_UNSPECIFIED and unknown numbers are none.
-var inputActions = map[int32]utcp.InputAction{1: utcp.InputAccept, 2: utcp.InputDecline, 3: utcp.InputCancel}
+var inputActions = map[int32]userinput.Action{1: userinput.Accept, 2: userinput.Decline, 3: userinput.Cancel}
 
 // deliver hands a client's reply to the request waiting under id.
 func (a *inputAsker) deliver(id string, action int32, content string) error {
 	return a.replies.Deliver(id, &inputAnswer{action: inputActions[action], content: []byte(content)})
 }
 
-// AskInput implements utcp.InputAsker.
-func (a *inputAsker) AskInput(ctx context.Context, req *utcp.InputRequest) (utcp.InputReply, error) {
+// AskInput implements userinput.Asker.
+func (a *inputAsker) AskInput(ctx context.Context, req *userinput.Request) (userinput.Reply, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errInputTimeout)
 	defer cancel()
 	id := a.replies.ID()
@@ -67,7 +67,7 @@ func (a *inputAsker) AskInput(ctx context.Context, req *utcp.InputRequest) (utcp
 		}
 		r, err := req.CheckReply(ans.action, ans.content)
 		switch {
-		case errors.Is(err, utcp.ErrReplyTooLarge):
+		case errors.Is(err, userinput.ErrReplyTooLarge):
 			return rpcstatus.New(codes.ResourceExhausted, "input_reply.content_json: "+err.Error(), rpcstatus.Info(exprdv1.ErrorReason_QUOTA_EXCEEDED),
 				rpcstatus.QuotaFailure("max_input_reply_bytes", err.Error()))
 		case err != nil:
@@ -79,11 +79,11 @@ func (a *inputAsker) AskInput(ctx context.Context, req *utcp.InputRequest) (utcp
 	ans, err := a.replies.Ask(ctx, id, check, func() error { return a.send(ctx, id, req) })
 	switch {
 	case errors.Is(err, stream.ErrClientGone):
-		return utcp.InputReply{}, errors.New("the client closed its side of the stream before answering")
+		return userinput.Reply{}, errors.New("the client closed its side of the stream before answering")
 	case errors.Is(context.Cause(ctx), errInputTimeout):
-		return utcp.InputReply{}, fmt.Errorf("the user did not answer within %s", a.timeout)
+		return userinput.Reply{}, fmt.Errorf("the user did not answer within %s", a.timeout)
 	case err != nil:
-		return utcp.InputReply{}, err
+		return userinput.Reply{}, err
 	}
 	return ans.reply, nil
 }

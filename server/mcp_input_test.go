@@ -12,7 +12,7 @@ import (
 	"github.com/exprd/exprd/internal/testkit/mcpeverything"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/userinput"
 )
 
 // The reference server's tool that asks for user input, and what it
@@ -80,10 +80,10 @@ func TestMCPElicitationRelayedToCodeModeRun(t *testing.T) {
 			func(id string) *exprdv1.RunRequest { return inputReply(id, decline, "") },
 		}, []rejection{{codes.NotFound, "", `"77"`}}, "declined", ""},
 		{"content at MaxInputReplyBytes", []func(string) *exprdv1.RunRequest{
-			func(id string) *exprdv1.RunRequest { return inputReply(id, accept, nameOf(utcp.MaxInputReplyBytes)) },
+			func(id string) *exprdv1.RunRequest { return inputReply(id, accept, nameOf(userinput.MaxReplyBytes)) },
 		}, nil, "Name: xxx", ""},
 		{"content one byte past it, then a decline", []func(string) *exprdv1.RunRequest{
-			func(id string) *exprdv1.RunRequest { return inputReply(id, accept, nameOf(utcp.MaxInputReplyBytes+1)) },
+			func(id string) *exprdv1.RunRequest { return inputReply(id, accept, nameOf(userinput.MaxReplyBytes+1)) },
 			func(id string) *exprdv1.RunRequest { return inputReply(id, decline, "") },
 		}, []rejection{{codes.ResourceExhausted, "max_input_reply_bytes", "over the limit of 65536"}}, "declined", ""},
 		{"no reply within the input timeout", nil, nil, "", "input-required: the MCP server asked for user input: the user did not answer within 2s"},

@@ -35,6 +35,7 @@ import (
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/turnstore"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/userinput"
 )
 
 // DefaultMaxCallsInFlight bounds the calls running at once on one stream.
@@ -300,7 +301,7 @@ func WithSlowReaderTimeout(d time.Duration) Option {
 
 // WithInputTimeout sets how long a tool's request for user input, relayed
 // to a CodeMode.Run or AgentLoop.Run client that opted in, waits for its
-// reply within the call's deadline (default utcp.DefaultInputTimeout).
+// reply within the call's deadline (default userinput.DefaultTimeout).
 func WithInputTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -424,7 +425,7 @@ func New(opts ...Option) (*Server, error) {
 		windowSize:        DefaultInitialWindowSize,
 		outboxBytes:       DefaultOutboxBytes,
 		slowReaderTimeout: DefaultSlowReaderTimeout,
-		inputTimeout:      utcp.DefaultInputTimeout,
+		inputTimeout:      userinput.DefaultTimeout,
 		connWindowSize:    DefaultInitialConnWindowSize,
 		rateBurst:         DefaultRateBurst,
 		conn:              defaultConnOptions(),

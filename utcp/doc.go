@@ -138,5 +138,8 @@
 // that implements DriftReporter tells whether its provider now lists another
 // definition of a tool than the registered one (Registry.Drift). What is
 // registered under WithOperator (LoadDir) is the operator's (Env.Operator):
-// only there may a template start a process (an mcp stdio server).
+// only there may a template start a process (an mcp stdio server). A
+// provider that asks the user for input while a call runs (an MCP server's
+// elicitation) is relayed through the userinput.Asker the call's context
+// carries.
 package utcp

@@ -13,7 +13,7 @@ import (
 // meanwhile.
 type callState struct {
 	cancel context.CancelFunc
-	ctx    context.Context // the call's: its user to ask, if any (utcp.InputAskerOf)
+	ctx    context.Context // the call's: its user to ask, if any (userinput.AskerOf)
 	tool   string          // its full name
 
 	mu  sync.Mutex

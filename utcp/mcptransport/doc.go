@@ -59,7 +59,7 @@
 // ElicitationHandler; not over HTTP+SSE, whose revision has none) and no
 // sampling, roots or URL mode. A server's request for input is relayed to
 // the user of the stream the call comes from: a stream that has one puts a
-// utcp.InputAsker in the call's context (utcp.WithInputAsker; CodeMode.Run
+// userinput.Asker in the call's context (userinput.WithAsker; CodeMode.Run
 // and AgentLoop.Run when their start sets relay_input_requests). On the
 // 2026-07-28 revision the request comes in the call's input-required
 // result and the SDK's multi-round-trip asks it under the call's own
@@ -67,10 +67,10 @@
 // 2025-06-18) it is a request of its own that the SDK does not tie to a
 // call: it is the call's when that call is the only one in flight on the
 // session, and is otherwise refused (one caller's user is never asked
-// another's question). The request is checked by utcp.NewInputRequest
-// (utcp.MaxInputRequestBytes, its schema compiled as every tool schema
-// is); the asker checks the reply against it (InputRequest.CheckReply,
-// utcp.MaxInputReplyBytes), and the SDK checks it again before it is sent.
+// another's question). The request is checked by userinput.NewRequest
+// (userinput.MaxRequestBytes, its schema compiled as every tool schema
+// is); the asker checks the reply against it (userinput.Request.CheckReply,
+// userinput.MaxReplyBytes), and the SDK checks it again before it is sent.
 // A call with no user to ask, a request that cannot be relayed, a user who
 // does not answer, and what exprd never gives (sampling) fail the call
 // with ReasonInputRequired, saying why; the session goes on.

@@ -9,11 +9,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/userinput"
 )
 
 // elicit answers a server's request for user input (form-mode
 // elicitation) by relaying it to the user of the stream the call comes
-// from (utcp.InputAskerOf its context), and fails the call saying why
+// from (userinput.AskerOf its context), and fails the call saying why
 // when it cannot:
 //
 //   - The call it is for: on the 2026-07-28 revision the request comes in
@@ -27,12 +28,12 @@ import (
 //   - The call's user: a stream that has one and opted in put an asker in
 //     the call's context; ExprTool host functions, CodeMode's Execute and
 //     streams that did not opt in have none: ReasonInputRequired.
-//   - The request: at most utcp.MaxInputRequestBytes, its schema compiled
-//     as every tool schema is (utcp.NewInputRequest); URL mode is not
+//   - The request: at most userinput.MaxRequestBytes, its schema compiled
+//     as every tool schema is (userinput.NewRequest); URL mode is not
 //     relayed (exprd does not advertise it).
 //
 // The reply is checked against the requested schema before it comes back
-// here (the asker's utcp.InputRequest.CheckReply), and the SDK checks it
+// here (the asker's userinput.Request.CheckReply), and the SDK checks it
 // again before it is sent. The wait is bounded by the asker, by the call's
 // deadline, and by the server's withdrawing its request.
 func (s *server) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -51,7 +52,7 @@ func (s *server) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 	if req.Params == nil || req.Params.Mode == "url" {
 		return fail(inputRequired(st.tool, "a visit to a URL (URL-mode elicitation), which exprd does not relay"))
 	}
-	asker := utcp.InputAskerOf(st.ctx)
+	asker := userinput.AskerOf(st.ctx)
 	if asker == nil {
 		return fail(inputRequired(st.tool, "user input (elicitation)"))
 	}
@@ -63,7 +64,7 @@ func (s *server) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 		}
 		schema = raw
 	}
-	ir, err := utcp.NewInputRequest(st.tool, req.Params.Message, schema)
+	ir, err := userinput.NewRequest(st.tool, req.Params.Message, schema)
 	if err != nil {
 		return fail(&utcp.TransportError{Tool: st.tool, Reason: ReasonInputRequired, Body: "the MCP server asked for user input: " + err.Error()})
 	}
@@ -81,7 +82,7 @@ func (s *server) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 		return fail(&utcp.TransportError{Tool: st.tool, Reason: ReasonInputRequired, Body: "the MCP server asked for user input: " + err.Error()})
 	}
 	res := &mcp.ElicitResult{Action: string(reply.Action)}
-	if reply.Action == utcp.InputAccept {
+	if reply.Action == userinput.Accept {
 		res.Content = reply.Content
 	}
 	return res, nil

@@ -12,14 +12,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/mcptransport"
+	"github.com/exprd/exprd/utcp/userinput"
 )
 
-// askerFunc is a utcp.InputAsker.
-type askerFunc func(context.Context, *utcp.InputRequest) (utcp.InputReply, error)
+// askerFunc is a userinput.Asker.
+type askerFunc func(context.Context, *userinput.Request) (userinput.Reply, error)
 
-func (f askerFunc) AskInput(ctx context.Context, req *utcp.InputRequest) (utcp.InputReply, error) {
+func (f askerFunc) AskInput(ctx context.Context, req *userinput.Request) (userinput.Reply, error) {
 	return f(ctx, req)
 }
 
@@ -53,27 +53,27 @@ func askTool(s *mcp.Server) {
 
 func TestElicitationRelayed(t *testing.T) {
 	t.Parallel()
-	// The request's message and schema at MaxInputRequestBytes, and one
+	// The request's message and schema at userinput.MaxRequestBytes, and one
 	// byte past it.
-	atLimit := strings.Repeat("x", utcp.MaxInputRequestBytes-len(compact(askSchema)))
+	atLimit := strings.Repeat("x", userinput.MaxRequestBytes-len(compact(askSchema)))
 	cases := []struct {
 		name    string
 		args    map[string]any
-		asker   utcp.InputAsker // nil: the call has no user to ask
+		asker   userinput.Asker // nil: the call has no user to ask
 		want    string          // the tool's answer
 		wantErr string          // else: an input-required error saying this
 	}{
-		{"accepted", nil, answer(utcp.InputReply{Action: utcp.InputAccept, Content: map[string]any{"name": "Ada"}}), `accept {"name":"Ada"}`, ""},
-		{"declined", nil, answer(utcp.InputReply{Action: utcp.InputDecline}), "decline null", ""},
-		{"cancelled", nil, answer(utcp.InputReply{Action: utcp.InputCancel}), "cancel null", ""},
+		{"accepted", nil, answer(userinput.Reply{Action: userinput.Accept, Content: map[string]any{"name": "Ada"}}), `accept {"name":"Ada"}`, ""},
+		{"declined", nil, answer(userinput.Reply{Action: userinput.Decline}), "decline null", ""},
+		{"cancelled", nil, answer(userinput.Reply{Action: userinput.Cancel}), "cancel null", ""},
 		{"no user to ask", nil, nil, "", "exprd has no user to ask for this call"},
-		{"the user does not answer", nil, askerFunc(func(context.Context, *utcp.InputRequest) (utcp.InputReply, error) {
-			return utcp.InputReply{}, errors.New("the user did not answer within 1s")
+		{"the user does not answer", nil, askerFunc(func(context.Context, *userinput.Request) (userinput.Reply, error) {
+			return userinput.Reply{}, errors.New("the user did not answer within 1s")
 		}), "", "the user did not answer within 1s"},
-		{"a request at MaxInputRequestBytes", map[string]any{"message": atLimit}, answer(utcp.InputReply{Action: utcp.InputDecline}), "decline null", ""},
-		{"a request one byte past it", map[string]any{"message": atLimit + "x"}, answer(utcp.InputReply{Action: utcp.InputDecline}), "",
-			fmt.Sprintf("over the limit of %d (utcp.MaxInputRequestBytes)", utcp.MaxInputRequestBytes)},
-		{"URL mode is not relayed", map[string]any{"mode": "url"}, answer(utcp.InputReply{Action: utcp.InputAccept}), "", "the MCP server asked for"},
+		{"a request at MaxInputRequestBytes", map[string]any{"message": atLimit}, answer(userinput.Reply{Action: userinput.Decline}), "decline null", ""},
+		{"a request one byte past it", map[string]any{"message": atLimit + "x"}, answer(userinput.Reply{Action: userinput.Decline}), "",
+			fmt.Sprintf("over the limit of %d (userinput.MaxRequestBytes)", userinput.MaxRequestBytes)},
+		{"URL mode is not relayed", map[string]any{"mode": "url"}, answer(userinput.Reply{Action: userinput.Accept}), "", "the MCP server asked for"},
 	}
 	for _, stateless := range []bool{true, false} {
 		srv := startGoServer(t, stateless, nil, func(s *mcp.Server) {
@@ -85,9 +85,9 @@ func TestElicitationRelayed(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(fmt.Sprintf("stateless=%v/%s", stateless, tc.name), func(t *testing.T) {
 				ctx := context.Background()
-				var asked *utcp.InputRequest
+				var asked *userinput.Request
 				if tc.asker != nil {
-					ctx = utcp.WithInputAsker(ctx, askerFunc(func(ctx context.Context, req *utcp.InputRequest) (utcp.InputReply, error) {
+					ctx = userinput.WithAsker(ctx, askerFunc(func(ctx context.Context, req *userinput.Request) (userinput.Reply, error) {
 						asked = req
 						return tc.asker.AskInput(ctx, req)
 					}))
@@ -113,8 +113,8 @@ func TestElicitationRelayed(t *testing.T) {
 }
 
 // answer is an asker that checks the reply as a stream does, and gives it.
-func answer(r utcp.InputReply) utcp.InputAsker {
-	return askerFunc(func(_ context.Context, req *utcp.InputRequest) (utcp.InputReply, error) {
+func answer(r userinput.Reply) userinput.Asker {
+	return askerFunc(func(_ context.Context, req *userinput.Request) (userinput.Reply, error) {
 		content, _ := json.Marshal(r.Content)
 		if r.Content == nil {
 			content = nil
@@ -152,9 +152,9 @@ func TestElicitationWithSeveralCallsInFlight(t *testing.T) {
 	reg, _ := newRegistry(t)
 	register(t, reg, srv.URL)
 	asked := 0
-	ctx := utcp.WithInputAsker(context.Background(), askerFunc(func(context.Context, *utcp.InputRequest) (utcp.InputReply, error) {
+	ctx := userinput.WithAsker(context.Background(), askerFunc(func(context.Context, *userinput.Request) (userinput.Reply, error) {
 		asked++
-		return utcp.InputReply{Action: utcp.InputDecline}, nil
+		return userinput.Reply{Action: userinput.Decline}, nil
 	}))
 	waited := make(chan error, 1)
 	go func() {
