@@ -1,12 +1,12 @@
 package mcpserve
 
-import "github.com/exprd/exprd/internal/toolscope"
+import "github.com/exprd/exprd/utcp/toolscope"
 
 // ScopeToolsPrefix starts a token's scope that limits what it sees of the
 // registry: "tools:math" is the manual math's tools, "tools:catalog.get*"
 // the tools whose full name starts with catalog.get, "tools:*" all. A
 // token with no such scope sees every tool. The gRPC services read the
-// same scopes (internal/toolscope).
+// same scopes (utcp/toolscope).
 const ScopeToolsPrefix = toolscope.Prefix
 
 // nameSet matches tools' full names by patterns (toolscope.Set): a name,

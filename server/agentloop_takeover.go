@@ -30,13 +30,13 @@ import (
 
 	"github.com/exprd/exprd/agent"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/server/auth"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/server/internal/stream"
 	"github.com/exprd/exprd/turnstore"
+	"github.com/exprd/exprd/utcp/toolscope"
 	"github.com/exprd/exprd/utcp/userinput"
 )
 

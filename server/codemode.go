@@ -14,9 +14,9 @@ import (
 
 	"github.com/exprd/exprd/codemode"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
+	"github.com/exprd/exprd/utcp/toolscope"
 	"github.com/exprd/exprd/utcp/userinput"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/exprd/exprd/evaluator"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
+	"github.com/exprd/exprd/utcp/toolscope"
 )
 
 // settings turns the wire settings into the evaluator's, resolving

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
 	"github.com/exprd/exprd/utcp"
 	utcpmanual "github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/toolscope"
 )
 
 // Pages of ListTools and SearchTools (AIP-158): a page_size of 0 is the

@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
-	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/server/internal/rpcstatus"
+	"github.com/exprd/exprd/utcp/toolscope"
 )
 
 // Tokens are the bearer tokens a server accepts, each with a caller name and

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/exprd/exprd/internal/toolscope"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/toolscope"
 )
 
 func TestViewSees(t *testing.T) {
