@@ -40,6 +40,6 @@ var (
 )
 
 // ReadConverted is manual.ReadConverted.
-func ReadConverted(ctx context.Context, m map[string]any, name string) (*Manual, []SkippedTool, error) {
-	return manual.ReadConverted(ctx, m, name)
+func ReadConverted(ctx context.Context, doc map[string]any, name string) (*Manual, []SkippedTool, error) {
+	return manual.ReadConverted(ctx, doc, name)
 }

@@ -17,22 +17,22 @@ type SkippedTool struct {
 	Registered bool
 }
 
-// ReadConverted reads the manual a Converter made of a document (decoded
-// JSON: utcp_version, manual_version and tools, numbers as json.Number)
-// tolerantly: a document written by someone else costs only the operations
-// it gets wrong. An output schema that is not valid is dropped from its
-// tool; a tool that still cannot be read (its inputs, its template) is
-// skipped; both are reported. It is an error only when no tool is left of
+// ReadConverted reads doc, the manual a utcp.Converter made of a document
+// (decoded JSON: utcp_version, manual_version and tools, numbers as
+// json.Number) tolerantly: a document written by someone else costs only the
+// operations it gets wrong. An output schema that is not valid is dropped
+// from its tool; a tool that still cannot be read (its inputs, its template)
+// is skipped; both are reported. It is an error only when no tool is left of
 // some. name is the manual's, for errors. The manual's tools that need a
 // variable the operator has not bound are skipped at registration, not
 // refused. It stops with ctx's error when ctx ends.
-func ReadConverted(ctx context.Context, manual map[string]any, name string) (*Manual, []SkippedTool, error) {
+func ReadConverted(ctx context.Context, doc map[string]any, name string) (*Manual, []SkippedTool, error) {
 	m := &Manual{UTCPVersion: DefaultUTCPVersion, ManualVersion: DefaultManualVersion, converted: true}
-	if v, ok := manual["manual_version"].(string); ok && v != "" {
+	if v, ok := doc["manual_version"].(string); ok && v != "" {
 		m.ManualVersion = v
 	}
 	var skipped []SkippedTool
-	ops, _ := manual["tools"].([]any)
+	ops, _ := doc["tools"].([]any)
 	seen := map[string]bool{}
 	nodes := 0 // the subschemas of the tools read so far
 	for i, op := range ops {
