@@ -1,6 +1,8 @@
 // Package etcdtest runs a real single-member etcd in the test's process
 // (etcd's embed package), on loopback ports that stay the same across a
-// Stop and a Start, so that clients reconnect to it.
+// Stop and a Start, so that clients reconnect to it. The root module's
+// tests, which keep etcd's server out of their go.mod, run the same
+// member as a process: cmd/etcdserver.
 package etcdtest
 
 import (
@@ -49,19 +51,22 @@ func StartTLS(t testing.TB) *Etcd {
 
 func start(t testing.TB, useTLS bool) *Etcd {
 	dir := t.TempDir()
-	e := &Etcd{dir: filepath.Join(dir, "etcd")}
-	scheme := "http"
+	e := New(filepath.Join(dir, "etcd"), freeAddr(t), freeAddr(t))
 	if useTLS {
-		scheme = "https"
+		e.clientURL.Scheme = "https"
 		e.CAFile, e.certFile, e.keyFile = writeCerts(t, dir)
 	}
-	e.clientURL = url.URL{Scheme: scheme, Host: freeAddr(t)}
-	e.peerURL = url.URL{Scheme: "http", Host: freeAddr(t)}
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Stop)
 	return e
+}
+
+// New is a member, not started, with its data in dir, serving clients
+// (plaintext) at clientAddr and its peer at peerAddr, both host:port.
+func New(dir, clientAddr, peerAddr string) *Etcd {
+	return &Etcd{dir: dir, clientURL: url.URL{Scheme: "http", Host: clientAddr}, peerURL: url.URL{Scheme: "http", Host: peerAddr}}
 }
 
 func freeAddr(t testing.TB) string {
@@ -117,17 +122,6 @@ func (e *Etcd) Stop() {
 		e.e.Close()
 		e.e = nil
 	}
-}
-
-// Wipe stops the member, deletes its data and starts it again, empty: as
-// a cluster rebuilt, or restored from an old backup, at the same address.
-// Its revisions start again from 1.
-func (e *Etcd) Wipe() error {
-	e.Stop()
-	if err := os.RemoveAll(e.dir); err != nil {
-		return err
-	}
-	return e.Start()
 }
 
 // Client is a client of the member (as the user EnableAuth made, if it

@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/testkit/egresstest":    {},
 	"internal/exprbound":             {},
 	"internal/testkit/exprdproc":     {},
+	"internal/testkit/etcdproc":      {"internal/testkit/exprdproc"},
 	"internal/layout":                {},
 	"internal/overload":              {"membudget"},
 	"internal/procs":                 {},

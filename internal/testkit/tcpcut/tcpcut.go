@@ -15,10 +15,11 @@ type Proxy struct {
 	lis    net.Listener
 	target string
 
-	mu     sync.Mutex
-	conns  map[net.Conn]net.Conn // accepted → upstream
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]net.Conn // accepted → upstream
+	closed  bool
+	refused bool // connections accepted are closed at once
+	wg      sync.WaitGroup
 }
 
 // Start listens on a loopback port and forwards to target (host:port).
@@ -46,6 +47,18 @@ func (p *Proxy) Cut() int {
 		_ = up.Close()
 	}
 	return len(p.conns)
+}
+
+// Refuse cuts every connection open now and, until Refuse(false), closes
+// each one it accepts before forwarding it: the server behind the proxy
+// is out of its clients' reach while it is up and serving others.
+func (p *Proxy) Refuse(refuse bool) {
+	p.mu.Lock()
+	p.refused = refuse
+	p.mu.Unlock()
+	if refuse {
+		p.Cut()
+	}
 }
 
 // Close stops listening, cuts every connection and waits for the proxy's
@@ -77,6 +90,12 @@ func (p *Proxy) accept() {
 			_ = c.Close()
 			_ = up.Close()
 			return
+		}
+		if p.refused {
+			p.mu.Unlock()
+			_ = c.Close()
+			_ = up.Close()
+			continue
 		}
 		p.conns[c] = up
 		p.mu.Unlock()
