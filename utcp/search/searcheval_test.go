@@ -134,6 +134,16 @@ var searchVariants = []searchVariant{
 		synonyms, phrases = map[string][]string{}, strings.NewReplacer()
 		return func() { synonyms, phrases = syn, ph }
 	}},
+	{name: "without synonyms", set: func() func() {
+		syn := synonyms
+		synonyms = map[string][]string{}
+		return func() { synonyms = syn }
+	}},
+	{name: "without phrases", set: func() func() {
+		ph := phrases
+		phrases = strings.NewReplacer()
+		return func() { phrases = ph }
+	}},
 	{name: "without prefix matching", set: func() func() {
 		w := prefixWeight
 		prefixWeight = 0
