@@ -9,9 +9,9 @@ import (
 
 	"github.com/exprd/exprd/agent"
 	"github.com/exprd/exprd/codemode"
+	"github.com/exprd/exprd/demo"
+	"github.com/exprd/exprd/demo/providers"
 	"github.com/exprd/exprd/evaluator"
-	"github.com/exprd/exprd/examples"
-	"github.com/exprd/exprd/examples/providers"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/utcp"
@@ -49,7 +49,7 @@ func exprTool(t testing.TB, host evaluator.Host) agent.Tool {
 		t.Fatal(err)
 	}
 	st := evaluator.NewState()
-	if err := st.Replace(examples.Products); err != nil {
+	if err := st.Replace(demo.Products); err != nil {
 		t.Fatal(err)
 	}
 	d := tool.Describe()

@@ -18,7 +18,7 @@ type workload struct {
 }
 
 // small is the demo's one-step selection: the ids of the five cheapest of 20
-// products (examples/products.json's shape).
+// products (demo/products.json's shape).
 func small() workload {
 	return workload{
 		name:  "small",

@@ -10,7 +10,7 @@ import (
 	"sort"
 
 	"github.com/exprd/exprd/client"
-	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/demo"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
@@ -80,7 +80,7 @@ func ExampleClient_OpenSession() {
 	}
 	defer s.Close()
 
-	if err := s.SetState(ctx, examples.Products); err != nil {
+	if err := s.SetState(ctx, demo.Products); err != nil {
 		log.Fatal(err)
 	}
 	res, err := s.Call(ctx, []byte(`{"steps": [

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/cluster/etcdtest"
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo/providers"
 )
 
 // BenchmarkToolCall calls one HTTP tool through CodeMode on a replica

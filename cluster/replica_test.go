@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/exprd/exprd/cluster/etcdtest"
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo/providers"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )

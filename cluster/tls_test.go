@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/cluster/etcdtest"
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo/providers"
 	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 

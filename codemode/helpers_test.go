@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/codemode"
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo/providers"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/utcpall"

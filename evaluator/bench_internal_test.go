@@ -26,7 +26,7 @@ func (nopHost) Confirm(context.Context, int, string) (bool, error)              
 func (nopHost) CallClient(context.Context, string, map[string]any) (any, error) { return nil, nil }
 
 func benchProducts(b *testing.B) []byte {
-	data, err := os.ReadFile("../examples/products.json")
+	data, err := os.ReadFile("../demo/products.json")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func newTool(t testing.TB, s evaluator.Settings, opts ...evaluator.ToolOption) *
 	return tool
 }
 
-// productsState is the state of examples/products.json.
+// productsState is the state of demo/products.json.
 func productsState(t testing.TB) []byte {
 	t.Helper()
 	for _, c := range loadCases(t) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo/providers"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/mcpserve"
 	"github.com/exprd/exprd/utcp"

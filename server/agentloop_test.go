@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/exprd/exprd/examples"
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo"
+	"github.com/exprd/exprd/demo/providers"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
@@ -65,7 +65,7 @@ func agentServerModel(t *testing.T, script scripted.Script, opts ...server.Optio
 	if _, err := reg.Register(context.Background(), "slow", utcp.FromURL(startSlow(t)+"/utcp")); err != nil {
 		t.Fatal(err)
 	}
-	base := []server.Option{server.WithModels(models), server.WithRegistry(reg), server.WithInitialState(examples.Products)}
+	base := []server.Option{server.WithModels(models), server.WithRegistry(reg), server.WithInitialState(demo.Products)}
 	conn := serve(t, newServer(t, append(base, opts...)...))
 	return exprdv1.NewAgentLoopClient(conn), ms
 }

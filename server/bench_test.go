@@ -33,7 +33,7 @@ const benchInput = `{"steps": [{"set": "scopes.root.selected", "expr": "fromPair
 // out, the write and the Answer back) vs a bare grpc-go bidi echo of the
 // same payload over the same kind of connection. Goal: ≤ 2×.
 func BenchmarkSessionRoundTrip(b *testing.B) {
-	products, err := os.ReadFile("../examples/products.json")
+	products, err := os.ReadFile("../demo/products.json")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func BenchmarkSessionRoundTrip(b *testing.B) {
 // one-step call back to back. ns/op is the wall time per call across all
 // streams, so calls/s is its inverse.
 func BenchmarkSessionThroughput(b *testing.B) {
-	products, err := os.ReadFile("../examples/products.json")
+	products, err := os.ReadFile("../demo/products.json")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo/providers"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/server/auth"

@@ -7,8 +7,8 @@ import (
 	"net"
 	"testing"
 
-	"github.com/exprd/exprd/examples"
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo"
+	"github.com/exprd/exprd/demo/providers"
 	"github.com/exprd/exprd/internal/egress"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/model/openaicompat"
@@ -67,8 +67,8 @@ func startTools(t *testing.T, more ...server.Option) string {
 		t.Fatal(err)
 	}
 	opts := []server.Option{
-		server.WithLogger(slog.New(slog.DiscardHandler)), server.WithInitialState(examples.Products),
-		server.WithFunctions(examples.Functions(slog.New(slog.DiscardHandler))...), server.WithRegistry(reg),
+		server.WithLogger(slog.New(slog.DiscardHandler)), server.WithInitialState(demo.Products),
+		server.WithFunctions(demo.Functions(slog.New(slog.DiscardHandler))...), server.WithRegistry(reg),
 	}
 	srv, err := server.New(append(opts, more...)...)
 	if err != nil {

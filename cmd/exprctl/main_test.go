@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/demo"
 	"github.com/exprd/exprd/model"
 	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // on a loopback port for the test.
 func startDemo(t *testing.T) string {
 	t.Helper()
-	srv, err := server.New(server.WithLogger(slog.New(slog.DiscardHandler)), server.WithInitialState(examples.Products), server.WithFunctions(examples.Functions(slog.New(slog.DiscardHandler))...))
+	srv, err := server.New(server.WithLogger(slog.New(slog.DiscardHandler)), server.WithInitialState(demo.Products), server.WithFunctions(demo.Functions(slog.New(slog.DiscardHandler))...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestExprStateRejected(t *testing.T) {
 	}
 	addr := serve(t, srv)
 	state := filepath.Join(t.TempDir(), "products.json")
-	if err := os.WriteFile(state, examples.Products, 0o644); err != nil {
+	if err := os.WriteFile(state, demo.Products, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got := runCmd("", "--addr", addr, "expr", "--state", state, "--read", "--call", `{"read": "len(scopes.root)"}`)
@@ -275,7 +275,7 @@ func TestCall(t *testing.T) {
 	t.Parallel()
 	addr := startDemo(t)
 	state := filepath.Join(t.TempDir(), "products.json")
-	if err := os.WriteFile(state, examples.Products, 0o644); err != nil {
+	if err := os.WriteFile(state, demo.Products, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -429,7 +429,7 @@ func startAgent(t *testing.T, more ...server.Option) (addr string, demo *scripte
 // tool, whose write shows, then answers.
 func TestAgentCommand(t *testing.T) {
 	t.Parallel()
-	addr, _ := startAgent(t, server.WithInitialState(examples.Products))
+	addr, _ := startAgent(t, server.WithInitialState(demo.Products))
 	got := runCmd("", "--addr", addr, "agent", "--expr", "--prompt", "Select the five cheapest products.")
 	if got.code != 0 {
 		t.Fatalf("exit %d: %s%s", got.code, got.stdout, got.stderr)
@@ -445,7 +445,7 @@ func TestAgentCommand(t *testing.T) {
 // tool_choice OpenAI defines; what cannot be sent is a usage error.
 func TestAgentToolChoice(t *testing.T) {
 	t.Parallel()
-	addr, demo := startAgent(t, server.WithInitialState(examples.Products))
+	addr, demo := startAgent(t, server.WithInitialState(demo.Products))
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -492,7 +492,7 @@ func TestAgentStateRejected(t *testing.T) {
 	t.Parallel()
 	addr, _ := startAgent(t, server.WithMaxStateBytes(64))
 	state := filepath.Join(t.TempDir(), "products.json")
-	if err := os.WriteFile(state, examples.Products, 0o644); err != nil {
+	if err := os.WriteFile(state, demo.Products, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got := runCmd("", "--addr", addr, "agent", "--expr", "--state", state, "--prompt", "Select the five cheapest products.")

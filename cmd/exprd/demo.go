@@ -7,15 +7,15 @@ import (
 	"log/slog"
 	"net"
 
-	"github.com/exprd/exprd/examples"
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo"
+	"github.com/exprd/exprd/demo/providers"
 	"github.com/exprd/exprd/model/openaicompat"
 	"github.com/exprd/exprd/model/scripted"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/utcp"
 )
 
-// demo is everything --demo adds, in one place, so that a newcomer's
+// demoMode is everything --demo adds, in one place, so that a newcomer's
 // `make run` needs no API key and no provider of their own:
 //
 //   - the scripted model (model/scripted's Demo) on loopback, as the model
@@ -30,8 +30,8 @@ import (
 //   - sessions starting from the demo products state, with the demo
 //     functions.
 //
-// A nil *demo is "no --demo": every method then adds nothing.
-type demo struct {
+// A nil *demoMode is "no --demo": every method then adds nothing.
+type demoMode struct {
 	model   *scripted.Server
 	math    *providers.Math
 	catalog *providers.Catalog
@@ -42,11 +42,11 @@ type demo struct {
 const demoProviderName = "demo"
 
 // startDemo starts the demo's servers on loopback; nil without --demo.
-func startDemo(c config) (*demo, error) {
+func startDemo(c config) (*demoMode, error) {
 	if !c.demo {
 		return nil, nil
 	}
-	d := &demo{}
+	d := &demoMode{}
 	var err error
 	if d.model, err = scripted.Demo(); err != nil {
 		return nil, fmt.Errorf("demo model: %w", err)
@@ -67,7 +67,7 @@ func startDemo(c config) (*demo, error) {
 }
 
 // egress is what the demo adds to --egress-allow.
-func (d *demo) egress() []string {
+func (d *demoMode) egress() []string {
 	if d == nil {
 		return nil
 	}
@@ -75,7 +75,7 @@ func (d *demo) egress() []string {
 }
 
 // utcpOptions is what the demo adds to the registry's options.
-func (d *demo) utcpOptions() []utcp.Option {
+func (d *demoMode) utcpOptions() []utcp.Option {
 	if d == nil {
 		return nil
 	}
@@ -84,7 +84,7 @@ func (d *demo) utcpOptions() []utcp.Option {
 
 // addModel adds the scripted model to cfg as the provider "demo", the
 // default unless cfg names one.
-func (d *demo) addModel(cfg *openaicompat.Config) error {
+func (d *demoMode) addModel(cfg *openaicompat.Config) error {
 	if d == nil {
 		return nil
 	}
@@ -100,7 +100,7 @@ func (d *demo) addModel(cfg *openaicompat.Config) error {
 
 // register registers the demo providers' manuals as "math", "catalog"
 // and "mcp".
-func (d *demo) register(ctx context.Context, reg *utcp.Registry, log *slog.Logger) error {
+func (d *demoMode) register(ctx context.Context, reg *utcp.Registry, log *slog.Logger) error {
 	if d == nil {
 		return nil
 	}
@@ -125,15 +125,15 @@ func (d *demo) register(ctx context.Context, reg *utcp.Registry, log *slog.Logge
 }
 
 // serverOptions is the demo products state and functions.
-func (d *demo) serverOptions(log *slog.Logger) []server.Option {
+func (d *demoMode) serverOptions(log *slog.Logger) []server.Option {
 	if d == nil {
 		return nil
 	}
-	return []server.Option{server.WithInitialState(examples.Products), server.WithFunctions(examples.Functions(log)...)}
+	return []server.Option{server.WithInitialState(demo.Products), server.WithFunctions(demo.Functions(log)...)}
 }
 
 // close stops the demo's servers.
-func (d *demo) close() {
+func (d *demoMode) close() {
 	if d == nil {
 		return
 	}

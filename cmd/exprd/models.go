@@ -17,7 +17,7 @@ type models struct {
 
 // startModels loads --models-config (API keys only from the environment)
 // and adds the demo's model (demo.addModel).
-func startModels(c config, dm *demo, log *slog.Logger) (*models, error) {
+func startModels(c config, dm *demoMode, log *slog.Logger) (*models, error) {
 	cfg := openaicompat.Config{Providers: map[string]openaicompat.ProviderConfig{}}
 	if c.modelsConfig != "" {
 		var err error

@@ -23,7 +23,7 @@ type tools struct {
 // startTools makes the UTCP registry: its HTTP requests carry the trace
 // context and make a span each; manuals load from --manuals-dir; with
 // --demo the demo's providers register.
-func startTools(ctx context.Context, c config, dm *demo, log *slog.Logger) (*tools, error) {
+func startTools(ctx context.Context, c config, dm *demoMode, log *slog.Logger) (*tools, error) {
 	policy, err := c.egressPolicy(dm.egress()...)
 	if err != nil {
 		return nil, fmt.Errorf("egress-allow: %w", err)

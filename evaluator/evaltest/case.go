@@ -18,7 +18,7 @@ import (
 // for its JSON form.
 type Case struct {
 	Name string `json:"name"`
-	// State is a name of examples/<name>.json (a JSON string) or an inline
+	// State is a name of demo/<name>.json (a JSON string) or an inline
 	// JSON object.
 	State  json.RawMessage `json:"state,omitempty"`
 	Config Config          `json:"settings"`
@@ -124,7 +124,7 @@ func LoadCases(path string) ([]Case, error) {
 
 var stateNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// resolve checks c and reads its state, looking for examples/ from dir up
+// resolve checks c and reads its state, looking for demo/ from dir up
 // (or, failing that, from the working directory up).
 func (c *Case) resolve(dir string) error {
 	if c.Name == "" {
@@ -172,7 +172,7 @@ func (c *Case) resolve(dir string) error {
 				return err
 			}
 		}
-		if c.stateJSON, err = os.ReadFile(filepath.Join(root, "examples", name+".json")); err != nil {
+		if c.stateJSON, err = os.ReadFile(filepath.Join(root, "demo", name+".json")); err != nil {
 			return err
 		}
 	default:

@@ -23,7 +23,7 @@
 //
 // Its fields:
 //
-//   - state names examples/<name>.json of the repository (found by walking
+//   - state names demo/<name>.json of the repository (found by walking
 //     up from the cases file to go.mod), or is an inline JSON object; absent
 //     means {}.
 //   - settings names functions of the catalogue. tool_functions, when

@@ -70,7 +70,7 @@ func TestLoadCases(t *testing.T) {
 	}
 	named, inline, none := cases[0], cases[1], cases[2]
 	if !strings.Contains(string(named.StateJSON()), `"products"`) {
-		t.Errorf("StateJSON of products: got %.40s..., want examples/products.json", named.StateJSON())
+		t.Errorf("StateJSON of products: got %.40s..., want demo/products.json", named.StateJSON())
 	}
 	if got := string(inline.StateJSON()); got != `{"a": 1}` {
 		t.Errorf("StateJSON inline: got %s, want {\"a\": 1}", got)

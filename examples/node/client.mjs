@@ -16,7 +16,7 @@ import protoLoader from '@grpc/proto-loader';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const protoDir = join(here, '..', '..', 'proto');
-const productsFile = join(here, '..', 'products.json');
+const productsFile = join(here, '..', '..', 'demo', 'products.json');
 
 // Every wait is bounded: a server that stops answering fails the run.
 const RECV_TIMEOUT_MS = 10_000;
@@ -181,7 +181,7 @@ async function session(s) {
 
   // The snapshot, then a merge patch on top of it.
   s.send({ state: { state_json: readFileSync(productsFile, 'utf8') } });
-  log(`→ state examples/products.json (${products.products.items.length} products)`);
+  log(`→ state demo/products.json (${products.products.items.length} products)`);
   const title = 'Products (patched from Node)';
   s.send({ state_patch: { patch_json: json({ products: { title }, currency: 'EUR' }) } });
   log(`→ state_patch {"products":{"title":"${title}"},"currency":"EUR"}`);
@@ -331,7 +331,7 @@ async function turn(s) {
       state_json: readFileSync(productsFile, 'utf8'),
     },
   });
-  log(`→ start provider=demo tools=expr(EXECUTOR_EXPR) hooks=HOOK_PREPARE_STEP user=${JSON.stringify(prompt)} state=examples/products.json`);
+  log(`→ start provider=demo tools=expr(EXECUTOR_EXPR) hooks=HOOK_PREPARE_STEP user=${JSON.stringify(prompt)} state=demo/products.json`);
 
   const seen = { steps: [], hooks: [], rejected: [], calls: [], writes: [], results: [], finished: [] };
   const text = new Map(); // step → streamed text

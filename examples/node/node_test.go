@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/demo"
 	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
@@ -110,7 +110,7 @@ func TestNodeClient(t *testing.T) {
 // computed from the data, so the test does not take the client's word for it.
 func fiveCheapest(t *testing.T) []string {
 	t.Helper()
-	ids, err := examples.CheapestProducts(5)
+	ids, err := demo.CheapestProducts(5)
 	if err != nil {
 		t.Fatal(err)
 	}

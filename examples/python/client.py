@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PRODUCTS_FILE = HERE.parent / "products.json"
+PRODUCTS_FILE = HERE.parent.parent / "demo" / "products.json"
 
 # Every wait is bounded: a server that stops answering fails the run.
 RECV_TIMEOUT_S = 10
@@ -250,7 +250,7 @@ def session(s):
 
     # The snapshot, then a merge patch on top of it.
     s.send(et.SessionRequest(state=et.State(state_json=PRODUCTS_FILE.read_text(encoding="utf-8"))))
-    log(f"→ state examples/products.json ({len(products['products']['items'])} products)")
+    log(f"→ state demo/products.json ({len(products['products']['items'])} products)")
     patch = {"products": {"title": TITLE}, "currency": "EUR"}
     s.send(et.SessionRequest(state_patch=et.StatePatch(patch_json=dumps(patch))))
     log(f"→ state_patch {dumps(patch)}")

@@ -20,7 +20,7 @@
 //
 // Both sides talk to the same scripted OpenAI-compatible server
 // (model/scripted, a loop script without any delay), served by this
-// process on loopback with the math provider (examples/providers). The
+// process on loopback with the math provider (demo/providers). The
 // exprd side is a real exprd binary, built from this repository and
 // started as a child with --models-config naming the scripted server and
 // --manuals-dir registering the math manual, the same for both workloads.
@@ -73,7 +73,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/exprd/exprd/examples/providers"
+	"github.com/exprd/exprd/demo/providers"
 	"github.com/exprd/exprd/internal/procs"
 	"github.com/exprd/exprd/internal/testkit/exprdproc"
 	"github.com/exprd/exprd/model/openaicompat"

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/demo"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 )
 
@@ -40,7 +40,7 @@ func steady(ctx context.Context, conn *grpc.ClientConn, deadline time.Duration, 
 	c := exprdv1.NewExprToolClient(conn)
 	req := &exprdv1.CallRequest{
 		Settings:  &exprdv1.Settings{Read: true},
-		StateJson: string(examples.Products),
+		StateJson: string(demo.Products),
 		InputJson: steadyInput,
 	}
 	every := time.Duration(float64(time.Second) / rate)

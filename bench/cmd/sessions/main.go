@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/demo"
 	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
@@ -70,7 +70,7 @@ func run(module string, n int) (*Report, error) {
 		}
 		defer conns[i].Close()
 	}
-	r := &Report{Sessions: n, StateBytes: len(examples.Products)}
+	r := &Report{Sessions: n, StateBytes: len(demo.Products)}
 	base, err := settled(srv)
 	if err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func open(ctx context.Context, conn *grpc.ClientConn, active bool) (exprdv1.Expr
 	if !active {
 		return stream, nil
 	}
-	if err := send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: string(examples.Products)}}}); err != nil {
+	if err := send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_State{State: &exprdv1.State{StateJson: string(demo.Products)}}}); err != nil {
 		return nil, err
 	}
 	if err := send(&exprdv1.SessionRequest{Msg: &exprdv1.SessionRequest_Call{Call: &exprdv1.Call{CallId: "c", InputJson: call}}}); err != nil {

@@ -1,7 +1,8 @@
-// Package examples holds the demo: a products state that `exprd --demo`
-// starts each session from, the demo's server-run functions (Functions),
-// and, in examples/providers, its UTCP tool providers.
-package examples
+// Package demo is what `exprd --demo` ships in its binary: a products
+// state that each session starts from, the demo's server-run functions
+// (Functions), and, in demo/providers, its UTCP tool providers. The
+// clients that talk to it are in examples/.
+package demo
 
 import (
 	"cmp"
@@ -11,7 +12,7 @@ import (
 	"slices"
 )
 
-// Products is examples/products.json: twenty products, nothing selected.
+// Products is demo/products.json: twenty products, nothing selected.
 //
 //go:embed products.json
 var Products []byte

@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/exprd/exprd/examples"
+	"github.com/exprd/exprd/demo"
 	"github.com/exprd/exprd/gen/grpcpb"
 )
 
@@ -30,7 +30,7 @@ func StartCatalog() (*Catalog, error) {
 			Items []map[string]any `json:"items"`
 		} `json:"products"`
 	}
-	if err := json.Unmarshal(examples.Products, &state); err != nil {
+	if err := json.Unmarshal(demo.Products, &state); err != nil {
 		return nil, err
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
