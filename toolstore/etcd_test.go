@@ -24,6 +24,7 @@ import (
 	"github.com/exprd/exprd/internal/testkit/etcdproc"
 	"github.com/exprd/exprd/internal/testkit/tcpcut"
 	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 	"github.com/exprd/exprd/utcp/utcpall"
 )
 
@@ -183,7 +184,7 @@ func storedTools(t *testing.T, cli *clientv3.Client, prefix, name string) []stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := utcp.ParseManual(rec.Manual)
+	m, err := manual.Parse(rec.Manual)
 	if err != nil {
 		t.Fatal(err)
 	}
