@@ -372,8 +372,11 @@ func (r *Reservation) Spare(ctx context.Context, n int64) (*Reservation, error) 
 	if r == nil {
 		return nil, nil
 	}
+	r.mu.Lock()
+	caller := r.caller
+	r.mu.Unlock()
 	s := r.b.Empty(r.what)
-	s.caller = r.caller // in the same caller's share, whatever ctx names
+	s.caller = caller // in the same caller's share, whatever ctx names
 	if err := s.Resize(ctx, n); err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ var allowed = map[string][]string{
 	"utcp/manual":                    {"internal/schemafast"},
 	"utcp/mcptransport":              {"utcp", "utcp/manual", "utcp/userinput"},
 	"utcp/openapi":                   {"utcp", "utcp/httptransport"},
-	"utcp/search":                    {"utcp"},
+	"utcp/search":                    {"utcp", "utcp/manual"},
 	"utcp/toolscope":                 {"utcp", "utcp/manual"},
 	"utcp/userinput":                 {"utcp/manual"},
 	"utcp/utcpall":                   {"utcp", "utcp/grpctransport", "utcp/httptransport", "utcp/mcptransport", "utcp/openapi", "utcp/search"},

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -51,7 +53,7 @@ var prefixWeight = 0.6
 // searchDoc is one tool analysed for ranking. It is built once, when the
 // tool is registered, and shared by every index that holds the tool.
 type searchDoc struct {
-	tool *utcp.Tool
+	tool *manual.Tool
 	// name and short are the tool's full and short names, lower-cased,
 	// for the exact-name boost.
 	name, short string
@@ -59,7 +61,7 @@ type searchDoc struct {
 	len         [numFields]float64            // terms in each field
 }
 
-func analyzeTool(t *utcp.Tool) *searchDoc {
+func analyzeTool(t *manual.Tool) *searchDoc {
 	short := strings.TrimPrefix(t.Name, t.ManualName()+".")
 	d := &searchDoc{tool: t, name: strings.ToLower(t.Name), short: strings.ToLower(short), tf: map[string][numFields]float64{}}
 	names, descs := schemaText(t.Inputs)
@@ -88,7 +90,7 @@ func analyzeTool(t *utcp.Tool) *searchDoc {
 // hintWords are what an MCP tool's annotations say of it, as words a
 // query may use ("read only", "destructive"): the hints set true, and the
 // annotations' title.
-func hintWords(a *utcp.ToolAnnotations) []string {
+func hintWords(a *manual.ToolAnnotations) []string {
 	if a == nil {
 		return nil
 	}
@@ -165,7 +167,7 @@ func firstSentences(text string, n int) string { return utcp.CutWords(text, n) }
 
 // urlPathWords is the words of an HTTP template's URL path, without its
 // {parameters}, version segments (v1, 2010-04-01) and extensions (.json).
-func urlPathWords(t *utcp.CallTemplate) []string {
+func urlPathWords(t *manual.CallTemplate) []string {
 	if t == nil {
 		return nil
 	}

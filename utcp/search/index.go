@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -54,7 +56,7 @@ func New() *Index { return buildIndex(nil) }
 
 // With returns the index of ix's tools less those named in removed
 // (sorted) plus added; ix is left as it was (utcp.Index).
-func (ix *Index) With(removed []string, added []*utcp.Tool) utcp.Index {
+func (ix *Index) With(removed []string, added []*manual.Tool) utcp.Index {
 	return ix.with(removed, added)
 }
 
@@ -74,7 +76,7 @@ func (ix *Index) Search(ctx context.Context, query string, limit int) ([]utcp.Se
 
 // buildIndex indexes tools from scratch. The registry builds its indexes
 // with With; buildIndex is the reference they are checked against.
-func buildIndex(tools []*utcp.Tool) *Index {
+func buildIndex(tools []*manual.Tool) *Index {
 	ix := &Index{}
 	df := map[string]int{}
 	for _, t := range tools {
@@ -105,7 +107,7 @@ func compareDocs(a, b *searchDoc) int { return strings.Compare(a.tool.Name, b.to
 // analysed; ix is left as it was. The cost is the copy of ix's document
 // pointers plus, per term whose document frequency changes, a path of the
 // term tree.
-func (ix *Index) with(gone []string, added []*utcp.Tool) *Index {
+func (ix *Index) with(gone []string, added []*manual.Tool) *Index {
 	next := &Index{total: ix.total}
 	delta := map[string]int{}
 	adds := make([]*searchDoc, len(added))

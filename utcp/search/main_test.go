@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"go.uber.org/goleak"
 
 	"github.com/exprd/exprd/utcp"
@@ -22,7 +24,7 @@ type tracked struct {
 	last *atomic.Pointer[Index]
 }
 
-func (t tracked) With(removed []string, added []*utcp.Tool) utcp.Index {
+func (t tracked) With(removed []string, added []*manual.Tool) utcp.Index {
 	next := t.Index.with(removed, added)
 	t.last.Store(next)
 	return tracked{next, t.last}

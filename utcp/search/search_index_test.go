@@ -18,6 +18,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/exprd/exprd/utcp/manual"
+	"github.com/exprd/exprd/utcp/vars"
+
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -26,7 +29,7 @@ import (
 // index.
 func indexTestRegistry(tb testing.TB, maxTools int) (*utcp.Registry, func() *Index) {
 	tb.Helper()
-	return testRegistry(tb, utcp.WithMaxTools(maxTools), utcp.WithVariableLoader(utcp.VariableLoaderFunc(func(string) (string, bool) { return "test-value", true })))
+	return testRegistry(tb, utcp.WithMaxTools(maxTools), utcp.WithVariableLoader(vars.LoaderFunc(func(string) (string, bool) { return "test-value", true })))
 }
 
 // catalogTools reads the tools of testdata/catalog, one slice per manual,
@@ -352,7 +355,7 @@ func TestTermTreePersistent(t *testing.T) {
 // typed "schedul" itself.)
 func TestPrefixWeightIndependentOfTermOrder(t *testing.T) {
 	t.Parallel()
-	ix := buildIndex([]*utcp.Tool{
+	ix := buildIndex([]*manual.Tool{
 		{Name: "m.a", Description: "schedulebot"},
 		{Name: "m.b", Description: "schedules meetings"},
 	})
@@ -448,7 +451,7 @@ func BenchmarkRegisterSmallManual(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var added []*utcp.Tool
+		var added []*manual.Tool
 		for _, name := range reg.Tools {
 			tool, err := r.Tool(name)
 			if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
 	"github.com/exprd/exprd/utcp/search"
@@ -153,7 +155,7 @@ func TestSearchLimits(t *testing.T) {
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: got %v, want no error", tc.name, err)
-		case tc.want != "" && (!errors.As(err, &qe) || qe.What != tc.want || !errors.Is(err, utcp.ErrInvalidArguments)):
+		case tc.want != "" && (!errors.As(err, &qe) || qe.What != tc.want || !errors.Is(err, manual.ErrInvalidArguments)):
 			t.Errorf("%s: got %v, want a QueryError on %s", tc.name, err, tc.want)
 		}
 		if trimmed := search.TrimQuery(tc.query); trimmed != tc.query || tc.want != "" {

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/openapi"
 )
@@ -450,7 +452,7 @@ func plainWords(text string) []string {
 func BenchmarkSearchLatency(b *testing.B) {
 	reqs, _ := loadEvalRequests(b)
 	var queries []string
-	var manuals []*utcp.Manual
+	var manuals []*manual.Manual
 	for _, file := range slices.Sorted(maps.Keys(reqs.Catalogs)) {
 		for _, r := range reqs.Catalogs[file] {
 			queries = append(queries, TrimQuery(r.Request))
@@ -486,7 +488,7 @@ func BenchmarkSearchLatency(b *testing.B) {
 
 // evalRegistryOf registers copies of manuals (as "copy<i>") until the
 // registry holds at least n tools.
-func evalRegistryOf(b *testing.B, manuals []*utcp.Manual, n int) *utcp.Registry {
+func evalRegistryOf(b *testing.B, manuals []*manual.Manual, n int) *utcp.Registry {
 	vars := map[string]string{}
 	for i := range 100 {
 		for _, v := range []string{"APIKEYAUTH_API_KEY", "ADMINAPIKEYAUTH_API_KEY", "ACCOUNTSID_AUTHTOKEN_USERNAME", "ACCOUNTSID_AUTHTOKEN_PASSWORD"} {
