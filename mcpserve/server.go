@@ -478,12 +478,12 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, c *Caller) {
 		ctx = membudget.WithCaller(ctx, c.Name)
 	}
 	if m := h.cfg.Overload; m != nil {
-		if err := m.Admit(); err != nil {
+		tracked, _, done, err := m.Enter(ctx, "MCP "+r.Method)
+		if err != nil {
 			refuse(w, "exprd is overloaded (its heap is near its line): retry in a second")
 			return
 		}
-		var done func()
-		ctx, _, done = m.Track(ctx, "MCP "+r.Method)
+		ctx = tracked
 		defer done()
 	}
 	q := &request{ctx: ctx, caller: c, memory: h.cfg.Memory}

@@ -1,9 +1,10 @@
 package server
 
 // The overload manager's interceptors (internal/overload). While the heap
-// is past the manager's refuse threshold they refuse every new RPC but
-// health checks and reflection: RESOURCE_EXHAUSTED, OVERLOADED, with a
-// RetryInfo. Each RPC they admit is tracked until its handler returns,
+// is past the manager's refuse threshold they refuse every new RPC of a
+// caller that has one in flight (health checks and reflection are never
+// refused): RESOURCE_EXHAUSTED, OVERLOADED, with a RetryInfo; a caller
+// with none is served one call at a time. Each RPC they admit is tracked until its handler returns,
 // in a context the manager cancels to shed it; one it cancelled ends
 // RESOURCE_EXHAUSTED, OVERLOADED, whatever its handler returned
 // (overloadStatus in errors.go). They are the innermost of the chain, so
@@ -29,18 +30,15 @@ import (
 	"github.com/exprd/exprd/server/internal/stream"
 )
 
-// rpcstatus.QuotaOverload is the QuotaFailure subject of the overload manager's
-// statuses.
-
 // overloadInterceptors are the unary and stream interceptors of
 // s.opts.overload, which must not be nil.
 func (s *Server) overloadInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	m := s.opts.overload
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := m.Admit(); err != nil {
+		ctx, _, done, err := m.Enter(ctx, info.FullMethod)
+		if err != nil {
 			return nil, overloadStatus(err)
 		}
-		ctx, _, done := m.Track(ctx, info.FullMethod)
 		defer done()
 		resp, err := handler(ctx, req)
 		if err != nil {
@@ -59,17 +57,16 @@ func (s *Server) overloadInterceptors() (grpc.UnaryServerInterceptor, grpc.Strea
 	// until then.
 	recovered := recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(s.recovered))
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := m.Admit(); err != nil {
+		ctx, _, done, err := m.Enter(ss.Context(), info.FullMethod)
+		if err != nil {
 			return overloadStatus(err)
 		}
-		ctx, _, done := m.Track(ss.Context(), info.FullMethod)
 		ts := &trackedStream{ServerStream: ss, ctx: ctx}
 		ended := make(chan error, 1)
 		go func() {
 			defer done()
 			ended <- recovered(srv, ts, info, handler)
 		}()
-		var err error
 		select {
 		case err = <-ended:
 		case <-ctx.Done():

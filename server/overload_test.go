@@ -269,9 +269,10 @@ func TestOverloadShedsASession(t *testing.T) {
 // On the real runtime, a server function that allocates 256 MiB no budget
 // knows of and counts nowhere, over a small budget (a line 64 MiB over the
 // process's heap): the manager's reading sees it, its call is cancelled
-// (OVERLOADED, cancelled), new calls are refused until the heap falls,
-// and then admitted again. Not parallel: the reading is the whole
-// process's.
+// (OVERLOADED, cancelled); the caller, with no call in flight, is served
+// one call (a waiter), and while that one is in flight its new calls are
+// refused until the heap falls, then admitted again. Not parallel: the
+// reading is the whole process's.
 func TestOverloadRealHeap(t *testing.T) {
 	runtime.GC()
 	base := overload.RuntimeReader()().Heap
@@ -285,8 +286,9 @@ func TestOverloadRealHeap(t *testing.T) {
 	go func() { m.Run(runCtx); close(ran) }()
 	defer func() { stop(); <-ran }()
 	started := make(chan string, 1)
+	release := make(chan struct{})
 	c := startServer(t, server.WithMemoryBudget(budget), server.WithOverload(m), server.WithFunctions(
-		holder("hog", 256<<20, nil, false, nil, started), echoFunction))
+		holder("hog", 256<<20, nil, false, nil, started), holder("waiter", 0, nil, false, release, started), echoFunction))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -302,6 +304,31 @@ func TestOverloadRealHeap(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the hog was not cancelled: %+v", m.Stats())
 	}
+	// The waiter starts once the hog's memory is seen to be let go of
+	// (past the shed threshold it could be the next call cancelled).
+	for st := m.Stats(); st.Heap > st.ShedAt; st = m.Stats() {
+		select {
+		case <-time.After(time.Millisecond):
+		case <-ctx.Done():
+			t.Fatalf("the hog's memory was never let go of: %+v", st)
+		}
+	}
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, callOf("waiter"))
+		waiter <- err
+	}()
+	select {
+	case <-started:
+	case err := <-waiter:
+		t.Fatalf("the caller's one call was not served: %v (%+v)", err, m.Stats())
+	}
+	defer func() {
+		close(release)
+		if err := <-waiter; err != nil {
+			t.Errorf("the waiter: %v", err)
+		}
+	}()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	refused := 0
@@ -318,6 +345,7 @@ func TestOverloadRealHeap(t *testing.T) {
 			t.Fatalf("never admitted again: %+v", m.Stats())
 		}
 	}
+	t.Logf("refused %d calls while the waiter was in flight", refused)
 	if st := m.Stats(); st.Shed != 1 || st.Heap > st.RefuseAt || st.Refused != int64(refused) {
 		t.Errorf("stats %+v, want one shed, the heap under the refuse threshold, %d refused", st, refused)
 	}

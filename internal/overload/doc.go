@@ -48,8 +48,12 @@
 //
 // The line is the most the measure should ever reach; exprd makes it the
 // memory budget and a quarter more (LineFor). Past Refuse of it
-// (DefaultRefuse, 90%) Admit refuses new work; past Shed (DefaultShed, 95%)
-// each check cancels one call in flight. "Past" is strictly over: a
+// (DefaultRefuse, 90%) Admit refuses new work, and Enter the new work of
+// a caller that has a call in flight (membudget.CallerOf): a caller with
+// none is admitted, one call at a time, so that those whose many calls
+// fill the heap are refused and one that sends a request at a time is
+// still served; past Shed (DefaultShed, 95%) each check cancels one call
+// in flight. "Past" is strictly over: a
 // measure equal to a threshold is under it.
 //
 // # Which call is cancelled

@@ -173,8 +173,9 @@ type Manager struct {
 	collections atomic.Int64
 	seq         atomic.Uint64
 
-	mu    sync.Mutex
-	calls map[*Call]struct{}
+	mu      sync.Mutex
+	calls   map[*Call]struct{}
+	callers map[string]int // calls in flight by caller (membudget.CallerOf), while it has any
 
 	// Check's own, under checkMu.
 	checkMu          sync.Mutex
@@ -216,7 +217,7 @@ func New(c Config) (*Manager, error) {
 		c.Collect = runtime.GC
 	}
 	return &Manager{line: c.Line, refuseAt: int64(float64(c.Line) * c.Refuse), shedAt: int64(float64(c.Line) * c.Shed),
-		interval: c.Interval, log: c.Logger, read: c.Read, collect: c.Collect, calls: map[*Call]struct{}{}, now: time.Now}, nil
+		interval: c.Interval, log: c.Logger, read: c.Read, collect: c.Collect, calls: map[*Call]struct{}{}, callers: map[string]int{}, now: time.Now}, nil
 }
 
 // Stats is what a Manager has seen and done.
@@ -240,13 +241,37 @@ func (m *Manager) Stats() Stats {
 }
 
 // Admit says whether new work may start: nil, or a *RefusedError while
-// the measure is past the refuse threshold.
+// the measure is past the refuse threshold. Enter admits by caller.
 func (m *Manager) Admit() error {
 	if !m.refusing.Load() {
 		return nil
 	}
+	return m.refuse()
+}
+
+func (m *Manager) refuse() error {
 	m.refused.Add(1)
 	return &RefusedError{Heap: m.heap.Load(), RefuseAt: m.refuseAt}
+}
+
+// Enter admits a call named name and tracks it as Track does, or refuses
+// it with a *RefusedError. While the measure is past the refuse
+// threshold, a caller (membudget.CallerOf(ctx): a token's caller, or a
+// client's address) is admitted only when it has no call in flight: the
+// callers whose many calls fill the heap are refused, while one that
+// sends a request at a time (a steady client, a user reading back its
+// state) is still served, one call at a time. Work of no caller is
+// refused, as Admit refuses it.
+func (m *Manager) Enter(ctx context.Context, name string) (context.Context, *Call, func(), error) {
+	caller := membudget.CallerOf(ctx)
+	m.mu.Lock()
+	if m.refusing.Load() && (caller == "" || m.callers[caller] > 0) {
+		m.mu.Unlock()
+		return nil, nil, nil, m.refuse()
+	}
+	ctx, c, done := m.trackLocked(ctx, name, caller)
+	m.mu.Unlock()
+	return ctx, c, done, nil
 }
 
 // Call is one call in flight, as Track registered it.
@@ -299,17 +324,30 @@ func (c *Call) Shed() bool {
 // which the Manager cancels with a *ShedError to shed it, and in which
 // FromContext finds the Call.
 func (m *Manager) Track(ctx context.Context, name string) (context.Context, *Call, func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.trackLocked(ctx, name, membudget.CallerOf(ctx))
+}
+
+// trackLocked is Track for caller; m.mu is held.
+func (m *Manager) trackLocked(ctx context.Context, name, caller string) (context.Context, *Call, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	c := &Call{name: name, seq: m.seq.Add(1), start: time.Now(), cancel: cancel, m: m}
 	// What the memory budget reserves for the call is counted as held by
 	// it, as are the bytes a meter counts (Add).
 	ctx = membudget.WithHolder(context.WithValue(ctx, callKey{}, c), c)
-	m.mu.Lock()
 	m.calls[c] = struct{}{}
-	m.mu.Unlock()
+	if caller != "" {
+		m.callers[caller]++
+	}
 	return ctx, c, func() {
 		m.mu.Lock()
 		delete(m.calls, c)
+		if caller != "" {
+			if m.callers[caller]--; m.callers[caller] <= 0 {
+				delete(m.callers, caller)
+			}
+		}
 		shed := c.shed
 		m.mu.Unlock()
 		if shed {

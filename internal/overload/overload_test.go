@@ -139,6 +139,62 @@ func TestRefusesPastTheRefuseThreshold(t *testing.T) {
 	}
 }
 
+// Past the refuse threshold a caller with a call in flight is refused,
+// one with none is admitted (one call at a time: its second is refused
+// until the first ends), and work of no caller is refused; under the
+// threshold every caller is admitted whatever it has in flight.
+func TestEnterAdmitsByCaller(t *testing.T) {
+	h := &gcHeap{}
+	m := newManager(t, h)
+	busy := membudget.WithCaller(context.Background(), "busy")
+	quiet := membudget.WithCaller(context.Background(), "quiet")
+	_, _, doneBusy, err := m.Enter(busy, "busy's first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.at(901)
+	m.Check()
+	for _, tc := range []struct {
+		name   string
+		ctx    context.Context
+		refuse bool
+	}{
+		{"a caller with a call in flight", busy, true},
+		{"a caller with none", quiet, false},
+		{"the same caller's second call", quiet, true},
+		{"work of no caller", context.Background(), true},
+	} {
+		_, _, done, err := m.Enter(tc.ctx, tc.name)
+		if got := err != nil; got != tc.refuse {
+			t.Fatalf("%s: Enter %v, want refused %v", tc.name, err, tc.refuse)
+		}
+		if tc.refuse && !errors.Is(err, ErrOverloaded) {
+			t.Fatalf("%s: refused with %v, want ErrOverloaded", tc.name, err)
+		}
+		if !tc.refuse {
+			defer done()
+		}
+	}
+	doneBusy()
+	if _, _, done, err := m.Enter(busy, "busy once its call ended"); err != nil {
+		t.Fatalf("a caller whose call ended: %v, want admitted", err)
+	} else {
+		defer done()
+	}
+	h.at(900)
+	m.Check()
+	for range 3 {
+		_, _, done, err := m.Enter(busy, "under the threshold")
+		if err != nil {
+			t.Fatalf("under the threshold: %v, want admitted", err)
+		}
+		defer done()
+	}
+	if got := m.Stats().InFlight; got != 5 {
+		t.Fatalf("in flight %d, want 5", got)
+	}
+}
+
 // At the shed threshold nothing is cancelled; one byte past it, one call
 // is, with a *ShedError as its context's cause.
 func TestShedsPastTheShedThreshold(t *testing.T) {
