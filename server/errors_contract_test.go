@@ -224,13 +224,15 @@ var errorTriggers = map[string]func(t *testing.T) *status.Status{
 		_, err := runNotRead(t)
 		return status.Convert(err)
 	},
-	"a call while the heap is past its line": func(t *testing.T) *status.Status {
+	"a second call while the heap is past its line": func(t *testing.T) *status.Status {
 		heap := &heldHeap{}
 		m, err := overload.New(overload.Config{Line: 1000, Logger: quietLog, Read: heap.read, Collect: heap.collect})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := startServer(t, server.WithOverload(m))
+		// The caller's first call is in flight: a Session held open.
+		openSession(t, c, &exprdv1.Open{})
 		heap.add(920) // past the refusing line (90%), short of the cancelling one
 		heap.gc()
 		m.Check()

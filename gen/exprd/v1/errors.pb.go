@@ -69,10 +69,10 @@ const (
 	// the slow-reader timeout: the stream is ended. QuotaFailure
 	// slow_reader_timeout; metadata quota.
 	ErrorReason_SLOW_READER ErrorReason = 8
-	// RESOURCE_EXHAUSTED. The server's heap neared its line: a new call
-	// refused (RetryInfo; metadata action refused), or one in flight
-	// cancelled to free memory (metadata action cancelled). QuotaFailure
-	// overload; metadata quota, action.
+	// RESOURCE_EXHAUSTED. The server's heap neared its line: a new call of
+	// a caller with one in flight refused (RetryInfo; metadata action
+	// refused), or one in flight cancelled to free memory (metadata action
+	// cancelled). QuotaFailure overload; metadata quota, action.
 	ErrorReason_OVERLOADED ErrorReason = 9
 	// UNIMPLEMENTED. The call's messages are compressed (a grpc-encoding
 	// other than identity) and the server takes them uncompressed only.
