@@ -180,9 +180,13 @@ func convertValue(ctx context.Context, v any, opts Options) (m *utcp.Manual, ski
 // document as it was given, as JSON (what its conversion's budget is
 // measured against, and what diagnose reads): Swagger 2 is turned into
 // OpenAPI 3 (toV3; an error when it cannot be), OpenAPI 3 is converted as
-// it is.
+// it is. A document nested deeper than MaxMeanDepth is refused before
+// kin-openapi reads it.
 func loadOpenAPI(root map[string]any) (out map[string]any, raw []byte, err error) {
 	if raw, err = json.Marshal(root); err != nil {
+		return nil, nil, err
+	}
+	if err := checkNesting(raw); err != nil {
 		return nil, nil, err
 	}
 	if !isSwagger2(root) {
