@@ -62,7 +62,7 @@ var allowed = map[string][]string{
 	"utcp/internal/utcptest":         {"internal/egress", "utcp", "utcp/utcpall", "utcp/vars"},
 	"utcp/manual":                    {"internal/schemafast"},
 	"utcp/mcptransport":              {"utcp", "utcp/manual", "utcp/userinput"},
-	"utcp/openapi":                   {"utcp", "utcp/httptransport"},
+	"utcp/openapi":                   {"utcp", "utcp/httptransport", "utcp/manual"},
 	"utcp/search":                    {"utcp", "utcp/manual"},
 	"utcp/toolscope":                 {"utcp", "utcp/manual"},
 	"utcp/userinput":                 {"utcp/manual"},

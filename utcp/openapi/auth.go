@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -42,7 +44,7 @@ func (c *converter) auth(op map[string]any) map[string]any {
 	return nil
 }
 
-func schemeAuth(name string, scheme map[string]any) *utcp.Auth {
+func schemeAuth(name string, scheme map[string]any) *manual.Auth {
 	prefix := strings.ToUpper(utcp.SanitizeManualName(name))
 	ph := func(s string) string { return "${" + prefix + "_" + s + "}" }
 	typ, _ := scheme["type"].(string)
@@ -50,21 +52,21 @@ func schemeAuth(name string, scheme map[string]any) *utcp.Auth {
 	case "apikey":
 		in, _ := scheme["in"].(string)
 		if in == "" {
-			in = utcp.LocationHeader
+			in = manual.LocationHeader
 		}
 		varName, _ := scheme["name"].(string)
 		if varName == "" {
 			varName = "Authorization"
 		}
-		return &utcp.Auth{Type: utcp.AuthAPIKey, APIKey: ph("API_KEY"), VarName: varName, Location: in}
+		return &manual.Auth{Type: manual.AuthAPIKey, APIKey: ph("API_KEY"), VarName: varName, Location: in}
 	case "basic":
-		return &utcp.Auth{Type: utcp.AuthBasic, Username: ph("USERNAME"), Password: ph("PASSWORD")}
+		return &manual.Auth{Type: manual.AuthBasic, Username: ph("USERNAME"), Password: ph("PASSWORD")}
 	case "http":
 		switch s, _ := scheme["scheme"].(string); strings.ToLower(s) {
 		case "basic":
-			return &utcp.Auth{Type: utcp.AuthBasic, Username: ph("USERNAME"), Password: ph("PASSWORD")}
+			return &manual.Auth{Type: manual.AuthBasic, Username: ph("USERNAME"), Password: ph("PASSWORD")}
 		case "bearer":
-			return &utcp.Auth{Type: utcp.AuthAPIKey, APIKey: "Bearer " + ph("API_KEY"), VarName: "Authorization", Location: utcp.LocationHeader}
+			return &manual.Auth{Type: manual.AuthAPIKey, APIKey: "Bearer " + ph("API_KEY"), VarName: "Authorization", Location: manual.LocationHeader}
 		}
 	case "oauth2":
 		flows, _ := scheme["flows"].(map[string]any)
@@ -72,24 +74,24 @@ func schemeAuth(name string, scheme map[string]any) *utcp.Auth {
 			flow, _ := flows[f].(map[string]any)
 			if tokenURL, _ := flow["tokenUrl"].(string); tokenURL != "" {
 				scopes, _ := flow["scopes"].(map[string]any)
-				return &utcp.Auth{Type: utcp.AuthOAuth2, TokenURL: tokenURL, ClientID: ph("CLIENT_ID"), ClientSecret: ph("CLIENT_SECRET"), Scope: strings.Join(slices.Sorted(maps.Keys(scopes)), " ")}
+				return &manual.Auth{Type: manual.AuthOAuth2, TokenURL: tokenURL, ClientID: ph("CLIENT_ID"), ClientSecret: ph("CLIENT_SECRET"), Scope: strings.Join(slices.Sorted(maps.Keys(scopes)), " ")}
 			}
 		}
 	}
 	return nil
 }
 
-func compatibleAuth(a, tools *utcp.Auth) bool {
+func compatibleAuth(a, tools *manual.Auth) bool {
 	if tools == nil || a.Type != tools.Type {
 		return false
 	}
-	if a.Type == utcp.AuthAPIKey {
+	if a.Type == manual.AuthAPIKey {
 		return strings.EqualFold(a.VarName, tools.VarName) && a.Location == tools.Location
 	}
 	return true
 }
 
-func authMap(a *utcp.Auth) map[string]any {
+func authMap(a *manual.Auth) map[string]any {
 	raw, _ := json.Marshal(a)
 	var m map[string]any
 	_ = json.Unmarshal(raw, &m)

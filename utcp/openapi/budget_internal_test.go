@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -38,9 +40,9 @@ func TestChargeAtTheBudget(t *testing.T) {
 				return
 			}
 			var tl *TooLargeError
-			var me *utcp.ManualError
-			if !errors.As(err, &tl) || !errors.As(err, &me) || !errors.Is(err, utcp.ErrInvalidManual) {
-				t.Fatalf("got %v (%T), want a *TooLargeError that is a *utcp.ManualError", err, err)
+			var me *manual.Error
+			if !errors.As(err, &tl) || !errors.As(err, &me) || !errors.Is(err, manual.ErrInvalid) {
+				t.Fatalf("got %v (%T), want a *TooLargeError that is a *manual.Error", err, err)
 			}
 			if tl.Limit != MinConvertedBytes || tl.DocumentBytes != 10 {
 				t.Errorf("got limit %d of a %d-byte document, want %d (the floor) of 10", tl.Limit, tl.DocumentBytes, MinConvertedBytes)

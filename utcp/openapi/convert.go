@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/httptransport"
 	"github.com/getkin/kin-openapi/openapi2"
@@ -31,15 +33,15 @@ type Options struct {
 	BaseURL string
 	// AuthTools is used as the auth of every operation that requires auth of
 	// the same kind (the discovery template's auth_tools).
-	AuthTools *utcp.Auth
+	AuthTools *manual.Auth
 	// Headers are sent by every generated tool.
 	Headers map[string]string
 }
 
 // maxSchemaDepth bounds the nesting of a converted schema, counted
-// through its references: utcp.MaxSchemaDepth, which every tool schema
+// through its references: manual.MaxSchemaDepth, which every tool schema
 // keeps as written, so that what converts also compiles.
-const maxSchemaDepth = utcp.MaxSchemaDepth
+const maxSchemaDepth = manual.MaxSchemaDepth
 
 // openAPIMethods are the operations converted, in this order.
 var openAPIMethods = []string{"get", "post", "put", "delete", "patch"}
@@ -67,7 +69,7 @@ func (Converter) Converts(doc any) bool {
 }
 
 // Convert converts a decoded document as ConvertContext does.
-func (Converter) Convert(ctx context.Context, doc any, opts utcp.ConvertOptions) (*utcp.Manual, []utcp.SkippedTool, error) {
+func (Converter) Convert(ctx context.Context, doc any, opts utcp.ConvertOptions) (*manual.Manual, []manual.SkippedTool, error) {
 	return convertValue(ctx, doc, Options{Manual: opts.Manual, SpecURL: opts.SpecURL, AuthTools: opts.AuthTools, Headers: opts.Headers})
 }
 
@@ -87,41 +89,41 @@ func (Converter) String() string { return "an OpenAPI document (openapi, swagger
 // by default) rather than as `tags[]=a&tags[]=b`. Schemas are JSON Schema
 // 2020-12, each carrying under $defs the document's components it reaches.
 // Operations without an operationId are returned as skipped, and so are those
-// that cannot be read (utcp.ReadConverted). Errors are *utcp.ManualError; a
+// that cannot be read (manual.ReadConverted). Errors are *manual.Error; a
 // document whose conversion would pass its budget is a *TooLargeError, which
 // is one too.
-func Convert(data []byte, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
+func Convert(data []byte, opts Options) (m *manual.Manual, skipped []manual.SkippedTool, err error) {
 	return ConvertContext(context.Background(), data, opts)
 }
 
 // ConvertContext is Convert that stops when ctx ends, with ctx's error.
-func ConvertContext(ctx context.Context, data []byte, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
+func ConvertContext(ctx context.Context, data []byte, opts Options) (m *manual.Manual, skipped []manual.SkippedTool, err error) {
 	v, err := utcp.DecodeDocument(data, "", "")
 	if err != nil {
-		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: err.Error()}
+		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: err.Error()}
 	}
 	if !(Converter{}).Converts(v) {
-		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: "not an OpenAPI document (no openapi, swagger or paths)"}
+		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: "not an OpenAPI document (no openapi, swagger or paths)"}
 	}
 	return convertValue(ctx, v, opts)
 }
 
-func convertValue(ctx context.Context, v any, opts Options) (m *utcp.Manual, skipped []utcp.SkippedTool, err error) {
+func convertValue(ctx context.Context, v any, opts Options) (m *manual.Manual, skipped []manual.SkippedTool, err error) {
 	// kin-openapi is third-party code fed untrusted documents: a panic in it
 	// is a refused document, not a dead server.
 	defer func() {
 		if r := recover(); r != nil {
-			m, skipped, err = nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: "not a usable OpenAPI document"}
+			m, skipped, err = nil, nil, &manual.Error{Manual: opts.Manual, Msg: "not a usable OpenAPI document"}
 		}
 	}()
 	root, ok := v.(map[string]any)
 	if !ok {
-		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: "an OpenAPI document must be an object"}
+		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: "an OpenAPI document must be an object"}
 	}
 	swagger2 := isSwagger2(root)
 	root, raw, err := loadOpenAPI(root)
 	if err != nil {
-		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: err.Error()}
+		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: err.Error()}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -133,13 +135,13 @@ func convertValue(ctx context.Context, v any, opts Options) (m *utcp.Manual, ski
 			return nil
 		}
 		if err := diagnose(raw); err != nil {
-			return &utcp.ManualError{Manual: opts.Manual, Msg: err.Error()}
+			return &manual.Error{Manual: opts.Manual, Msg: err.Error()}
 		}
 		return nil
 	}
 	c := &converter{ctx: ctx, root: root, opts: opts, swagger2: swagger2, schemas: newSchemaScope(ctx, root, opts.Manual),
 		docBytes: len(raw), budget: ConvertedBudget(len(raw))}
-	manual, skipped, err := c.convert()
+	converted, skipped, err := c.convert()
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return nil, nil, ctxErr
 	}
@@ -152,7 +154,7 @@ func convertValue(ctx context.Context, v any, opts Options) (m *utcp.Manual, ski
 	if err != nil {
 		return nil, nil, err
 	}
-	m, more, err := utcp.ReadConverted(ctx, manual, opts.Manual)
+	m, more, err := manual.ReadConverted(ctx, converted, opts.Manual)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return nil, nil, ctxErr
 	}
@@ -170,7 +172,7 @@ func convertValue(ctx context.Context, v any, opts Options) (m *utcp.Manual, ski
 		if why := refused(); why != nil {
 			return nil, nil, why
 		}
-		return nil, nil, &utcp.ManualError{Manual: opts.Manual, Msg: fmt.Sprintf("none of the document's %d operations could be converted; %s: %s",
+		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: fmt.Sprintf("none of the document's %d operations could be converted; %s: %s",
 			len(skipped), skipped[0].Name, skipped[0].Reason)}
 	}
 	return m, skipped, nil
@@ -265,7 +267,7 @@ type converter struct {
 	budget   int // what the converted manual may still take, in bytes
 }
 
-func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
+func (c *converter) convert() (map[string]any, []manual.SkippedTool, error) {
 	base, err := c.baseURL()
 	if err != nil {
 		return nil, nil, err
@@ -273,7 +275,7 @@ func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
 	paths, _ := c.root["paths"].(map[string]any)
 	keys := slices.Sorted(maps.Keys(paths))
 	var tools []any
-	var skipped []utcp.SkippedTool
+	var skipped []manual.SkippedTool
 	for _, p := range keys {
 		item, _ := c.deref(paths[p]).(map[string]any)
 		if item == nil {
@@ -290,7 +292,7 @@ func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
 			where := fmt.Sprintf("paths[%q].%s", p, method)
 			id, _ := op["operationId"].(string)
 			if strings.TrimSpace(id) == "" {
-				skipped = append(skipped, utcp.SkippedTool{Name: strings.ToUpper(method) + " " + p, Reason: "no operationId"})
+				skipped = append(skipped, manual.SkippedTool{Name: strings.ToUpper(method) + " " + p, Reason: "no operationId"})
 				continue
 			}
 			tool, dropped, err := c.tool(id, p, method, item, op, base, where)
@@ -302,16 +304,16 @@ func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
 				return nil, nil, err
 			}
 			if err != nil {
-				var me *utcp.ManualError
+				var me *manual.Error
 				reason := err.Error()
 				if errors.As(err, &me) {
 					reason = strings.TrimPrefix(strings.TrimPrefix(me.Path, where), ".") + ": " + me.Msg
 				}
-				skipped = append(skipped, utcp.SkippedTool{Name: id, Reason: reason})
+				skipped = append(skipped, manual.SkippedTool{Name: id, Reason: reason})
 				continue
 			}
 			if dropped != "" {
-				skipped = append(skipped, utcp.SkippedTool{Name: id, Registered: true, Reason: "output schema dropped: " + dropped})
+				skipped = append(skipped, manual.SkippedTool{Name: id, Registered: true, Reason: "output schema dropped: " + dropped})
 			}
 			tools = append(tools, tool)
 		}
@@ -319,7 +321,7 @@ func (c *converter) convert() (map[string]any, []utcp.SkippedTool, error) {
 	if tools == nil {
 		tools = []any{}
 	}
-	return map[string]any{"utcp_version": utcp.DefaultUTCPVersion, "manual_version": c.manualVersion(), "tools": tools}, skipped, nil
+	return map[string]any{"utcp_version": manual.DefaultUTCPVersion, "manual_version": c.manualVersion(), "tools": tools}, skipped, nil
 }
 
 func (c *converter) manualVersion() string {
@@ -327,7 +329,7 @@ func (c *converter) manualVersion() string {
 	if v, ok := info["version"].(string); ok && v != "" {
 		return v
 	}
-	return utcp.DefaultManualVersion
+	return manual.DefaultManualVersion
 }
 
 // serverVar matches {name} in a server URL.
@@ -356,17 +358,17 @@ func (c *converter) baseURL() (string, error) {
 	}
 	switch {
 	case base == "" && spec == nil:
-		return "", &utcp.ManualError{Manual: c.opts.Manual, Path: "servers", Msg: "missing: the document names no server and was not fetched from a URL"}
+		return "", &manual.Error{Manual: c.opts.Manual, Path: "servers", Msg: "missing: the document names no server and was not fetched from a URL"}
 	case base == "":
 		base = spec.Scheme + "://" + spec.Host
 	default:
 		u, err := url.Parse(base)
 		if err != nil {
-			return "", &utcp.ManualError{Manual: c.opts.Manual, Path: "servers[0].url", Msg: "not a URL"}
+			return "", &manual.Error{Manual: c.opts.Manual, Path: "servers[0].url", Msg: "not a URL"}
 		}
 		if !u.IsAbs() {
 			if spec == nil {
-				return "", &utcp.ManualError{Manual: c.opts.Manual, Path: "servers[0].url", Msg: "relative, and the document was not fetched from a URL"}
+				return "", &manual.Error{Manual: c.opts.Manual, Path: "servers[0].url", Msg: "relative, and the document was not fetched from a URL"}
 			}
 			u = spec.ResolveReference(u)
 			base = u.String()
@@ -374,7 +376,7 @@ func (c *converter) baseURL() (string, error) {
 		// A document from a remote host may not aim calls at our loopback
 		// (GHSA-39j6-4867-gg4w).
 		if spec != nil && !isLoopbackHost(spec.Hostname()) && isLoopbackHost(u.Hostname()) {
-			return "", &utcp.ManualError{Manual: c.opts.Manual, Path: "servers[0].url", Msg: "a document fetched from a remote host may not name a loopback server"}
+			return "", &manual.Error{Manual: c.opts.Manual, Path: "servers[0].url", Msg: "a document fetched from a remote host may not name a loopback server"}
 		}
 	}
 	return base, nil
@@ -522,7 +524,7 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 				if err != nil {
 					outReach = reached{}
 					dropped = err.Error()
-					var me *utcp.ManualError
+					var me *manual.Error
 					if errors.As(err, &me) {
 						dropped = me.Msg
 					}
@@ -599,7 +601,7 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 func (c *converter) charge(tool map[string]any, in, out *reached) error {
 	raw, err := json.Marshal(tool) // before its $defs are attached
 	if err != nil {
-		return &utcp.ManualError{Manual: c.opts.Manual, Msg: "cannot encode a converted tool: " + err.Error()}
+		return &manual.Error{Manual: c.opts.Manual, Msg: "cannot encode a converted tool: " + err.Error()}
 	}
 	size := len(raw) + in.size + out.size
 	if size > c.budget {

@@ -17,8 +17,8 @@
 // or the discovery template's auth_tools when of the same kind.
 //
 // A document is read tolerantly: an operation that cannot be converted is
-// skipped and reported (utcp.SkippedTool), an output schema that is not
-// valid is dropped; the document is refused (*utcp.ManualError) only when
+// skipped and reported (manual.SkippedTool), an output schema that is not
+// valid is dropped; the document is refused (*manual.Error) only when
 // nothing of it converts. A document fetched from a remote host may not aim
 // its calls at loopback. kin-openapi reads the document; a panic in it is a
 // refused document.

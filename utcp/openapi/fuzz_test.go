@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/httptransport"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
@@ -26,8 +28,8 @@ func FuzzConvertOpenAPI(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, _, err := openapi.Convert(data, openapi.Options{Manual: "fuzz", SpecURL: "https://spec.example/openapi.json"})
 		if err != nil {
-			var me *utcp.ManualError
-			if !errors.As(err, &me) || !errors.Is(err, utcp.ErrInvalidManual) {
+			var me *manual.Error
+			if !errors.As(err, &me) || !errors.Is(err, manual.ErrInvalid) {
 				t.Fatalf("error %v (%T) is not a *ManualError", err, err)
 			}
 			return

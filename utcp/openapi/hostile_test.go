@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/hostiletest"
 	"github.com/exprd/exprd/utcp/openapi"
@@ -63,7 +65,7 @@ func BenchmarkConvertHostile(b *testing.B) {
 		{"shared-100x3000", hostiletest.SharedRefsDocument(100, 3000)},
 		{"layered-100x30x30", layeredDoc(100, 30, 30)},
 		{"shared-8x1000", hostiletest.SharedRefsDocument(8, 1000)}, // within every bound: converts, near its budget
-		{"layered-2x30x30", layeredDoc(2, 30, 30)},                 // within its budget, each tool past utcp.MaxSchemaNodes
+		{"layered-2x30x30", layeredDoc(2, 30, 30)},                 // within its budget, each tool past manual.MaxSchemaNodes
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportMetric(float64(len(tc.doc)), "doc-bytes")
@@ -145,8 +147,8 @@ func TestHostileDocumentsAreBounded(t *testing.T) {
 			m, _, err := openapi.Convert(tc.doc, openapi.Options{Manual: "h"})
 			if tc.tooLarge {
 				var tl *openapi.TooLargeError
-				var me *utcp.ManualError
-				if !errors.As(err, &tl) || !errors.As(err, &me) || !errors.Is(err, utcp.ErrInvalidManual) {
+				var me *manual.Error
+				if !errors.As(err, &tl) || !errors.As(err, &me) || !errors.Is(err, manual.ErrInvalid) {
 					t.Fatalf("got %v, want a *TooLargeError", err)
 				}
 				if tl.Limit != budget || !strings.Contains(err.Error(), "openapi.MaxExpansion") {
@@ -312,7 +314,7 @@ func TestDiagnosedDocumentsAreBounded(t *testing.T) {
 				t.Fatalf("the document is %d bytes", got)
 			}
 			_, _, err := openapi.Convert(doc(tc.pad), openapi.Options{Manual: "m"})
-			if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
 		})
@@ -333,7 +335,7 @@ func TestDeepDocumentsAreRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			_, _, err := openapi.Convert([]byte(doc), openapi.Options{Manual: "m"})
-			if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), "openapi.MaxMeanDepth") {
+			if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), "openapi.MaxMeanDepth") {
 				t.Errorf("got %v, want refused for its depth", err)
 			}
 		})

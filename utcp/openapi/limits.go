@@ -3,7 +3,7 @@ package openapi
 import (
 	"fmt"
 
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
 )
 
 // The converted manual's budget. Every tool's schemas carry the
@@ -34,7 +34,7 @@ func ConvertedBudget(docBytes int) int {
 
 // TooLargeError is a document whose converted manual would pass its
 // budget (ConvertedBudget): conversion stopped there. It is a
-// *utcp.ManualError too (errors.As), and matches utcp.ErrInvalidManual.
+// *manual.Error too (errors.As), and matches manual.ErrInvalid.
 type TooLargeError struct {
 	Manual        string
 	Limit         int // bytes: ConvertedBudget(DocumentBytes)
@@ -43,11 +43,11 @@ type TooLargeError struct {
 
 func (e *TooLargeError) Error() string { return e.manualError().Error() }
 
-// Unwrap is the *utcp.ManualError that says the same.
+// Unwrap is the *manual.Error that says the same.
 func (e *TooLargeError) Unwrap() error { return e.manualError() }
 
-func (e *TooLargeError) manualError() *utcp.ManualError {
-	return &utcp.ManualError{Manual: e.Manual, Msg: fmt.Sprintf(
+func (e *TooLargeError) manualError() *manual.Error {
+	return &manual.Error{Manual: e.Manual, Msg: fmt.Sprintf(
 		"the converted manual would be over %d bytes (openapi.MaxExpansion: %d times the document's %d bytes, at least openapi.MinConvertedBytes %d): its operations reach more schema between them than that; conversion stopped",
 		e.Limit, MaxExpansion, e.DocumentBytes, MinConvertedBytes)}
 }

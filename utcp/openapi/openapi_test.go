@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/internal/utcptest"
 	"github.com/exprd/exprd/utcp/openapi"
@@ -32,7 +34,7 @@ func TestConvertOpenAPI(t *testing.T) {
 	if m.ManualVersion != "2.1.0" {
 		t.Errorf("manual_version: got %s, want the document's 2.1.0", m.ManualVersion)
 	}
-	byName := map[string]*utcp.Tool{}
+	byName := map[string]*manual.Tool{}
 	for _, tool := range m.Tools {
 		byName[tool.Name] = tool
 	}
@@ -123,7 +125,7 @@ func TestConvertOpenAPIRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, _, err := openapi.Convert([]byte(tc.doc), openapi.Options{Manual: "m", SpecURL: tc.specURL})
-			if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want ErrInvalidManual containing %q", err, tc.want)
 			}
 		})
@@ -228,7 +230,7 @@ func TestDiscoverFromURL(t *testing.T) {
 	t.Run("neither is refused", func(t *testing.T) {
 		r := utcptest.NewRegistry(t)
 		_, err := r.Register(ctx, "x", utcp.FromURL(p.URL+"/neither"))
-		if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), "neither a UTCP manual") {
+		if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), "neither a UTCP manual") {
 			t.Errorf("got %v, want a refusal", err)
 		}
 	})

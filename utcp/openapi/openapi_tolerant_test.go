@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp/openapi"
 )
 
@@ -34,26 +35,26 @@ func TestOpenAPIIsReadTolerantly(t *testing.T) {
 		name        string
 		doc         []byte
 		wantTools   []string
-		wantSkipped []utcp.SkippedTool // Reason checked by substring
+		wantSkipped []manual.SkippedTool // Reason checked by substring
 		wantErr     string
 	}{
 		{
 			name:        "an operation whose input references nothing is skipped",
 			doc:         doc3(`{"/a": {"post": `+op("good", good, good)+`}, "/b": {"post": `+op("broken", `{"$ref": "#/components/schemas/Missing"}`, good)+`}}`, `{}`),
 			wantTools:   []string{"good"},
-			wantSkipped: []utcp.SkippedTool{{Name: "broken", Reason: `$ref "#/components/schemas/Missing" does not resolve`}},
+			wantSkipped: []manual.SkippedTool{{Name: "broken", Reason: `$ref "#/components/schemas/Missing" does not resolve`}},
 		},
 		{
 			name:        "an output schema that is not valid is dropped, the tool registers",
 			doc:         doc3(`{"/a": {"post": `+op("listThings", good, `{"$ref": "#/components/schemas/Thing"}`)+`}}`, `{"Thing": {"type": "object", "required": ["id", "id"]}}`),
 			wantTools:   []string{"listThings"},
-			wantSkipped: []utcp.SkippedTool{{Name: "listThings", Registered: true, Reason: "output schema dropped: invalid JSON Schema"}},
+			wantSkipped: []manual.SkippedTool{{Name: "listThings", Registered: true, Reason: "output schema dropped: invalid JSON Schema"}},
 		},
 		{
 			name:        "an output schema with an external $ref is dropped: external references are never fetched",
 			doc:         doc3(`{"/a": {"post": `+op("remote", good, `{"$ref": "https://elsewhere.example/x.json#/X"}`)+`}}`, `{}`),
 			wantTools:   []string{"remote"},
-			wantSkipped: []utcp.SkippedTool{{Name: "remote", Registered: true, Reason: `output schema dropped: $ref "https://elsewhere.example/x.json#/X" does not resolve inside the document`}},
+			wantSkipped: []manual.SkippedTool{{Name: "remote", Registered: true, Reason: `output schema dropped: $ref "https://elsewhere.example/x.json#/X" does not resolve inside the document`}},
 		},
 		{
 			name:      "a bad definition nothing uses is ignored",
@@ -64,13 +65,13 @@ func TestOpenAPIIsReadTolerantly(t *testing.T) {
 			name:        "an input schema that is not valid skips its operation",
 			doc:         doc3(`{"/a": {"post": `+op("good", good, good)+`}, "/b": {"post": `+op("bad", `{"type": "object", "required": ["x", "x"]}`, good)+`}}`, `{}`),
 			wantTools:   []string{"good"},
-			wantSkipped: []utcp.SkippedTool{{Name: "bad", Reason: "inputs: invalid JSON Schema"}},
+			wantSkipped: []manual.SkippedTool{{Name: "bad", Reason: "inputs: invalid JSON Schema"}},
 		},
 		{
 			name:        "two operations of one operationId: the second is skipped",
 			doc:         doc3(`{"/a": {"post": `+op("same", good, good)+`}, "/b": {"post": `+op("same", good, good)+`}}`, `{}`),
 			wantTools:   []string{"same"},
-			wantSkipped: []utcp.SkippedTool{{Name: "same", Reason: "another operation has this operationId"}},
+			wantSkipped: []manual.SkippedTool{{Name: "same", Reason: "another operation has this operationId"}},
 		},
 		{
 			name:    "a document with no operation left is refused, saying why",

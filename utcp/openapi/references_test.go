@@ -13,7 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/exprd/exprd/utcp"
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp/openapi"
 )
 
@@ -48,34 +49,34 @@ func TestExternalReferencesAreNeverRead(t *testing.T) {
 	}
 	positions := []struct {
 		name, paths string // paths: %s is the reference, without its last token
-		check       func(t *testing.T, m *utcp.Manual, skipped []utcp.SkippedTool)
+		check       func(t *testing.T, m *manual.Manual, skipped []manual.SkippedTool)
 	}{
 		{"a schema", `"/ext": {"post": {"operationId": "ext", "requestBody": {"content": {"application/json": {"schema": {"$ref": "%sS"}}}}, "responses": {"200": {"description": "ok"}}}}`,
-			func(t *testing.T, m *utcp.Manual, skipped []utcp.SkippedTool) {
+			func(t *testing.T, m *manual.Manual, skipped []manual.SkippedTool) {
 				if len(skipped) != 1 || skipped[0].Name != "ext" || !strings.Contains(skipped[0].Reason, "does not resolve inside the document") {
 					t.Errorf("skipped: got %v, want ext, its reference resolving nowhere", skipped)
 				}
 			}},
 		{"a parameter", `"/ext": {"get": {"operationId": "ext", "parameters": [{"$ref": "%sP"}], "responses": {"200": {"description": "ok"}}}}`,
-			func(t *testing.T, m *utcp.Manual, _ []utcp.SkippedTool) {
+			func(t *testing.T, m *manual.Manual, _ []manual.SkippedTool) {
 				if in := tool(m, "ext").InputProperties(); len(in) != 0 {
 					t.Errorf("ext inputs: got %v, want none", in)
 				}
 			}},
 		{"a request body", `"/ext": {"post": {"operationId": "ext", "requestBody": {"$ref": "%sB"}, "responses": {"200": {"description": "ok"}}}}`,
-			func(t *testing.T, m *utcp.Manual, _ []utcp.SkippedTool) {
+			func(t *testing.T, m *manual.Manual, _ []manual.SkippedTool) {
 				if in := tool(m, "ext").InputProperties(); len(in) != 0 {
 					t.Errorf("ext inputs: got %v, want none", in)
 				}
 			}},
 		{"a response", `"/ext": {"get": {"operationId": "ext", "responses": {"200": {"$ref": "%sR"}}}}`,
-			func(t *testing.T, m *utcp.Manual, _ []utcp.SkippedTool) {
+			func(t *testing.T, m *manual.Manual, _ []manual.SkippedTool) {
 				if out := string(tool(m, "ext").Outputs); out != "{}" {
 					t.Errorf("ext outputs: got %s, want {}", out)
 				}
 			}},
 		{"a path item", `"/ext": {"$ref": "%sI"}`,
-			func(t *testing.T, m *utcp.Manual, _ []utcp.SkippedTool) {
+			func(t *testing.T, m *manual.Manual, _ []manual.SkippedTool) {
 				if len(m.Tools) != 1 {
 					t.Errorf("got %d tools, want good alone", len(m.Tools))
 				}
@@ -99,7 +100,7 @@ func TestExternalReferencesAreNeverRead(t *testing.T) {
 				delete(noServer, "servers")
 				raw, _ := json.Marshal(noServer)
 				_, _, err = openapi.Convert(raw, openapi.Options{Manual: "m"})
-				if !errors.Is(err, utcp.ErrInvalidManual) || !strings.Contains(err.Error(), "encountered disallowed external reference") {
+				if !errors.Is(err, manual.ErrInvalid) || !strings.Contains(err.Error(), "encountered disallowed external reference") {
 					t.Errorf("without a server: got %v, want kin-openapi's refusal of the reference", err)
 				}
 			})
@@ -112,13 +113,13 @@ func TestExternalReferencesAreNeverRead(t *testing.T) {
 	})
 }
 
-func tool(m *utcp.Manual, name string) *utcp.Tool {
+func tool(m *manual.Manual, name string) *manual.Tool {
 	for _, t := range m.Tools {
 		if t.Name == name {
 			return t
 		}
 	}
-	return &utcp.Tool{}
+	return &manual.Tool{}
 }
 
 // TestKeywordsNextToAReference: the keywords written next to a $ref apply

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exprd/exprd/utcp/manual"
+
 	"github.com/exprd/exprd/utcp"
 )
 
@@ -123,7 +125,7 @@ func (s *schemaScope) drain() error {
 
 // errMsg is a conversion error's message, without its path.
 func errMsg(err error) string {
-	if me, ok := err.(*utcp.ManualError); ok {
+	if me, ok := err.(*manual.Error); ok {
 		return me.Msg
 	}
 	return err.Error()
@@ -134,7 +136,7 @@ func errMsg(err error) string {
 // converted or the schema nests deeper than maxSchemaDepth through them.
 func (s *schemaScope) reach(c *converted, r *reached, where string) error {
 	if c.depth > maxSchemaDepth || c.height(s) > maxSchemaDepth {
-		return &utcp.ManualError{Manual: s.manual, Path: where, Msg: fmt.Sprintf("schema nested deeper than %d", maxSchemaDepth)}
+		return &manual.Error{Manual: s.manual, Path: where, Msg: fmt.Sprintf("schema nested deeper than %d", maxSchemaDepth)}
 	}
 	stack := make([]int, 0, len(c.refs))
 	for _, ref := range c.refs {
@@ -148,7 +150,7 @@ func (s *schemaScope) reach(c *converted, r *reached, where string) error {
 		}
 		d := s.defs[i]
 		if d.err != "" {
-			return &utcp.ManualError{Manual: s.manual, Path: where, Msg: d.err}
+			return &manual.Error{Manual: s.manual, Path: where, Msg: d.err}
 		}
 		r.add(i, d)
 		for _, ref := range d.refs {
@@ -262,7 +264,7 @@ var (
 
 func (w *walker) schema(node any, depth int) (any, error) {
 	if depth > maxSchemaDepth {
-		return nil, &utcp.ManualError{Manual: w.s.manual, Path: w.where, Msg: fmt.Sprintf("schema nested deeper than %d", maxSchemaDepth)}
+		return nil, &manual.Error{Manual: w.s.manual, Path: w.where, Msg: fmt.Sprintf("schema nested deeper than %d", maxSchemaDepth)}
 	}
 	w.maxDepth = max(w.maxDepth, depth)
 	m, ok := node.(map[string]any)
@@ -395,7 +397,7 @@ func (s *schemaScope) ref(ref, anchor, where string) (int, error) {
 	}
 	target, ok := resolvePointer(s.root, ref)
 	if !ok {
-		return 0, &utcp.ManualError{Manual: s.manual, Path: where, Msg: fmt.Sprintf("$ref %q does not resolve inside the document", ref)}
+		return 0, &manual.Error{Manual: s.manual, Path: where, Msg: fmt.Sprintf("$ref %q does not resolve inside the document", ref)}
 	}
 	base := ref[strings.LastIndex(ref, "/")+1:]
 	if base == "" || base == "#" {
