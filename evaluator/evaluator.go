@@ -79,9 +79,9 @@ func WithCacheSize(n int) Option {
 }
 
 // WithMaxRunning lets at most n programs run at once (default: as many as
-// GOMAXPROCS is at the time, DefaultMaxRunning): the others wait, taking
-// turns by caller (WithCaller), and their time budget starts when they
-// run. A call waiting on the user or on a host function is not running.
+// GOMAXPROCS is at the time, DefaultMaxRunning): the others wait, let in
+// by caller (membudget.WithCaller), the caller whose programs have run the
+// least first, and their time budget starts when they run. A call waiting on the user or on a host function is not running.
 // So a program has a core while its time budget counts, whatever the load (many programs sharing the cores would
 // each run out of time having done a fraction of their work), and what
 // programs allocate at once is what n of them can allocate in their time

@@ -93,10 +93,11 @@ func (m *meter) resume() error {
 func (m *meter) pause() {
 	if m.on {
 		m.alarm.Disarm()
-		m.used += m.now().Sub(m.since)
+		ran := m.now().Sub(m.since)
+		m.used += ran
 		m.on = false
 		if m.running != nil {
-			m.running.release()
+			m.running.release(m.caller, ran)
 		}
 	}
 }

@@ -1,49 +1,95 @@
 package evaluator
 
 import (
+	"container/heap"
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/exprd/exprd/membudget"
 )
 
 // turns lets at most capacity() programs run at once. Those that wait are
-// let in by caller in turn (round robin), first come, first served within
-// a caller: one caller's many programs delay another caller's by at most
-// one of theirs each turn, whatever their number. A caller is kept only
-// while it has programs waiting. The capacity is read at each acquire and
-// release, so it may follow the cores Go runs on (GOMAXPROCS), which
-// exprd changes with its load.
+// let in by caller, the caller whose programs have run the least first
+// (the time each ran, told at its release), first come, first served
+// within a caller and among callers that ran as long: a caller whose
+// programs run to their time budget waits behind one whose programs take
+// a millisecond, and one caller's many programs delay another's by at
+// most one of theirs each turn, whatever their number. A caller is kept
+// only while it has programs waiting; one that comes back starts level
+// with the caller that ran the least among those waiting, so that no
+// caller banks a head start by staying away. The capacity is read at each
+// acquire and release, so it may follow the cores Go runs on
+// (GOMAXPROCS), which exprd changes with its load.
 type turns struct {
 	mu       sync.Mutex
 	capacity func() int
 	running  int
-	waiting  map[string][]chan struct{} // by caller, in order
-	ring     []string                   // the callers that wait, in turn order
+	waiting  map[string]*inLine // by caller
+	line     line               // the callers that wait, the next first
+	seq      uint64
+}
+
+// inLine is a caller's programs waiting, in order, and how long its
+// programs have run while it waited.
+type inLine struct {
+	caller string
+	q      []chan struct{}
+	ran    time.Duration
+	seq    uint64 // its place among callers that ran as long
+	i      int    // its index in the line
+}
+
+// line is a heap of the waiting callers: least run first, then first
+// come.
+type line []*inLine
+
+func (l line) Len() int { return len(l) }
+func (l line) Less(i, j int) bool {
+	if l[i].ran != l[j].ran {
+		return l[i].ran < l[j].ran
+	}
+	return l[i].seq < l[j].seq
+}
+func (l line) Swap(i, j int) { l[i], l[j] = l[j], l[i]; l[i].i, l[j].i = i, j }
+func (l *line) Push(x any)   { w := x.(*inLine); w.i = len(*l); *l = append(*l, w) }
+func (l *line) Pop() any {
+	old := *l
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*l = old[:len(old)-1]
+	return w
 }
 
 // newTurns lets n programs run at once.
 func newTurns(n int) *turns { return newTurnsOf(func() int { return n }) }
 
 func newTurnsOf(capacity func() int) *turns {
-	return &turns{capacity: capacity, waiting: map[string][]chan struct{}{}}
+	return &turns{capacity: capacity, waiting: map[string]*inLine{}}
 }
 
 // acquire waits for a turn for caller, or for ctx to end (its error).
 func (t *turns) acquire(ctx context.Context, caller string) error {
 	t.mu.Lock()
-	if len(t.ring) == 0 && t.running < t.capacity() {
+	if len(t.line) == 0 && t.running < t.capacity() {
 		t.running++
 		t.mu.Unlock()
 		return nil
 	}
 	ready := make(chan struct{})
-	q, ok := t.waiting[caller]
+	w, ok := t.waiting[caller]
 	if !ok {
-		t.ring = append(t.ring, caller)
+		var ran time.Duration
+		if len(t.line) > 0 {
+			ran = t.line[0].ran // level with the least run of those waiting
+		}
+		t.seq++
+		w = &inLine{caller: caller, ran: ran, seq: t.seq}
+		t.waiting[caller] = w
+		heap.Push(&t.line, w)
 	}
-	t.waiting[caller] = append(q, ready)
+	w.q = append(w.q, ready)
 	t.fill() // the capacity may have grown since the last release
 	t.mu.Unlock()
 	select {
@@ -52,53 +98,58 @@ func (t *turns) acquire(ctx context.Context, caller string) error {
 	case <-ctx.Done():
 	}
 	t.mu.Lock()
-	q = t.waiting[caller]
-	if i := slices.Index(q, ready); i >= 0 {
-		t.drop(caller, slices.Delete(q, i, i+1))
-		t.mu.Unlock()
-		return ctx.Err()
+	if w := t.waiting[caller]; w != nil {
+		if i := slices.Index(w.q, ready); i >= 0 {
+			w.q = slices.Delete(w.q, i, i+1)
+			t.forgetIfDone(w)
+			t.mu.Unlock()
+			return ctx.Err()
+		}
 	}
 	t.mu.Unlock()
-	t.release() // handed a turn as it gave up: pass it on
+	t.release(caller, 0) // handed a turn as it gave up: pass it on
 	return ctx.Err()
 }
 
-// release gives a turn back: to the next callers that wait, as many as
-// the capacity lets run.
-func (t *turns) release() {
+// release gives a turn of caller's back, its program having run for ran:
+// the turn goes to the next callers that wait, as many as the capacity
+// lets run.
+func (t *turns) release(caller string, ran time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.running--
+	if w := t.waiting[caller]; w != nil && ran > 0 {
+		w.ran += ran
+		heap.Fix(&t.line, w.i)
+	}
 	t.fill()
 }
 
-// fill hands turns to waiting callers, in turn, while the capacity allows.
-// t.mu is held.
+// fill hands turns to waiting callers, the next first, while the capacity
+// allows. t.mu is held.
 func (t *turns) fill() {
-	for len(t.ring) > 0 && t.running < t.capacity() {
-		caller := t.ring[0]
-		q := t.waiting[caller]
-		close(q[0])
+	for len(t.line) > 0 && t.running < t.capacity() {
+		w := t.line[0]
+		close(w.q[0])
+		w.q = w.q[1:]
 		t.running++
-		t.ring = t.ring[1:]
-		if len(q) > 1 {
-			t.ring = append(t.ring, caller)
+		if !t.forgetIfDone(w) {
+			t.seq++
+			w.seq = t.seq // behind the callers that ran as long
+			heap.Fix(&t.line, w.i)
 		}
-		t.drop(caller, q[1:])
 	}
 }
 
-// drop sets caller's queue to q, forgetting the caller when q is empty.
-// t.mu is held.
-func (t *turns) drop(caller string, q []chan struct{}) {
-	if len(q) > 0 {
-		t.waiting[caller] = q
-		return
+// forgetIfDone forgets a caller with nothing waiting, and says so. t.mu
+// is held.
+func (t *turns) forgetIfDone(w *inLine) bool {
+	if len(w.q) > 0 {
+		return false
 	}
-	delete(t.waiting, caller)
-	if i := slices.Index(t.ring, caller); i >= 0 {
-		t.ring = slices.Delete(t.ring, i, i+1)
-	}
+	heap.Remove(&t.line, w.i)
+	delete(t.waiting, w.caller)
+	return true
 }
 
 // callerOf is the caller whose programs ctx's runs are (membudget's

@@ -26,15 +26,15 @@ func queued(tr *turns) int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	n := 0
-	for _, q := range tr.waiting {
-		n += len(q)
+	for _, w := range tr.waiting {
+		n += len(w.q)
 	}
 	return n
 }
 
-// Waiting programs are let in by caller in turn, in order within a
-// caller; one that gives up leaves the line and is never let in; a caller
-// with nothing waiting is forgotten.
+// Waiting programs of callers that ran as long are let in by caller in
+// turn, in order within a caller; one that gives up leaves the line and
+// is never let in; a caller with nothing waiting is forgotten.
 func TestTurnsByCaller(t *testing.T) {
 	tr := newTurns(1)
 	if err := tr.acquire(context.Background(), "a"); err != nil {
@@ -54,15 +54,15 @@ func TestTurnsByCaller(t *testing.T) {
 	}
 	var order []string
 	for range 5 {
-		tr.release()
+		tr.release("", 0)
 		order = append(order, <-got)
 	}
 	if want := []string{"a", "b", "c", "a", "a"}; !slices.Equal(order, want) {
 		t.Fatalf("turns went to %q, want %q", order, want)
 	}
-	tr.release()
-	if tr.running != 0 || len(tr.waiting) != 0 || len(tr.ring) != 0 {
-		t.Fatalf("after every turn: running %d, waiting %v, ring %v", tr.running, tr.waiting, tr.ring)
+	tr.release("", 0)
+	if tr.running != 0 || len(tr.waiting) != 0 || len(tr.line) != 0 {
+		t.Fatalf("after every turn: running %d, waiting %v, line %v", tr.running, tr.waiting, tr.line)
 	}
 }
 
@@ -93,19 +93,62 @@ func TestTurnsFollowCapacity(t *testing.T) {
 	}
 	capacity.Store(1)
 	waitFor(t, tr, context.Background(), "d", got)
-	tr.release() // 2 running, capacity 1: d waits
-	tr.release() // 1 running: d still waits
+	tr.release("", 0) // 2 running, capacity 1: d waits
+	tr.release("", 0) // 1 running: d still waits
 	select {
 	case c := <-got:
 		t.Fatalf("%s got a turn over the capacity", c)
 	case <-time.After(20 * time.Millisecond):
 	}
-	tr.release()
+	tr.release("", 0)
 	if c := <-got; c != "d" {
 		t.Fatalf("got %s, want d", c)
 	}
-	tr.release()
-	if tr.running != 0 || len(tr.ring) != 0 {
-		t.Fatalf("after every turn: running %d, ring %v", tr.running, tr.ring)
+	tr.release("", 0)
+	if tr.running != 0 || len(tr.line) != 0 {
+		t.Fatalf("after every turn: running %d, line %v", tr.running, tr.line)
+	}
+}
+
+// The caller whose programs ran the least is let in first: a light
+// caller that comes while heavy ones' programs wait (each having run its
+// time budget) goes before their next, each time it comes back, starting
+// level with the least run of those waiting; two heavy callers that ran
+// as long take turns. Each release names the caller whose turn it was.
+func TestTurnsLeastRunFirst(t *testing.T) {
+	tr := newTurns(1)
+	if err := tr.acquire(context.Background(), "heavy"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 16)
+	for range 3 {
+		waitFor(t, tr, context.Background(), "heavy", got)
+	}
+	for range 2 {
+		waitFor(t, tr, context.Background(), "other", got)
+	}
+	const budget = 100 * time.Millisecond
+	order, ran := []string(nil), "heavy"
+	release := func(d time.Duration) {
+		t.Helper()
+		tr.release(ran, d)
+		ran = <-got
+		order = append(order, ran)
+	}
+	release(budget) // heavy ran 100 ms, other nothing: other
+	waitFor(t, tr, context.Background(), "light", got)
+	release(budget)           // light comes level with other (0 ms): light
+	release(time.Millisecond) // heavy and other ran as long: heavy, come first
+	waitFor(t, tr, context.Background(), "light", got)
+	release(budget)           // other 100 ms, light level with it, heavy 200 ms: other, come first
+	release(budget)           // light
+	release(time.Millisecond) // heavy's last two
+	release(budget)
+	if want := []string{"other", "light", "heavy", "other", "light", "heavy", "heavy"}; !slices.Equal(order, want) {
+		t.Fatalf("turns went to %q, want %q", order, want)
+	}
+	tr.release(ran, budget)
+	if tr.running != 0 || len(tr.waiting) != 0 || len(tr.line) != 0 {
+		t.Fatalf("after every turn: running %d, waiting %v, line %v", tr.running, tr.waiting, tr.line)
 	}
 }
