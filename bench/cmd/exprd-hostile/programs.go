@@ -55,8 +55,19 @@ func codemodeStrings(ctx context.Context, e *env, t *tally) (string, error) {
 	}
 	defer conns.Close()
 	req := &exprdv1.ExecuteRequest{Code: codemodeStringsExpr, Tools: []string{"math.add"}, TimeoutMs: uint32(e.cfg.deadline.Milliseconds() / 2)}
+	executeFlood(ctx, e, t, conns, e.cfg.codemodeStrings, req, nil, true,
+		func(r *exprdv1.ExecuteResponse) bool { return r.GetError().GetReason() == "budget-exceeded" })
+	return fmt.Sprintf("%d concurrent CodeMode Executes of %s (2 GB if it ran to the end), in a loop", e.cfg.codemodeStrings, codemodeStringsExpr), nil
+}
+
+// executeFlood is n clients making the CodeMode Execute req over conns in
+// a loop, each bounded by the run's deadline; answered says which codes
+// are wanted answers, right whether a result is, and withValue whether a
+// result's value is shown.
+func executeFlood(ctx context.Context, e *env, t *tally, conns pool, n int, req *exprdv1.ExecuteRequest,
+	answered func(codes.Code) bool, withValue bool, right func(*exprdv1.ExecuteResponse) bool) {
 	var wg sync.WaitGroup
-	for i := range e.cfg.codemodeStrings {
+	for i := range n {
 		wg.Go(func() {
 			c := exprdv1.NewCodeModeClient(conns.get(i))
 			for first := true; first || ctx.Err() == nil; first = false {
@@ -65,20 +76,22 @@ func codemodeStrings(ctx context.Context, e *env, t *tally) (string, error) {
 				resp, err := c.Execute(cctx, req)
 				cancel()
 				if err != nil {
-					t.rpcError(err, nil, false, time.Since(t0))
+					t.rpcError(err, answered, false, time.Since(t0))
 					pauseIfRefused(err)
 					continue
 				}
-				kind, msg := "result: a value", resp.GetValueJson()
+				kind, msg := "result: a value", ""
+				if withValue {
+					msg = resp.GetValueJson()
+				}
 				if r := resp.GetError().GetReason(); r != "" {
 					kind, msg = "result: error "+r, resp.GetError().GetMessage()
 				}
-				t.answer(kind, msg, resp.GetError().GetReason() == "budget-exceeded", time.Since(t0))
+				t.answer(kind, msg, right(resp), time.Since(t0))
 			}
 		})
 	}
 	wg.Wait()
-	return fmt.Sprintf("%d concurrent CodeMode Executes of %s (2 GB if it ran to the end), in a loop", e.cfg.codemodeStrings, codemodeStringsExpr), nil
 }
 
 // unaryFlood is n clients of case c making the unary Call req in a loop,

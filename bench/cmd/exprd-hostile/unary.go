@@ -32,29 +32,7 @@ func bigAnswers(ctx context.Context, e *env, t *tally) (string, error) {
 		Tools:     []string{bigTool},
 		TimeoutMs: uint32(e.cfg.deadline.Milliseconds() / 2),
 	}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			c := exprdv1.NewCodeModeClient(conns.get(i))
-			for first := true; first || ctx.Err() == nil; first = false {
-				cctx, cancel := context.WithTimeout(context.Background(), e.cfg.deadline)
-				t0 := time.Now()
-				resp, err := c.Execute(cctx, req)
-				cancel()
-				if err != nil {
-					t.rpcError(err, answered, false, time.Since(t0))
-					pauseIfRefused(err)
-					continue
-				}
-				kind, msg := "result: a value", ""
-				if r := resp.GetError().GetReason(); r != "" {
-					kind, msg = "result: error "+r, resp.GetError().GetMessage()
-				}
-				t.answer(kind, msg, true, time.Since(t0))
-			}
-		})
-	}
-	wg.Wait()
+	executeFlood(ctx, e, t, conns, n, req, answered, false, func(*exprdv1.ExecuteResponse) bool { return true })
 	return fmt.Sprintf("%d concurrent CodeMode Executes of a tool answering %.1f MiB, in a loop",
 		n, float64(e.cfg.bigToolBytes)/(1<<20)), nil
 }
