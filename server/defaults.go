@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/server/internal/stream"
 )
 
@@ -94,7 +95,25 @@ const (
 	// symbol name): a stream with a longer one is reset before more than
 	// the frame that carries its length reaches grpc-go.
 	MaxInfraMsgSize = 16 << 10
+	// MaxSmallRequestSize bounds the requests of the methods that carry
+	// only names, a query and a page token (smallRequest): a stream with
+	// a longer one is reset before more than the frame that carries its
+	// length reaches grpc-go. Under the server-wide bound
+	// (--max-recv-msg-size) such a request was read and copied whole
+	// before its handler refused it: in the hostile mix, 32 clients
+	// sending 10 MB search queries made a third of what exprd allocated.
+	MaxSmallRequestSize = 64 << 10
 )
+
+// smallRequest is the methods whose requests are at most
+// MaxSmallRequestSize: a search query (at most 4,096 bytes), a manual's or
+// a turn's name, a page token.
+var smallRequest = map[string]bool{
+	exprdv1.ToolRegistry_SearchTools_FullMethodName:      true,
+	exprdv1.ToolRegistry_ListTools_FullMethodName:        true,
+	exprdv1.ToolRegistry_DeregisterManual_FullMethodName: true,
+	exprdv1.AgentLoop_Cancel_FullMethodName:              true,
+}
 
 // MaxConnsFor is the connections a server with a memory budget of budget
 // bytes may hold open at once: one ConnMemory of the budget each, at least

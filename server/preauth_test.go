@@ -24,6 +24,7 @@ import (
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
 	"github.com/exprd/exprd/server/auth"
+	"github.com/exprd/exprd/utcp/utcpall"
 )
 
 // The tests of the limits a peer meets before its token is checked, each
@@ -694,5 +695,48 @@ func TestRefusedCallsChargedToTheirClient(t *testing.T) {
 	defer cancel()
 	if _, err := exprdv1.NewExprToolClient(conn).Describe(authed(ctx), &exprdv1.DescribeRequest{}); err != nil {
 		t.Fatalf("a caller with a token: %v", err)
+	}
+}
+
+// The requests of the methods that carry only names, a query and a page
+// token are at most server.MaxSmallRequestSize: a search query at the
+// limit is read and refused by its handler (INVALID_ARGUMENT, past 4,096
+// bytes); one past it is reset before it is read (RESOURCE_EXHAUSTED),
+// through a gRPC client.
+func TestSmallRequestSize(t *testing.T) {
+	t.Parallel()
+	registry, err := utcpall.New(loopbackEgress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { registry.Close() })
+	conn, _ := authServer(t, server.WithMemoryBudget(membudget.New(64<<20, 10*time.Millisecond)), server.WithRegistry(registry))
+	reg := exprdv1.NewToolRegistryClient(conn)
+	for _, tt := range []struct {
+		name string
+		size int
+		want codes.Code
+	}{
+		{"at the limit", server.MaxSmallRequestSize, codes.InvalidArgument},
+		{"one past it", server.MaxSmallRequestSize + 1, codes.ResourceExhausted},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := &exprdv1.SearchToolsRequest{Query: strings.Repeat("q ", tt.size/2)}
+			for n := proto.Size(req); n != tt.size; n = proto.Size(req) {
+				req.Query = req.Query[:len(req.Query)-(n-tt.size)]
+			}
+			ctx, cancel := context.WithTimeout(authed(context.Background()), preauthTimeout)
+			defer cancel()
+			_, err := reg.SearchTools(ctx, req)
+			if got := status.Code(err); got != tt.want {
+				t.Fatalf("a %d-byte request: got %v, want %v", tt.size, err, tt.want)
+			}
+		})
+	}
+	// The server goes on: a small search is answered.
+	ctx, cancel := context.WithTimeout(authed(context.Background()), preauthTimeout)
+	defer cancel()
+	if _, err := reg.SearchTools(ctx, &exprdv1.SearchToolsRequest{Query: "weather"}); err != nil {
+		t.Fatalf("a small search after: %v", err)
 	}
 }

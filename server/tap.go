@@ -68,6 +68,9 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 		}
 		ctx = context.WithValue(membudget.WithCaller(ctx, key), rateTakenKey{}, true)
 		s.conns.Proven(ctx)
+		if smallRequest[info.FullMethodName] {
+			limit = MaxSmallRequestSize
+		}
 	}
 	if s.gate != nil {
 		ctx = s.gate.Admit(ctx, limit, who) // tagged with its stream

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/internal/procs"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
@@ -56,6 +57,9 @@ func run(args []string) error {
 	budget, from := memoryBudget(c.memoryBudget, "/sys/fs/cgroup", "/proc/meminfo")
 	log.Info("memory budget", "bytes", budget, "from", from)
 	c.memory = membudget.New(budget, c.memoryBudgetWait).LimitCallers(c.memoryCallerShare)
+	if soft := setMemoryLimitFromLine(overload.LineFor(budget)); soft > 0 {
+		log.Info("memory limit from the memory budget", "gomemlimit_bytes", soft)
+	}
 	ovl, err := c.overload.manager(budget, log)
 	if err != nil {
 		return fmt.Errorf("overload: %w", err)

@@ -55,6 +55,25 @@ func setMemoryLimit(root string, getenv func(string) string) int64 {
 	return soft
 }
 
+// lineSoftShare is the part of the overload line (the memory budget and
+// a quarter) the runtime's soft limit is set to when neither GOMEMLIMIT
+// nor a cgroup sets one: without a soft limit the GC lets the heap grow to
+// twice what is live (GOGC), and the resident set passed the line by half
+// again; at the line itself, garbage took it 10-20 MiB past.
+const lineSoftShare = 0.9
+
+// setMemoryLimitFromLine sets the runtime's soft memory limit to
+// lineSoftShare of line when none is set (GOMEMLIMIT, or the cgroup's by
+// setMemoryLimit), and returns the limit set, 0 when it set none.
+func setMemoryLimitFromLine(line int64) int64 {
+	if soft := debug.SetMemoryLimit(-1); soft > 0 && soft < math.MaxInt64 {
+		return 0
+	}
+	soft := int64(float64(line) * lineSoftShare)
+	debug.SetMemoryLimit(soft)
+	return soft
+}
+
 // memoryBudgetShare is the part of the memory exprd may use that its
 // memory budget takes: the rest is the runtime, connections, messages in
 // flight, compiled programs and garbage not yet collected.
