@@ -5,15 +5,21 @@
 // error for that one request instead of the OOM killer for every one.
 //
 // The sizes are estimates of what Go will hold, decided by the callers;
-// the budget keeps the sum under its limit. Waiting is not first in,
-// first out: a reservation that fits is made at once, whatever waits for
-// room (a queue would make one large request hold up every small one).
+// the budget keeps the sum under its limit. Waiting is by caller, not
+// first in, first out: while a reservation waits for room, room goes
+// first to the waiting caller that holds the least (WithCaller), and a
+// caller that holds more waits behind it, so that the callers holding
+// most of the budget cannot take each byte freed before one holding
+// nothing gets the room it asked for. A caller that holds no more than
+// any waiting one is not held up: its reservation is made at once when it
+// fits.
 package membudget
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +56,7 @@ type Budget struct {
 func New(limit int64, wait time.Duration) *Budget {
 	small := limit / 16
 	return &Budget{large: newPool(limit - small), small: newPool(small),
-		smallMax: limit / 1024, limit: limit, wait: wait}
+		smallMax: limit / 1024, limit: limit, wait: wait, callers: map[string]int64{}}
 }
 
 // DefaultCallerShare is the part of the budget one caller may hold at
@@ -68,7 +74,6 @@ func (b *Budget) LimitCallers(share float64) *Budget {
 		return b
 	}
 	b.callerMax = int64(float64(b.limit) * share)
-	b.callers = map[string]int64{}
 	return b
 }
 
@@ -95,6 +100,16 @@ func (b *Budget) InUse() int64 {
 		return 0
 	}
 	return b.inUse.Load()
+}
+
+// Waiting is the reservations waiting for room now.
+func (b *Budget) Waiting() int {
+	if b == nil {
+		return 0
+	}
+	b.large.mu.Lock()
+	defer b.large.mu.Unlock()
+	return len(b.large.waiting)
 }
 
 // Refusals counts the reservations that failed.
@@ -198,27 +213,28 @@ func (r *Reservation) count(n int64) {
 }
 
 // takeShare counts grow bytes more in the reservation's caller's share,
-// or says why it cannot: the caller would hold more than its share.
-func (r *Reservation) takeShare(grow int64) error {
+// or says why it cannot: the caller would hold more than its share. held
+// is what the caller held before.
+func (r *Reservation) takeShare(grow int64) (held int64, err error) {
 	b := r.b
-	if b.callerMax == 0 || r.caller == "" {
-		return nil
+	if r.caller == "" {
+		return 0, nil
 	}
 	b.callerMu.Lock()
 	defer b.callerMu.Unlock()
-	held := b.callers[r.caller]
-	if held+grow > b.callerMax {
+	held = b.callers[r.caller]
+	if b.callerMax > 0 && held+grow > b.callerMax {
 		b.refusals.Add(1)
-		return &ExhaustedError{What: r.what, Need: grow, Limit: b.callerMax, InUse: held, CallerShare: true}
+		return held, &ExhaustedError{What: r.what, Need: grow, Limit: b.callerMax, InUse: held, CallerShare: true}
 	}
 	b.callers[r.caller] = held + grow
-	return nil
+	return held, nil
 }
 
 // giveShare counts n bytes out of the reservation's caller's share.
 func (r *Reservation) giveShare(n int64) {
 	b := r.b
-	if b.callerMax == 0 || r.caller == "" || n == 0 {
+	if r.caller == "" || n == 0 {
 		return
 	}
 	b.callerMu.Lock()
@@ -306,7 +322,8 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 		return &ExhaustedError{What: r.what + " (its work has ended)", Need: n - r.n, Limit: b.limit, InUse: b.inUse.Load()}
 	}
 	grow := n - r.n
-	if err := r.takeShare(grow); err != nil {
+	held, err := r.takeShare(grow)
+	if err != nil {
 		return err
 	}
 	// A small reservation grows in the small part while it fits there.
@@ -322,7 +339,7 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	if r.inSmall {
 		need = n
 	}
-	if err := b.large.acquire(ctx, need, wait); err != nil {
+	if err := b.large.acquire(ctx, need, wait, held); err != nil {
 		r.giveShare(grow)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -401,67 +418,114 @@ func (r *Reservation) Release() {
 	_ = r.Resize(context.Background(), 0)
 }
 
-// pool is a count of bytes up to a size. Unlike a semaphore it has no
-// queue: whoever finds room takes it.
+// pool is a count of bytes up to a size. Those that wait for room are let
+// in by rank (what their caller holds), the least first, first come among
+// equals; one that arrives is made at once when it fits and no one of a
+// lower rank waits (a queue would hold every small one up behind a large
+// one).
 type pool struct {
-	mu    sync.Mutex
-	size  int64
-	used  int64
-	freed chan struct{} // closed, and replaced, when bytes are released
+	mu      sync.Mutex
+	size    int64
+	used    int64
+	waiting []*waiter // in the order they came
 }
 
-func newPool(size int64) *pool { return &pool{size: size, freed: make(chan struct{})} }
+// waiter is an acquire waiting for room.
+type waiter struct {
+	n, rank int64
+	ready   chan struct{} // closed once granted
+	granted bool          // under the pool's mu
+}
 
-// try takes n bytes when they fit.
+func newPool(size int64) *pool { return &pool{size: size} }
+
+// try takes n bytes when they fit and no one waits: for the small part,
+// where no one waits.
 func (p *pool) try(n int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.used+n > p.size {
+	if len(p.waiting) > 0 || p.used+n > p.size {
 		return false
 	}
 	p.used += n
 	return true
 }
 
-// acquire takes n bytes, waiting at most wait (or until ctx ends) for
-// room; the error is ctx's, or errNoRoom.
-func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration) error {
-	if p.try(n) {
+// first is the index of the waiter room goes to next: the least rank,
+// the first come among equals; -1 when none waits.
+func (p *pool) first() int {
+	i := -1
+	for j, w := range p.waiting {
+		if i < 0 || w.rank < p.waiting[i].rank {
+			i = j
+		}
+	}
+	return i
+}
+
+// acquire takes n bytes for a caller of rank rank, waiting at most wait
+// (or until ctx ends) for room; the error is ctx's, or errNoRoom.
+func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank int64) error {
+	p.mu.Lock()
+	if f := p.first(); (f < 0 || p.waiting[f].rank >= rank) && p.used+n <= p.size {
+		p.used += n
+		p.mu.Unlock()
 		return nil
 	}
 	if wait <= 0 {
+		p.mu.Unlock()
 		return errNoRoom
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		p.mu.Unlock()
+		return err
 	}
+	w := &waiter{n: n, rank: rank, ready: make(chan struct{})}
+	p.waiting = append(p.waiting, w)
+	p.mu.Unlock()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for {
-		p.mu.Lock()
-		if p.used+n <= p.size {
-			p.used += n
-			p.mu.Unlock()
-			return nil
-		}
-		freed := p.freed
-		p.mu.Unlock()
-		select {
-		case <-freed:
-		case <-timer.C:
-			return errNoRoom
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	var err error
+	select {
+	case <-w.ready:
+		return nil
+	case <-timer.C:
+		err = errNoRoom
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w.granted {
+		return nil // granted as it gave up: it holds the room
+	}
+	p.waiting = slices.DeleteFunc(p.waiting, func(x *waiter) bool { return x == w })
+	p.grantLocked() // those it held back may fit
+	return err
 }
 
 func (p *pool) release(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.used -= n
-	close(p.freed)
-	p.freed = make(chan struct{})
+	p.grantLocked()
+}
+
+// grantLocked gives room to the waiters, the first (by rank) first, for
+// as long as the first fits: room that frees is kept for it, not taken by
+// those behind it.
+func (p *pool) grantLocked() {
+	for {
+		i := p.first()
+		if i < 0 || p.used+p.waiting[i].n > p.size {
+			return
+		}
+		w := p.waiting[i]
+		p.used += w.n
+		w.granted = true
+		close(w.ready)
+		p.waiting = slices.Delete(p.waiting, i, i+1)
+	}
 }
 
 var errNoRoom = errors.New("no room in the memory budget")

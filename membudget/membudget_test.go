@@ -396,3 +396,98 @@ func TestCallerShareNeverOver(t *testing.T) {
 		}
 	}
 }
+
+// While a caller waits for room, a caller that holds more than it waits
+// behind it, and one that holds no more is not held up: at the waiting
+// caller's holding, a reservation that fits is made at once; one byte
+// past it, it is not.
+func TestWaitingCallerHoldsBackRicherOnes(t *testing.T) {
+	const large = 1<<20 - 1<<20/16 // the budget less its small part
+	for _, tt := range []struct {
+		name  string
+		bHeld int64
+		made  bool
+	}{
+		{"a caller holding as much", 100_000, true},
+		{"a caller holding one byte more", 100_001, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := membudget.New(1<<20, 2*time.Second)
+			ctxA := membudget.WithCaller(context.Background(), "a")
+			ctxB := membudget.WithCaller(context.Background(), "b")
+			a, err := b.Reserve(ctxA, "a's", 100_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Reserve(ctxB, "b's", tt.bHeld); err != nil {
+				t.Fatal(err)
+			}
+			c, err := b.Reserve(membudget.WithCaller(context.Background(), "c"), "c's", large-100_000-100_001-50_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waited := make(chan error)
+			go func() { waited <- a.Resize(ctxA, 600_000) }()
+			waitFor(t, b, 1)
+			more := b.EmptyFor(ctxB, "b's more")
+			err = more.TryResize(10_000)
+			if (err == nil) != tt.made {
+				t.Fatalf("b's reservation that fits while a waits: %v, want made %v", err, tt.made)
+			}
+			more.Release()
+			c.Release()
+			if err := <-waited; err != nil {
+				t.Fatalf("a's reservation once c let go: %v", err)
+			}
+		})
+	}
+}
+
+// Room that frees goes to the waiting caller that holds the least, not
+// to the one that came first.
+func TestRoomGoesToTheCallerHoldingTheLeast(t *testing.T) {
+	const large = 1<<20 - 1<<20/16
+	b := membudget.New(1<<20, 2*time.Second)
+	ctxA := membudget.WithCaller(context.Background(), "a") // holds nothing
+	ctxB := membudget.WithCaller(context.Background(), "b")
+	bHeld, err := b.Reserve(ctxB, "b's", 200_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.Reserve(membudget.WithCaller(context.Background(), "c"), "c's", large-200_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bDone, aDone := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := b.Reserve(ctxB, "b's more", 100_000); bDone <- err }()
+	waitFor(t, b, 1) // b waits first
+	go func() { _, err := b.Reserve(ctxA, "a's", 300_000); aDone <- err }()
+	waitFor(t, b, 2)
+	if err := c.Resize(context.Background(), large-200_000-300_000); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-aDone; err != nil {
+		t.Fatalf("a, holding nothing, once room for it freed: %v", err)
+	}
+	if n := b.Waiting(); n != 1 {
+		t.Fatalf("%d waiting once a got its room, want b", n)
+	}
+	if err := bHeld.Resize(context.Background(), 100_000); err != nil { // b gives back what it waits for
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("b once room freed: %v", err)
+	}
+}
+
+// waitFor waits until n reservations of b wait for room.
+func waitFor(t *testing.T, b *membudget.Budget, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Waiting() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reservations waiting, want %d", b.Waiting(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
