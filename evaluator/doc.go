@@ -36,7 +36,8 @@
 // never raise. Iterations are bounded by patching every predicate body with a
 // counter that also checks the time budget and the context every 1,024
 // ticks, since expr's VM cannot be interrupted; the VM runs in the calling
-// goroutine. The time budget reads the tool's clock ([WithClock]).
+// goroutine. The time budget reads the CPU time of the thread the program
+// runs on (on Linux), or the tool's clock ([WithClock]).
 //
 // The sandbox (the whitelist walk, the compile cache, the VM pool, the
 // normaliser) is internal/exprbound's, which CodeMode shares: this package

@@ -466,7 +466,8 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 			return nil
 		}
 	}
-	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout, now: t.now, running: e.running, caller: callerOf(ctx),
+	now, cpu := clockOf(t.now)
+	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout, now: now, cpu: cpu, running: e.running, caller: callerOf(ctx),
 		alarm: &ce.alarm, maxCalls: t.budgets.MaxFunctionCalls,
 		bytes: exprbound.Meter{Max: int64(t.budgets.MaxAllocBytes), Over: ce.overAlloc}}
 	if e.memory != nil {

@@ -2,6 +2,7 @@ package evaluator
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/exprd/exprd/internal/exprbound"
@@ -13,26 +14,48 @@ const tickName = exprbound.TickName
 
 // meter enforces a call's iteration, time, byte and function-call
 // budgets. The time budget counts evaluation only: waits on the user and
-// on host functions (client- or server-run) are paused. It reads the
-// tool's clock (WithClock) every TickCheckEvery iterations, and at once
-// when its alarm rings (the context ended or the budget's time passed), so
-// that an expensive iteration overruns the budget by one iteration, not
-// by a thousand.
+// on host functions (client- or server-run) are paused. It reads its clock
+// every TickCheckEvery iterations, and at once when its alarm rings (the
+// context ended or the budget's time passed), so that an expensive
+// iteration overruns the budget by one iteration, not by a thousand.
+//
+// The clock is the CPU time of the thread the program runs on (the
+// goroutine is locked to it while it runs): on a busy server Go's
+// scheduler runs every other goroutine in turn with the program's, and a
+// program of a millisecond ran out of its 100 ms of wall time in the
+// hostile mix. The call's context bounds its wall time. Where the system
+// does not tell a thread's CPU time, and with the tool's clock
+// (WithClock), it is the wall clock.
 type meter struct {
 	ctx        context.Context
-	now        func() time.Time
+	now        func() time.Duration // the clock of the time budget
+	cpu        bool                 // now is the thread's CPU time: lock the goroutine to it while running
 	iterations uint64
 	max        uint64
 	timeout    time.Duration
 	used       time.Duration
-	since      time.Time // when the running period started
-	on         bool      // in a running period
-	running    *turns    // the evaluator's turns to run; nil: no wait
-	caller     string    // whose turn it waits for
+	since      time.Duration // when the running period started
+	on         bool          // in a running period
+	running    *turns        // the evaluator's turns to run; nil: no wait
+	caller     string        // whose turn it waits for
 	alarm      *exprbound.Alarm
 	bytes      exprbound.Meter // what the call's programs built and received
 	calls      int             // host-function calls made
 	maxCalls   int
+}
+
+// clockOf is the time budget's clock for a tool's clock (nil: the
+// thread's CPU time where the system tells it, else the wall clock), and
+// whether it is the thread's CPU time.
+func clockOf(wall func() time.Time) (now func() time.Duration, cpu bool) {
+	if wall == nil {
+		if _, ok := threadCPU(); ok {
+			return func() time.Duration { d, _ := threadCPU(); return d }, true
+		}
+		wall = time.Now
+	}
+	start := wall()
+	return func() time.Duration { return wall().Sub(start) }, false
 }
 
 // tick counts one iteration. It panics with an *Error, which the VM
@@ -73,7 +96,7 @@ func (m *meter) elapsed() time.Duration {
 	if !m.on {
 		return m.used
 	}
-	return m.used + m.now().Sub(m.since)
+	return m.used + m.now() - m.since
 }
 
 // resume starts a running period, once it is the call's turn to run (or
@@ -84,6 +107,9 @@ func (m *meter) resume() error {
 			return err
 		}
 	}
+	if m.cpu {
+		runtime.LockOSThread()
+	}
 	m.since, m.on = m.now(), true
 	m.alarm.Arm(m.timeout - m.used)
 	return nil
@@ -93,7 +119,10 @@ func (m *meter) resume() error {
 func (m *meter) pause() {
 	if m.on {
 		m.alarm.Disarm()
-		ran := m.now().Sub(m.since)
+		ran := m.now() - m.since
+		if m.cpu {
+			runtime.UnlockOSThread()
+		}
 		m.used += ran
 		m.on = false
 		if m.running != nil {

@@ -69,7 +69,8 @@ type Tool struct {
 	input   *jsonschema.Schema
 	// key is what, besides the source, changes how an expression compiles.
 	key string
-	// now is the clock of the time budget.
+	// now is the clock of the time budget; nil: the thread's CPU time
+	// (meter).
 	now func() time.Time
 }
 
@@ -94,8 +95,10 @@ func ClientUnreachable() ToolOption {
 	}
 }
 
-// WithClock sets the clock the time budget reads (default time.Now): a
-// test gives calls a clock that does not depend on the machine's load.
+// WithClock sets the clock the time budget reads (default: the CPU time
+// of the thread a program runs on, where the system tells it, else
+// time.Now): a test gives calls a clock that does not depend on the
+// machine's load.
 // now must be safe for concurrent use when the tool's calls run at once.
 func WithClock(now func() time.Time) ToolOption {
 	return func(t *Tool) { t.now = now }
@@ -106,7 +109,7 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // NewTool checks settings and budgets. Its errors say which function or
 // schema is wrong; they are the caller's, not the model's.
 func NewTool(s Settings, b Budgets, opts ...ToolOption) (*Tool, error) {
-	t := &Tool{settings: s, budgets: b, funcs: map[string]*function{}, refused: map[string]string{}, now: time.Now}
+	t := &Tool{settings: s, budgets: b, funcs: map[string]*function{}, refused: map[string]string{}}
 	session := map[string]*function{}
 	for i, f := range s.Functions {
 		cf, err := checkFunction(f, fmt.Sprintf("functions[%d]", i))

@@ -1,0 +1,33 @@
+package evaluator
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// The time budget's clock is the CPU time of the thread the program runs
+// on: time it does not run (here asleep; on a busy server, waiting for Go
+// to schedule it) is not counted, time it computes is. With the tool's
+// clock it is that clock.
+func TestTimeBudgetClockIsTheThreadsCPUTime(t *testing.T) {
+	now, cpu := clockOf(nil)
+	if !cpu {
+		t.Skip("this system does not tell a thread's CPU time: the budget reads the wall clock")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0 := now()
+	time.Sleep(200 * time.Millisecond)
+	if d := now() - t0; d > 100*time.Millisecond {
+		t.Errorf("200 ms asleep counted %v, want less than half of it", d)
+	}
+	t1 := now()
+	for now()-t1 < 20*time.Millisecond { // ends only because computing counts
+	}
+	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	wall, cpu := clockOf(func() time.Time { at = at.Add(time.Second); return at })
+	if cpu || wall() != time.Second || wall() != 2*time.Second {
+		t.Errorf("with the tool's clock: not the clock's reading")
+	}
+}
