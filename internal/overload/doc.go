@@ -61,9 +61,12 @@
 // Calls in flight register with Track and say what they hold with
 // Call.Add: the code that holds memory for a call finds its Call with
 // FromContext(ctx) (nil-safe: Add on a nil *Call does nothing). The call
-// cancelled is the one holding the most by those counts; among equal
-// counts (and when nothing counts at all, every count is 0), the oldest,
-// which has had the longest to accumulate what no one counts. Its context
+// cancelled is, of the caller whose calls hold the most by those counts in
+// all (membudget.CallerOf; a call of no caller is a caller of its own),
+// the one holding the most; among equal counts (and when nothing counts
+// at all, every count is 0), the oldest, which has had the longest to
+// accumulate what no one counts. By call alone, a user whose one state was
+// large went before a caller whose 128 streams held 8 MB each. Its context
 // is cancelled with a *ShedError as its cause (errors.Is ErrOverloaded),
 // so that its error can say why. A call cancelled that has not let go of
 // its memory by the next check may lead to one more being cancelled: the

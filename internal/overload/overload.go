@@ -277,6 +277,7 @@ func (m *Manager) Enter(ctx context.Context, name string) (context.Context, *Cal
 // Call is one call in flight, as Track registered it.
 type Call struct {
 	name   string
+	caller string // membudget.CallerOf its context
 	seq    uint64
 	start  time.Time
 	held   atomic.Int64
@@ -332,7 +333,7 @@ func (m *Manager) Track(ctx context.Context, name string) (context.Context, *Cal
 // trackLocked is Track for caller; m.mu is held.
 func (m *Manager) trackLocked(ctx context.Context, name, caller string) (context.Context, *Call, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	c := &Call{name: name, seq: m.seq.Add(1), start: time.Now(), cancel: cancel, m: m}
+	c := &Call{name: name, caller: caller, seq: m.seq.Add(1), start: time.Now(), cancel: cancel, m: m}
 	// What the memory budget reserves for the call is counted as held by
 	// it, as are the bytes a meter counts (Add).
 	ctx = membudget.WithHolder(context.WithValue(ctx, callKey{}, c), c)
@@ -423,19 +424,34 @@ func (m *Manager) mayHaveFreed(gcRan bool, now time.Time) bool {
 	return changed && !gcRan && !now.Before(m.nextCollect)
 }
 
-// shedOne cancels the call holding the most (the oldest among equals)
-// that is not cancelled yet.
+// shedOne cancels one call not cancelled yet: of the caller whose calls
+// hold the most in all (membudget.CallerOf; a call of no caller is a
+// caller of its own), the call holding the most, the oldest among equals.
+// By call alone, a user whose one state was large was cancelled before a
+// caller whose 128 streams held 8 MB each.
 func (m *Manager) shedOne(heap int64) {
 	m.mu.Lock()
+	byCaller := map[string]int64{}
+	for c := range m.calls {
+		if !c.shed && c.caller != "" {
+			byCaller[c.caller] += c.held.Load()
+		}
+	}
+	total := func(c *Call) int64 {
+		if c.caller == "" {
+			return c.held.Load()
+		}
+		return byCaller[c.caller]
+	}
 	var victim *Call
-	var most int64
+	var most, mostTotal int64
 	for c := range m.calls {
 		if c.shed {
 			continue
 		}
-		held := c.held.Load()
-		if victim == nil || held > most || (held == most && c.seq < victim.seq) {
-			victim, most = c, held
+		held, t := c.held.Load(), total(c)
+		if victim == nil || t > mostTotal || (t == mostTotal && (held > most || (held == most && c.seq < victim.seq))) {
+			victim, most, mostTotal = c, held, t
 		}
 	}
 	if victim != nil {

@@ -544,3 +544,48 @@ func TestRuntimeReaderPastTheSoftLimit(t *testing.T) {
 		t.Errorf("past the soft limit: measure %d, want more than live %d (resident about %d)", got, live, resident)
 	}
 }
+
+// Calls are cancelled by caller: of the caller whose calls hold the most
+// in all, the call holding the most. At equal totals, the call holding
+// the most of either; a call of no caller is a caller of its own.
+func TestShedsTheCallerHoldingTheMostFirst(t *testing.T) {
+	type call struct {
+		caller string
+		held   int64
+	}
+	for _, tc := range []struct {
+		name  string
+		calls []call // by age, oldest first
+		order string // the calls cancelled, check by check
+	}{
+		{"many calls of one caller before one larger call", []call{{"bulk", 400}, {"bulk", 400}, {"bulk", 400}, {"user", 1000}}, "adbc"},
+		{"at equal totals, the larger call", []call{{"bulk", 500}, {"bulk", 500}, {"user", 1000}}, "cab"},
+		{"one byte more in all, the caller first", []call{{"bulk", 500}, {"bulk", 501}, {"user", 1000}}, "bca"},
+		{"calls of no caller each alone", []call{{"", 400}, {"", 400}, {"user", 500}}, "cab"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &gcHeap{}
+			m := newManager(t, h)
+			var ctxs []context.Context
+			for _, c := range tc.calls {
+				ctx, call, done := m.Track(membudget.WithCaller(context.Background(), c.caller), "call")
+				defer done()
+				call.Add(c.held)
+				ctxs = append(ctxs, ctx)
+			}
+			h.at(1000)
+			var got strings.Builder
+			for range tc.calls {
+				m.Check()
+				for i, ctx := range ctxs {
+					if ctx.Err() != nil && !strings.ContainsRune(got.String(), rune('a'+i)) {
+						got.WriteRune(rune('a' + i))
+					}
+				}
+			}
+			if got.String() != tc.order {
+				t.Errorf("cancelled %q, want %q", got.String(), tc.order)
+			}
+		})
+	}
+}
