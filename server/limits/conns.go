@@ -23,8 +23,12 @@ import (
 // valid token; health and reflection do not count), which is closed: so
 // peers without a token, however many addresses they have, cannot keep a
 // caller with one from connecting, as they could when the new connection
-// was the one closed. Only when every connection has carried such a call
-// is the new one refused.
+// was the one closed. Of those, one that has carried a call the tap
+// refused (no valid token: Refused) goes first, the first refused, before one that
+// has carried nothing yet: a flood of connections whose calls are refused
+// took the place of a caller's new connection before its first call was
+// read, over and over, while the server was busy. Only when every
+// connection has carried an admitted call is the new one refused.
 type Conns struct {
 	perPeer, total int
 	trusted        func(netip.Addr) bool
@@ -34,7 +38,8 @@ type Conns struct {
 	peers    map[string]int
 	open     int
 	byRemote map[string]*limitedConn // the unproven connections, by remote address
-	unproven list.List               // of *limitedConn, oldest first
+	unproven list.List               // of *limitedConn that carried nothing yet, oldest first
+	refusedC list.List               // of *limitedConn that carried only refused calls, oldest first
 	refused  atomic.Int64
 	evicted  atomic.Int64
 	shut     atomic.Int64 // closed for refused calls past their peer's rate
@@ -98,7 +103,7 @@ func (cl *connLimiter) Accept() (net.Conn, error) {
 		if remote := RemoteKey(c.RemoteAddr()); remote != "" {
 			if _, taken := l.byRemote[remote]; !taken {
 				lc.remote = remote
-				lc.elem = l.unproven.PushBack(lc)
+				lc.in, lc.elem = &l.unproven, l.unproven.PushBack(lc)
 				l.byRemote[remote] = lc
 			}
 		}
@@ -107,10 +112,14 @@ func (cl *connLimiter) Accept() (net.Conn, error) {
 	}
 }
 
-// oldestUnproven takes the oldest connection that has carried no admitted
-// call off the list; nil when there is none. l.mu is held.
+// oldestUnproven takes the connection a new one takes the place of off
+// its list: the oldest that carried only refused calls, else the oldest
+// that carried nothing yet; nil when there is none. l.mu is held.
 func (l *Conns) oldestUnproven() *limitedConn {
-	e := l.unproven.Front()
+	e := l.refusedC.Front()
+	if e == nil {
+		e = l.unproven.Front()
+	}
 	if e == nil {
 		return nil
 	}
@@ -119,15 +128,28 @@ func (l *Conns) oldestUnproven() *limitedConn {
 	return c
 }
 
-// forget takes c off the unproven list. l.mu is held.
+// forget takes c off its list. l.mu is held.
 func (l *Conns) forget(c *limitedConn) {
 	if c.elem == nil {
 		return
 	}
-	l.unproven.Remove(c.elem)
-	c.elem = nil
+	c.in.Remove(c.elem)
+	c.elem, c.in = nil, nil
 	if l.byRemote[c.remote] == c {
 		delete(l.byRemote, c.remote)
+	}
+}
+
+// Refused notes that ctx's connection (a tap's) carried a call the tap
+// refused: while it carries no admitted call, it is the first a new
+// connection takes the place of.
+func (l *Conns) Refused(ctx context.Context) {
+	key := ConnKey(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.byRemote[key]; c != nil && c.in == &l.unproven {
+		c.in.Remove(c.elem)
+		c.in, c.elem = &l.refusedC, l.refusedC.PushBack(c)
 	}
 }
 
@@ -199,7 +221,8 @@ type limitedConn struct {
 	key    string
 	once   sync.Once
 	remote string        // its key in l.byRemote, "" when not there
-	elem   *list.Element // in l.unproven, until it carries an admitted call
+	in     *list.List    // l.unproven or l.refusedC, until it carries an admitted call
+	elem   *list.Element // its place in it
 }
 
 func (c *limitedConn) Close() error {

@@ -99,13 +99,17 @@ func TestConnectionTakesAnUnprovenPlace(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		proven  []int  // which of the three open connections carried an admitted call
+		refused []int  // which carried a refused call (after proven: a proven one stays proven)
 		from    string // the fourth
 		evicted int    // the index of the connection closed for it; -1: it is refused
 	}{
-		{"none proven: the oldest goes", nil, "192.0.2.9:1", 0},
-		{"the oldest proven: the next goes", []int{0}, "192.0.2.9:1", 1},
-		{"all proven: refused", []int{0, 1, 2}, "192.0.2.9:1", -1},
-		{"its peer at its limit: refused", nil, "192.0.2.1:9", -1},
+		{"none proven: the oldest goes", nil, nil, "192.0.2.9:1", 0},
+		{"the oldest proven: the next goes", []int{0}, nil, "192.0.2.9:1", 1},
+		{"all proven: refused", []int{0, 1, 2}, nil, "192.0.2.9:1", -1},
+		{"its peer at its limit: refused", nil, nil, "192.0.2.1:9", -1},
+		{"one carried a refused call: it goes before the oldest", nil, []int{2}, "192.0.2.9:1", 2},
+		{"two did: the first refused", nil, []int{2, 1}, "192.0.2.9:1", 2},
+		{"a proven one that carried a refused call stays", []int{2}, []int{2}, "192.0.2.9:1", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			from := make(chan net.Addr, 4)
@@ -122,6 +126,9 @@ func TestConnectionTakesAnUnprovenPlace(t *testing.T) {
 			}
 			for _, i := range tt.proven {
 				l.Proven(peer.NewContext(t.Context(), &peer.Peer{Addr: open[i].remote}))
+			}
+			for _, i := range tt.refused {
+				l.Refused(peer.NewContext(t.Context(), &peer.Peer{Addr: open[i].remote}))
 			}
 			from <- tcpAddr(tt.from)
 			close(from)
