@@ -47,6 +47,7 @@ type Budget struct {
 	refusals atomic.Int64
 
 	callerMax int64 // what one caller may hold; 0: no bound but the budget
+	restrict  atomic.Bool
 	callerMu  sync.Mutex
 	callers   map[string]int64 // what each caller holds, while it holds any
 }
@@ -100,6 +101,20 @@ func (b *Budget) InUse() int64 {
 		return 0
 	}
 	return b.inUse.Load()
+}
+
+// Restrict, while on, makes the budget refuse at once a reservation in
+// its large part for a caller that already holds some of the budget, or
+// for work of no caller; one for a caller that holds nothing is made as
+// before, and the small part is untouched. An overload manager sets it
+// while the heap is past its refuse threshold: refusing new RPCs does not
+// stop the work already in flight (a stream's next state, a program's
+// next megabyte, a tool's answer, a turn's history) from taking more, and
+// the GC, past its soft limit, does not keep up with what it frees.
+func (b *Budget) Restrict(on bool) {
+	if b != nil {
+		b.restrict.Store(on)
+	}
 }
 
 // Waiting is the reservations waiting for room now.
@@ -335,6 +350,11 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	}
 	// Else it is held in the large part, all of it: what it held in the
 	// small part is given back once the large part has it all.
+	if b.restrict.Load() && (r.caller == "" || held > 0) {
+		r.giveShare(grow)
+		b.refusals.Add(1)
+		return &ExhaustedError{What: r.what, Need: grow, Limit: b.limit, InUse: b.inUse.Load()}
+	}
 	need := grow
 	if r.inSmall {
 		need = n

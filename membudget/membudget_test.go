@@ -491,3 +491,44 @@ func waitFor(t *testing.T, b *membudget.Budget, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// While restricted, the large part refuses at once a reservation of a
+// caller that holds some of the budget (one byte is enough) or of no
+// caller; a caller holding nothing is served, as is the small part.
+func TestRestrict(t *testing.T) {
+	b := membudget.New(1<<20, time.Second)
+	holder := membudget.WithCaller(context.Background(), "holder")
+	if _, err := b.Reserve(holder, "a byte", 1); err != nil {
+		t.Fatal(err)
+	}
+	b.Restrict(true)
+	for _, tt := range []struct {
+		name string
+		ctx  context.Context
+		n    int64
+		ok   bool
+	}{
+		{"a caller holding nothing", membudget.WithCaller(context.Background(), "fresh"), 100_000, true},
+		{"a caller holding a byte", holder, 100_000, false},
+		{"work of no caller", context.Background(), 100_000, false},
+		{"a small reservation of a caller holding a byte", holder, 1 << 20 / 1024, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			r, err := b.Reserve(tt.ctx, tt.name, tt.n)
+			if (err == nil) != tt.ok {
+				t.Fatalf("got %v, want made %v", err, tt.ok)
+			}
+			if err != nil && time.Since(start) >= time.Second {
+				t.Errorf("refused after waiting the budget's wait, want at once")
+			}
+			r.Release()
+		})
+	}
+	b.Restrict(false)
+	if r, err := b.Reserve(holder, "after", 100_000); err != nil {
+		t.Fatalf("no longer restricted: %v", err)
+	} else {
+		r.Release()
+	}
+}

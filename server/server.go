@@ -478,10 +478,10 @@ func New(opts ...Option) (*Server, error) {
 	}
 	s := &Server{opts: o, eval: ev, health: health.NewServer(), limits: limits.NewStreams(o.maxStreamsPerConn, o.maxSessions),
 		rate: ratelimit.New(o.ratePerSecond, o.rateBurst, o.maxRateBuckets, o.trustedProxies), tracer: o.tracerProvider.Tracer("github.com/exprd/exprd/server")}
-	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store, o.memory, o.overload); err != nil {
+	s.conns = limits.NewConns(o.conn.maxConnsPerPeer, o.conn.maxConns, s.rate.Trusted, o.logger)
+	if s.metrics, err = newMetrics(o.meterProvider, ev, o.store, o.memory, o.overload, s.conns); err != nil {
 		return nil, err
 	}
-	s.conns = limits.NewConns(o.conn.maxConnsPerPeer, o.conn.maxConns, s.rate.Trusted, o.logger)
 	s.infra = limits.NewInfra(MaxInfraPerConn)
 	if o.memory != nil {
 		s.gate = recvgate.New(o.memory, int(o.windowSize), o.maxRecvMsgSize, s.gateOptions()...)

@@ -13,6 +13,7 @@ import (
 	"github.com/exprd/exprd/evaluator"
 	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
+	"github.com/exprd/exprd/server/limits"
 	"github.com/exprd/exprd/toolstore"
 	"github.com/exprd/exprd/utcp"
 )
@@ -94,7 +95,7 @@ func (m *metrics) storeOp(ctx context.Context, op string, since time.Time) {
 	m.storeTime.Record(ctx, time.Since(since).Seconds(), storeOpAttrs(op))
 }
 
-func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstore.Store, mem *membudget.Budget, ovl *overload.Manager) (*metrics, error) {
+func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstore.Store, mem *membudget.Budget, ovl *overload.Manager, conns *limits.Conns) (*metrics, error) {
 	m := mp.Meter(meterName)
 	var out metrics
 	var err error
@@ -173,7 +174,15 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 	if err != nil {
 		return nil, err
 	}
+	connsClosed, err := m.Int64ObservableCounter("exprd.connections.closed", metric.WithDescription("Connections the connection limits closed, by why: refused (past a limit when accepted), evicted (unproven, for a new one at --max-connections), shut (unproven, for refused calls past their peer's rate)."))
+	if err != nil {
+		return nil, err
+	}
 	out.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		cs := conns.Stats()
+		o.ObserveInt64(connsClosed, cs.Refused, metric.WithAttributes(attribute.String("why", "refused")))
+		o.ObserveInt64(connsClosed, cs.Evicted, metric.WithAttributes(attribute.String("why", "evicted")))
+		o.ObserveInt64(connsClosed, cs.Shut, metric.WithAttributes(attribute.String("why", "shut")))
 		o.ObserveInt64(memLimit, mem.Limit())
 		o.ObserveInt64(memUsed, mem.InUse())
 		o.ObserveInt64(memRefused, mem.Refusals())
@@ -194,7 +203,7 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 			o.ObserveInt64(rev, st.Revision)
 		}
 		return nil
-	}, hits, misses, stale, rev, memLimit, memUsed, memRefused, ovlHeap, ovlLine, ovlRefused, ovlShed, ovlGCs)
+	}, hits, misses, stale, rev, memLimit, memUsed, memRefused, ovlHeap, ovlLine, ovlRefused, ovlShed, ovlGCs, connsClosed)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/internal/overload"
+	"github.com/exprd/exprd/membudget"
 )
 
 // overloadConfig is the overload manager's flags: the backstop that keeps
@@ -42,18 +43,19 @@ func (c overloadConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-// manager is the overload manager for a memory budget of budget bytes; nil
-// with --overload=false. The caller runs it.
-func (c overloadConfig) manager(budget int64, log *slog.Logger) (*overload.Manager, error) {
+// manager is the overload manager for the memory budget, which it
+// restricts while it refuses; nil with --overload=false. The caller runs
+// it.
+func (c overloadConfig) manager(budget *membudget.Budget, log *slog.Logger) (*overload.Manager, error) {
 	if !c.on {
 		log.Info("overload manager off: nothing keeps the heap under a line")
 		return nil, nil
 	}
 	line, from := c.line, "--overload-line"
 	if line == 0 {
-		line, from = overload.LineFor(budget), "the memory budget and a quarter"
+		line, from = overload.LineFor(budget.Limit()), "the memory budget and a quarter"
 	}
-	m, err := overload.New(overload.Config{Line: line, Refuse: c.refuse, Shed: c.shed, Interval: c.interval, Logger: log})
+	m, err := overload.New(overload.Config{Line: line, Refuse: c.refuse, Shed: c.shed, Interval: c.interval, Logger: log, Budget: budget})
 	if err != nil {
 		return nil, err
 	}

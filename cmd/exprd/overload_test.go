@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/exprd/exprd/internal/overload"
+	"github.com/exprd/exprd/membudget"
 )
 
 // The overload flags at their limits pass; one past, each is named.
@@ -57,7 +58,7 @@ func TestConfigOverloadManager(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := c.overload.manager(tt.budget, log)
+		m, err := c.overload.manager(membudget.New(tt.budget, 0), log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,6 +56,16 @@
 // in flight. "Past" is strictly over: a
 // measure equal to a threshold is under it.
 //
+// # The memory budget
+//
+// Refusing new RPCs does not stop the work already in flight from taking
+// more: a stream's next state, a program's next megabyte, a tool's answer
+// being read, a turn's history. So while it refuses, a Manager given the
+// budget (Config.Budget) restricts it (membudget.Budget.Restrict): a
+// reservation in its large part is refused at once for a caller that
+// already holds some of it, and made for one that holds none, one request
+// at a time, as Enter admits callers.
+//
 // # Which call is cancelled
 //
 // Calls in flight register with Track and say what they hold with

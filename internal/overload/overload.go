@@ -153,6 +153,10 @@ type Config struct {
 	Read Reader
 	// Collect runs a GC and returns once it is complete (nil: runtime.GC).
 	Collect func()
+	// Budget, when set, is restricted while the Manager refuses
+	// (membudget.Budget.Restrict): the work in flight takes no more of it
+	// but for callers that hold none.
+	Budget *membudget.Budget
 }
 
 // Manager watches the heap and acts on it. Its methods are safe for
@@ -163,6 +167,7 @@ type Manager struct {
 	log                    *slog.Logger
 	read                   Reader
 	collect                func()
+	budget                 *membudget.Budget
 
 	refusing    atomic.Bool
 	heap        atomic.Int64 // the measure at the last check
@@ -217,7 +222,7 @@ func New(c Config) (*Manager, error) {
 		c.Collect = runtime.GC
 	}
 	return &Manager{line: c.Line, refuseAt: int64(float64(c.Line) * c.Refuse), shedAt: int64(float64(c.Line) * c.Shed),
-		interval: c.Interval, log: c.Logger, read: c.Read, collect: c.Collect, calls: map[*Call]struct{}{}, callers: map[string]int{}, now: time.Now}, nil
+		interval: c.Interval, log: c.Logger, read: c.Read, collect: c.Collect, budget: c.Budget, calls: map[*Call]struct{}{}, callers: map[string]int{}, now: time.Now}, nil
 }
 
 // Stats is what a Manager has seen and done.
@@ -361,6 +366,7 @@ func (m *Manager) trackLocked(ctx context.Context, name, caller string) (context
 
 // Run checks every interval until ctx ends; then Admit admits again.
 func (m *Manager) Run(ctx context.Context) {
+	defer m.budget.Restrict(false)
 	defer m.refusing.Store(false)
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
@@ -397,6 +403,7 @@ func (m *Manager) Check() {
 	refusing := r.Heap > m.refuseAt
 	if refusing != m.refusing.Load() {
 		m.refusing.Store(refusing)
+		m.budget.Restrict(refusing)
 		if refusing {
 			m.log.Warn("overload: refusing new work", "heap_bytes", r.Heap, "refuse_at_bytes", m.refuseAt, "line_bytes", m.line)
 		} else {

@@ -589,3 +589,31 @@ func TestShedsTheCallerHoldingTheMostFirst(t *testing.T) {
 		})
 	}
 }
+
+// While it refuses, the Manager restricts the memory budget it was given:
+// a caller holding some of it gets no more; once it admits again, it does.
+func TestRestrictsTheBudgetWhileRefusing(t *testing.T) {
+	h := &gcHeap{}
+	budget := membudget.New(1<<20, time.Millisecond)
+	m, err := New(Config{Line: 1000, Logger: quiet, Read: h.read, Collect: h.collect, Budget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := membudget.WithCaller(context.Background(), "bulk")
+	held, err := budget.Reserve(ctx, "held", 100_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	grow := func() error { r, err := budget.Reserve(ctx, "more", 100_000); r.Release(); return err }
+	h.at(901)
+	m.Check()
+	if grow() == nil {
+		t.Fatal("past the refuse threshold, a caller holding some of the budget got more")
+	}
+	h.at(900)
+	m.Check()
+	if err := grow(); err != nil {
+		t.Fatalf("back at the threshold: %v", err)
+	}
+}

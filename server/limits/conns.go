@@ -180,6 +180,18 @@ func (l *Conns) CloseUnproven(ctx context.Context) bool {
 	return true
 }
 
+// ConnStats is what Conns closed, by why.
+type ConnStats struct {
+	Refused int64 // past a limit when accepted, with no place to take
+	Evicted int64 // unproven, for a new connection at the total
+	Shut    int64 // unproven, for refused calls past their peer's rate
+}
+
+// Stats counts what l closed so far.
+func (l *Conns) Stats() ConnStats {
+	return ConnStats{Refused: l.refused.Load(), Evicted: l.evicted.Load(), Shut: l.shut.Load()}
+}
+
 func (l *Conns) peerKey(a net.Addr) string { return PeerKey(a, l.trusted) }
 
 // PeerKey is the peer a connection from a counts against, for the

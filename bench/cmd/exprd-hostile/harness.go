@@ -420,7 +420,7 @@ func (r *phaseResult) summary() string {
 
 // counters reads exprd's counters that say what bounded a phase: budget
 // hits by kind, the memory budget's refusals, the overload manager's
-// refusals and cancels, recovered panics.
+// refusals and cancels, recovered panics, connections the limits closed.
 func (h *harness) counters() map[string]float64 {
 	out := map[string]float64{}
 	resp, err := http.Get("http://" + h.srv.Metrics + "/metrics")
@@ -448,6 +448,8 @@ func (h *harness) counters() map[string]float64 {
 			label = "overload cancels"
 		case "exprd_panics_total":
 			label = "panics"
+		case "exprd_connections_closed_total":
+			label = "connections closed, " + labelValue(rest, "why")
 		default:
 			continue
 		}
