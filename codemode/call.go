@@ -77,6 +77,32 @@ type run struct {
 	trace       []Call
 	alarm       exprbound.Alarm // rings when ctx ends
 	bytes       exprbound.Meter // what the run built and its tools returned
+	turns       Turns           // nil: none to take
+	caller      string          // whose turn it takes
+	since       time.Time       // when it last took its turn; zero: it holds none
+}
+
+// resume takes a turn to compute (RunOptions' runtime's WithTurns), or
+// fails when the run's context ends first.
+func (r *run) resume() error {
+	if r.turns == nil {
+		return nil
+	}
+	if err := r.turns.Acquire(r.ctx, r.caller); err != nil {
+		return err
+	}
+	r.since = time.Now()
+	return nil
+}
+
+// pause gives the run's turn back, while a tool call runs or once the
+// program has ended.
+func (r *run) pause() {
+	if r.turns == nil || r.since.IsZero() {
+		return
+	}
+	r.turns.Release(r.caller, time.Since(r.since))
+	r.since = time.Time{}
 }
 
 // tick counts one iteration. It panics with an error, which the VM
@@ -144,6 +170,7 @@ func (r *run) call(stream bool, p []any) (any, error) {
 		return nil, e
 	}
 	c := Call{Tool: name, Args: args, Stream: stream}
+	r.pause()
 	r.emit(EventToolStart, c, nil)
 	start := time.Now()
 	var v any
@@ -170,6 +197,9 @@ func (r *run) call(stream bool, p []any) (any, error) {
 	}
 	r.trace = append(r.trace, c)
 	r.emit(EventToolEnd, c, nil)
+	if rerr := r.resume(); rerr != nil && err == nil {
+		err = rerr // the run ends: its context did
+	}
 	return v, err
 }
 

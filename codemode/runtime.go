@@ -44,6 +44,28 @@ type Runtime struct {
 	programs *exprbound.Cache[programKey, *program]
 	vms      exprbound.VMs
 	memory   *membudget.Budget
+	turns    Turns
+}
+
+// Turns is what a run's program takes to compute: an evaluator's
+// (evaluator.Evaluator.Turns), so that CodeMode's programs and ExprTool's
+// share the cores.
+type Turns interface {
+	// Acquire waits for a turn for caller, or for ctx to end (its error).
+	Acquire(ctx context.Context, caller string) error
+	// Release gives a turn of caller's back, its program having run for
+	// ran.
+	Release(caller string, ran time.Duration)
+}
+
+// WithTurns makes each run's program take a turn of t to compute, by its
+// caller (membudget.WithCaller), and give it back while a tool call runs
+// (default: nil, programs compute at once, as many as run): give it an
+// evaluator's turns (evaluator.Evaluator.Turns) so that CodeMode's
+// programs and ExprTool's share the cores, a program having one while it
+// computes. The wait for a turn is inside the run's time budget.
+func WithTurns(t Turns) Option {
+	return func(rt *Runtime) error { rt.turns = t; return nil }
 }
 
 // WithMemoryBudget reserves what each run builds past a small allowance
@@ -212,6 +234,13 @@ func (rt *Runtime) Run(ctx context.Context, code string, opts RunOptions) (Resul
 	}
 	r.alarm.Watch(rctx)
 	defer r.alarm.Release()
+	if rt.turns != nil {
+		r.turns, r.caller = rt.turns, membudget.CallerOf(ctx)
+		if err := r.resume(); err != nil {
+			return Result{}, r.failure(err)
+		}
+		defer r.pause()
+	}
 	env := map[string]any{
 		nsName:                  namespace{CallTool: r.callTool, CallToolStream: r.callToolStream, Get: get},
 		exprbound.TickName:      r.tick,

@@ -43,7 +43,7 @@ type Evaluator struct {
 	vms      exprbound.VMs
 	envs     sync.Pool // *callEnv
 	// running admits the programs that run at once (WithMaxRunning).
-	running *turns
+	running *exprbound.Turns
 	// memory is the server's budget, which what a call builds past
 	// exprbound.DefaultAllocAllowance is reserved from (WithMemoryBudget).
 	memory *membudget.Budget
@@ -91,7 +91,7 @@ func WithMaxRunning(n int) Option {
 		if n < 1 {
 			return fmt.Errorf("max running %d: want at least 1", n)
 		}
-		e.running = newTurns(n)
+		e.running = exprbound.NewTurns(n)
 		return nil
 	}
 }
@@ -108,10 +108,15 @@ func DefaultMaxRunning() int { return runtime.GOMAXPROCS(0) }
 // gives each running program a core.
 func withRunningOnCores() Option {
 	return func(e *Evaluator) error {
-		e.running = newTurnsOf(DefaultMaxRunning)
+		e.running = exprbound.NewTurnsOf(DefaultMaxRunning)
 		return nil
 	}
 }
+
+// Turns is the evaluator's turns to run (WithMaxRunning): give them to a
+// CodeMode runtime (codemode.WithTurns) so that its programs and these
+// share the cores.
+func (e *Evaluator) Turns() *exprbound.Turns { return e.running }
 
 // New returns an Evaluator.
 func New(opts ...Option) (*Evaluator, error) {
@@ -467,7 +472,7 @@ func (e *Evaluator) newCallEnv(ctx context.Context, t *Tool, h Host) *callEnv {
 		}
 	}
 	now, cpu := clockOf(t.now)
-	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout, now: now, cpu: cpu, running: e.running, caller: callerOf(ctx),
+	ce.m = meter{ctx: ctx, max: t.budgets.MaxIterations, timeout: t.budgets.Timeout, now: now, cpu: cpu, running: e.running, caller: membudget.CallerOf(ctx),
 		alarm: &ce.alarm, maxCalls: t.budgets.MaxFunctionCalls,
 		bytes: exprbound.Meter{Max: int64(t.budgets.MaxAllocBytes), Over: ce.overAlloc}}
 	if e.memory != nil {

@@ -34,10 +34,10 @@ type meter struct {
 	max        uint64
 	timeout    time.Duration
 	used       time.Duration
-	since      time.Duration // when the running period started
-	on         bool          // in a running period
-	running    *turns        // the evaluator's turns to run; nil: no wait
-	caller     string        // whose turn it waits for
+	since      time.Duration    // when the running period started
+	on         bool             // in a running period
+	running    *exprbound.Turns // the evaluator's turns to run; nil: no wait
+	caller     string           // whose turn it waits for
 	alarm      *exprbound.Alarm
 	bytes      exprbound.Meter // what the call's programs built and received
 	calls      int             // host-function calls made
@@ -103,7 +103,7 @@ func (m *meter) elapsed() time.Duration {
 // the call's context ends: its error).
 func (m *meter) resume() error {
 	if m.running != nil {
-		if err := m.running.acquire(m.ctx, m.caller); err != nil {
+		if err := m.running.Acquire(m.ctx, m.caller); err != nil {
 			return err
 		}
 	}
@@ -126,7 +126,7 @@ func (m *meter) pause() {
 		m.used += ran
 		m.on = false
 		if m.running != nil {
-			m.running.release(m.caller, ran)
+			m.running.Release(m.caller, ran)
 		}
 	}
 }

@@ -194,7 +194,11 @@ type Config struct {
 	Memory *membudget.Budget
 	// Overload is the overload manager (nil: none).
 	Overload *overload.Manager
-	Limits   Limits
+	// Turns is what programs take to compute (codemode.WithTurns): the
+	// gRPC server's (server.Server.Turns), so that every program of the
+	// process shares the cores. nil: programs compute at once.
+	Turns  codemode.Turns
+	Limits Limits
 	// TracerProvider makes the requests' spans (nil: OpenTelemetry's
 	// global provider).
 	TracerProvider trace.TracerProvider
@@ -237,7 +241,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt, err := codemode.New(cfg.Registry, codemode.WithMemoryBudget(cfg.Memory))
+	rt, err := codemode.New(cfg.Registry, codemode.WithMemoryBudget(cfg.Memory), codemode.WithTurns(cfg.Turns))
 	if err != nil {
 		return nil, err
 	}

@@ -520,7 +520,7 @@ func New(opts ...Option) (*Server, error) {
 	exprdv1.RegisterExprToolServer(reg, &exprTool{s: s})
 	healthpb.RegisterHealthServer(reg, s.health)
 	if o.registry != nil {
-		rt, err := codemode.New(o.registry, codemode.WithMemoryBudget(o.memory))
+		rt, err := codemode.New(o.registry, codemode.WithMemoryBudget(o.memory), codemode.WithTurns(ev.Turns()))
 		if err != nil {
 			return nil, err
 		}
@@ -607,6 +607,11 @@ func (s *Server) Stop() {
 
 // Evaluator returns the server's evaluator (for its cache counters).
 func (s *Server) Evaluator() *evaluator.Evaluator { return s.eval }
+
+// Turns is the turns the server's programs take to compute, ExprTool's
+// and CodeMode's: give them to another CodeMode runtime of the process
+// (mcpserve.Config.Turns), so that every program shares the cores.
+func (s *Server) Turns() codemode.Turns { return s.eval.Turns() }
 
 // TakeHTTP takes a token for an HTTP request (the MCP endpoint's) from
 // the bucket its caller's gRPC RPCs draw on: caller, the name its token

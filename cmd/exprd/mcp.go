@@ -90,6 +90,7 @@ func startMCP(c config, reg *utcp.Registry, srv *server.Server, ovl *overload.Ma
 	}
 	if srv != nil {
 		cfg.RateLimit = srv.TakeHTTP
+		cfg.Turns = srv.Turns()
 	}
 	if c.mcp.approvalKey != "" {
 		key, err := os.ReadFile(c.mcp.approvalKey)

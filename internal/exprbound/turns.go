@@ -1,4 +1,4 @@
-package evaluator
+package exprbound
 
 import (
 	"container/heap"
@@ -6,11 +6,11 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/exprd/exprd/membudget"
 )
 
-// turns lets at most capacity() programs run at once. Those that wait are
+// Turns lets at most capacity() programs run at once, ExprTool's and
+// CodeMode's alike: a program holds a turn while it computes, and gives
+// it back while it waits (on the user, a host function, a tool). Those that wait are
 // let in by caller, the caller whose programs have run the least first
 // (the time each ran, told at its release), first come, first served
 // within a caller and among callers that ran as long: a caller whose
@@ -22,7 +22,7 @@ import (
 // caller banks a head start by staying away. The capacity is read at each
 // acquire and release, so it may follow the cores Go runs on
 // (GOMAXPROCS), which exprd changes with its load.
-type turns struct {
+type Turns struct {
 	mu       sync.Mutex
 	capacity func() int
 	running  int
@@ -62,15 +62,17 @@ func (l *line) Pop() any {
 	return w
 }
 
-// newTurns lets n programs run at once.
-func newTurns(n int) *turns { return newTurnsOf(func() int { return n }) }
+// NewTurns lets n programs run at once.
+func NewTurns(n int) *Turns { return NewTurnsOf(func() int { return n }) }
 
-func newTurnsOf(capacity func() int) *turns {
-	return &turns{capacity: capacity, waiting: map[string]*inLine{}}
+// NewTurnsOf lets capacity() programs run at once, read at each Acquire
+// and Release.
+func NewTurnsOf(capacity func() int) *Turns {
+	return &Turns{capacity: capacity, waiting: map[string]*inLine{}}
 }
 
-// acquire waits for a turn for caller, or for ctx to end (its error).
-func (t *turns) acquire(ctx context.Context, caller string) error {
+// Acquire waits for a turn for caller, or for ctx to end (its error).
+func (t *Turns) Acquire(ctx context.Context, caller string) error {
 	t.mu.Lock()
 	if len(t.line) == 0 && t.running < t.capacity() {
 		t.running++
@@ -107,14 +109,14 @@ func (t *turns) acquire(ctx context.Context, caller string) error {
 		}
 	}
 	t.mu.Unlock()
-	t.release(caller, 0) // handed a turn as it gave up: pass it on
+	t.Release(caller, 0) // handed a turn as it gave up: pass it on
 	return ctx.Err()
 }
 
-// release gives a turn of caller's back, its program having run for ran:
+// Release gives a turn of caller's back, its program having run for ran:
 // the turn goes to the next callers that wait, as many as the capacity
 // lets run.
-func (t *turns) release(caller string, ran time.Duration) {
+func (t *Turns) Release(caller string, ran time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.running--
@@ -127,7 +129,7 @@ func (t *turns) release(caller string, ran time.Duration) {
 
 // fill hands turns to waiting callers, the next first, while the capacity
 // allows. t.mu is held.
-func (t *turns) fill() {
+func (t *Turns) fill() {
 	for len(t.line) > 0 && t.running < t.capacity() {
 		w := t.line[0]
 		close(w.q[0])
@@ -143,7 +145,7 @@ func (t *turns) fill() {
 
 // forgetIfDone forgets a caller with nothing waiting, and says so. t.mu
 // is held.
-func (t *turns) forgetIfDone(w *inLine) bool {
+func (t *Turns) forgetIfDone(w *inLine) bool {
 	if len(w.q) > 0 {
 		return false
 	}
@@ -151,9 +153,3 @@ func (t *turns) forgetIfDone(w *inLine) bool {
 	delete(t.waiting, w.caller)
 	return true
 }
-
-// callerOf is the caller whose programs ctx's runs are (membudget's
-// WithCaller: a server's rate-limit key, an identity or an address):
-// programs waiting to run take turns by caller (WithMaxRunning). Runs
-// without one share the caller "".
-func callerOf(ctx context.Context) string { return membudget.CallerOf(ctx) }

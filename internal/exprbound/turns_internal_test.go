@@ -1,4 +1,4 @@
-package evaluator
+package exprbound
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 )
 
 // waitFor starts an acquire for caller and waits until it is queued.
-func waitFor(t *testing.T, tr *turns, ctx context.Context, caller string, got chan<- string) {
+func waitFor(t *testing.T, tr *Turns, ctx context.Context, caller string, got chan<- string) {
 	t.Helper()
 	before := queued(tr)
 	go func() {
-		if tr.acquire(ctx, caller) == nil {
+		if tr.Acquire(ctx, caller) == nil {
 			got <- caller
 		}
 	}()
@@ -22,7 +22,7 @@ func waitFor(t *testing.T, tr *turns, ctx context.Context, caller string, got ch
 	}
 }
 
-func queued(tr *turns) int {
+func queued(tr *Turns) int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	n := 0
@@ -36,8 +36,8 @@ func queued(tr *turns) int {
 // turn, in order within a caller; one that gives up leaves the line and
 // is never let in; a caller with nothing waiting is forgotten.
 func TestTurnsByCaller(t *testing.T) {
-	tr := newTurns(1)
-	if err := tr.acquire(context.Background(), "a"); err != nil {
+	tr := NewTurns(1)
+	if err := tr.Acquire(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan string, 8)
@@ -54,13 +54,13 @@ func TestTurnsByCaller(t *testing.T) {
 	}
 	var order []string
 	for range 5 {
-		tr.release("", 0)
+		tr.Release("", 0)
 		order = append(order, <-got)
 	}
 	if want := []string{"a", "b", "c", "a", "a"}; !slices.Equal(order, want) {
 		t.Fatalf("turns went to %q, want %q", order, want)
 	}
-	tr.release("", 0)
+	tr.Release("", 0)
 	if tr.running != 0 || len(tr.waiting) != 0 || len(tr.line) != 0 {
 		t.Fatalf("after every turn: running %d, waiting %v, line %v", tr.running, tr.waiting, tr.line)
 	}
@@ -72,8 +72,8 @@ func TestTurnsByCaller(t *testing.T) {
 func TestTurnsFollowCapacity(t *testing.T) {
 	var capacity atomic.Int64
 	capacity.Store(1)
-	tr := newTurnsOf(func() int { return int(capacity.Load()) })
-	if err := tr.acquire(context.Background(), "a"); err != nil {
+	tr := NewTurnsOf(func() int { return int(capacity.Load()) })
+	if err := tr.Acquire(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan string, 8)
@@ -82,7 +82,7 @@ func TestTurnsFollowCapacity(t *testing.T) {
 	acquireNow := func(caller string) {
 		t.Helper()
 		go func() {
-			if tr.acquire(context.Background(), caller) == nil {
+			if tr.Acquire(context.Background(), caller) == nil {
 				got <- caller
 			}
 		}()
@@ -93,18 +93,18 @@ func TestTurnsFollowCapacity(t *testing.T) {
 	}
 	capacity.Store(1)
 	waitFor(t, tr, context.Background(), "d", got)
-	tr.release("", 0) // 2 running, capacity 1: d waits
-	tr.release("", 0) // 1 running: d still waits
+	tr.Release("", 0) // 2 running, capacity 1: d waits
+	tr.Release("", 0) // 1 running: d still waits
 	select {
 	case c := <-got:
 		t.Fatalf("%s got a turn over the capacity", c)
 	case <-time.After(20 * time.Millisecond):
 	}
-	tr.release("", 0)
+	tr.Release("", 0)
 	if c := <-got; c != "d" {
 		t.Fatalf("got %s, want d", c)
 	}
-	tr.release("", 0)
+	tr.Release("", 0)
 	if tr.running != 0 || len(tr.line) != 0 {
 		t.Fatalf("after every turn: running %d, line %v", tr.running, tr.line)
 	}
@@ -116,8 +116,8 @@ func TestTurnsFollowCapacity(t *testing.T) {
 // level with the least run of those waiting; two heavy callers that ran
 // as long take turns. Each release names the caller whose turn it was.
 func TestTurnsLeastRunFirst(t *testing.T) {
-	tr := newTurns(1)
-	if err := tr.acquire(context.Background(), "heavy"); err != nil {
+	tr := NewTurns(1)
+	if err := tr.Acquire(context.Background(), "heavy"); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan string, 16)
@@ -131,7 +131,7 @@ func TestTurnsLeastRunFirst(t *testing.T) {
 	order, ran := []string(nil), "heavy"
 	release := func(d time.Duration) {
 		t.Helper()
-		tr.release(ran, d)
+		tr.Release(ran, d)
 		ran = <-got
 		order = append(order, ran)
 	}
@@ -147,7 +147,7 @@ func TestTurnsLeastRunFirst(t *testing.T) {
 	if want := []string{"other", "light", "heavy", "other", "light", "heavy", "heavy"}; !slices.Equal(order, want) {
 		t.Fatalf("turns went to %q, want %q", order, want)
 	}
-	tr.release(ran, budget)
+	tr.Release(ran, budget)
 	if tr.running != 0 || len(tr.waiting) != 0 || len(tr.line) != 0 {
 		t.Fatalf("after every turn: running %d, waiting %v, line %v", tr.running, tr.waiting, tr.line)
 	}
