@@ -60,7 +60,7 @@ func run(args []string) error {
 	if soft := setMemoryLimitFromLine(overload.LineFor(budget)); soft > 0 {
 		log.Info("memory limit from the memory budget", "gomemlimit_bytes", soft)
 	}
-	ovl, err := c.overload.manager(c.memory, log)
+	ovl, err := c.overload.manager(c.memory, softMemoryLimit(), log)
 	if err != nil {
 		return fmt.Errorf("overload: %w", err)
 	}

@@ -74,6 +74,15 @@ func setMemoryLimitFromLine(line int64) int64 {
 	return soft
 }
 
+// softMemoryLimit is the runtime's soft memory limit, 0 when there is
+// none.
+func softMemoryLimit() int64 {
+	if soft := debug.SetMemoryLimit(-1); soft > 0 && soft < math.MaxInt64 {
+		return soft
+	}
+	return 0
+}
+
 // memoryBudgetShare is the part of the memory exprd may use that its
 // memory budget takes: the rest is the runtime, connections, messages in
 // flight, compiled programs and garbage not yet collected.

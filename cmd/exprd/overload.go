@@ -43,18 +43,30 @@ func (c overloadConfig) validate() error {
 	return errors.Join(errs...)
 }
 
+// lineFor is the overload line for a memory budget of budget bytes under
+// a soft memory limit of soft (0: none), and what it comes from: the flag,
+// else the budget and a quarter, but no more than 90% of the soft limit
+// (overload.LineUnder).
+func (c overloadConfig) lineFor(budget, soft int64) (int64, string) {
+	if c.line > 0 {
+		return c.line, "--overload-line"
+	}
+	line := overload.LineFor(budget)
+	if under := overload.LineUnder(line, soft); under < line {
+		return under, "90% of the runtime's soft memory limit, under the memory budget and a quarter"
+	}
+	return line, "the memory budget and a quarter"
+}
+
 // manager is the overload manager for the memory budget, which it
-// restricts while it refuses; nil with --overload=false. The caller runs
-// it.
-func (c overloadConfig) manager(budget *membudget.Budget, log *slog.Logger) (*overload.Manager, error) {
+// restricts while it refuses, under a soft memory limit of soft (0: none);
+// nil with --overload=false. The caller runs it.
+func (c overloadConfig) manager(budget *membudget.Budget, soft int64, log *slog.Logger) (*overload.Manager, error) {
 	if !c.on {
 		log.Info("overload manager off: nothing keeps the heap under a line")
 		return nil, nil
 	}
-	line, from := c.line, "--overload-line"
-	if line == 0 {
-		line, from = overload.LineFor(budget.Limit()), "the memory budget and a quarter"
-	}
+	line, from := c.lineFor(budget.Limit(), soft)
 	m, err := overload.New(overload.Config{Line: line, Refuse: c.refuse, Shed: c.shed, Interval: c.interval, Logger: log, Budget: budget})
 	if err != nil {
 		return nil, err

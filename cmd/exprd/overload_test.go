@@ -41,24 +41,26 @@ func TestConfigOverloadFlags(t *testing.T) {
 	}
 }
 
-// The manager's line is the memory budget and a quarter, or the flag's;
-// --overload=false makes none.
+// The manager's line is the memory budget and a quarter, at most 90% of
+// the soft memory limit, or the flag's; --overload=false makes none.
 func TestConfigOverloadManager(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	for _, tt := range []struct {
-		args     []string
-		budget   int64
-		wantLine int64 // 0: no manager
+		args         []string
+		budget, soft int64
+		wantLine     int64 // 0: no manager
 	}{
-		{nil, 800 << 20, 1000 << 20},
-		{[]string{"--overload-line", "12345"}, 800 << 20, 12345},
-		{[]string{"--overload=false"}, 800 << 20, 0},
+		{nil, 800 << 20, 0, 1000 << 20},
+		{nil, 800 << 20, 2000 << 20, 1000 << 20},
+		{nil, 800 << 20, 1000 << 20, 900 << 20},
+		{[]string{"--overload-line", "12345"}, 800 << 20, 1000, 12345},
+		{[]string{"--overload=false"}, 800 << 20, 0, 0},
 	} {
 		c, err := parseConfig(tt.args, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := c.overload.manager(membudget.New(tt.budget, 0), log)
+		m, err := c.overload.manager(membudget.New(tt.budget, 0), tt.soft, log)
 		if err != nil {
 			t.Fatal(err)
 		}

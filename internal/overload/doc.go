@@ -47,7 +47,9 @@
 // # The line and the thresholds
 //
 // The line is the most the measure should ever reach; exprd makes it the
-// memory budget and a quarter more (LineFor). Past Refuse of it
+// memory budget and a quarter more (LineFor), but no more than 90% of the
+// runtime's soft memory limit (LineUnder): the GC needs room above what is
+// live, or it runs back to back. Past Refuse of it
 // (DefaultRefuse, 90%) Admit refuses new work, and Enter the new work of
 // a caller that has a call in flight (membudget.CallerOf): a caller with
 // none is admitted, one call at a time, so that those whose many calls

@@ -617,3 +617,18 @@ func TestRestrictsTheBudgetWhileRefusing(t *testing.T) {
 		t.Fatalf("back at the threshold: %v", err)
 	}
 }
+
+// The line is at most 90% of the soft memory limit: at it, and one byte
+// past it.
+func TestLineUnder(t *testing.T) {
+	for _, tt := range []struct{ line, soft, want int64 }{
+		{1000, 0, 1000},
+		{900, 1000, 900},
+		{901, 1000, 900},
+		{500, 1000, 500},
+	} {
+		if got := LineUnder(tt.line, tt.soft); got != tt.want {
+			t.Errorf("LineUnder(%d, %d) = %d, want %d", tt.line, tt.soft, got, tt.want)
+		}
+	}
+}

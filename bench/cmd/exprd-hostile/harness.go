@@ -187,9 +187,13 @@ func startHarness(parent context.Context, cfg *config, dir string, provider *big
 		return nil, err
 	}
 	// exprdproc starts exprd with this process's environment (exec.Cmd
-	// with a nil Env), so GOMEMLIMIT set here reaches exprd alone: this
-	// process's runtime read its own at start.
-	if err := os.Setenv("GOMEMLIMIT", cfg.memLimit); err != nil {
+	// with a nil Env), so GOMEMLIMIT set (or unset) here reaches exprd
+	// alone: this process's runtime read its own at start.
+	setenv := func() error { return os.Setenv("GOMEMLIMIT", cfg.memLimit) }
+	if cfg.memLimit == "" {
+		setenv = func() error { return os.Unsetenv("GOMEMLIMIT") }
+	}
+	if err := setenv(); err != nil {
 		return nil, err
 	}
 	log := &tailLog{max: 32 << 10}
@@ -473,18 +477,19 @@ func labelValue(labels, label string) string {
 	return v
 }
 
-// memLimitOf says what GOMEMLIMIT exprd's environment holds.
+// memLimitOf says what GOMEMLIMIT exprd's environment holds, as the
+// report words it.
 func memLimitOf(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
-		return "unknown (" + err.Error() + ")"
+		return "GOMEMLIMIT unknown (" + err.Error() + ")"
 	}
 	for _, kv := range bytes.Split(b, []byte{0}) {
 		if v, ok := strings.CutPrefix(string(kv), "GOMEMLIMIT="); ok {
-			return v
+			return "GOMEMLIMIT=" + v + " in its environment"
 		}
 	}
-	return "unset"
+	return "no GOMEMLIMIT: exprd set the runtime's soft memory limit from its budget, 90% of the budget and a quarter, and its overload line at 90% of that"
 }
 
 // tailLog keeps the last max bytes of exprd's log, and counts its lines.

@@ -1,10 +1,10 @@
 // Command exprd-hostile is exprd's hostile-load run. exprd is a shared
 // service: every client, model reply and tool provider may be hostile.
 // The run starts a real exprd (the demo, egress to loopback, auth on with
-// a token file of its own, --memory-budget 256 MiB, GOMEMLIMIT at the
-// budget, so that the runtime collects garbage before it passes the
-// budget and RSS stays under the line of the budget and a quarter,
-// 320 MiB) with a loopback HTTP UTCP provider whose
+// a token file of its own, --memory-budget 256 MiB and no GOMEMLIMIT:
+// exprd sets the runtime's soft limit from its budget, 90% of the line
+// of the budget and a quarter, 320 MiB, under which RSS must stay) with a
+// loopback HTTP UTCP provider whose
 // one tool answers 5 MiB, a hostile model server (--models-config) and a
 // server of hostile OpenAPI documents; it measures a steady client's
 // ExprTool Calls alone, then runs each hostile case for a few seconds
@@ -114,7 +114,7 @@ func parseFlags() *config {
 	flag.StringVar(&c.exprd, "exprd", "bin/exprd", "the exprd binary to start")
 	flag.BoolVar(&c.short, "short", false, "a short run: shorter phases, fewer clients and callers, under 60 s in all; never writes --benchmarks")
 	flag.Float64Var(&c.memoryBudgetMiB, "memory-budget-mib", 256, "exprd's --memory-budget, in MiB; a phase's peak VmRSS must stay under it and a quarter")
-	flag.StringVar(&c.memLimit, "gomemlimit", "256MiB", "GOMEMLIMIT exprd runs with (exprdproc passes this process's environment on): at the memory budget, so that the runtime collects before garbage passes it and VmRSS (the heap, the runtime and the binary) stays under the line, the budget and a quarter (at the line, garbage took RSS 10-20 MiB past it)")
+	flag.StringVar(&c.memLimit, "gomemlimit", "", "GOMEMLIMIT exprd runs with (exprdproc passes this process's environment on); empty: none, and exprd sets the runtime's soft limit from its memory budget (90% of the budget and a quarter) as it does for an operator who sets neither it nor a cgroup limit. At the budget itself, with the line a quarter past, the GC ran back to back and VmRSS passed the line in two runs of three")
 	flag.StringVar(&c.benchmarks, "benchmarks", "", "rewrite this file's section between <!-- hostile:start --> and <!-- hostile:end --> (appended when missing) with the run's tables")
 	flag.BoolVar(&c.showLog, "log", false, "copy exprd's log to stderr")
 	flag.StringVar(&c.only, "cases", allCases(), "the phases to run after the baseline, in this order, comma-separated: case numbers, a case's load (8a), and mix")

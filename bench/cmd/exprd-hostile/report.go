@@ -196,7 +196,7 @@ func (r *report) markdown() string {
 	w("## Hostile load\n\n")
 	w("Latest run: %s on %d × %s, %s, %s/%s, a machine shared with other work (load average %s at the end); the run took %s.\n",
 		time.Now().Format("2006-01-02"), runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH, loadAvg(), (time.Duration(r.seconds) * time.Second).String())
-	w("Command: `%s`%s; exprd ran with `%s` (a budget of %.0f MiB) and GOMEMLIMIT=%s in its environment. Its providers, all on loopback: an HTTP one whose tool `%s` answers %.0f MiB (`--manuals-dir`), the demo's `math` and `catalog`, a hostile model server (`--models-config`: the providers `flood` and `forever`) and a server of hostile OpenAPI documents. ",
+	w("Command: `%s`%s; exprd ran with `%s` (a budget of %.0f MiB) and %s. Its providers, all on loopback: an HTTP one whose tool `%s` answers %.0f MiB (`--manuals-dir`), the demo's `math` and `catalog`, a hostile model server (`--models-config`: the providers `flood` and `forever`) and a server of hostile OpenAPI documents. ",
 		commandLine(), viaMake(), strings.Join(r.args, " "), r.cfg.memoryBudgetMiB, r.memLimitNote, bigTool, float64(r.cfg.bigToolBytes)/(1<<20))
 	w("Every client has a token of its own, so that the rate limiter sees each case as a caller of its own, except case 5's and case 8's, which send none (all of 8d's and half of 8c's have one).\n")
 	w("Each phase runs on an exprd of its own, started for it and warmed up by 20 steady calls, so that what one case leaves resident is not the next one's. ")
