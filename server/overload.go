@@ -57,7 +57,7 @@ func (s *Server) overloadInterceptors() (grpc.UnaryServerInterceptor, grpc.Strea
 	// until then.
 	recovered := recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(s.recovered))
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, _, done, err := m.Enter(ss.Context(), info.FullMethod)
+		ctx, call, done, err := m.Enter(ss.Context(), info.FullMethod)
 		if err != nil {
 			return overloadStatus(err)
 		}
@@ -65,7 +65,14 @@ func (s *Server) overloadInterceptors() (grpc.UnaryServerInterceptor, grpc.Strea
 		ended := make(chan error, 1)
 		go func() {
 			defer done()
-			ended <- recovered(srv, ts, info, handler)
+			err := recovered(srv, ts, info, handler)
+			if err == nil && call.Shed() {
+				// Shed before it returned: what it sent since failed, so
+				// its nil must not reach the client as a stream that
+				// ended well (the hostile run's big states read EOF).
+				err = overloadStatus(context.Cause(ctx))
+			}
+			ended <- err
 		}()
 		select {
 		case err = <-ended:

@@ -3,8 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/exprd/exprd/internal/overload"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // endOr ends a shed stream as soon as no send is in flight; while one is,
@@ -52,5 +59,55 @@ func TestTrackedStreamEndOr(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// blockingStream is a server stream whose sends block until release
+// closes: a client that reads nothing.
+type blockingStream struct {
+	grpc.ServerStream
+	ctx     context.Context
+	sending chan struct{} // closed once a send is in flight
+	release chan struct{}
+}
+
+func (b *blockingStream) Context() context.Context { return b.ctx }
+func (b *blockingStream) SendMsg(any) error {
+	close(b.sending)
+	<-b.release
+	return nil
+}
+
+// A stream shed while its handler's send is in flight ends when the
+// handler does; a handler that then returns nil (its send failed or was
+// let go, and it had nothing more to say) must not end the stream as one
+// that went well: the client reads RESOURCE_EXHAUSTED, OVERLOADED.
+func TestShedStreamWhoseHandlerReturnsNil(t *testing.T) {
+	line := int64(1000)
+	var heap atomic.Int64
+	m, err := overload.New(overload.Config{Line: line, Logger: slog.New(slog.DiscardHandler),
+		Read: func() overload.Reading { return overload.Reading{Heap: heap.Load()} }, Collect: func() {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{opts: options{overload: m}}
+	_, intercept := s.overloadInterceptors()
+	bs := &blockingStream{ctx: context.Background(), sending: make(chan struct{}), release: make(chan struct{})}
+	go func() {
+		<-bs.sending
+		heap.Store(line) // past the shed threshold
+		m.Check()
+		// Let the interceptor find the send in flight and wait for it
+		// (endOr), then let the send go: the handler returns before endOr
+		// looks again.
+		time.Sleep(endRetry / 2)
+		close(bs.release)
+	}()
+	err = intercept(nil, bs, &grpc.StreamServerInfo{FullMethod: "/exprd.v1.ExprTool/Session"}, func(_ any, ss grpc.ServerStream) error {
+		_ = ss.SendMsg(nil) // in flight when the stream is shed
+		return nil
+	})
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted {
+		t.Fatalf("got %v, want RESOURCE_EXHAUSTED (OVERLOADED)", err)
 	}
 }
