@@ -26,11 +26,15 @@ const (
 	// DefaultMaxSessions bounds the Session streams one replica holds.
 	DefaultMaxSessions = 20_000
 	// DefaultInitialWindowSize is a stream's HTTP/2 flow-control window:
-	// how much a client may send that exprd has not read yet. A fixed one
-	// turns off gRPC's bandwidth-delay estimate, which grows a window to
-	// 16 MiB: a client that sends without reading what it is sent (so
-	// that exprd stops reading it) could park that much on every stream.
-	DefaultInitialWindowSize = 1 << 20
+	// how much a client may send that exprd has not read yet, which no
+	// budget counts. A fixed one turns off gRPC's bandwidth-delay
+	// estimate, which grows a window to 16 MiB: a client that sends
+	// without reading what it is sent (so that exprd stops reading it)
+	// could park that much on every stream. gRPC's least, 64 KiB: at
+	// 1 MiB, 64 such streams parked 86 MB of calls in gRPC's buffers. A
+	// longer message still comes at once (gRPC opens the window to its
+	// length when the handler asks for it).
+	DefaultInitialWindowSize = 64 << 10
 	// DefaultInitialConnWindowSize is a connection's flow-control window,
 	// shared by its streams.
 	DefaultInitialConnWindowSize = 16 << 20
