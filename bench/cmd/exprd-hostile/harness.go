@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	exprdv1 "github.com/exprd/exprd/gen/exprd/v1"
 	"github.com/exprd/exprd/internal/testkit/exprdproc"
 )
 
@@ -40,8 +41,15 @@ type env struct {
 	gzipInflated             int
 	legitState               string
 	legitItems               int
-	megabyteJSON             string
-	foreverJSON              string
+	// legitConn is case 8d's legitimate caller's connection, made and
+	// proven (a call with its token) before the phase, as a caller's
+	// connection is before a flood: exprd never closes a connection that
+	// has carried an admitted call for a new one, while one made during
+	// case 5's flood of new connections from 100,000 addresses was
+	// closed for theirs before the busy server read its first call.
+	legitConn    *grpc.ClientConn
+	megabyteJSON string
+	foreverJSON  string
 }
 
 // A load is one kind of hostile client: run sends until ctx ends (each
@@ -237,6 +245,12 @@ func (h *harness) start() error {
 	wctx2, cancel := context.WithTimeout(h.ctx, 2*time.Second)
 	defer cancel()
 	steady(wctx2, h.steadyConn, h.cfg.steadyDeadline, h.cfg.steadyRate, 20)
+	if h.env.legitConn, err = dialFrom(srv.Addr, preSource(20), withToken(h.env.tokens.legit)); err != nil {
+		h.stop()
+		return err
+	}
+	// Any answer proves it: the tap admitted a call with its token.
+	_, _ = exprdv1.NewExprToolClient(h.env.legitConn).Describe(wctx2, &exprdv1.DescribeRequest{})
 	return nil
 }
 
@@ -245,6 +259,10 @@ func (h *harness) stop() {
 	if h.steadyConn != nil {
 		h.steadyConn.Close()
 		h.steadyConn = nil
+	}
+	if h.env.legitConn != nil {
+		h.env.legitConn.Close()
+		h.env.legitConn = nil
 	}
 	if h.stopWatch != nil {
 		h.stopWatch()
