@@ -59,16 +59,16 @@ func TestSetMemoryLimit(t *testing.T) {
 	}
 }
 
-// With no soft limit set, the memory budget sets one at 90% of its line;
+// With no soft limit set, the memory budget sets one at 85% of its line;
 // one set (GOMEMLIMIT, the cgroup's) is left as it is.
 func TestSetMemoryLimitFromLine(t *testing.T) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	debug.SetMemoryLimit(math.MaxInt64)
-	if got := setMemoryLimitFromLine(1000); got != 900 || debug.SetMemoryLimit(-1) != 900 {
-		t.Errorf("with none set: got %d, the runtime's %d; want 900", got, debug.SetMemoryLimit(-1))
+	if got := setMemoryLimitFromLine(1000); got != 850 || debug.SetMemoryLimit(-1) != 850 {
+		t.Errorf("with none set: got %d, the runtime's %d; want 850", got, debug.SetMemoryLimit(-1))
 	}
-	if got := setMemoryLimitFromLine(5000); got != 0 || debug.SetMemoryLimit(-1) != 900 {
-		t.Errorf("with one set: got %d, the runtime's %d; want 0, 900 left as it was", got, debug.SetMemoryLimit(-1))
+	if got := setMemoryLimitFromLine(5000); got != 0 || debug.SetMemoryLimit(-1) != 850 {
+		t.Errorf("with one set: got %d, the runtime's %d; want 0, 850 left as it was", got, debug.SetMemoryLimit(-1))
 	}
 }
 

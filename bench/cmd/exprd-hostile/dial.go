@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -98,7 +100,18 @@ func openSession(conn *grpc.ClientConn, deadline time.Duration, open *exprdv1.Op
 func (s *session) send(m *exprdv1.SessionRequest) error {
 	t := time.AfterFunc(s.deadline, func() { s.expired.Store(true); s.cancel() })
 	defer t.Stop()
-	return s.stream.Send(m)
+	err := s.stream.Send(m)
+	if errors.Is(err, io.EOF) {
+		// grpc-go: the server ended the stream, and its status is what
+		// Recv returns after the messages still to read (io.EOF only
+		// when it ended well).
+		for {
+			if _, rerr := s.stream.Recv(); rerr != nil {
+				return rerr
+			}
+		}
+	}
+	return err
 }
 
 // recv waits for the next message, at most the deadline.

@@ -507,7 +507,7 @@ func memLimitOf(pid int) string {
 			return "GOMEMLIMIT=" + v + " in its environment"
 		}
 	}
-	return "no GOMEMLIMIT: exprd set the runtime's soft memory limit from its budget, 90% of the budget and a quarter, and its overload line at 90% of that"
+	return "no GOMEMLIMIT: exprd set the runtime's soft memory limit from its budget, 85% of the budget and a quarter, and its overload line at 90% of that"
 }
 
 // tailLog keeps the last max bytes of exprd's log, and counts its lines.

@@ -2,7 +2,7 @@
 // service: every client, model reply and tool provider may be hostile.
 // The run starts a real exprd (the demo, egress to loopback, auth on with
 // a token file of its own, --memory-budget 256 MiB and no GOMEMLIMIT:
-// exprd sets the runtime's soft limit from its budget, 90% of the line
+// exprd sets the runtime's soft limit from its budget, 85% of the line
 // of the budget and a quarter, 320 MiB, under which RSS must stay) with a
 // loopback HTTP UTCP provider whose
 // one tool answers 5 MiB, a hostile model server (--models-config) and a
@@ -114,7 +114,7 @@ func parseFlags() *config {
 	flag.StringVar(&c.exprd, "exprd", "bin/exprd", "the exprd binary to start")
 	flag.BoolVar(&c.short, "short", false, "a short run: shorter phases, fewer clients and callers, under 60 s in all; never writes --benchmarks")
 	flag.Float64Var(&c.memoryBudgetMiB, "memory-budget-mib", 256, "exprd's --memory-budget, in MiB; a phase's peak VmRSS must stay under it and a quarter")
-	flag.StringVar(&c.memLimit, "gomemlimit", "", "GOMEMLIMIT exprd runs with (exprdproc passes this process's environment on); empty: none, and exprd sets the runtime's soft limit from its memory budget (90% of the budget and a quarter) as it does for an operator who sets neither it nor a cgroup limit. At the budget itself, with the line a quarter past, the GC ran back to back and VmRSS passed the line in two runs of three")
+	flag.StringVar(&c.memLimit, "gomemlimit", "", "GOMEMLIMIT exprd runs with (exprdproc passes this process's environment on); empty: none, and exprd sets the runtime's soft limit from its memory budget (85% of the budget and a quarter) as it does for an operator who sets neither it nor a cgroup limit. At the budget itself, with the line a quarter past, the GC ran back to back and VmRSS passed the line in two runs of three")
 	flag.StringVar(&c.benchmarks, "benchmarks", "", "rewrite this file's section between <!-- hostile:start --> and <!-- hostile:end --> (appended when missing) with the run's tables")
 	flag.BoolVar(&c.showLog, "log", false, "copy exprd's log to stderr")
 	flag.StringVar(&c.only, "cases", allCases(), "the phases to run after the baseline, in this order, comma-separated: case numbers, a case's load (8a), and mix")
