@@ -5,17 +5,17 @@
 // error for that one request instead of the OOM killer for every one.
 //
 // The sizes are estimates of what Go will hold, decided by the callers;
-// the budget keeps the sum under its limit. Waiting is by caller, not
-// first in, first out: while a reservation waits for room, room goes
-// first to the waiting caller that holds the least (WithCaller), and a
-// caller that holds more waits behind it, so that the callers holding
-// most of the budget cannot take each byte freed before one holding
-// nothing gets the room it asked for. A caller that holds no more than
-// any waiting one is not held up: its reservation is made at once when it
-// fits.
+// the budget keeps the sum under its limit. A reservation that fits is
+// made at once, whatever waits (a queue would make one large request hold
+// up every small one, and a caller that holds nothing and keeps asking for
+// more than is free could hold up every other). Room that frees goes to
+// the waiting reservations by caller (WithCaller), the caller that holds
+// the least first, each that fits, so that the callers holding most of
+// the budget do not take it before one that holds less and waits.
 package membudget
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -438,11 +438,10 @@ func (r *Reservation) Release() {
 	_ = r.Resize(context.Background(), 0)
 }
 
-// pool is a count of bytes up to a size. Those that wait for room are let
-// in by rank (what their caller holds), the least first, first come among
-// equals; one that arrives is made at once when it fits and no one of a
-// lower rank waits (a queue would hold every small one up behind a large
-// one).
+// pool is a count of bytes up to a size. One that arrives takes room at
+// once when it fits; room that frees goes to those that wait by rank
+// (what their caller holds), the least first, first come among equals,
+// each that fits.
 type pool struct {
 	mu      sync.Mutex
 	size    int64
@@ -459,35 +458,22 @@ type waiter struct {
 
 func newPool(size int64) *pool { return &pool{size: size} }
 
-// try takes n bytes when they fit and no one waits: for the small part,
-// where no one waits.
+// try takes n bytes when they fit, without waiting.
 func (p *pool) try(n int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.waiting) > 0 || p.used+n > p.size {
+	if p.used+n > p.size {
 		return false
 	}
 	p.used += n
 	return true
 }
 
-// first is the index of the waiter room goes to next: the least rank,
-// the first come among equals; -1 when none waits.
-func (p *pool) first() int {
-	i := -1
-	for j, w := range p.waiting {
-		if i < 0 || w.rank < p.waiting[i].rank {
-			i = j
-		}
-	}
-	return i
-}
-
 // acquire takes n bytes for a caller of rank rank, waiting at most wait
 // (or until ctx ends) for room; the error is ctx's, or errNoRoom.
 func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank int64) error {
 	p.mu.Lock()
-	if f := p.first(); (f < 0 || p.waiting[f].rank >= rank) && p.used+n <= p.size {
+	if p.used+n <= p.size {
 		p.used += n
 		p.mu.Unlock()
 		return nil
@@ -531,21 +517,24 @@ func (p *pool) release(n int64) {
 	p.grantLocked()
 }
 
-// grantLocked gives room to the waiters, the first (by rank) first, for
-// as long as the first fits: room that frees is kept for it, not taken by
-// those behind it.
+// grantLocked gives room to the waiters by rank, the least first, first
+// come among equals, each that fits. Room is not kept for one that does
+// not: a caller that holds nothing and asks for more than is free would
+// hold every other up.
 func (p *pool) grantLocked() {
-	for {
-		i := p.first()
-		if i < 0 || p.used+p.waiting[i].n > p.size {
-			return
-		}
-		w := p.waiting[i]
-		p.used += w.n
-		w.granted = true
-		close(w.ready)
-		p.waiting = slices.Delete(p.waiting, i, i+1)
+	if len(p.waiting) == 0 {
+		return
 	}
+	order := slices.Clone(p.waiting)
+	slices.SortStableFunc(order, func(a, b *waiter) int { return cmp.Compare(a.rank, b.rank) })
+	for _, w := range order {
+		if p.used+w.n <= p.size {
+			p.used += w.n
+			w.granted = true
+			close(w.ready)
+		}
+	}
+	p.waiting = slices.DeleteFunc(p.waiting, func(w *waiter) bool { return w.granted })
 }
 
 var errNoRoom = errors.New("no room in the memory budget")

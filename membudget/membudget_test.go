@@ -397,49 +397,39 @@ func TestCallerShareNeverOver(t *testing.T) {
 	}
 }
 
-// While a caller waits for room, a caller that holds more than it waits
-// behind it, and one that holds no more is not held up: at the waiting
-// caller's holding, a reservation that fits is made at once; one byte
-// past it, it is not.
-func TestWaitingCallerHoldsBackRicherOnes(t *testing.T) {
+// A reservation that fits is made at once while another waits, whoever
+// holds more: a caller that holds nothing and asks for more than is free
+// holds no one up (were room kept for it, it could keep every caller that
+// holds some from growing, asking again as each wait ends).
+func TestAWaitingCallerHoldsNoOneUp(t *testing.T) {
 	const large = 1<<20 - 1<<20/16 // the budget less its small part
+	b := membudget.New(1<<20, 2*time.Second)
+	rich := membudget.WithCaller(context.Background(), "rich")
+	if _, err := b.Reserve(rich, "rich's", large-100_000); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := b.Reserve(membudget.WithCaller(context.Background(), "poor"), "more than is free", 200_000)
+		waited <- err
+	}()
+	waitFor(t, b, 1)
 	for _, tt := range []struct {
-		name  string
-		bHeld int64
-		made  bool
+		name string
+		n    int64
+		ok   bool
 	}{
-		{"a caller holding as much", 100_000, true},
-		{"a caller holding one byte more", 100_001, false},
+		{"all that is free", 100_000, true},
+		{"one byte past it", 100_001, false},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			b := membudget.New(1<<20, 2*time.Second)
-			ctxA := membudget.WithCaller(context.Background(), "a")
-			ctxB := membudget.WithCaller(context.Background(), "b")
-			a, err := b.Reserve(ctxA, "a's", 100_000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := b.Reserve(ctxB, "b's", tt.bHeld); err != nil {
-				t.Fatal(err)
-			}
-			c, err := b.Reserve(membudget.WithCaller(context.Background(), "c"), "c's", large-100_000-100_001-50_000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			waited := make(chan error)
-			go func() { waited <- a.Resize(ctxA, 600_000) }()
-			waitFor(t, b, 1)
-			more := b.EmptyFor(ctxB, "b's more")
-			err = more.TryResize(10_000)
-			if (err == nil) != tt.made {
-				t.Fatalf("b's reservation that fits while a waits: %v, want made %v", err, tt.made)
-			}
-			more.Release()
-			c.Release()
-			if err := <-waited; err != nil {
-				t.Fatalf("a's reservation once c let go: %v", err)
-			}
-		})
+		r := b.EmptyFor(rich, tt.name)
+		if err := r.TryResize(tt.n); (err == nil) != tt.ok {
+			t.Fatalf("%s while one holding nothing waits: %v, want made %v", tt.name, err, tt.ok)
+		}
+		r.Release()
+	}
+	if err := <-waited; err == nil {
+		t.Fatal("the reservation of more than was ever free was made")
 	}
 }
 
