@@ -26,10 +26,19 @@ const tickName = exprbound.TickName
 // hostile mix. The call's context bounds its wall time. Where the system
 // does not tell a thread's CPU time, and with the tool's clock
 // (WithClock), it is the wall clock.
+//
+// On CPU time, a program whose thread gets little of it (a server far
+// busier than its cores, a CPU-throttled container) holds its turn longer
+// than its budget in wall time: past wallBackstop times its budget in wall
+// time it stops too, so that no program holds a turn for long however
+// little CPU it is given.
 type meter struct {
 	ctx        context.Context
 	now        func() time.Duration // the clock of the time budget
 	cpu        bool                 // now is the thread's CPU time: lock the goroutine to it while running
+	wall       func() time.Time     // the wall clock, on CPU time (nil: time.Now)
+	wallSince  time.Time            // when the running period started, on the wall clock
+	wallUsed   time.Duration        // the wall time of the running periods before
 	iterations uint64
 	max        uint64
 	timeout    time.Duration
@@ -81,6 +90,10 @@ func (m *meter) tick() bool {
 // the program stops with.
 func (m *meter) charge(n int64) error { return m.bytes.Charge(n) }
 
+// wallBackstop is how many times its time budget a program may run in
+// wall time when the budget counts CPU time (meter).
+const wallBackstop = 10
+
 // check reports a cancelled call or a spent time budget.
 func (m *meter) check() error {
 	if err := m.ctx.Err(); err != nil {
@@ -89,7 +102,26 @@ func (m *meter) check() error {
 	if m.elapsed() > m.timeout {
 		return budgetError(BudgetTime, "over the time budget of %v", m.timeout)
 	}
+	if m.cpu && m.wallElapsed() > wallBackstop*m.timeout {
+		return budgetError(BudgetTime, "over the time budget of %v: the server was too busy to give it that much time within %v; retry later", m.timeout, wallBackstop*m.timeout)
+	}
 	return nil
+}
+
+func (m *meter) wallNow() time.Time {
+	if m.wall == nil {
+		return time.Now()
+	}
+	return m.wall()
+}
+
+// wallElapsed is the wall time of the call's running periods, on CPU
+// time.
+func (m *meter) wallElapsed() time.Duration {
+	if !m.on {
+		return m.wallUsed
+	}
+	return m.wallUsed + m.wallNow().Sub(m.wallSince)
 }
 
 func (m *meter) elapsed() time.Duration {
@@ -109,6 +141,7 @@ func (m *meter) resume() error {
 	}
 	if m.cpu {
 		runtime.LockOSThread()
+		m.wallSince = m.wallNow()
 	}
 	m.since, m.on = m.now(), true
 	m.alarm.Arm(m.timeout - m.used)
@@ -121,6 +154,7 @@ func (m *meter) pause() {
 		m.alarm.Disarm()
 		ran := m.now() - m.since
 		if m.cpu {
+			m.wallUsed += m.wallNow().Sub(m.wallSince)
 			runtime.UnlockOSThread()
 		}
 		m.used += ran
