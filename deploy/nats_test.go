@@ -571,7 +571,30 @@ func startNATS(t *testing.T) string {
 // file), every member in this process. It returns the members' client
 // URLs once JetStream has a meta leader, so that exprd can place its
 // stream and bucket with the manifest's --nats-replicas.
+//
+// The free ports are found by listening and closing, and a member binds
+// them later: another process of the machine may take one meanwhile (in
+// CI a member once never became ready), so a stand-in whose members do not
+// become ready is shut down and started again on new ports, three times
+// at most.
 func startNATSCluster(t *testing.T, m *manifest) (string, error) {
+	t.Helper()
+	var err error
+	for range 3 {
+		var urls string
+		if urls, err = startNATSClusterOnce(t, m); !errors.Is(err, errNotReady) {
+			return urls, err
+		}
+		t.Logf("NATS's stand-in, again on new ports: %v", err)
+	}
+	return "", err
+}
+
+// errNotReady is a stand-in member that did not become ready.
+var errNotReady = errors.New("not ready for connections")
+
+// startNATSClusterOnce is one try of startNATSCluster.
+func startNATSClusterOnce(t *testing.T, m *manifest) (string, error) {
 	t.Helper()
 	members, err := m.natsMembers()
 	if err != nil {
@@ -616,7 +639,10 @@ func startNATSCluster(t *testing.T, m *manifest) (string, error) {
 	m.natsStandIn = servers
 	for i, ns := range servers {
 		if !ns.ReadyForConnections(20 * time.Second) {
-			return "", fmt.Errorf("member %s on loopback: not ready for connections", members[i].pod)
+			for _, s := range servers {
+				s.Shutdown()
+			}
+			return "", fmt.Errorf("member %s on loopback: %w", members[i].pod, errNotReady)
 		}
 		urls = append(urls, ns.ClientURL())
 	}
