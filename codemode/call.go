@@ -92,6 +92,7 @@ func (r *run) resume() error {
 		return err
 	}
 	r.since = time.Now()
+	r.alarm.Arm(TurnSlice) // a costly iteration does not hold it 1,024 times over
 	return nil
 }
 
@@ -101,6 +102,7 @@ func (r *run) pause() {
 	if r.turns == nil || r.since.IsZero() {
 		return
 	}
+	r.alarm.Disarm()
 	r.turns.Release(r.caller, time.Since(r.since))
 	r.since = time.Time{}
 }
@@ -112,11 +114,29 @@ func (r *run) tick() bool {
 	if r.iterations > r.b.MaxIterations {
 		panic(budgetError(BudgetIterations, "over the limit of %d iterations: map, filter and the other predicates ran too often", r.b.MaxIterations))
 	}
-	if (r.alarm.Rung() || r.iterations%exprbound.TickCheckEvery == 0) && r.ctx.Err() != nil {
-		panic(r.ctx.Err())
+	if r.alarm.Rung() || r.iterations%exprbound.TickCheckEvery == 0 {
+		if err := r.ctx.Err(); err != nil {
+			panic(err)
+		}
+		r.alarm.Quiet(r.ctx)
+		if r.turns != nil && time.Since(r.since) >= TurnSlice {
+			// Its slice is over: give the turn to whoever waits, and
+			// take it back in turn.
+			r.pause()
+			if err := r.resume(); err != nil {
+				panic(err)
+			}
+		}
 	}
 	return true
 }
+
+// TurnSlice is how long a run's program computes on one turn
+// (WithTurns) before it gives it to those that wait and waits its turn
+// again: a run's time budget is seconds, an ExprTool call's 100 ms, and
+// a program holding a turn for its whole budget would keep every other
+// caller's from a core that long.
+const TurnSlice = 100 * time.Millisecond
 
 func (r *run) emit(kind EventKind, c Call, chunk any) {
 	if r.opts.OnEvent != nil {

@@ -59,3 +59,35 @@ func TestRunsTakeTurns(t *testing.T) {
 		t.Fatalf("once the turn was given back: %v", err)
 	}
 }
+
+// A run computes on one turn for codemode.TurnSlice at most: with one
+// turn, a run whose program computes for seconds gives it to another
+// caller that waits, before it ends.
+func TestRunsYieldTheirTurnAfterASlice(t *testing.T) {
+	e := newEnv(t)
+	turns := exprbound.NewTurns(1)
+	rt, err := codemode.New(e.reg, codemode.WithTurns(turns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(membudget.WithCaller(context.Background(), "alice"))
+	defer cancel()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		// Each iteration a costly match: seconds in all.
+		_, _ = rt.Run(ctx, `let s = repeat("a", 50000); all(1..1000, !(s matches "(.*a){30}b"))`, codemode.RunOptions{})
+	}()
+	time.Sleep(2 * codemode.TurnSlice) // let it take the turn
+	if err := turns.Acquire(context.Background(), "bob"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+		t.Fatal("the long run ended before it gave its turn to another caller")
+	default:
+	}
+	turns.Release("bob", time.Millisecond)
+	cancel()
+	<-ended
+}
