@@ -3,6 +3,7 @@ package evaluator
 import (
 	"context"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/exprd/exprd/internal/exprbound"
@@ -58,8 +59,8 @@ type meter struct {
 // whether it is the thread's CPU time.
 func clockOf(wall func() time.Time) (now func() time.Duration, cpu bool) {
 	if wall == nil {
-		if _, ok := threadCPU(); ok {
-			return func() time.Duration { d, _ := threadCPU(); return d }, true
+		if threadCPUTold() {
+			return threadCPUNow, true
 		}
 		wall = time.Now
 	}
@@ -89,6 +90,13 @@ func (m *meter) tick() bool {
 // charge counts n bytes a host function's answer brought, or the error
 // the program stops with.
 func (m *meter) charge(n int64) error { return m.bytes.Charge(n) }
+
+// threadCPUTold says, once for the process, whether the system tells a
+// thread's CPU time.
+var threadCPUTold = sync.OnceValue(func() bool { _, ok := threadCPU(); return ok })
+
+// threadCPUNow is the calling thread's CPU time.
+func threadCPUNow() time.Duration { d, _ := threadCPU(); return d }
 
 // wallBackstop is how many times its time budget a program may run in
 // wall time when the budget counts CPU time (meter).

@@ -506,7 +506,6 @@ func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank in
 		return nil // granted as it gave up: it holds the room
 	}
 	p.waiting = slices.DeleteFunc(p.waiting, func(x *waiter) bool { return x == w })
-	p.grantLocked() // those it held back may fit
 	return err
 }
 

@@ -4,8 +4,8 @@ package server
 // is past the manager's refuse threshold they refuse every new RPC of a
 // caller that has one in flight (health checks and reflection are never
 // refused): RESOURCE_EXHAUSTED, OVERLOADED, with a RetryInfo; a caller
-// with none is served one call at a time. Each RPC they admit is tracked until its handler returns,
-// in a context the manager cancels to shed it; one it cancelled ends
+// with none is served one call at a time. Each RPC they admit is tracked
+// until its handler returns, in a context the manager cancels to shed it; one it cancelled ends
 // RESOURCE_EXHAUSTED, OVERLOADED, whatever its handler returned
 // (overloadStatus in errors.go). They are the innermost of the chain, so
 // that the context they track is the handler's.

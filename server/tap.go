@@ -48,7 +48,7 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 		if s.opts.tokens != nil {
 			c, err := s.opts.tokens.Check(ctx, info.FullMethodName)
 			if err != nil {
-				s.conns.Refused(ctx)
+				s.conns.RefusedCall(ctx)
 				// A refused call costs what its headers took to read: it
 				// is charged to its client's bucket, as a call without a
 				// token is, and past that rate its connection is closed

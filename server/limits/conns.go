@@ -24,25 +24,25 @@ import (
 // peers without a token, however many addresses they have, cannot keep a
 // caller with one from connecting, as they could when the new connection
 // was the one closed. Of those, one that has carried a call the tap
-// refused (no valid token: Refused) goes first, the first refused, before one that
-// has carried nothing yet: a flood of connections whose calls are refused
-// took the place of a caller's new connection before its first call was
-// read, over and over, while the server was busy. Only when every
+// refused (no valid token: RefusedCall) goes first, the first refused,
+// before one that has carried nothing yet: a flood of connections whose
+// calls are refused took the place of a caller's new connection before
+// its first call was read, over and over, while the server was busy. Only when every
 // connection has carried an admitted call is the new one refused.
 type Conns struct {
 	perPeer, total int
 	trusted        func(netip.Addr) bool
 	log            *slog.Logger
 
-	mu       sync.Mutex
-	peers    map[string]int
-	open     int
-	byRemote map[string]*limitedConn // the unproven connections, by remote address
-	unproven list.List               // of *limitedConn that carried nothing yet, oldest first
-	refusedC list.List               // of *limitedConn that carried only refused calls, oldest first
-	refused  atomic.Int64
-	evicted  atomic.Int64
-	shut     atomic.Int64 // closed for refused calls past their peer's rate
+	mu           sync.Mutex
+	peers        map[string]int
+	open         int
+	byRemote     map[string]*limitedConn // the unproven connections, by remote address
+	unproven     list.List               // of *limitedConn that carried nothing yet, oldest first
+	refusedCalls list.List               // of *limitedConn that carried only refused calls, oldest first
+	refused      atomic.Int64
+	evicted      atomic.Int64
+	shut         atomic.Int64 // closed for refused calls past their peer's rate
 }
 
 // NewConns bounds connections at perPeer from one peer and total in all;
@@ -116,7 +116,7 @@ func (cl *connLimiter) Accept() (net.Conn, error) {
 // its list: the oldest that carried only refused calls, else the oldest
 // that carried nothing yet; nil when there is none. l.mu is held.
 func (l *Conns) oldestUnproven() *limitedConn {
-	e := l.refusedC.Front()
+	e := l.refusedCalls.Front()
 	if e == nil {
 		e = l.unproven.Front()
 	}
@@ -140,16 +140,16 @@ func (l *Conns) forget(c *limitedConn) {
 	}
 }
 
-// Refused notes that ctx's connection (a tap's) carried a call the tap
+// RefusedCall notes that ctx's connection (a tap's) carried a call the tap
 // refused: while it carries no admitted call, it is the first a new
 // connection takes the place of.
-func (l *Conns) Refused(ctx context.Context) {
+func (l *Conns) RefusedCall(ctx context.Context) {
 	key := ConnKey(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c := l.byRemote[key]; c != nil && c.in == &l.unproven {
 		c.in.Remove(c.elem)
-		c.in, c.elem = &l.refusedC, l.refusedC.PushBack(c)
+		c.in, c.elem = &l.refusedCalls, l.refusedCalls.PushBack(c)
 	}
 }
 
@@ -233,7 +233,7 @@ type limitedConn struct {
 	key    string
 	once   sync.Once
 	remote string        // its key in l.byRemote, "" when not there
-	in     *list.List    // l.unproven or l.refusedC, until it carries an admitted call
+	in     *list.List    // l.unproven or l.refusedCalls, until it carries an admitted call
 	elem   *list.Element // its place in it
 }
 

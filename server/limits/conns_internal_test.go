@@ -128,7 +128,7 @@ func TestConnectionTakesAnUnprovenPlace(t *testing.T) {
 				l.Proven(peer.NewContext(t.Context(), &peer.Peer{Addr: open[i].remote}))
 			}
 			for _, i := range tt.refused {
-				l.Refused(peer.NewContext(t.Context(), &peer.Peer{Addr: open[i].remote}))
+				l.RefusedCall(peer.NewContext(t.Context(), &peer.Peer{Addr: open[i].remote}))
 			}
 			from <- tcpAddr(tt.from)
 			close(from)
