@@ -169,12 +169,12 @@ type harness struct {
 	args         []string // exprd's flags, as the report gives them
 
 	// The exprd of the current phase, its watch and the steady client's
-	// connection to it.
-	srv        *exprdproc.Proc
-	watch      *watch
-	stopWatch  context.CancelFunc
-	steadyConn *grpc.ClientConn
-	crashes    int
+	// process calling it.
+	srv       *exprdproc.Proc
+	watch     *watch
+	stopWatch context.CancelFunc
+	steady    *steadyProc
+	crashes   int
 }
 
 func startHarness(parent context.Context, cfg *config, dir string, provider *bigProvider, model *hostileModel, docs *openAPIServer) (*harness, error) {
@@ -238,13 +238,12 @@ func (h *harness) start() error {
 	wctx, stop := context.WithCancel(h.ctx)
 	h.watch, h.stopWatch = startWatch(wctx, srv.Pid(), h.cfg.rssAbortMiB, func() { _ = srv.Signal(syscall.SIGKILL) }), stop
 	h.env.addr = srv.Addr
-	if h.steadyConn, err = dialFrom(srv.Addr, steadySource, withToken(h.env.tokens.steady)); err != nil {
+	if h.steady, err = startSteady(h.cfg, srv.Addr, h.env.tokens.steady); err != nil {
 		h.stop()
 		return err
 	}
 	wctx2, cancel := context.WithTimeout(h.ctx, 2*time.Second)
 	defer cancel()
-	steady(wctx2, h.steadyConn, h.cfg.steadyDeadline, h.cfg.steadyRate, 20)
 	if h.env.legitConn, err = dialFrom(srv.Addr, preSource(20), withToken(h.env.tokens.legit)); err != nil {
 		h.stop()
 		return err
@@ -256,9 +255,9 @@ func (h *harness) start() error {
 
 // stop ends the current exprd.
 func (h *harness) stop() {
-	if h.steadyConn != nil {
-		h.steadyConn.Close()
-		h.steadyConn = nil
+	if h.steady != nil {
+		h.steady.close()
+		h.steady = nil
 	}
 	if h.env.legitConn != nil {
 		h.env.legitConn.Close()
@@ -374,9 +373,9 @@ func (h *harness) phase(name string, dur time.Duration, loads []load) *phaseResu
 	cpu0, _ := cpuSeconds(h.srv.Pid())
 	t0 := time.Now()
 
-	steadyCtx, stopSteady := context.WithCancel(h.ctx)
-	steadyDone := make(chan *tally, 1)
-	go func() { steadyDone <- steady(steadyCtx, h.steadyConn, h.cfg.steadyDeadline, h.cfg.steadyRate, 0) }()
+	if err := h.steady.begin(); err != nil {
+		r.setupErrs = append(r.setupErrs, "the steady client: "+err.Error())
+	}
 
 	tallies := make([]*tally, len(loads))
 	r.loads = make([]string, len(loads))
@@ -400,8 +399,11 @@ func (h *harness) phase(name string, dur time.Duration, loads []load) *phaseResu
 		<-ctx.Done()
 	}
 	wg.Wait()
-	stopSteady()
-	r.steady = <-steadyDone
+	var err error
+	if r.steady, err = h.steady.end(); err != nil {
+		r.setupErrs = append(r.setupErrs, err.Error())
+		r.steady = newTally()
+	}
 	r.seconds = time.Since(t0).Seconds()
 	cpu1, _ := cpuSeconds(h.srv.Pid())
 	r.peakMiB, r.aborted = h.watch.end()

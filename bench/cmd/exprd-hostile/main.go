@@ -7,7 +7,7 @@
 // loopback HTTP UTCP provider whose
 // one tool answers 5 MiB, a hostile model server (--models-config) and a
 // server of hostile OpenAPI documents; it measures a steady client's
-// ExprTool Calls alone, then runs each hostile case for a few seconds
+// ExprTool Calls (from a process of its own) alone, then runs each hostile case for a few seconds
 // while the steady client goes on, then all of them at once:
 //
 //  1. Session streams sending states past the containers bound, and legal
@@ -69,6 +69,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == steadyClientCmd {
+		if err := steadyClientMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "exprd-hostile:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	code, err := run()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "exprd-hostile:", err)

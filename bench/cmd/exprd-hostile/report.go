@@ -200,7 +200,7 @@ func (r *report) markdown() string {
 		commandLine(), viaMake(), strings.Join(r.args, " "), r.cfg.memoryBudgetMiB, r.memLimitNote, bigTool, float64(r.cfg.bigToolBytes)/(1<<20))
 	w("Every client has a token of its own, so that the rate limiter sees each case as a caller of its own, except case 5's and case 8's, which send none (all of 8d's and half of 8c's have one).\n")
 	w("Each phase runs on an exprd of its own, started for it and warmed up by 20 steady calls, so that what one case leaves resident is not the next one's. ")
-	w("Each case sends for %v (case 5 for up to %v, the mix %v), each client finishing at least one round and every answer it waits for; one steady client makes exprd-load's call (select the five cheapest products, read how many) with the unary `ExprTool/Call`, one at a time, throughout, and checks its value; then %v of quiet. ",
+	w("Each case sends for %v (case 5 for up to %v, the mix %v), each client finishing at least one round and every answer it waits for; one steady client, in a process of its own as another service's client would be, makes exprd-load's call (select the five cheapest products, read how many) with the unary `ExprTool/Call`, one at a time, throughout, and checks its value; then %v of quiet. ",
 		r.cfg.caseDuration, r.cfg.callersDuration, r.cfg.mixDuration, r.cfg.quiet)
 	w("Deadlines: %v for a hostile request (case 12's %v; half of case 4's 100 ms, which run out counted apart); a stream without a token held open until its case's end must be refused by %v after it; the steady client's and the legitimate caller's %v.\n\n",
 		r.cfg.deadline, r.cfg.slowDeadline, holdGrace, r.cfg.steadyDeadline)
