@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"runtime"
 	"time"
 
 	"github.com/exprd/exprd/internal/exprbound"
@@ -121,8 +122,11 @@ func (r *run) tick() bool {
 		r.alarm.Quiet(r.ctx)
 		if r.turns != nil && time.Since(r.since) >= TurnSlice {
 			// Its slice is over: give the turn to whoever waits, and
-			// take it back in turn.
+			// the core to the goroutines waiting for it (Go preempts a
+			// goroutine that computes after 10 ms only), and take the
+			// turn back in turn.
 			r.pause()
+			runtime.Gosched()
 			if err := r.resume(); err != nil {
 				panic(err)
 			}
@@ -133,10 +137,10 @@ func (r *run) tick() bool {
 
 // TurnSlice is how long a run's program computes on one turn
 // (WithTurns) before it gives it to those that wait and waits its turn
-// again: a run's time budget is seconds, an ExprTool call's 100 ms, and
-// a program holding a turn for its whole budget would keep every other
-// caller's from a core that long.
-const TurnSlice = 100 * time.Millisecond
+// again: a run's time budget is seconds, and a program holding a turn for
+// its whole budget would keep every other caller's from a core that long.
+// ExprTool's programs take the same slices.
+const TurnSlice = exprbound.TurnSlice
 
 func (r *run) emit(kind EventKind, c Call, chunk any) {
 	if r.opts.OnEvent != nil {

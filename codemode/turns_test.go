@@ -78,7 +78,7 @@ func TestRunsYieldTheirTurnAfterASlice(t *testing.T) {
 		// Each iteration a costly match: seconds in all.
 		_, _ = rt.Run(ctx, `let s = repeat("a", 50000); all(1..1000, !(s matches "(.*a){30}b"))`, codemode.RunOptions{})
 	}()
-	time.Sleep(2 * codemode.TurnSlice) // let it take the turn
+	time.Sleep(200 * time.Millisecond) // let it take the turn
 	if err := turns.Acquire(context.Background(), "bob"); err != nil {
 		t.Fatal(err)
 	}

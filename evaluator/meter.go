@@ -48,6 +48,7 @@ type meter struct {
 	on         bool             // in a running period
 	running    *exprbound.Turns // the evaluator's turns to run; nil: no wait
 	caller     string           // whose turn it waits for
+	turnSince  time.Time        // when it took its turn, on the wall clock
 	alarm      *exprbound.Alarm
 	bytes      exprbound.Meter // what the call's programs built and received
 	calls      int             // host-function calls made
@@ -75,16 +76,39 @@ func (m *meter) tick() bool {
 	if m.iterations > m.max {
 		panic(budgetError(BudgetIterations, "over the limit of %d iterations: filter, map and the other predicates ran too often", m.max))
 	}
-	if m.alarm.Rung() || m.iterations%exprbound.TickCheckEvery == 0 {
+	if rung := m.alarm.Rung(); rung || m.iterations%exprbound.TickCheckEvery == 0 {
 		if err := m.check(); err != nil {
 			panic(err)
 		}
-		if m.alarm.Rung() {
+		if rung {
 			m.alarm.Quiet(m.ctx)
-			m.alarm.Arm(m.timeout - m.elapsed())
+		}
+		switch {
+		case m.running != nil && time.Since(m.turnSince) >= exprbound.TurnSlice:
+			// Its slice is over: give the turn to whoever waits, and
+			// the core to the goroutines waiting for it (Go preempts a
+			// goroutine that computes after 10 ms only), and take the
+			// turn back in turn.
+			m.pause()
+			runtime.Gosched()
+			if err := m.resume(); err != nil {
+				panic(err)
+			}
+		case rung:
+			m.arm()
 		}
 	}
 	return true
+}
+
+// arm rings the alarm at the end of the time budget, or of the turn's
+// slice when it ends first.
+func (m *meter) arm() {
+	d := m.timeout - m.elapsed()
+	if m.running != nil {
+		d = min(d, exprbound.TurnSlice-time.Since(m.turnSince))
+	}
+	m.alarm.Arm(d)
 }
 
 // charge counts n bytes a host function's answer brought, or the error
@@ -146,13 +170,14 @@ func (m *meter) resume() error {
 		if err := m.running.Acquire(m.ctx, m.caller); err != nil {
 			return err
 		}
+		m.turnSince = time.Now()
 	}
 	if m.cpu {
 		runtime.LockOSThread()
 		m.wallSince = m.wallNow()
 	}
 	m.since, m.on = m.now(), true
-	m.alarm.Arm(m.timeout - m.used)
+	m.arm()
 	return nil
 }
 

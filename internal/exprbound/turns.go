@@ -8,6 +8,16 @@ import (
 	"time"
 )
 
+// TurnSlice is how long a program computes on one turn before it gives
+// it back and waits its turn again, behind the callers that wait and
+// have run less: a program's time budget is 100 ms in ExprTool and
+// seconds in CodeMode, and one that held its turn for all of it kept
+// every other caller's program off a core for that long (a steady
+// caller's millisecond call waited 50-60 ms behind 64 programs running
+// to their budgets on two cores). Without waiters it takes its turn back
+// at once: a lock, and for ExprTool a thread lock, every slice.
+const TurnSlice = 2 * time.Millisecond
+
 // Turns lets at most capacity() programs run at once, ExprTool's and
 // CodeMode's alike: a program holds a turn while it computes, and gives
 // it back while it waits (on the user, a host function, a tool). Those that wait are
