@@ -265,6 +265,9 @@ func (r *report) markdown() string {
 		if p.legit != nil && p.legit.requests > 0 {
 			kinds += "; legitimate: " + p.legit.kindsString()
 		}
+		if p.steady != nil && p.steady.requests > 0 {
+			kinds += "; steady: " + p.steady.kindsString()
+		}
 		if kinds == "" {
 			kinds = "—"
 		}
@@ -280,7 +283,7 @@ func (r *report) markdown() string {
 	seen := map[string]bool{}
 	var samples []string
 	for _, p := range r.phases {
-		for _, t := range []*tally{p.total, p.legit} {
+		for _, t := range []*tally{p.total, p.legit, p.steady} {
 			if t == nil {
 				continue
 			}

@@ -61,7 +61,7 @@ func steady(ctx context.Context, conn *grpc.ClientConn, deadline time.Duration, 
 		// for now) is made again after a back-off within its deadline, as
 		// a well-behaved client does; its latency is the whole wait.
 		for status.Code(err) == codes.ResourceExhausted && time.Until(t0.Add(steadyRetryFor)) > steadyBackoff {
-			t.retried()
+			t.retried(err)
 			time.Sleep(steadyBackoff)
 			resp, err = c.Call(cctx, req)
 		}

@@ -112,12 +112,23 @@ func (t *tally) untypedError(err error) {
 	t.note("untyped: " + err.Error())
 }
 
-// retried counts a request made again after a RESOURCE_EXHAUSTED
-// refusal, as a kind of its own: not a request.
-func (t *tally) retried() {
+// retried counts a request made again after err, a RESOURCE_EXHAUSTED
+// refusal, as a kind of its own (with the refusal's subjects): not a
+// request.
+func (t *tally) retried(err error) {
+	kind := "(made again after a RESOURCE_EXHAUSTED"
+	if st, ok := status.FromError(err); ok {
+		if subj := statusSubjects(st); len(subj) > 0 {
+			kind += " (" + strings.Join(subj, ", ") + ")"
+		}
+	}
+	kind += ")"
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.kinds["(made again after a RESOURCE_EXHAUSTED)"]++
+	t.kinds[kind]++
+	if _, ok := t.samples[kind]; !ok {
+		t.samples[kind] = status.Convert(err).Message()
+	}
 }
 
 // noAnswer records a request that got nothing by its deadline.
