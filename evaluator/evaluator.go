@@ -17,6 +17,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
 	"github.com/exprd/exprd/internal/exprbound"
+	"github.com/exprd/exprd/internal/procs"
 	"github.com/exprd/exprd/membudget"
 )
 
@@ -96,16 +97,17 @@ func WithMaxRunning(n int) Option {
 	}
 }
 
-// DefaultMaxRunning is the cores Go runs on (GOMAXPROCS): a program
-// holds its turn only while it computes (a wait on the user or a host
-// function gives it back), so more would only share the cores, and hold
-// more working memory at once.
-func DefaultMaxRunning() int { return runtime.GOMAXPROCS(0) }
+// DefaultMaxRunning is the cores Go runs on: GOMAXPROCS, and no more than
+// the cores when cmd/exprd runs Go on more Ps than cores while busy
+// (procs.Cores). A program holds its turn only while it computes (a wait
+// on the user or a host function gives it back), so more would only share
+// the cores, and hold more working memory at once.
+func DefaultMaxRunning() int { return min(runtime.GOMAXPROCS(0), procs.Cores()) }
 
 // withRunningOnCores is the default of WithMaxRunning: as many programs
-// as GOMAXPROCS is when each asks for its turn, so that a process whose
-// GOMAXPROCS changes with its load (cmd/exprd's --adapt-procs) still
-// gives each running program a core.
+// as DefaultMaxRunning is when each asks for its turn, so that a process
+// whose GOMAXPROCS changes with its load (cmd/exprd's --adapt-procs)
+// still gives each running program a core.
 func withRunningOnCores() Option {
 	return func(e *Evaluator) error {
 		e.running = exprbound.NewTurnsOf(DefaultMaxRunning)

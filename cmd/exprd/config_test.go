@@ -92,6 +92,8 @@ func TestConfigBudgetErrorsNameTheFlag(t *testing.T) {
 		{"negative model connections", []string{"--model-max-conns", "-1"}, nil, "model-max-conns: -1, want 0 (no limit) or a positive value"},
 		{"no caller share", []string{"--memory-caller-share", "0"}, nil, "memory-caller-share: 0, want more than 0 and at most 1"},
 		{"a caller share past the whole", []string{"--memory-caller-share", "1.01"}, nil, "memory-caller-share: 1.01, want more than 0 and at most 1"},
+		{"no Ps a core", []string{"--procs-per-core", "0"}, nil, "procs-per-core: 0, want 1 to 8"},
+		{"Ps a core past 8", []string{"--procs-per-core", "9"}, nil, "procs-per-core: 9, want 1 to 8"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {
@@ -103,11 +105,16 @@ func TestConfigBudgetErrorsNameTheFlag(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the most Ps a core pass", func(t *testing.T) {
+		if _, err := parseConfig([]string{"--procs-per-core", "8"}, io.Discard); err != nil {
+			t.Errorf("got %v, want none", err)
+		}
+	})
 	t.Run("the smallest positive values pass", func(t *testing.T) {
 		args := []string{"--max-timeout", "1ns", "--max-function-timeout", "1ms", "--max-iterations", "1", "--max-memory-budget", "1",
 			"--max-source-length", "1", "--max-nodes", "1", "--max-string-length", "1", "--max-array-length", "1",
 			"--max-read-chars", "1", "--max-steps", "1", "--max-value-bytes", "1", "--max-alloc-bytes", "1", "--max-function-calls", "1",
-			"--model-idle-conns", "1", "--model-max-conns", "0", "--memory-caller-share", "1"}
+			"--model-idle-conns", "1", "--model-max-conns", "0", "--memory-caller-share", "1", "--procs-per-core", "1"}
 		if _, err := parseConfig(args, io.Discard); err != nil {
 			t.Errorf("got %v, want none", err)
 		}

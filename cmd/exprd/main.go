@@ -119,7 +119,7 @@ func run(args []string) error {
 		return err
 	}
 	if c.adaptProcs {
-		go procs.Run(ctx, log)
+		go procs.Run(ctx, log, c.procsPerCore)
 	}
 	if ovl != nil {
 		go ovl.Run(ctx)

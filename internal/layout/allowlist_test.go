@@ -18,7 +18,7 @@ var allowed = map[string][]string{
 	"codemode":                       {"evaluator", "internal/exprbound", "membudget", "model", "utcp", "utcp/manual", "utcp/search"},
 	"demo":                           {"evaluator"},
 	"demo/providers":                 {"demo", "gen/grpcpb"},
-	"evaluator":                      {"evaluator/jsonvalue", "internal/exprbound", "internal/schemafast", "membudget"},
+	"evaluator":                      {"evaluator/jsonvalue", "internal/exprbound", "internal/procs", "internal/schemafast", "membudget"},
 	"evaluator/evaltest":             {"evaluator"},
 	"evaluator/jsonvalue":            {},
 	"examples/node":                  {},

@@ -73,7 +73,7 @@ func TestRunFollowsLoad(t *testing.T) {
 	}
 	// Low thresholds: under make test other packages' tests share the
 	// cores, and a spinning goroutine may get well under one.
-	p := policy{interval: 10 * time.Millisecond, raise: 0.3, lower: 0.2, lowerAfter: 50 * time.Millisecond}
+	p := policy{interval: 10 * time.Millisecond, raise: 0.3, lower: 0.2, lowerAfter: 50 * time.Millisecond, perCore: 2}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -108,7 +108,10 @@ func TestRunFollowsLoad(t *testing.T) {
 			}
 		})
 	}
-	waitFor("busy", func(n int) bool { return n == def })
+	waitFor("busy", func(n int) bool { return n == 2*def })
+	if n := Cores(); n != def {
+		t.Errorf("busy on %d Ps: Cores %d, want the default %d", 2*def, n, def)
+	}
 	close(stop)
 	wg.Wait()
 	waitFor("idle again", func(n int) bool { return n == 1 })
@@ -117,6 +120,9 @@ func TestRunFollowsLoad(t *testing.T) {
 	<-done
 	if n := runtime.GOMAXPROCS(0); n != def {
 		t.Errorf("after Run: GOMAXPROCS %d, want the default %d", n, def)
+	}
+	if n := Cores(); n != def {
+		t.Errorf("after Run: Cores %d, want GOMAXPROCS %d", n, def)
 	}
 }
 
@@ -130,7 +136,7 @@ func TestRunKeepsTheOperatorsValue(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Run(context.Background(), slog.New(slog.NewTextHandler(&log, nil)))
+		Run(context.Background(), slog.New(slog.NewTextHandler(&log, nil)), DefaultPerCore)
 	}()
 	select {
 	case <-done:
