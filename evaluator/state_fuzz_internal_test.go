@@ -114,3 +114,24 @@ func referenceMerge(target, patch any) any {
 	}
 	return out
 }
+
+// FuzzContainersIn: for every state that decodes, containersIn counts
+// exactly the objects and arrays decoding found, so that what decoding
+// reserves beforehand (decodeObject) is what the state then holds.
+func FuzzContainersIn(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `[]`, `{"a":[{},{},[]]}`, `{"a":"{[\"]}"}`, `{"\\":"\\\\{","b":[1,"[",{"c":"\u005b"}]}`,
+		`{"a":"x\"{"}`, `"{"`, `{"a":1e400}`, `{"a":"é[\u0000"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, boxes, err := decodeState(data, "state")
+		if err != nil {
+			return
+		}
+		if got := containersIn(data); got != boxes {
+			t.Fatalf("containersIn(%q) = %d, decoding found %d", data, got, boxes)
+		}
+	})
+}

@@ -116,3 +116,38 @@ func TestStateMemoryUnderConcurrentChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestStateReservesItsContainersNotTheMostItsBytesCouldHold: decoding a
+// state reserves, beforehand, the estimate for the containers the state
+// has (8 bytes a byte of JSON and 64 a container), not for the most its
+// bytes could hold (one every two bytes): a state of one 100 KB string
+// fits a budget whose large part is just its estimate, and is refused one
+// byte under it. Counting len/2 containers, it needed 4 MB.
+func TestStateReservesItsContainersNotTheMostItsBytesCouldHold(t *testing.T) {
+	t.Parallel()
+	data := []byte(`{"a": "` + strings.Repeat("x", 100_000) + `"}`)
+	need := int64(8*len(data) + 64)
+	large := func(budget int64) int64 { return budget - budget/16 } // membudget keeps a sixteenth for small reservations
+	budget := need
+	for large(budget) < need {
+		budget++
+	}
+	for _, tt := range []struct {
+		name   string
+		budget int64
+		fits   bool
+	}{
+		{"at the estimate", budget, true},
+		{"a byte under it", budget - 1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := membudget.New(tt.budget, time.Millisecond)
+			st := evaluator.NewState()
+			st.UseMemory(b.Empty("state"))
+			err := st.Replace(data)
+			if tt.fits != (err == nil) {
+				t.Fatalf("budget %d (large part %d, estimate %d): got %v, want fits=%v", tt.budget, large(tt.budget), need, err, tt.fits)
+			}
+		})
+	}
+}
