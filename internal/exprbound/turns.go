@@ -29,7 +29,10 @@ const TurnSlice = 2 * time.Millisecond
 // most one of theirs each turn, whatever their number. A caller is kept
 // only while it has programs waiting; one that comes back starts level
 // with the caller that ran the least among those waiting, so that no
-// caller banks a head start by staying away. The capacity is read at each
+// caller banks a head start by staying away, and goes first among those
+// level with it: it waited for none of their turns, and a caller that
+// sends one program at a time (a user's call) comes back for each, so
+// behind them it waited a slice for each caller that had run as little. The capacity is read at each
 // acquire and release, so it may follow the cores Go runs on
 // (GOMAXPROCS), which exprd changes with its load.
 type Turns struct {
@@ -47,18 +50,22 @@ type inLine struct {
 	caller string
 	q      []chan struct{}
 	ran    time.Duration
+	fresh  bool   // it came back and has had no turn since: first among those that ran as long
 	seq    uint64 // its place among callers that ran as long
 	i      int    // its index in the line
 }
 
-// line is a heap of the waiting callers: least run first, then first
-// come.
+// line is a heap of the waiting callers: least run first, then the
+// callers that came back, then first come.
 type line []*inLine
 
 func (l line) Len() int { return len(l) }
 func (l line) Less(i, j int) bool {
 	if l[i].ran != l[j].ran {
 		return l[i].ran < l[j].ran
+	}
+	if l[i].fresh != l[j].fresh {
+		return l[i].fresh
 	}
 	return l[i].seq < l[j].seq
 }
@@ -97,7 +104,7 @@ func (t *Turns) Acquire(ctx context.Context, caller string) error {
 			ran = t.line[0].ran // level with the least run of those waiting
 		}
 		t.seq++
-		w = &inLine{caller: caller, ran: ran, seq: t.seq}
+		w = &inLine{caller: caller, ran: ran, fresh: true, seq: t.seq}
 		t.waiting[caller] = w
 		heap.Push(&t.line, w)
 	}
@@ -147,7 +154,7 @@ func (t *Turns) fill() {
 		t.running++
 		if !t.forgetIfDone(w) {
 			t.seq++
-			w.seq = t.seq // behind the callers that ran as long
+			w.seq, w.fresh = t.seq, false // behind the callers that ran as long
 			heap.Fix(&t.line, w.i)
 		}
 	}

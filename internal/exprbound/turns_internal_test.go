@@ -113,8 +113,8 @@ func TestTurnsFollowCapacity(t *testing.T) {
 // The caller whose programs ran the least is let in first: a light
 // caller that comes while heavy ones' programs wait (each having run its
 // time budget) goes before their next, each time it comes back, starting
-// level with the least run of those waiting; two heavy callers that ran
-// as long take turns. Each release names the caller whose turn it was.
+// level with the least run of those waiting and first among them; two
+// heavy callers that ran as long take turns. Each release names the caller whose turn it was.
 func TestTurnsLeastRunFirst(t *testing.T) {
 	tr := NewTurns(1)
 	if err := tr.Acquire(context.Background(), "heavy"); err != nil {
@@ -140,11 +140,11 @@ func TestTurnsLeastRunFirst(t *testing.T) {
 	release(budget)           // light comes level with other (0 ms): light
 	release(time.Millisecond) // heavy and other ran as long: heavy, come first
 	waitFor(t, tr, context.Background(), "light", got)
-	release(budget)           // other 100 ms, light level with it, heavy 200 ms: other, come first
-	release(budget)           // light
+	release(budget)           // other 100 ms, light level with it and back, heavy 200 ms: light
+	release(budget)           // other
 	release(time.Millisecond) // heavy's last two
 	release(budget)
-	if want := []string{"other", "light", "heavy", "other", "light", "heavy", "heavy"}; !slices.Equal(order, want) {
+	if want := []string{"other", "light", "heavy", "light", "other", "heavy", "heavy"}; !slices.Equal(order, want) {
 		t.Fatalf("turns went to %q, want %q", order, want)
 	}
 	tr.Release(ran, budget)
