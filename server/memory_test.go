@@ -86,7 +86,7 @@ func TestMemoryCallerShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startServer(t, server.WithMemoryBudget(budget), server.WithAuth(tokens))
-	big := `{"a": "` + strings.Repeat("x", 60_000) + `"}` // 480 KB kept, 2.4 MB while decoded: a share of 3.1 MB holds two, not three
+	big := `{"a": "` + strings.Repeat("x", 160_000) + `"}` // 1.28 MB kept, as much again while decoded: a share of 3.1 MB holds two (2.56 MB), not a third (3.84 MB while it is decoded)
 	open := &exprdv1.Open{Settings: &exprdv1.Settings{Read: true}}
 	// One state at a time: each is decoded alone.
 	var alice []*rawSession
@@ -97,7 +97,7 @@ func TestMemoryCallerShare(t *testing.T) {
 		if i == 2 {
 			break
 		}
-		if got := s.read("len(scopes.root.a)"); got != `{"value":60000}` {
+		if got := s.read("len(scopes.root.a)"); got != `{"value":160000}` {
 			t.Fatalf("alice's state %d: got %s", i+1, got)
 		}
 	}
@@ -109,7 +109,7 @@ func TestMemoryCallerShare(t *testing.T) {
 
 	bob := openSessionCtx(t, bearerCtx(bobToken), c, open)
 	bob.state(big)
-	if got := bob.read("len(scopes.root.a)"); got != `{"value":60000}` {
+	if got := bob.read("len(scopes.root.a)"); got != `{"value":160000}` {
 		t.Fatalf("bob's state while alice holds her share: got %s", got)
 	}
 
@@ -124,14 +124,14 @@ func TestMemoryCallerShare(t *testing.T) {
 	// Her first session's state is given back when it ends, and her
 	// third is taken.
 	deadline := time.Now().Add(5 * time.Second)
-	for budget.InUse() > 1_000_000 { // alice's second state and bob's
+	for budget.InUse() > 2_600_000 { // alice's second state and bob's (1.28 MB each)
 		if time.Now().After(deadline) {
 			t.Fatalf("in use %d after alice's first session ended", budget.InUse())
 		}
 		time.Sleep(time.Millisecond)
 	}
 	alice[2].state(big)
-	if got := alice[2].read("len(scopes.root.a)"); got != `{"value":60000}` {
+	if got := alice[2].read("len(scopes.root.a)"); got != `{"value":160000}` {
 		t.Fatalf("alice's third state once her first session ended: got %s", got)
 	}
 }
