@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,7 @@ type Budget struct {
 	refusals atomic.Int64
 
 	callerMax int64 // what one caller may hold; 0: no bound but the budget
+	onWait    func(fair, need int64)
 	restrict  atomic.Bool
 	callerMu  sync.Mutex
 	callers   map[string]int64 // what each caller holds, while it holds any
@@ -78,6 +80,42 @@ func (b *Budget) LimitCallers(share float64) *Budget {
 	return b
 }
 
+// OnWait has f called when a reservation of need bytes waits for room in
+// the large part of a spent budget while what its caller (WithCaller)
+// would hold with it is within the caller's fair share: the large part
+// shared max-min among the callers holding some of the budget or waiting
+// for it, fair. f may cancel work of callers holding more than fair (the
+// overload manager does), so that room frees for one holding less:
+// without it, a user's 3 MB state (25 MB reserved) waited while a few
+// callers held the whole budget, and was refused. Call it before the
+// budget is used.
+func (b *Budget) OnWait(f func(fair, need int64)) {
+	if b != nil {
+		b.onWait = f
+	}
+}
+
+// fairShare is the large part shared max-min among the callers holding
+// some of the budget (one waiting counts what it waits for: its share is
+// taken before it waits): the level such that the callers holding less
+// keep what they hold and the others each hold the level. A thousand
+// callers holding a kilobyte each do not make it a thousandth.
+func (b *Budget) fairShare() int64 {
+	b.callerMu.Lock()
+	held := slices.Collect(maps.Values(b.callers))
+	b.callerMu.Unlock()
+	slices.Sort(held)
+	left := b.large.size
+	for i, h := range held {
+		level := left / int64(len(held)-i)
+		if h > level {
+			return level
+		}
+		left -= h
+	}
+	return b.large.size // no caller holds past its share
+}
+
 // CallerMax is what one caller may hold at once (0: no bound but the
 // budget).
 func (b *Budget) CallerMax() int64 {
@@ -104,9 +142,13 @@ func (b *Budget) InUse() int64 {
 }
 
 // Restrict, while on, makes the budget refuse at once a reservation in
-// its large part for a caller that already holds some of the budget, or
-// for work of no caller; one for a caller that holds nothing is made as
-// before, and the small part is untouched. An overload manager sets it
+// its large part for a caller that already holds more than a small
+// reservation's worth of the budget (a thousandth), or one it would take
+// past its fair share (see OnWait), or for work of no caller; one for a
+// caller that holds next to nothing (a new session's empty state) is made
+// as before, within its share, and the small part is untouched. (A user
+// whose new session held an empty state's 80 bytes had its 3 MB state
+// refused at once while the hostile mix kept the manager refusing.) An overload manager sets it
 // while the heap is past its refuse threshold: refusing new RPCs does not
 // stop the work already in flight (a stream's next state, a program's
 // next megabyte, a tool's answer, a turn's history) from taking more, and
@@ -350,7 +392,7 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	}
 	// Else it is held in the large part, all of it: what it held in the
 	// small part is given back once the large part has it all.
-	if b.restrict.Load() && (r.caller == "" || held > 0) {
+	if b.restrict.Load() && (r.caller == "" || held > b.smallMax || held+grow > b.fairShare()) {
 		r.giveShare(grow)
 		b.refusals.Add(1)
 		return &ExhaustedError{What: r.what, Need: grow, Limit: b.limit, InUse: b.inUse.Load()}
@@ -359,7 +401,15 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	if r.inSmall {
 		need = n
 	}
-	if err := b.large.acquire(ctx, need, wait, held); err != nil {
+	var onWait func()
+	if b.onWait != nil && r.caller != "" {
+		onWait = func() {
+			if fair := b.fairShare(); held+grow <= fair {
+				b.onWait(fair, need)
+			}
+		}
+	}
+	if err := b.large.acquire(ctx, need, wait, held, onWait); err != nil {
 		r.giveShare(grow)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -470,8 +520,9 @@ func (p *pool) try(n int64) bool {
 }
 
 // acquire takes n bytes for a caller of rank rank, waiting at most wait
-// (or until ctx ends) for room; the error is ctx's, or errNoRoom.
-func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank int64) error {
+// (or until ctx ends) for room, and calling onWait (when not nil) as it
+// starts to wait; the error is ctx's, or errNoRoom.
+func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank int64, onWait func()) error {
 	p.mu.Lock()
 	if p.used+n <= p.size {
 		p.used += n
@@ -489,6 +540,9 @@ func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank in
 	w := &waiter{n: n, rank: rank, ready: make(chan struct{})}
 	p.waiting = append(p.waiting, w)
 	p.mu.Unlock()
+	if onWait != nil {
+		onWait()
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var err error

@@ -482,26 +482,50 @@ func waitFor(t *testing.T, b *membudget.Budget, n int) {
 	}
 }
 
-// While restricted, the large part refuses at once a reservation of a
-// caller that holds some of the budget (one byte is enough) or of no
-// caller; a caller holding nothing is served, as is the small part.
+// While restricted, the budget refuses at once a large reservation of
+// work of no caller, of a caller holding more than a small reservation
+// (a thousandth of the budget), or of one it would take past its fair
+// share (the large part shared max-min among the callers holding some):
+// a caller holding a byte, or nothing, still waits for room within its
+// share; a small reservation is made as before.
 func TestRestrict(t *testing.T) {
-	b := membudget.New(1<<20, time.Second)
+	const wait = 200 * time.Millisecond
+	const large = 1<<20 - 1<<20/16
+	b := membudget.New(1<<20, wait)
 	holder := membudget.WithCaller(context.Background(), "holder")
 	if _, err := b.Reserve(holder, "a byte", 1); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.Reserve(membudget.WithCaller(context.Background(), "big"), "big's", 600_000); err != nil {
+		t.Fatal(err)
+	}
+	const smallMax = 1 << 20 / 1024
+	small, more := membudget.WithCaller(context.Background(), "small"), membudget.WithCaller(context.Background(), "more")
+	if _, err := b.Reserve(small, "a small reservation's worth", smallMax); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Reserve(more, "a byte more", smallMax+1); err != nil {
+		t.Fatal(err)
+	}
 	b.Restrict(true)
+	// With big's 600,000 bytes, holder's fair share is half of the large
+	// part less what the two small callers hold: big holds more than the
+	// half left.
+	const share = (large - 2*smallMax - 1) / 2
 	for _, tt := range []struct {
-		name string
-		ctx  context.Context
-		n    int64
-		ok   bool
+		name       string
+		ctx        context.Context
+		n          int64
+		ok, waited bool
 	}{
-		{"a caller holding nothing", membudget.WithCaller(context.Background(), "fresh"), 100_000, true},
-		{"a caller holding a byte", holder, 100_000, false},
-		{"work of no caller", context.Background(), 100_000, false},
-		{"a small reservation of a caller holding a byte", holder, 1 << 20 / 1024, true},
+		{"a caller holding nothing, what is free", membudget.WithCaller(context.Background(), "fresh"), 100_000, true, false},
+		{"a caller holding a byte, what is free", holder, 100_000, true, false},
+		{"a caller holding a small reservation's worth", small, 100_000, true, false},
+		{"a caller holding a byte more", more, 100_000, false, false},
+		{"a caller holding a byte, up to its share", holder, share - 1, false, true},
+		{"a caller holding a byte, a byte past its share", holder, share, false, false},
+		{"work of no caller", context.Background(), 100_000, false, false},
+		{"a small reservation of a caller holding a byte", holder, 1 << 20 / 1024, true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
@@ -509,14 +533,14 @@ func TestRestrict(t *testing.T) {
 			if (err == nil) != tt.ok {
 				t.Fatalf("got %v, want made %v", err, tt.ok)
 			}
-			if err != nil && time.Since(start) >= time.Second {
-				t.Errorf("refused after waiting the budget's wait, want at once")
+			if waited := time.Since(start) >= wait; err != nil && waited != tt.waited {
+				t.Errorf("refused after %v, want after the budget's wait %v", time.Since(start), tt.waited)
 			}
 			r.Release()
 		})
 	}
 	b.Restrict(false)
-	if r, err := b.Reserve(holder, "after", 100_000); err != nil {
+	if r, err := b.Reserve(holder, "after", 300_000); err != nil {
 		t.Fatalf("no longer restricted: %v", err)
 	} else {
 		r.Release()

@@ -61,7 +61,10 @@ func resourceStatus(code codes.Code, err error, kind, name, desc string) error {
 func overloadStatus(err error) error {
 	var se *overload.ShedError
 	if errors.As(err, &se) {
-		const desc = "the server ran short of memory and cancelled this call to free what it held"
+		desc := "the server ran short of memory and cancelled this call to free what it held"
+		if se.Fair > 0 {
+			desc = "this caller held more than its fair share of the server's memory budget while another caller waited for room: the server cancelled this call to free what it held"
+		}
 		return rpcstatus.New(codes.ResourceExhausted, desc, rpcstatus.Info(exprdv1.ErrorReason_OVERLOADED, rpcstatus.MetaQuota, rpcstatus.QuotaOverload, rpcstatus.MetaAction, "cancelled"),
 			rpcstatus.QuotaFailure(rpcstatus.QuotaOverload, desc))
 	}

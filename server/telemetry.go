@@ -166,7 +166,11 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 	if err != nil {
 		return nil, err
 	}
-	ovlShed, err := m.Int64ObservableCounter("exprd.overload.shed", metric.WithDescription("RPCs in flight the overload manager cancelled while the heap was past its shed threshold."))
+	ovlShed, err := m.Int64ObservableCounter("exprd.overload.shed", metric.WithDescription("RPCs in flight the overload manager cancelled: while the heap was past its shed threshold, or (exprd.overload.preempted) for a caller within its fair share of the memory budget that waited."))
+	if err != nil {
+		return nil, err
+	}
+	ovlPreempted, err := m.Int64ObservableCounter("exprd.overload.preempted", metric.WithDescription("RPCs in flight the overload manager cancelled because their caller held the most of the memory budget, past its fair share, while a caller within its share waited for room."))
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +196,7 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 			o.ObserveInt64(ovlLine, st.Line)
 			o.ObserveInt64(ovlRefused, st.Refused)
 			o.ObserveInt64(ovlShed, st.Shed)
+			o.ObserveInt64(ovlPreempted, st.Preempted)
 			o.ObserveInt64(ovlGCs, st.Collections)
 		}
 		s := ev.CacheStats()
@@ -203,7 +208,7 @@ func newMetrics(mp metric.MeterProvider, ev *evaluator.Evaluator, store toolstor
 			o.ObserveInt64(rev, st.Revision)
 		}
 		return nil
-	}, hits, misses, stale, rev, memLimit, memUsed, memRefused, ovlHeap, ovlLine, ovlRefused, ovlShed, ovlGCs, connsClosed)
+	}, hits, misses, stale, rev, memLimit, memUsed, memRefused, ovlHeap, ovlLine, ovlRefused, ovlShed, ovlPreempted, ovlGCs, connsClosed)
 	if err != nil {
 		return nil, err
 	}

@@ -65,8 +65,14 @@
 // being read, a turn's history. So while it refuses, a Manager given the
 // budget (Config.Budget) restricts it (membudget.Budget.Restrict): a
 // reservation in its large part is refused at once for a caller that
-// already holds some of it, and made for one that holds none, one request
-// at a time, as Enter admits callers.
+// already holds more than a small reservation's worth of it or would pass
+// its fair share, and made for one that holds next to nothing, one
+// request at a time, as Enter admits callers.
+//
+// And whenever a caller within its fair share of the budget waits for
+// room, the Manager cancels calls of the caller holding the most past the
+// share until they held what the waiting reservation needs (preempt,
+// membudget.Budget.OnWait), at most once every PreemptEvery.
 //
 // # Which call is cancelled
 //

@@ -91,9 +91,16 @@ type ShedError struct {
 	Held   int64  // what the call's counts said it held
 	Heap   int64  // the measure when it was cancelled
 	ShedAt int64  // the shed threshold, in bytes
+	// Fair, when set, is the fair share of the memory budget past which
+	// its caller held CallerHeld while a caller within it waited (the
+	// Manager's preempt), rather than the heap past ShedAt.
+	Fair, CallerHeld int64
 }
 
 func (e *ShedError) Error() string {
+	if e.Fair > 0 {
+		return fmt.Sprintf("overload: %s cancelled: its caller held %d bytes of the memory budget, past its fair share of %d, while a caller within it waited, and it held the most (%d counted)", e.Name, e.CallerHeld, e.Fair, e.Held)
+	}
 	return fmt.Sprintf("overload: %s cancelled: the heap holds %d bytes, past %d, and it held the most (%d counted)", e.Name, e.Heap, e.ShedAt, e.Held)
 }
 
@@ -173,7 +180,9 @@ type Config struct {
 	Collect func()
 	// Budget, when set, is restricted while the Manager refuses
 	// (membudget.Budget.Restrict): the work in flight takes no more of it
-	// but for callers that hold none.
+	// but for callers that hold next to none. And a caller within its fair
+	// share of it that waits for room has the Manager cancel calls of the
+	// caller holding the most past its share (membudget.Budget.OnWait).
 	Budget *membudget.Budget
 }
 
@@ -191,6 +200,7 @@ type Manager struct {
 	heap        atomic.Int64 // the measure at the last check
 	refused     atomic.Int64
 	shed        atomic.Int64 // calls cancelled
+	preempted   atomic.Int64 // of those, the ones preempt cancelled
 	shedEnded   atomic.Int64 // of those, the ones whose work has ended
 	ended       atomic.Int64 // tracked calls ended, the cancelled ones too
 	collections atomic.Int64
@@ -207,6 +217,8 @@ type Manager struct {
 	nextCollect      time.Time // no collection for a call that ended before it
 	saidNothingToCut bool
 	now              func() time.Time
+
+	nextPreempt time.Time // under mu
 }
 
 // New returns a Manager; it checks nothing until Run (or Check) is called.
@@ -239,8 +251,10 @@ func New(c Config) (*Manager, error) {
 	if c.Collect == nil {
 		c.Collect = runtime.GC
 	}
-	return &Manager{line: c.Line, refuseAt: int64(float64(c.Line) * c.Refuse), shedAt: int64(float64(c.Line) * c.Shed),
-		interval: c.Interval, log: c.Logger, read: c.Read, collect: c.Collect, budget: c.Budget, calls: map[*Call]struct{}{}, callers: map[string]int{}, now: time.Now}, nil
+	m := &Manager{line: c.Line, refuseAt: int64(float64(c.Line) * c.Refuse), shedAt: int64(float64(c.Line) * c.Shed),
+		interval: c.Interval, log: c.Logger, read: c.Read, collect: c.Collect, budget: c.Budget, calls: map[*Call]struct{}{}, callers: map[string]int{}, now: time.Now}
+	c.Budget.OnWait(m.preempt)
+	return m, nil
 }
 
 // Stats is what a Manager has seen and done.
@@ -251,6 +265,7 @@ type Stats struct {
 	InFlight               int   // calls tracked now
 	Refused                int64 // Admit's refusals
 	Shed                   int64 // calls cancelled
+	Preempted              int64 // of those, the ones cancelled for a caller within its fair share of the budget
 	Collections            int64 // GCs the Manager ran
 }
 
@@ -260,7 +275,7 @@ func (m *Manager) Stats() Stats {
 	n := len(m.calls)
 	m.mu.Unlock()
 	return Stats{Line: m.line, RefuseAt: m.refuseAt, ShedAt: m.shedAt, Heap: m.heap.Load(), Refusing: m.refusing.Load(),
-		InFlight: n, Refused: m.refused.Load(), Shed: m.shed.Load(), Collections: m.collections.Load()}
+		InFlight: n, Refused: m.refused.Load(), Shed: m.shed.Load(), Preempted: m.preempted.Load(), Collections: m.collections.Load()}
 }
 
 // Admit says whether new work may start: nil, or a *RefusedError while
@@ -456,29 +471,7 @@ func (m *Manager) mayHaveFreed(gcRan bool, now time.Time) bool {
 // caller whose 128 streams held 8 MB each.
 func (m *Manager) shedOne(heap int64) {
 	m.mu.Lock()
-	byCaller := map[string]int64{}
-	for c := range m.calls {
-		if !c.shed && c.caller != "" {
-			byCaller[c.caller] += c.held.Load()
-		}
-	}
-	total := func(c *Call) int64 {
-		if c.caller == "" {
-			return c.held.Load()
-		}
-		return byCaller[c.caller]
-	}
-	var victim *Call
-	var most, mostTotal int64
-	for c := range m.calls {
-		if c.shed {
-			continue
-		}
-		held, t := c.held.Load(), total(c)
-		if victim == nil || t > mostTotal || (t == mostTotal && (held > most || (held == most && c.seq < victim.seq))) {
-			victim, most, mostTotal = c, held, t
-		}
-	}
+	victim, most, _ := m.pickLocked()
 	if victim != nil {
 		victim.shed = true
 	}
@@ -495,4 +488,84 @@ func (m *Manager) shedOne(heap int64) {
 	victim.cancel(&ShedError{Name: victim.name, Held: most, Heap: heap, ShedAt: m.shedAt})
 	m.log.Warn("overload: cancelled the call holding the most", "call", victim.name, "held_bytes", most,
 		"age", time.Since(victim.start).String(), "heap_bytes", heap, "shed_at_bytes", m.shedAt, "line_bytes", m.line, "in_flight", inFlight)
+}
+
+// pickLocked is the call shedOne and preempt cancel: of the caller whose
+// calls not cancelled yet hold the most in all (a call of no caller is a
+// caller of its own), the call holding the most, the oldest among
+// equals; with what it holds and what its caller holds. m.mu is held.
+func (m *Manager) pickLocked() (victim *Call, most, mostTotal int64) {
+	byCaller := map[string]int64{}
+	for c := range m.calls {
+		if !c.shed && c.caller != "" {
+			byCaller[c.caller] += c.held.Load()
+		}
+	}
+	total := func(c *Call) int64 {
+		if c.caller == "" {
+			return c.held.Load()
+		}
+		return byCaller[c.caller]
+	}
+	for c := range m.calls {
+		if c.shed {
+			continue
+		}
+		held, t := c.held.Load(), total(c)
+		if victim == nil || t > mostTotal || (t == mostTotal && (held > most || (held == most && c.seq < victim.seq))) {
+			victim, most, mostTotal = c, held, t
+		}
+	}
+	return victim, most, mostTotal
+}
+
+// PreemptEvery is how often at most preempt cancels calls, and
+// PreemptCalls how many at most each time: each is found by a pass over
+// the calls in flight.
+const (
+	PreemptEvery = 50 * time.Millisecond
+	PreemptCalls = 16
+)
+
+// preempt is the budget's OnWait: a caller's reservation of need bytes,
+// within its fair share, waits for room in the spent budget. While the
+// caller holding the most holds more than fair, its call holding the most
+// is cancelled (a *ShedError whose Fair is set), until the calls
+// cancelled held need (PreemptCalls at most); the room they free goes to
+// the caller holding the least first. At most once every PreemptEvery. A caller holding its fair
+// share or less is never cancelled for another: however many callers ask,
+// what one can take from the others is what brings them down to the
+// share.
+func (m *Manager) preempt(fair, need int64) {
+	now := m.now()
+	m.mu.Lock()
+	if now.Before(m.nextPreempt) {
+		m.mu.Unlock()
+		return
+	}
+	type cut struct {
+		c           *Call
+		held, total int64
+	}
+	var cuts []cut
+	for freed := int64(0); freed < need && len(cuts) < PreemptCalls; {
+		victim, most, total := m.pickLocked()
+		if victim == nil || total <= fair {
+			break
+		}
+		victim.shed = true
+		cuts = append(cuts, cut{victim, most, total})
+		freed += most
+	}
+	if len(cuts) > 0 {
+		m.nextPreempt = now.Add(PreemptEvery)
+	}
+	m.mu.Unlock()
+	for _, c := range cuts {
+		m.shed.Add(1)
+		m.preempted.Add(1)
+		c.c.cancel(&ShedError{Name: c.c.name, Held: c.held, Heap: m.heap.Load(), ShedAt: m.shedAt, Fair: fair, CallerHeld: c.total})
+		m.log.Warn("overload: cancelled the call holding the most of the caller holding the most of the memory budget, past its fair share, for a caller within it that waits",
+			"call", c.c.name, "held_bytes", c.held, "caller_held_bytes", c.total, "fair_share_bytes", fair, "waits_for_bytes", need)
+	}
 }

@@ -3,10 +3,12 @@ package overload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -631,4 +633,147 @@ func TestLineUnder(t *testing.T) {
 			t.Errorf("LineUnder(%d, %d) = %d, want %d", tt.line, tt.soft, got, tt.want)
 		}
 	}
+}
+
+// A caller within its fair share of the memory budget (the large part
+// divided among the callers holding some or waiting) that waits for room
+// has the Manager cancel the call holding the most of the caller holding
+// the most, when that caller is past the share; the room it frees goes to
+// the waiting caller. One asking a byte past its share cancels nothing.
+func TestPreemptsForACallerWithinItsShare(t *testing.T) {
+	const large = 1<<20 - 1<<20/16 // membudget keeps a sixteenth for small reservations
+	const fair = large / 2         // rich and poor
+	// Beside 50 callers holding a kilobyte each (in the small part), the
+	// share is still rich's and poor's halves of what is left: the share
+	// is max-min, not the large part over the 52 callers.
+	const tinyFair = (large - 50<<10) / 2
+	for _, tc := range []struct {
+		name      string
+		tiny      int
+		ask, fair int64
+		preempt   bool
+	}{
+		{"the fair share", 0, fair, fair, true},
+		{"a byte past it", 0, fair + 1, fair, false},
+		{"the fair share beside 50 callers holding a kilobyte", 50, tinyFair, tinyFair, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			budget := membudget.New(1<<20, 300*time.Millisecond)
+			m, err := New(Config{Line: 1 << 30, Logger: quiet, Read: (&gcHeap{}).read, Collect: func() {}, Budget: budget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tc.tiny {
+				if _, err := budget.Reserve(membudget.WithCaller(context.Background(), fmt.Sprint("tiny", i)), "a kilobyte", 1<<10); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, _, done := m.Track(membudget.WithCaller(context.Background(), "rich"), "rich's call")
+			defer done()
+			held, err := budget.Reserve(ctx, "rich's", large-100_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Rich's handler gives back what it held once it is cancelled.
+			stop := context.AfterFunc(ctx, held.Release)
+			defer stop()
+			_, err = budget.Reserve(membudget.WithCaller(context.Background(), "poor"), "poor's", tc.ask)
+			if !tc.preempt {
+				if err == nil || ctx.Err() != nil {
+					t.Fatalf("asking past the fair share: reserved %v, rich cancelled %v; want neither", err == nil, ctx.Err() != nil)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("poor, within its share: %v", err)
+			}
+			var se *ShedError
+			if !errors.As(context.Cause(ctx), &se) || se.Fair != tc.fair || se.CallerHeld != large-100_000 {
+				t.Fatalf("rich's call ended with %v, want a *ShedError of the fair share %d", context.Cause(ctx), tc.fair)
+			}
+			if s := m.Stats(); s.Shed != 1 || s.Preempted != 1 {
+				t.Errorf("stats: shed %d, preempted %d; want 1, 1", s.Shed, s.Preempted)
+			}
+		})
+	}
+}
+
+// preempt cancels a caller's call only when the caller holds more than the
+// fair share, not when it holds the share itself, and once every
+// PreemptEvery at most.
+func TestPreemptAtTheShare(t *testing.T) {
+	m := newManager(t, &gcHeap{})
+	clock := time.Unix(1e9, 0)
+	m.now = func() time.Time { return clock }
+	ctxs := tracked(t, m, "rich", 300, 500)
+	m.preempt(800, 1)
+	if n := cancelled(ctxs); n != 0 {
+		t.Fatalf("a caller holding its fair share: %d calls cancelled", n)
+	}
+	m.preempt(799, 1)
+	if n := cancelled(ctxs); n != 1 || ctxs[1].Err() == nil {
+		t.Fatalf("a caller a byte past its share: %d cancelled (the larger: %v), want its larger call", n, ctxs[1].Err() != nil)
+	}
+	clock = clock.Add(PreemptEvery - time.Nanosecond)
+	m.preempt(1, 1)
+	if n := cancelled(ctxs); n != 1 {
+		t.Fatalf("within PreemptEvery of the last: %d cancelled, want still 1", n)
+	}
+	clock = clock.Add(time.Nanosecond)
+	m.preempt(1, 1)
+	if n := cancelled(ctxs); n != 2 {
+		t.Fatalf("PreemptEvery after the last: %d cancelled, want 2", n)
+	}
+}
+
+// preempt cancels until the calls cancelled held what the waiting
+// reservation needs: one call when the largest held it, two when it
+// takes both.
+func TestPreemptFreesWhatIsNeeded(t *testing.T) {
+	for _, tc := range []struct {
+		need      int64
+		cancelled int
+	}{{500, 1}, {501, 2}} {
+		m := newManager(t, &gcHeap{})
+		ctxs := tracked(t, m, "rich", 300, 500)
+		m.preempt(100, tc.need)
+		if n := cancelled(ctxs); n != tc.cancelled {
+			t.Errorf("need %d: %d calls cancelled, want %d", tc.need, n, tc.cancelled)
+		}
+	}
+}
+
+// preempt cancels PreemptCalls calls at most at once, however many it
+// would take to free what the waiting reservation needs.
+func TestPreemptCallsAtMost(t *testing.T) {
+	m := newManager(t, &gcHeap{})
+	ctxs := tracked(t, m, "rich", slices.Repeat([]int64{10}, PreemptCalls+1)...)
+	m.preempt(1, 1000)
+	if n := cancelled(ctxs); n != PreemptCalls {
+		t.Fatalf("%d calls cancelled, want %d", n, PreemptCalls)
+	}
+}
+
+// tracked tracks a call of caller for each of held, each holding it, and
+// returns their contexts; the calls end with the test.
+func tracked(t *testing.T, m *Manager, caller string, held ...int64) []context.Context {
+	t.Helper()
+	var ctxs []context.Context
+	for _, h := range held {
+		ctx, call, done := m.Track(membudget.WithCaller(context.Background(), caller), "call")
+		t.Cleanup(done)
+		call.Add(h)
+		ctxs = append(ctxs, ctx)
+	}
+	return ctxs
+}
+
+// cancelled counts the contexts that ended.
+func cancelled(ctxs []context.Context) (n int) {
+	for _, ctx := range ctxs {
+		if ctx.Err() != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -470,6 +470,8 @@ func (h *harness) counters() map[string]float64 {
 			label = "overload refusals"
 		case "exprd_overload_shed_total":
 			label = "overload cancels"
+		case "exprd_overload_preempted_total":
+			label = "overload cancels for a caller within its share"
 		case "exprd_panics_total":
 			label = "panics"
 		case "exprd_connections_closed_total":
