@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/exprd/exprd/internal/overload"
 	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/server"
+	"github.com/exprd/exprd/server/auth"
 )
 
 // heldHeap stands in for the runtime's reading in the tests that need it
@@ -348,5 +350,42 @@ func TestOverloadRealHeap(t *testing.T) {
 	t.Logf("refused %d calls while the waiter was in flight", refused)
 	if st := m.Stats(); st.Shed != 1 || st.Heap > st.RefuseAt || st.Refused != int64(refused) {
 		t.Errorf("stats %+v, want one shed, the heap under the refuse threshold, %d refused", st, refused)
+	}
+}
+
+// Bob, within his fair share of the memory budget, waits for room while
+// alice holds most of it: the manager cancels her Session (OVERLOADED,
+// cancelled, saying she held more than her fair share), whose state is
+// let go, and bob's state takes the room.
+func TestOverloadPreemptsForACallerWithinItsShare(t *testing.T) {
+	t.Parallel()
+	budget := membudget.New(1<<20, 5*time.Second)
+	m, err := overload.New(overload.Config{Line: 1 << 40, Logger: quietLog, Read: (&heldHeap{}).read, Collect: func() {}, Budget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startServer(t, server.WithMemoryBudget(budget), server.WithOverload(m), server.WithAuth(tokens))
+	open := &exprdv1.Open{Settings: &exprdv1.Settings{Read: true}}
+	alice := openSessionCtx(t, bearerCtx(aliceToken), c, open)
+	alice.state(`{"a": "` + strings.Repeat("x", 90_000) + `"}`) // 720 KB of the large part's 960 KiB
+	if got := alice.read("len(scopes.root.a)"); got != `{"value":90000}` {
+		t.Fatalf("alice's state: %s", got)
+	}
+	bob := openSessionCtx(t, bearerCtx(bobToken), c, open)
+	bob.state(`{"b": "` + strings.Repeat("y", 35_000) + `"}`) // 280 KB: more than is free, within his share
+	if got := bob.read("len(scopes.root.b)"); got != `{"value":35000}` {
+		t.Fatalf("bob's state while alice held most of the budget: %s", got)
+	}
+	_, err = alice.stream.Recv()
+	overloaded(t, err, "cancelled")
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "fair share") {
+		t.Errorf("alice's end says %q, want her fair share named", msg)
+	}
+	if st := m.Stats(); st.Preempted != 1 {
+		t.Errorf("preempted %d, want 1", st.Preempted)
 	}
 }
