@@ -471,7 +471,7 @@ func (m *Manager) mayHaveFreed(gcRan bool, now time.Time) bool {
 // caller whose 128 streams held 8 MB each.
 func (m *Manager) shedOne(heap int64) {
 	m.mu.Lock()
-	victim, most, _ := m.pickLocked()
+	victim, most, _ := m.pickLocked(m.heldLocked())
 	if victim != nil {
 		victim.shed = true
 	}
@@ -490,17 +490,24 @@ func (m *Manager) shedOne(heap int64) {
 		"age", time.Since(victim.start).String(), "heap_bytes", heap, "shed_at_bytes", m.shedAt, "line_bytes", m.line, "in_flight", inFlight)
 }
 
-// pickLocked is the call shedOne and preempt cancel: of the caller whose
-// calls not cancelled yet hold the most in all (a call of no caller is a
-// caller of its own), the call holding the most, the oldest among
-// equals; with what it holds and what its caller holds. m.mu is held.
-func (m *Manager) pickLocked() (victim *Call, most, mostTotal int64) {
+// heldLocked is what the calls not cancelled yet hold, by caller (calls
+// of no caller left out). m.mu is held.
+func (m *Manager) heldLocked() map[string]int64 {
 	byCaller := map[string]int64{}
 	for c := range m.calls {
 		if !c.shed && c.caller != "" {
 			byCaller[c.caller] += c.held.Load()
 		}
 	}
+	return byCaller
+}
+
+// pickLocked is the call shedOne and preempt cancel: of the caller whose
+// calls not cancelled yet hold the most in all (byCaller, heldLocked's; a
+// call of no caller is a caller of its own), the call holding the most,
+// the oldest among equals; with what it holds and what its caller holds.
+// m.mu is held.
+func (m *Manager) pickLocked(byCaller map[string]int64) (victim *Call, most, mostTotal int64) {
 	total := func(c *Call) int64 {
 		if c.caller == "" {
 			return c.held.Load()
@@ -548,12 +555,16 @@ func (m *Manager) preempt(fair, need int64) {
 		held, total int64
 	}
 	var cuts []cut
+	byCaller := m.heldLocked()
 	for freed := int64(0); freed < need && len(cuts) < PreemptCalls; {
-		victim, most, total := m.pickLocked()
+		victim, most, total := m.pickLocked(byCaller)
 		if victim == nil || total <= fair {
 			break
 		}
 		victim.shed = true
+		if victim.caller != "" {
+			byCaller[victim.caller] -= most
+		}
 		cuts = append(cuts, cut{victim, most, total})
 		freed += most
 	}
