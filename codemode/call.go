@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/internal/exprbound"
+	"github.com/exprd/exprd/internal/turns"
 	"github.com/exprd/exprd/utcp"
 	"github.com/exprd/exprd/utcp/manual"
 )
@@ -121,12 +122,11 @@ func (r *run) tick() bool {
 		}
 		r.alarm.Quiet(r.ctx)
 		if r.turns != nil && time.Since(r.since) >= TurnSlice {
-			// Its slice is over: give the turn to whoever waits, and
-			// the core to the goroutines waiting for it (Go preempts a
-			// goroutine that computes after 10 ms only), and take the
-			// turn back in turn.
-			r.pause()
+			// Its slice is over: the core to the goroutines waiting
+			// for it first, then the turn to whoever waits (as
+			// turns.Yield), and take the turn back in turn.
 			runtime.Gosched()
+			r.pause()
 			if err := r.resume(); err != nil {
 				panic(err)
 			}
@@ -140,7 +140,7 @@ func (r *run) tick() bool {
 // again: a run's time budget is seconds, and a program holding a turn for
 // its whole budget would keep every other caller's from a core that long.
 // ExprTool's programs take the same slices.
-const TurnSlice = exprbound.TurnSlice
+const TurnSlice = turns.Slice
 
 func (r *run) emit(kind EventKind, c Call, chunk any) {
 	if r.opts.OnEvent != nil {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/codemode"
-	"github.com/exprd/exprd/internal/exprbound"
+	"github.com/exprd/exprd/internal/turns"
 	"github.com/exprd/exprd/membudget"
 )
 
@@ -17,8 +17,8 @@ import (
 // given back.
 func TestRunsTakeTurns(t *testing.T) {
 	e := newEnv(t)
-	turns := exprbound.NewTurns(1)
-	rt, err := codemode.New(e.reg, codemode.WithTurns(turns))
+	tr := turns.NewTurns(1)
+	rt, err := codemode.New(e.reg, codemode.WithTurns(tr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestRunsTakeTurns(t *testing.T) {
 
 	// The one turn held elsewhere: bob's run waits for it, to the end of
 	// its time budget, then runs once it is given back.
-	if err := turns.Acquire(context.Background(), "carol"); err != nil {
+	if err := tr.Acquire(context.Background(), "carol"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = rt.Run(bob, `1 + 2`, codemode.RunOptions{Budgets: codemode.Budgets{Timeout: 50 * time.Millisecond}})
@@ -54,7 +54,7 @@ func TestRunsTakeTurns(t *testing.T) {
 		_, err := rt.Run(bob, `1 + 2`, codemode.RunOptions{})
 		done <- err
 	}()
-	turns.Release("carol", time.Millisecond)
+	tr.Release("carol", time.Millisecond)
 	if err := <-done; err != nil {
 		t.Fatalf("once the turn was given back: %v", err)
 	}
@@ -65,8 +65,8 @@ func TestRunsTakeTurns(t *testing.T) {
 // caller that waits, before it ends.
 func TestRunsYieldTheirTurnAfterASlice(t *testing.T) {
 	e := newEnv(t)
-	turns := exprbound.NewTurns(1)
-	rt, err := codemode.New(e.reg, codemode.WithTurns(turns))
+	tr := turns.NewTurns(1)
+	rt, err := codemode.New(e.reg, codemode.WithTurns(tr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestRunsYieldTheirTurnAfterASlice(t *testing.T) {
 		_, _ = rt.Run(ctx, `let s = repeat("a", 50000); all(1..1000, !(s matches "(.*a){30}b"))`, codemode.RunOptions{})
 	}()
 	time.Sleep(200 * time.Millisecond) // let it take the turn
-	if err := turns.Acquire(context.Background(), "bob"); err != nil {
+	if err := tr.Acquire(context.Background(), "bob"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -87,7 +87,7 @@ func TestRunsYieldTheirTurnAfterASlice(t *testing.T) {
 		t.Fatal("the long run ended before it gave its turn to another caller")
 	default:
 	}
-	turns.Release("bob", time.Millisecond)
+	tr.Release("bob", time.Millisecond)
 	cancel()
 	<-ended
 }

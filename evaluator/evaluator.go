@@ -18,6 +18,7 @@ import (
 	"github.com/exprd/exprd/evaluator/jsonvalue"
 	"github.com/exprd/exprd/internal/exprbound"
 	"github.com/exprd/exprd/internal/procs"
+	"github.com/exprd/exprd/internal/turns"
 	"github.com/exprd/exprd/membudget"
 )
 
@@ -44,7 +45,7 @@ type Evaluator struct {
 	vms      exprbound.VMs
 	envs     sync.Pool // *callEnv
 	// running admits the programs that run at once (WithMaxRunning).
-	running *exprbound.Turns
+	running *turns.Turns
 	// memory is the server's budget, which what a call builds past
 	// exprbound.DefaultAllocAllowance is reserved from (WithMemoryBudget).
 	memory *membudget.Budget
@@ -92,7 +93,7 @@ func WithMaxRunning(n int) Option {
 		if n < 1 {
 			return fmt.Errorf("max running %d: want at least 1", n)
 		}
-		e.running = exprbound.NewTurns(n)
+		e.running = turns.NewTurns(n)
 		return nil
 	}
 }
@@ -110,7 +111,7 @@ func DefaultMaxRunning() int { return min(runtime.GOMAXPROCS(0), procs.Cores()) 
 // still gives each running program a core.
 func withRunningOnCores() Option {
 	return func(e *Evaluator) error {
-		e.running = exprbound.NewTurnsOf(DefaultMaxRunning)
+		e.running = turns.NewTurnsOf(DefaultMaxRunning)
 		return nil
 	}
 }
@@ -118,7 +119,7 @@ func withRunningOnCores() Option {
 // Turns is the evaluator's turns to run (WithMaxRunning): give them to a
 // CodeMode runtime (codemode.WithTurns) so that its programs and these
 // share the cores.
-func (e *Evaluator) Turns() *exprbound.Turns { return e.running }
+func (e *Evaluator) Turns() *turns.Turns { return e.running }
 
 // New returns an Evaluator.
 func New(opts ...Option) (*Evaluator, error) {

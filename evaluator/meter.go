@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/internal/exprbound"
+	"github.com/exprd/exprd/internal/turns"
 )
 
 // tickName is the counter the patcher calls at the start of every predicate
@@ -44,11 +45,11 @@ type meter struct {
 	max        uint64
 	timeout    time.Duration
 	used       time.Duration
-	since      time.Duration    // when the running period started
-	on         bool             // in a running period
-	running    *exprbound.Turns // the evaluator's turns to run; nil: no wait
-	caller     string           // whose turn it waits for
-	turnSince  time.Time        // when it took its turn, on the wall clock
+	since      time.Duration // when the running period started
+	on         bool          // in a running period
+	running    *turns.Turns  // the evaluator's turns to run; nil: no wait
+	caller     string        // whose turn it waits for
+	turnSince  time.Time     // when it took its turn, on the wall clock
 	alarm      *exprbound.Alarm
 	bytes      exprbound.Meter // what the call's programs built and received
 	calls      int             // host-function calls made
@@ -84,13 +85,15 @@ func (m *meter) tick() bool {
 			m.alarm.Quiet(m.ctx)
 		}
 		switch {
-		case m.running != nil && time.Since(m.turnSince) >= exprbound.TurnSlice:
-			// Its slice is over: give the turn to whoever waits, and
-			// the core to the goroutines waiting for it (Go preempts a
-			// goroutine that computes after 10 ms only), and take the
-			// turn back in turn.
-			m.pause()
+		case m.running != nil && time.Since(m.turnSince) >= turns.Slice:
+			// Its slice is over: give the core to the goroutines
+			// waiting for it (Go preempts a goroutine that computes
+			// after 10 ms only), then the turn to whoever waits, and
+			// take the turn back in turn. The core goes first: a turn
+			// given back wakes its next holder on this core, ahead of
+			// every goroutine already waiting for one.
 			runtime.Gosched()
+			m.pause()
 			if err := m.resume(); err != nil {
 				panic(err)
 			}
@@ -106,7 +109,7 @@ func (m *meter) tick() bool {
 func (m *meter) arm() {
 	d := m.timeout - m.elapsed()
 	if m.running != nil {
-		d = min(d, exprbound.TurnSlice-time.Since(m.turnSince))
+		d = min(d, turns.Slice-time.Since(m.turnSince))
 	}
 	m.alarm.Arm(d)
 }

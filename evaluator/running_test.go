@@ -11,7 +11,7 @@ import (
 )
 
 // TestMaxRunning: with one turn to run, a program that computes gives
-// the turn to another after its slice (exprbound.TurnSlice), long before
+// the turn to another after its slice (turns.Slice), long before
 // it ends; a program waiting on a host function does not hold the turn.
 func TestMaxRunning(t *testing.T) {
 	t.Parallel()

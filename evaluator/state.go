@@ -11,6 +11,7 @@ import (
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
 	"github.com/exprd/exprd/internal/exprbound"
+	"github.com/exprd/exprd/internal/turns"
 	"github.com/exprd/exprd/membudget"
 )
 
@@ -97,11 +98,25 @@ func (e *StateTooLargeError) Error() string {
 // byte that is not would be written back as \ufffd, six bytes, and the
 // state's size, counted in the bytes it came in, would be too small.
 // (Through gRPC it cannot happen: a proto string is UTF-8.)
-func decodeState(data []byte, what string) (any, int, error) {
+//
+// It decodes on a turn of the caller's, if ctx carries turns: a state of
+// megabytes takes tens of milliseconds to decode, which would otherwise
+// keep a core from every caller (turns.Compute); ctx's end stops it with
+// ctx's error.
+func decodeState(ctx context.Context, data []byte, what string) (v any, n int, err error) {
 	if !utf8.Valid(data) {
 		return nil, 0, fmt.Errorf("%s is not valid JSON: it is not UTF-8", what)
 	}
-	v, n, err := jsonvalue.DecodeLimited(data, stateLimits)
+	err = turns.Compute(ctx, membudget.CallerOf(ctx), func(ctx context.Context) error {
+		lim := stateLimits
+		lim.Yield = func() error { return turns.Yield(ctx) }
+		var err error
+		v, n, err = jsonvalue.DecodeLimited(data, lim)
+		return err
+	})
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return nil, 0, ctxErr
+	}
 	var le *jsonvalue.LimitError
 	if errors.As(err, &le) {
 		return nil, 0, &StateTooLargeError{What: le.What, Max: le.Limit}
@@ -160,10 +175,14 @@ func (s *State) Snapshot() map[string]any {
 }
 
 // Replace sets the state to a JSON object. On error the state is unchanged.
-func (s *State) Replace(data []byte) error {
+func (s *State) Replace(data []byte) error { return s.ReplaceContext(context.Background(), data) }
+
+// ReplaceContext is Replace for a caller's request: the JSON is decoded
+// on the caller's turns if ctx carries them, and ctx's end stops it.
+func (s *State) ReplaceContext(ctx context.Context, data []byte) error {
 	// The new state is held beside the old one until the state's own
 	// reservation holds it.
-	m, boxes, spare, err := s.decodeObject(data, "state", "state")
+	m, boxes, spare, err := s.decodeObject(ctx, data, "state", "state")
 	if err != nil {
 		return err
 	}
@@ -225,7 +244,7 @@ func containersIn(data []byte) int {
 // the bytes and the limit allow) in spare, which the caller releases once
 // the state's own reservation holds what it keeps. On error nothing stays
 // reserved.
-func (s *State) decodeObject(data []byte, what, name string) (obj map[string]any, boxes int, spare *membudget.Reservation, err error) {
+func (s *State) decodeObject(ctx context.Context, data []byte, what, name string) (obj map[string]any, boxes int, spare *membudget.Reservation, err error) {
 	if s.maxBytes > 0 && len(data) > s.maxBytes {
 		return nil, 0, nil, &StateTooLargeError{Size: len(data), Max: s.maxBytes}
 	}
@@ -233,7 +252,7 @@ func (s *State) decodeObject(data []byte, what, name string) (obj map[string]any
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	v, boxes, err := decodeState(data, what)
+	v, boxes, err := decodeState(ctx, data, what)
 	if err != nil {
 		spare.Release()
 		return nil, 0, nil, err
@@ -248,10 +267,14 @@ func (s *State) decodeObject(data []byte, what, name string) (obj map[string]any
 
 // MergePatch applies an RFC 7386 JSON merge patch, which must be an object.
 // On error the state is unchanged.
-func (s *State) MergePatch(data []byte) error {
+func (s *State) MergePatch(data []byte) error { return s.MergePatchContext(context.Background(), data) }
+
+// MergePatchContext is MergePatch for a caller's request, as
+// ReplaceContext.
+func (s *State) MergePatchContext(ctx context.Context, data []byte) error {
 	// The patch, decoded, joins the state: it is held apart while it is
 	// merged.
-	patch, patchBoxes, spare, err := s.decodeObject(data, "patch", "a patch of the state")
+	patch, patchBoxes, spare, err := s.decodeObject(ctx, data, "patch", "a patch of the state")
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -126,7 +127,7 @@ func FuzzContainersIn(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, boxes, err := decodeState(data, "state")
+		_, boxes, err := decodeState(context.Background(), data, "state")
 		if err != nil {
 			return
 		}

@@ -1,6 +1,7 @@
 package evaluator_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/exprd/exprd/evaluator"
+	"github.com/exprd/exprd/internal/turns"
 	"github.com/exprd/exprd/membudget"
 )
 
@@ -147,6 +149,71 @@ func TestStateReservesItsContainersNotTheMostItsBytesCouldHold(t *testing.T) {
 			err := st.Replace(data)
 			if tt.fits != (err == nil) {
 				t.Fatalf("budget %d (large part %d, estimate %d): got %v, want fits=%v", tt.budget, large(tt.budget), need, err, tt.fits)
+			}
+		})
+	}
+}
+
+// TestStateDecodesOnTheCallersTurn: a caller's state (ReplaceContext,
+// MergePatchContext) is decoded on a turn of the Turns its context
+// carries, so it waits while every turn is taken, and a request that
+// ends meanwhile, or while it decodes, leaves the state and the budget as
+// they were, with its context's error.
+func TestStateDecodesOnTheCallersTurn(t *testing.T) {
+	t.Parallel()
+	big := `{"a": [` + strings.Repeat(`"`+strings.Repeat("x", 100)+`",`, 20_000) + `1]}`
+	for _, tt := range []struct {
+		name   string
+		taken  bool // every turn taken by another caller
+		cancel bool // the request ended before it began
+		change func(*evaluator.State, context.Context) error
+		want   error
+	}{
+		{"a state while every turn is taken", true, false, func(st *evaluator.State, ctx context.Context) error { return st.ReplaceContext(ctx, []byte(big)) }, context.DeadlineExceeded},
+		{"a patch while every turn is taken", true, false, func(st *evaluator.State, ctx context.Context) error { return st.MergePatchContext(ctx, []byte(big)) }, context.DeadlineExceeded},
+		{"a state of a request that ended", false, true, func(st *evaluator.State, ctx context.Context) error { return st.ReplaceContext(ctx, []byte(big)) }, context.Canceled},
+		{"a state on a free turn", false, false, func(st *evaluator.State, ctx context.Context) error { return st.ReplaceContext(ctx, []byte(big)) }, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := membudget.New(1<<30, time.Millisecond)
+			st := evaluator.NewState()
+			mem := b.Empty("state")
+			st.UseMemory(mem)
+			if err := st.Replace([]byte(`{"kept": 1}`)); err != nil {
+				t.Fatal(err)
+			}
+			before := b.InUse()
+			tr := turns.NewTurns(1)
+			if tt.taken {
+				if err := tr.Acquire(context.Background(), "other"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wait := time.Minute
+			if tt.taken {
+				wait = 50 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(turns.With(membudget.WithCaller(context.Background(), "me"), tr), wait)
+			defer cancel()
+			if tt.cancel {
+				cancel()
+			}
+			err := tt.change(st, ctx)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			if tt.want == nil {
+				if got := st.Snapshot(); got["a"] == nil {
+					t.Fatalf("the state was not set: %v", got)
+				}
+				return
+			}
+			if got := st.Snapshot(); len(got) != 1 || got["kept"] == nil {
+				t.Errorf("the state changed: %v", got)
+			}
+			if got := b.InUse(); got != before {
+				t.Errorf("in use %d after, %d before", got, before)
 			}
 		})
 	}

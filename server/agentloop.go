@@ -98,7 +98,7 @@ func (a *agentLoop) Run(rpc agentStream) (err error) {
 	}
 	t.state.UseMemory(st.Memory("the turn's state"))
 	if js := start.GetStateJson(); len(js) > 0 {
-		if err := t.state.Replace([]byte(js)); err != nil {
+		if err := t.state.ReplaceContext(ctx, []byte(js)); err != nil {
 			return stateStatus("start.state_json", err)
 		}
 	}

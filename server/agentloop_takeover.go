@@ -515,7 +515,7 @@ func (a *agentLoop) runTaken(lease *turnstore.Lease, st turnstore.Takeover, rec 
 		state = json.RawMessage(start.GetStateJson())
 	}
 	if len(state) > 0 {
-		if serr := t.state.Replace(state); serr != nil {
+		if serr := t.state.ReplaceContext(ctx, state); serr != nil {
 			fail(stateStatus("start.state_json", serr))
 			return
 		}

@@ -217,12 +217,12 @@ func (t *turn) handle(m *exprdv1.AgentLoopRunRequest, cancel context.CancelCause
 		bad = t.deliver(m)
 	case *exprdv1.AgentLoopRunRequest_State:
 		kind = "state"
-		if err := t.state.Replace([]byte(msg.State.GetStateJson())); err != nil {
+		if err := t.state.ReplaceContext(t.ctx, []byte(msg.State.GetStateJson())); err != nil {
 			bad = stateStatus("state.state_json", err)
 		}
 	case *exprdv1.AgentLoopRunRequest_StatePatch:
 		kind = "state_patch"
-		if err := t.state.MergePatch([]byte(msg.StatePatch.GetPatchJson())); err != nil {
+		if err := t.state.MergePatchContext(t.ctx, []byte(msg.StatePatch.GetPatchJson())); err != nil {
 			bad = stateStatus("state_patch.patch_json", err)
 		}
 	case *exprdv1.AgentLoopRunRequest_Cancel:

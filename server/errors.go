@@ -356,6 +356,9 @@ func stateQuota(err error) (subject string, ok bool) {
 // RESOURCE_EXHAUSTED with a QuotaFailure (and a RetryInfo when the memory
 // budget is only busy), anything else INVALID_ARGUMENT on field.
 func stateStatus(field string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err() // the request ended while its state was read
+	}
 	var spent *membudget.ExhaustedError
 	if errors.As(err, &spent) {
 		return rpcstatus.Memory(spent)

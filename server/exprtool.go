@@ -47,7 +47,7 @@ func (e *exprTool) Call(ctx context.Context, req *exprdv1.CallRequest) (*exprdv1
 	defer mem.Close() // a change arriving after the handler returns reserves nothing
 	st.UseMemory(mem)
 	if len(req.GetStateJson()) > 0 {
-		if err := st.Replace([]byte(req.GetStateJson())); err != nil {
+		if err := st.ReplaceContext(ctx, []byte(req.GetStateJson())); err != nil {
 			return nil, stateStatus("state_json", err)
 		}
 	}

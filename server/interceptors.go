@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	"github.com/exprd/exprd/internal/turns"
 	"github.com/exprd/exprd/server/ratelimit"
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -89,7 +91,21 @@ func (s *Server) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	if s.opts.tokens != nil {
 		out = append(out, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(s.opts.tokens.AuthFunc), selector.MatchFunc(notInfrastructure)))
 	}
-	return append(out, selector.UnaryServerInterceptor(s.rate.Unary(), selector.MatchFunc(rateLimited)))
+	return append(out, selector.UnaryServerInterceptor(s.rate.Unary(), selector.MatchFunc(rateLimited)), s.turnsUnary)
+}
+
+// turnsUnary and turnsStream put the turns programs take to compute in
+// every call's context, so that other work that computes for long on the
+// caller's behalf (converting a provider's document) takes them too, by
+// the same caller (turns.Compute).
+func (s *Server) turnsUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return handler(turns.With(ctx, s.eval.Turns()), req)
+}
+
+func (s *Server) turnsStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	w := middleware.WrapServerStream(ss)
+	w.WrappedContext = turns.With(ss.Context(), s.eval.Turns())
+	return handler(srv, w)
 }
 
 func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
@@ -112,5 +128,5 @@ func (s *Server) streamInterceptors() []grpc.StreamServerInterceptor {
 	if s.gate != nil {
 		out = append(out, s.gate.StreamInterceptor())
 	}
-	return out
+	return append(out, s.turnsStream)
 }

@@ -134,11 +134,11 @@ func (e *exprTool) Session(rpc sessionStream) error {
 func (ss *session) handle(req *exprdv1.SessionRequest) error {
 	switch m := req.GetMsg().(type) {
 	case *exprdv1.SessionRequest_State:
-		if err := ss.state.Replace([]byte(m.State.GetStateJson())); err != nil {
+		if err := ss.state.ReplaceContext(ss.ctx, []byte(m.State.GetStateJson())); err != nil {
 			return ss.rejectState("state", "state.state_json", err)
 		}
 	case *exprdv1.SessionRequest_StatePatch:
-		if err := ss.state.MergePatch([]byte(m.StatePatch.GetPatchJson())); err != nil {
+		if err := ss.state.MergePatchContext(ss.ctx, []byte(m.StatePatch.GetPatchJson())); err != nil {
 			return ss.rejectState("state_patch", "state_patch.patch_json", err)
 		}
 	case *exprdv1.SessionRequest_Call:

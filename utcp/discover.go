@@ -17,6 +17,8 @@ import (
 
 	"go.yaml.in/yaml/v4"
 
+	"github.com/exprd/exprd/internal/turns"
+	"github.com/exprd/exprd/membudget"
 	"github.com/exprd/exprd/utcp/manual"
 )
 
@@ -225,7 +227,20 @@ func isManual(v any) bool {
 
 // manualFromDocument reads a discovered document as a manual, or through
 // the registry's converter.
-func (r *Registry) manualFromDocument(ctx context.Context, doc *Document, opts ConvertOptions) (*manual.Manual, []manual.SkippedTool, error) {
+func (r *Registry) manualFromDocument(ctx context.Context, doc *Document, opts ConvertOptions) (m *manual.Manual, skipped []manual.SkippedTool, err error) {
+	// Reading and converting a document computes for up to seconds (a
+	// provider's, so a caller's): it takes the caller's turns, as a
+	// program does (turns.Compute).
+	err = turns.Compute(ctx, membudget.CallerOf(ctx), func(ctx context.Context) error {
+		var err error
+		m, skipped, err = r.readDocument(ctx, doc, opts)
+		return err
+	})
+	return m, skipped, err
+}
+
+// readDocument is manualFromDocument on a turn.
+func (r *Registry) readDocument(ctx context.Context, doc *Document, opts ConvertOptions) (*manual.Manual, []manual.SkippedTool, error) {
 	v, err := DecodeDocument(doc.Body, doc.ContentType, doc.Location)
 	if err != nil {
 		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: err.Error()}

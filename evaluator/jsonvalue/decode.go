@@ -46,7 +46,17 @@ type Limits struct {
 	MaxDepth int
 	// MaxContainers bounds the arrays and objects in all (0: no bound).
 	MaxContainers int
+	// Yield, when set, is called each time decoding has read another
+	// YieldEvery bytes (at the end of an array's element or an object's
+	// member): a large document takes tens of milliseconds, and a caller
+	// sharing the cores gives them up there (turns.Yield). An error it
+	// returns stops decoding and is DecodeLimited's.
+	Yield func() error
 }
+
+// YieldEvery is how many bytes DecodeLimited reads between two calls of
+// Limits.Yield: about 100 µs of decoding.
+const YieldEvery = 64 << 10
 
 // LimitError is a document past a Limits bound. Decoding stops where it
 // is found: nothing past it is built.
@@ -69,6 +79,7 @@ func (e *LimitError) Error() string {
 func DecodeLimited(data []byte, lim Limits) (any, int, error) {
 	d := decoders.Get().(*decoder)
 	d.maxDepth, d.maxContainers = MaxDepth, lim.MaxContainers
+	d.yield, d.nextYield = lim.Yield, YieldEvery
 	if lim.MaxDepth > 0 && lim.MaxDepth < MaxDepth {
 		d.maxDepth = lim.MaxDepth
 	}
@@ -90,6 +101,9 @@ func (d *decoder) decode(data []byte) (any, error) {
 		if i = skipSpace(data, i); i < len(data) {
 			d.failToken(i, "after top-level value")
 		}
+	}
+	if d.yieldErr != nil {
+		return nil, d.yieldErr
 	}
 	if d.limitErr != nil {
 		return nil, d.limitErr
@@ -113,6 +127,7 @@ const maxKeptScratch = 1 << 12
 func (d *decoder) reset() {
 	d.data, d.depth, d.err, d.rangeErr = nil, 0, nil, nil
 	d.maxDepth, d.maxContainers, d.containers, d.limitErr = 0, 0, 0, nil
+	d.yield, d.nextYield, d.yieldErr = nil, 0, nil
 	// The stacks are empty unless decoding stopped at an error.
 	clear(d.elems)
 	clear(d.members)
@@ -142,6 +157,12 @@ type decoder struct {
 	// begun so far, and the bound that stopped decoding.
 	maxDepth, maxContainers, containers int
 	limitErr                            *LimitError
+
+	// Limits.Yield, the offset at which it is next called, and the error
+	// it stopped decoding with.
+	yield     func() error
+	nextYield int
+	yieldErr  error
 
 	err *SyntaxError // the syntax error that stopped decoding
 	// rangeErr is the first number too large for a float64. Decoding goes
@@ -234,6 +255,9 @@ func (d *decoder) object(i int) (any, int) {
 			return nil, i
 		}
 		d.members = append(d.members, member{key, val})
+		if d.yield != nil && i >= d.nextYield && !d.pause(i) {
+			return nil, -1
+		}
 		if i = skipSpace(data, i); i < len(data) {
 			if data[i] == ',' {
 				i = skipSpace(data, i+1)
@@ -335,6 +359,9 @@ func (d *decoder) array(i int) (any, int) {
 			return nil, i
 		}
 		d.elems = append(d.elems, val)
+		if d.yield != nil && i >= d.nextYield && !d.pause(i) {
+			return nil, -1
+		}
 		if i = skipSpace(data, i); i < len(data) {
 			if data[i] == ',' {
 				i = skipSpace(data, i+1)
@@ -354,6 +381,16 @@ func (d *decoder) array(i int) (any, int) {
 	d.elems = d.elems[:base]
 	d.depth--
 	return a, i
+}
+
+// pause calls Limits.Yield, at offset i; false: it stopped decoding.
+func (d *decoder) pause(i int) bool {
+	d.nextYield = i + YieldEvery
+	if err := d.yield(); err != nil {
+		d.yieldErr = err
+		return false
+	}
+	return true
 }
 
 // literal checks for word (true, false or null) at data[i], whose first

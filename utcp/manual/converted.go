@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/exprd/exprd/internal/turns"
 )
 
 // SkippedTool is a tool (or operation) left out of a registration, or
@@ -36,7 +38,7 @@ func ReadConverted(ctx context.Context, doc map[string]any, name string) (*Manua
 	seen := map[string]bool{}
 	nodes := 0 // the subschemas of the tools read so far
 	for i, op := range ops {
-		if err := ctx.Err(); err != nil {
+		if err := turns.Yield(ctx); err != nil {
 			return nil, nil, err
 		}
 		path := fmt.Sprintf("tools[%d]", i)

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exprd/exprd/internal/turns"
 	"github.com/exprd/exprd/utcp/manual"
 
 	"github.com/exprd/exprd/utcp"
@@ -125,7 +126,7 @@ func convertValue(ctx context.Context, v any, opts Options) (m *manual.Manual, s
 	if err != nil {
 		return nil, nil, &manual.Error{Manual: opts.Manual, Msg: err.Error()}
 	}
-	if err := ctx.Err(); err != nil {
+	if err := turns.Yield(ctx); err != nil {
 		return nil, nil, err
 	}
 	// What kin-openapi finds wrong with an OpenAPI 3 document is the
@@ -286,7 +287,7 @@ func (c *converter) convert() (map[string]any, []manual.SkippedTool, error) {
 			if !ok {
 				continue
 			}
-			if err := c.ctx.Err(); err != nil {
+			if err := turns.Yield(c.ctx); err != nil {
 				return nil, nil, err
 			}
 			where := fmt.Sprintf("paths[%q].%s", p, method)
@@ -518,8 +519,8 @@ func (c *converter) tool(id, path, method string, item, op map[string]any, base,
 				if err == nil {
 					err = c.schemas.reach(conv, &outReach, ow)
 				}
-				if c.ctx.Err() != nil {
-					return nil, "", c.ctx.Err()
+				if err := turns.Yield(c.ctx); err != nil {
+					return nil, "", err
 				}
 				if err != nil {
 					outReach = reached{}

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/exprd/exprd/internal/turns"
 	"github.com/exprd/exprd/utcp/manual"
 
 	"github.com/exprd/exprd/utcp"
@@ -339,5 +341,40 @@ func TestDeepDocumentsAreRefused(t *testing.T) {
 				t.Errorf("got %v, want refused for its depth", err)
 			}
 		})
+	}
+}
+
+// TestConversionSharesItsTurn: converting a document on a caller's turn
+// (turns.Compute, as the registry does) gives the turn to another
+// caller that waits once a slice is over, long before the conversion
+// ends, and takes it back to finish it.
+func TestConversionSharesItsTurn(t *testing.T) {
+	t.Parallel()
+	doc := hostiletest.SharedRefsDocument(100, 100)
+	tr := turns.NewTurns(1)
+	ctx := turns.With(context.Background(), tr)
+	var lightAt, doneAt time.Time
+	light := make(chan struct{})
+	err := turns.Compute(ctx, "heavy", func(ctx context.Context) error {
+		go func() {
+			defer close(light)
+			if tr.Acquire(context.Background(), "light") == nil {
+				lightAt = time.Now()
+				tr.Release("light", time.Microsecond)
+			}
+		}()
+		m, _, err := openapi.ConvertContext(ctx, doc, openapi.Options{Manual: "h"})
+		doneAt = time.Now()
+		if err == nil && len(m.Tools) != 100 {
+			return fmt.Errorf("%d tools, want 100", len(m.Tools))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-light
+	if lightAt.IsZero() || !lightAt.Before(doneAt) {
+		t.Fatalf("the other caller had its turn at %v, the conversion ended at %v: want it in between", lightAt, doneAt)
 	}
 }

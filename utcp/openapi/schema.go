@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exprd/exprd/internal/turns"
 	"github.com/exprd/exprd/utcp/manual"
 
 	"github.com/exprd/exprd/utcp"
@@ -96,7 +97,7 @@ func (s *schemaScope) convert(node any, where string) (*converted, error) {
 // drain converts the queued definitions, each at its own depth 0.
 func (s *schemaScope) drain() error {
 	for len(s.queue) > 0 {
-		if err := s.ctx.Err(); err != nil {
+		if err := turns.Yield(s.ctx); err != nil {
 			return err
 		}
 		i := s.queue[0]

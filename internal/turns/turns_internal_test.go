@@ -1,4 +1,4 @@
-package exprbound
+package turns
 
 import (
 	"context"

@@ -1,4 +1,11 @@
-package exprbound
+// Package turns shares a process's cores among callers: at most as many
+// goroutines compute at once as there are turns, each for a Slice at a
+// time, the caller that has computed least first. Programs take turns
+// (evaluator, codemode), and so does other work that computes for long
+// on a caller's behalf, through its context (Compute, Yield).
+//
+// The turns are one process's: each replica shares its own cores.
+package turns
 
 import (
 	"container/heap"
@@ -8,7 +15,7 @@ import (
 	"time"
 )
 
-// TurnSlice is how long a program computes on one turn before it gives
+// Slice is how long a program computes on one turn before it gives
 // it back and waits its turn again, behind the callers that wait and
 // have run less: a program's time budget is 100 ms in ExprTool and
 // seconds in CodeMode, and one that held its turn for all of it kept
@@ -16,7 +23,7 @@ import (
 // caller's millisecond call waited 50-60 ms behind 64 programs running
 // to their budgets on two cores). Without waiters it takes its turn back
 // at once: a lock, and for ExprTool a thread lock, every slice.
-const TurnSlice = 2 * time.Millisecond
+const Slice = 2 * time.Millisecond
 
 // Turns lets at most capacity() programs run at once, ExprTool's and
 // CodeMode's alike: a program holds a turn while it computes, and gives
