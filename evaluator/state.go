@@ -1,7 +1,6 @@
 package evaluator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,13 +34,12 @@ type State struct {
 	// from holds of it already.
 	mem  *membudget.Reservation
 	base int64
+	// held bounds the Go memory of root (footprint): exact after
+	// Replace, an upper estimate after patches and writes (what they add
+	// and the containers they copy, without what they drop), measured
+	// again when the budget refuses the estimate.
+	held int64
 }
-
-// stateMemory estimates the bytes of Go a state of size bytes of JSON and
-// boxes objects and arrays holds: measured at 1 (long strings) to 7
-// (small objects) times its JSON, plus about 64 bytes an object or array
-// (`{}` is 2 bytes of JSON).
-func stateMemory(size, boxes int) int64 { return 8*int64(size) + 64*int64(boxes) }
 
 // UseMemory makes the state reserve what it holds from r (a reservation
 // of the server's memory budget) from now on: every change reserves its
@@ -52,13 +50,23 @@ func stateMemory(size, boxes int) int64 { return 8*int64(size) + 64*int64(boxes)
 func (s *State) UseMemory(r *membudget.Reservation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mem, s.base = r, stateMemory(s.size, s.boxes)
+	s.mem, s.base = r, s.held
 }
 
-// charge reserves the memory of a root of size bytes and boxes containers
-// (callers hold mu) without waiting.
-func (s *State) charge(size, boxes int) error {
-	return s.mem.TryResize(stateMemory(size, boxes) - s.base)
+// charge reserves the memory of root, estimated at held, without waiting,
+// and returns what it reserved for: held, or what root is measured at
+// when the budget refuses held and the measure is lower. Callers hold mu.
+func (s *State) charge(root map[string]any, held int64) (int64, error) {
+	err := s.mem.TryResize(held - s.base)
+	if err == nil {
+		return held, nil
+	}
+	if exact := footprint(root); exact < held {
+		if s.mem.TryResize(exact-s.base) == nil {
+			return exact, nil
+		}
+	}
+	return 0, err
 }
 
 // Bounds of every state besides its bytes: what a state costs in memory
@@ -103,34 +111,38 @@ func (e *StateTooLargeError) Error() string {
 // megabytes takes tens of milliseconds to decode, which would otherwise
 // keep a core from every caller (turns.Compute); ctx's end stops it with
 // ctx's error.
-func decodeState(ctx context.Context, data []byte, what string) (v any, n int, err error) {
+//
+// It also returns what the value holds in Go (footprint).
+func decodeState(ctx context.Context, data []byte, what string) (v any, n int, held int64, err error) {
 	if !utf8.Valid(data) {
-		return nil, 0, fmt.Errorf("%s is not valid JSON: it is not UTF-8", what)
+		return nil, 0, 0, fmt.Errorf("%s is not valid JSON: it is not UTF-8", what)
 	}
 	err = turns.Compute(ctx, membudget.CallerOf(ctx), func(ctx context.Context) error {
 		lim := stateLimits
 		lim.Yield = func() error { return turns.Yield(ctx) }
 		var err error
-		v, n, err = jsonvalue.DecodeLimited(data, lim)
+		if v, n, err = jsonvalue.DecodeLimited(data, lim); err == nil {
+			held = footprint(v)
+		}
 		return err
 	})
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return nil, 0, ctxErr
+		return nil, 0, 0, ctxErr
 	}
 	var le *jsonvalue.LimitError
 	if errors.As(err, &le) {
-		return nil, 0, &StateTooLargeError{What: le.What, Max: le.Limit}
+		return nil, 0, 0, &StateTooLargeError{What: le.What, Max: le.Limit}
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s is not valid JSON: %w", what, err)
+		return nil, 0, 0, fmt.Errorf("%s is not valid JSON: %w", what, err)
 	}
-	return v, n, nil
+	return v, n, held, nil
 }
 
 // NewState returns an empty state ({}) holding at most maxBytes of JSON (0:
 // no limit).
 func NewState(maxBytes ...int) *State {
-	s := &State{root: map[string]any{}, size: 2, boxes: 1}
+	s := &State{root: map[string]any{}, size: 2, boxes: 1, held: mapCost(0)}
 	if len(maxBytes) > 0 {
 		s.maxBytes = maxBytes[0]
 	}
@@ -143,7 +155,7 @@ func NewState(maxBytes ...int) *State {
 func (s *State) Fork(maxBytes int) *State {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return &State{root: s.root, size: s.size, maxBytes: maxBytes, boxes: s.boxes}
+	return &State{root: s.root, size: s.size, maxBytes: maxBytes, boxes: s.boxes, held: s.held}
 }
 
 // Size returns the state's size in bytes of JSON (an upper estimate after
@@ -182,7 +194,7 @@ func (s *State) Replace(data []byte) error { return s.ReplaceContext(context.Bac
 func (s *State) ReplaceContext(ctx context.Context, data []byte) error {
 	// The new state is held beside the old one until the state's own
 	// reservation holds it.
-	m, boxes, spare, err := s.decodeObject(ctx, data, "state", "state")
+	m, boxes, held, spare, err := s.decodeObject(ctx, data, "state", "state")
 	if err != nil {
 		return err
 	}
@@ -196,73 +208,54 @@ func (s *State) ReplaceContext(ctx context.Context, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	spare.Release()
-	if err := s.mem.TryResize(stateMemory(len(data), boxes)); err != nil {
+	if err := s.mem.TryResize(held); err != nil {
 		return err
 	}
-	s.root, s.size, s.boxes, s.base = m, size, boxes, 0
+	s.root, s.size, s.boxes, s.base, s.held = m, size, boxes, 0, held
 	return nil
-}
-
-// containersIn counts the objects and arrays of data, a JSON value: the
-// '{' and '[' outside strings. It reads data once, in an eighth of the time
-// decoding it takes, so that what decoding reserves counts the containers
-// data has rather than the most its bytes could have (len/2: a 3 MB state
-// of products reserved 41 MB where the estimate of what it holds is 25).
-// For bytes that are not JSON it counts something; decoding them fails.
-func containersIn(data []byte) int {
-	n := 0
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '{', '[':
-			n++
-		case '"':
-			// The string ends at the next quote that an odd run of
-			// backslashes does not escape.
-			for {
-				j := bytes.IndexByte(data[i+1:], '"')
-				if j < 0 {
-					return n
-				}
-				i += 1 + j
-				k := i - 1
-				for k >= 0 && data[k] == '\\' {
-					k--
-				}
-				if (i-1-k)%2 == 0 {
-					break
-				}
-			}
-		}
-	}
-	return n
 }
 
 // decodeObject is what Replace and MergePatch first do with data, a JSON
 // object (what names it to decodeState, name in the error when it is not
 // an object): refuse it past the state's limit before reading it, then
-// decode it, its bytes reserved apart (the containers counted at the most
-// the bytes and the limit allow) in spare, which the caller releases once
-// the state's own reservation holds what it keeps. On error nothing stays
-// reserved.
-func (s *State) decodeObject(ctx context.Context, data []byte, what, name string) (obj map[string]any, boxes int, spare *membudget.Reservation, err error) {
+// decode it, what decoding takes reserved apart beforehand in spare (from
+// what scanShape counts in data: a state past MaxStateContainers is
+// refused there, unread), which the caller releases once the state's own
+// reservation holds what it keeps. On error nothing stays reserved.
+//
+// Counting and decoding take the caller's turns (turns.Compute), not the
+// wait for memory between them.
+func (s *State) decodeObject(ctx context.Context, data []byte, what, name string) (obj map[string]any, boxes int, held int64, spare *membudget.Reservation, err error) {
 	if s.maxBytes > 0 && len(data) > s.maxBytes {
-		return nil, 0, nil, &StateTooLargeError{Size: len(data), Max: s.maxBytes}
+		return nil, 0, 0, nil, &StateTooLargeError{Size: len(data), Max: s.maxBytes}
 	}
-	spare, err = s.mem.Spare(context.Background(), stateMemory(len(data), min(containersIn(data), MaxStateContainers)))
+	var sh shape
+	err = turns.Compute(ctx, membudget.CallerOf(ctx), func(ctx context.Context) error {
+		var err error
+		sh, err = scanShape(data, func() error { return turns.Yield(ctx) })
+		return err
+	})
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, 0, 0, nil, err
 	}
-	v, boxes, err := decodeState(ctx, data, what)
+	if sh.containers() > MaxStateContainers { // decoding would stop there
+		return nil, 0, 0, nil, &StateTooLargeError{What: "containers", Max: MaxStateContainers}
+	}
+	spare, err = s.mem.Spare(context.Background(), sh.memory())
+	if err != nil {
+		return nil, 0, 0, nil, err
+	}
+	v, boxes, held, err := decodeState(ctx, data, what)
 	if err != nil {
 		spare.Release()
-		return nil, 0, nil, err
+		return nil, 0, 0, nil, err
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
 		spare.Release()
-		return nil, 0, nil, fmt.Errorf("%s must be a JSON object, got %s", name, exprbound.Kind(v))
+		return nil, 0, 0, nil, fmt.Errorf("%s must be a JSON object, got %s", name, exprbound.Kind(v))
 	}
-	return obj, boxes, spare, nil
+	return obj, boxes, held, spare, nil
 }
 
 // MergePatch applies an RFC 7386 JSON merge patch, which must be an object.
@@ -274,7 +267,7 @@ func (s *State) MergePatch(data []byte) error { return s.MergePatchContext(conte
 func (s *State) MergePatchContext(ctx context.Context, data []byte) error {
 	// The patch, decoded, joins the state: it is held apart while it is
 	// merged.
-	patch, patchBoxes, spare, err := s.decodeObject(ctx, data, "patch", "a patch of the state")
+	patch, patchBoxes, _, spare, err := s.decodeObject(ctx, data, "patch", "a patch of the state")
 	if err != nil {
 		return err
 	}
@@ -287,10 +280,11 @@ func (s *State) MergePatchContext(ctx context.Context, data []byte) error {
 		return err
 	}
 	spare.Release()
-	if err := s.charge(size, boxes); err != nil {
+	held, err := s.charge(root, s.held+mergeCost(s.root, patch))
+	if err != nil {
 		return err
 	}
-	s.root, s.size, s.boxes = root, size, boxes
+	s.root, s.size, s.boxes, s.held = root, size, boxes, held
 	return nil
 }
 
@@ -353,10 +347,11 @@ func (s *State) set(p Path, v any, size int) error {
 	if err != nil {
 		return budgetError(BudgetState, "%s", err.Error())
 	}
-	if err := s.charge(total, boxes); err != nil {
+	held, err := s.charge(root, s.held+p.copyCost(s.root)+footprint(v))
+	if err != nil {
 		return budgetError(BudgetState, "%s", err.Error())
 	}
-	s.root, s.size, s.boxes = root, total, boxes
+	s.root, s.size, s.boxes, s.held = root, total, boxes, held
 	return nil
 }
 

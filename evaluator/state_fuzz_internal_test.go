@@ -116,23 +116,32 @@ func referenceMerge(target, patch any) any {
 	return out
 }
 
-// FuzzContainersIn: for every state that decodes, containersIn counts
-// exactly the objects and arrays decoding found, so that what decoding
-// reserves beforehand (decodeObject) is what the state then holds.
-func FuzzContainersIn(f *testing.F) {
+// FuzzScanShape: for every state that decodes, scanShape counts exactly
+// the objects and arrays decoding found, and what it reserves beforehand
+// covers what the decoded state is then held to (footprint), so that
+// decoding never holds more than it reserved.
+func FuzzScanShape(f *testing.F) {
 	for _, seed := range []string{
 		`{}`, `[]`, `{"a":[{},{},[]]}`, `{"a":"{[\"]}"}`, `{"\\":"\\\\{","b":[1,"[",{"c":"\u005b"}]}`,
-		`{"a":"x\"{"}`, `"{"`, `{"a":1e400}`, `{"a":"é[\u0000"}`,
+		`{"a":"x\"{"}`, `"{"`, `{"a":1e400}`, `{"a":"é[\u0000"}`, `{"a":[1,-2,true,null,"x",{"b":[[]]}]}`,
+		`{"a" : [ 1 , 2 ] , "b" : { "c" : "d" } }`, `{"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, boxes, err := decodeState(context.Background(), data, "state")
+		v, boxes, _, err := decodeState(context.Background(), data, "state")
 		if err != nil {
 			return
 		}
-		if got := containersIn(data); got != boxes {
-			t.Fatalf("containersIn(%q) = %d, decoding found %d", data, got, boxes)
+		sh, err := scanShape(data, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sh.containers(); got != boxes {
+			t.Fatalf("scanShape(%q) counted %d containers, decoding found %d", data, got, boxes)
+		}
+		if held, reserved := footprint(v), sh.memory(); held > reserved {
+			t.Fatalf("scanShape(%q) reserves %d, the value is held to %d", data, reserved, held)
 		}
 	})
 }

@@ -19,8 +19,8 @@ import (
 // given back.
 func TestStateReservesItsMemory(t *testing.T) {
 	t.Parallel()
-	small := `{"a": "` + strings.Repeat("x", 1000) + `"}`  // ~8 KB estimated
-	big := `{"a": "` + strings.Repeat("x", 100_000) + `"}` // ~800 KB
+	small := `{"a": "` + strings.Repeat("x", 1000) + `"}`  // ~1.6 KB held (evaluator.Footprint)
+	big := `{"a": "` + strings.Repeat("x", 100_000) + `"}` // ~125 KB
 	for _, tt := range []struct {
 		name    string
 		budget  int64
@@ -28,9 +28,9 @@ func TestStateReservesItsMemory(t *testing.T) {
 		refused bool
 	}{
 		{"a state within the budget", 1 << 20, func(st *evaluator.State) error { return st.Replace([]byte(small)) }, false},
-		{"a state over the budget", 200_000, func(st *evaluator.State) error { return st.Replace([]byte(big)) }, true},
-		{"a patch over the budget", 200_000, func(st *evaluator.State) error { return st.MergePatch([]byte(big)) }, true},
-		{"a write over the budget", 20_000, write("scopes.root.b", `"`+strings.Repeat("y", 3_000)+`"`), true},
+		{"a state over the budget", 100_000, func(st *evaluator.State) error { return st.Replace([]byte(big)) }, true},
+		{"a patch over the budget", 100_000, func(st *evaluator.State) error { return st.MergePatch([]byte(big)) }, true},
+		{"a write over the budget", 4_000, write("scopes.root.b", `"`+strings.Repeat("y", 3_000)+`"`), true},
 		{"a write within the budget", 1 << 20, write("scopes.root.b", `"`+strings.Repeat("y", 1_000)+`"`), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,22 +113,25 @@ func TestStateMemoryUnderConcurrentChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-done
-		if got, min := mem.Size(), 8*int64(st.Size()); got < min {
-			t.Fatalf("round %d: reserved %d for a state of %d bytes of JSON, want at least %d", i, got, st.Size(), min)
+		if got, min := mem.Size(), evaluator.Footprint(st.Snapshot()); got < min {
+			t.Fatalf("round %d: reserved %d for a state holding %d", i, got, min)
 		}
 	}
 }
 
-// TestStateReservesItsContainersNotTheMostItsBytesCouldHold: decoding a
-// state reserves, beforehand, the estimate for the containers the state
-// has (8 bytes a byte of JSON and 64 a container), not for the most its
-// bytes could hold (one every two bytes): a state of one 100 KB string
-// fits a budget whose large part is just its estimate, and is refused one
-// byte under it. Counting len/2 containers, it needed 4 MB.
-func TestStateReservesItsContainersNotTheMostItsBytesCouldHold(t *testing.T) {
+// TestStateReservesWhatItsValuesTake: decoding a state reserves,
+// beforehand, what its values take (evaluator.DecodeReserves, from what
+// the JSON holds), not the most its bytes could hold: a state of one 100
+// KB string fits a budget whose large part is just that, about 125 KB,
+// and is refused one byte under it. Counting 8 bytes a byte of JSON, it
+// needed 800 KB; counting a container every two bytes, 4 MB.
+func TestStateReservesWhatItsValuesTake(t *testing.T) {
 	t.Parallel()
 	data := []byte(`{"a": "` + strings.Repeat("x", 100_000) + `"}`)
-	need := int64(8*len(data) + 64)
+	need := evaluator.DecodeReserves(data)
+	if need > 130_000 {
+		t.Fatalf("a 100 KB string reserves %d", need)
+	}
 	large := func(budget int64) int64 { return budget - budget/16 } // membudget keeps a sixteenth for small reservations
 	budget := need
 	for large(budget) < need {

@@ -216,7 +216,7 @@ var errorTriggers = map[string]func(t *testing.T) *status.Status{
 	},
 	"a state the memory budget can never hold": func(t *testing.T) *status.Status {
 		c := startServer(t, server.WithMemoryBudget(membudget.New(400_000, time.Millisecond)))
-		big := `{"a": "` + strings.Repeat("x", 60_000) + `"}`
+		big := `{"a": "` + strings.Repeat("x", 384_000) + `"}`
 		_, err := c.Call(context.Background(), &exprdv1.CallRequest{Settings: &exprdv1.Settings{Read: true}, StateJson: big, InputJson: `{"read": "1"}`})
 		return status.Convert(err)
 	},

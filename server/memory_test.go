@@ -22,7 +22,7 @@ import (
 func TestMemoryBudgetRefusesStates(t *testing.T) {
 	budget := membudget.New(400_000, time.Millisecond)
 	c := startServer(t, server.WithMemoryBudget(budget))
-	big := `{"a": "` + strings.Repeat("x", 60_000) + `"}` // ~480 KB estimated
+	big := `{"a": "` + strings.Repeat("x", 384_000) + `"}` // ~480 KB estimated
 	small := `{"n": 7}`
 
 	s := openSession(t, c, &exprdv1.Open{Settings: &exprdv1.Settings{Read: true}})
@@ -80,13 +80,19 @@ func TestMemoryBudgetRefusesStates(t *testing.T) {
 // RESOURCE_EXHAUSTED (memory_budget) saying so, while another caller's
 // state fits, and what the first gives back it may take again.
 func TestMemoryCallerShare(t *testing.T) {
-	budget := membudget.New(6_200_000, time.Millisecond).LimitCallers(0.5)
+	budget := membudget.New(7_000_000, time.Millisecond).LimitCallers(0.5)
 	tokens, err := auth.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := startServer(t, server.WithMemoryBudget(budget), server.WithAuth(tokens))
-	big := `{"a": "` + strings.Repeat("x", 160_000) + `"}` // 1.28 MB kept, as much again while decoded: a share of 3.1 MB holds two (2.56 MB), not a third (3.84 MB while it is decoded)
+	// 1.28 MB kept, as much again while it is decoded: a share of 3.5 MB
+	// holds two (2.56 MB), not a third (3.84 MB while it is decoded). Its
+	// message takes 2.05 MB of the budget while it is received (the
+	// receive gate's, not counted in the caller's share): the budget's
+	// large part (6.56 MB) holds two states and a third received and
+	// decoded (5.89 MB).
+	big := `{"a": "` + strings.Repeat("x", 1_024_000) + `"}`
 	open := &exprdv1.Open{Settings: &exprdv1.Settings{Read: true}}
 	// One state at a time: each is decoded alone.
 	var alice []*rawSession
@@ -97,7 +103,7 @@ func TestMemoryCallerShare(t *testing.T) {
 		if i == 2 {
 			break
 		}
-		if got := s.read("len(scopes.root.a)"); got != `{"value":160000}` {
+		if got := s.read("len(scopes.root.a)"); got != `{"value":1024000}` {
 			t.Fatalf("alice's state %d: got %s", i+1, got)
 		}
 	}
@@ -109,7 +115,7 @@ func TestMemoryCallerShare(t *testing.T) {
 
 	bob := openSessionCtx(t, bearerCtx(bobToken), c, open)
 	bob.state(big)
-	if got := bob.read("len(scopes.root.a)"); got != `{"value":160000}` {
+	if got := bob.read("len(scopes.root.a)"); got != `{"value":1024000}` {
 		t.Fatalf("bob's state while alice holds her share: got %s", got)
 	}
 
@@ -131,7 +137,7 @@ func TestMemoryCallerShare(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	alice[2].state(big)
-	if got := alice[2].read("len(scopes.root.a)"); got != `{"value":160000}` {
+	if got := alice[2].read("len(scopes.root.a)"); got != `{"value":1024000}` {
 		t.Fatalf("alice's third state once her first session ended: got %s", got)
 	}
 }

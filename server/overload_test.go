@@ -371,13 +371,13 @@ func TestOverloadPreemptsForACallerWithinItsShare(t *testing.T) {
 	c := startServer(t, server.WithMemoryBudget(budget), server.WithOverload(m), server.WithAuth(tokens))
 	open := &exprdv1.Open{Settings: &exprdv1.Settings{Read: true}}
 	alice := openSessionCtx(t, bearerCtx(aliceToken), c, open)
-	alice.state(`{"a": "` + strings.Repeat("x", 90_000) + `"}`) // 720 KB of the large part's 960 KiB
-	if got := alice.read("len(scopes.root.a)"); got != `{"value":90000}` {
+	alice.state(`{"a": "` + strings.Repeat("x", 576_000) + `"}`) // 720 KB of the large part's 960 KiB
+	if got := alice.read("len(scopes.root.a)"); got != `{"value":576000}` {
 		t.Fatalf("alice's state: %s", got)
 	}
 	bob := openSessionCtx(t, bearerCtx(bobToken), c, open)
-	bob.state(`{"b": "` + strings.Repeat("y", 35_000) + `"}`) // 280 KB: more than is free, within his share
-	if got := bob.read("len(scopes.root.b)"); got != `{"value":35000}` {
+	bob.state(`{"b": "` + strings.Repeat("y", 224_000) + `"}`) // 280 KB: more than is free, within his share
+	if got := bob.read("len(scopes.root.b)"); got != `{"value":224000}` {
 		t.Fatalf("bob's state while alice held most of the budget: %s", got)
 	}
 	_, err = alice.stream.Recv()
