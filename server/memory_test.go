@@ -141,3 +141,30 @@ func TestMemoryCallerShare(t *testing.T) {
 		t.Fatalf("alice's third state once her first session ended: got %s", got)
 	}
 }
+
+// TestStateOfSmallObjectsReservesWhatItHolds: a state is held to what its
+// values take in Go, not to its bytes of JSON: 20,000 objects of one
+// entry are 160 KB of JSON and 7 MB of Go, refused by a 4 MB budget
+// (counted at 8 bytes a byte and 64 an object, it reserved 2.6 MB and
+// was taken), while 2,000 of them are taken.
+func TestStateOfSmallObjectsReservesWhatItHolds(t *testing.T) {
+	budget := membudget.New(4_000_000, time.Millisecond)
+	c := startServer(t, server.WithMemoryBudget(budget))
+	objects := func(n int) string {
+		return `{"a":[` + strings.TrimSuffix(strings.Repeat(`{"a":1},`, n), ",") + `]}`
+	}
+	s := openSession(t, c, &exprdv1.Open{Settings: &exprdv1.Settings{Read: true}})
+	s.state(objects(2_000))
+	if got := s.read("len(scopes.root.a)"); got != `{"value":2000}` {
+		t.Fatalf("2,000 small objects: got %s", got)
+	}
+	s.state(objects(20_000))
+	m := s.recv()
+	st := rejectedStatus(m.GetRejected())
+	if st.Code() != codes.ResourceExhausted || quotaSubject(st) != "memory_budget" {
+		t.Fatalf("20,000 small objects in a 4 MB budget: got %v, want Rejected RESOURCE_EXHAUSTED memory_budget", m)
+	}
+	if got := s.read("len(scopes.root.a)"); got != `{"value":2000}` {
+		t.Errorf("after the refusal: got %s, want the state as it was", got)
+	}
+}
