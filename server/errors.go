@@ -103,17 +103,18 @@ func clientText(err error) string {
 // default logger).
 func statusOf(ctx context.Context, log *slog.Logger, err error, field string) error {
 	var (
-		fe  *agent.FieldError
-		he  *agent.HookError
-		te  *agent.TimeoutError
-		me  *agent.ModelError
-		up  *model.UnknownProviderError
-		le  *utcp.LimitError
-		ae  *utcp.AlreadyExistsError
-		nf  *utcp.NotFoundError
-		mae *manual.Error
-		ve  *vars.NotFoundError
-		tre *utcp.TransportError
+		fe    *agent.FieldError
+		he    *agent.HookError
+		te    *agent.TimeoutError
+		me    *agent.ModelError
+		up    *model.UnknownProviderError
+		le    *utcp.LimitError
+		ae    *utcp.AlreadyExistsError
+		nf    *utcp.NotFoundError
+		mae   *manual.Error
+		ve    *vars.NotFoundError
+		tre   *utcp.TransportError
+		spent *membudget.ExhaustedError
 	)
 	if log == nil {
 		log = slog.Default()
@@ -145,6 +146,9 @@ func statusOf(ctx context.Context, log *slog.Logger, err error, field string) er
 	case errors.As(err, &up):
 		return rpcstatus.BadRequest(field, up.Error())
 
+	case errors.As(err, &spent):
+		// What the work needed did not fit in the memory budget now.
+		return rpcstatus.Memory(spent)
 	case errors.Is(err, codemode.ErrInvalidOptions):
 		return rpcstatus.BadRequest(field, clientText(err))
 
