@@ -519,18 +519,9 @@ func (p *pool) try(n int64) bool {
 	return true
 }
 
-// AskEvery is how often a reservation that waits calls the budget's
-// OnWait function again: what it asks for may be refused at first (the
-// overload manager preempts once every 50 ms at most, for whichever
-// caller asked first) and granted later, or a caller may pass its share
-// while it waits. In the hostile mix, a caller within its share that
-// asked once waited its whole wait and was refused.
-const AskEvery = 50 * time.Millisecond
-
 // acquire takes n bytes for a caller of rank rank, waiting at most wait
 // (or until ctx ends) for room, and calling onWait (when not nil) as it
-// starts to wait and each AskEvery after; the error is ctx's, or
-// errNoRoom.
+// starts to wait; the error is ctx's, or errNoRoom.
 func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank int64, onWait func()) error {
 	p.mu.Lock()
 	if p.used+n <= p.size {
@@ -549,30 +540,19 @@ func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank in
 	w := &waiter{n: n, rank: rank, ready: make(chan struct{})}
 	p.waiting = append(p.waiting, w)
 	p.mu.Unlock()
-	var again <-chan time.Time
 	if onWait != nil {
 		onWait()
-		t := time.NewTicker(AskEvery)
-		defer t.Stop()
-		again = t.C
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var err error
-wait:
-	for {
-		select {
-		case <-w.ready:
-			return nil
-		case <-again:
-			onWait()
-		case <-timer.C:
-			err = errNoRoom
-			break wait
-		case <-ctx.Done():
-			err = ctx.Err()
-			break wait
-		}
+	select {
+	case <-w.ready:
+		return nil
+	case <-timer.C:
+		err = errNoRoom
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

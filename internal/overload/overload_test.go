@@ -777,38 +777,3 @@ func cancelled(ctxs []context.Context) (n int) {
 	}
 	return n
 }
-
-// A caller within its share whose wait begins within PreemptEvery of
-// another preemption is served by a later ask (membudget.AskEvery): it
-// asked once and waited its whole wait before.
-func TestPreemptOnALaterAsk(t *testing.T) {
-	const large = 1<<20 - 1<<20/16
-	budget := membudget.New(1<<20, time.Second)
-	m, err := New(Config{Line: 1 << 30, Logger: quiet, Read: (&gcHeap{}).read, Collect: func() {}, Budget: budget})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, _, done := m.Track(membudget.WithCaller(context.Background(), "rich"), "rich's call")
-	defer done()
-	held, err := budget.Reserve(ctx, "rich's", large-100_000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := context.AfterFunc(ctx, held.Release)
-	defer stop()
-	m.mu.Lock()
-	m.nextPreempt = time.Now().Add(3 * membudget.AskEvery) // as if another caller's ask had just cancelled a call
-	m.mu.Unlock()
-	t0 := time.Now()
-	r, err := budget.Reserve(membudget.WithCaller(context.Background(), "poor"), "poor's", large/2)
-	if err != nil {
-		t.Fatalf("poor, within its share, asking again while it waited: %v", err)
-	}
-	r.Release()
-	if ctx.Err() == nil {
-		t.Fatal("rich's call was not cancelled")
-	}
-	if waited := time.Since(t0); waited < 2*membudget.AskEvery {
-		t.Fatalf("served after %v, before the preemption was allowed again", waited)
-	}
-}
