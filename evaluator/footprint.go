@@ -284,18 +284,20 @@ func (p Path) copyCost(root map[string]any) int64 {
 	return n
 }
 
-// mergeCost bounds what applying patch to target builds (mergePatch
-// copies each object the patch reaches, with the patch's entries added).
-func mergeCost(target, patch any) int64 {
+// mergeCopies bounds the objects applying patch to target makes anew
+// (mergePatch copies each object of target the patch reaches, with the
+// patch's entries added); what the patch's values hold is the patch's
+// footprint, which decoding it counted.
+func mergeCopies(target, patch any) int64 {
 	p, ok := patch.(map[string]any)
 	if !ok {
-		return footprint(patch)
+		return 0
 	}
 	t, _ := target.(map[string]any)
 	n := mapCost(len(t) + len(p))
 	for k, v := range p {
-		if v != nil {
-			n += keyCost(len(k)) + mergeCost(t[k], v)
+		if m, ok := v.(map[string]any); ok {
+			n += mergeCopies(t[k], m)
 		}
 	}
 	return n

@@ -7,8 +7,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/exprd/exprd/evaluator/jsonvalue"
+	"github.com/exprd/exprd/membudget"
 )
 
 // footprintShapes are states of the shapes whose memory differs most by
@@ -120,5 +122,58 @@ func TestScanShapeYields(t *testing.T) {
 	}
 	if _, err := scanShape(data, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A state written over and over near its budget is measured again when
+// the budget refuses its estimate, so the writes go on, a few times in a
+// thousand writes; a write the budget refuses does not walk the state
+// again until its estimate has grown a quarter past the one last
+// measured, however many are refused: at that quarter and one byte past.
+func TestStateMeasuredAgainAQuarterOn(t *testing.T) {
+	walks := 0
+	measure = func(v any) int64 { walks++; return footprint(v) }
+	defer func() { measure = footprint }()
+	st := NewState()
+	if err := st.Replace([]byte(`{"big":"` + strings.Repeat("x", 100_000) + `","k":""}`)); err != nil {
+		t.Fatal(err)
+	}
+	b := membudget.New(2*st.held, time.Millisecond)
+	st.UseMemory(b.Empty("state"))
+	p, err := ParsePath("scopes.root.k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("y", 1_000)
+	for i := range 1_000 {
+		if err := st.set(p, value, len(value)+2); err != nil {
+			t.Fatalf("write %d: %v (held %d)", i, err, st.held)
+		}
+	}
+	if walks == 0 || walks > 50 {
+		t.Fatalf("measured %d times in 1,000 writes of 1 KB over a 125 KB state, want a few", walks)
+	}
+
+	// Refused for real (the budget full): an estimate at a quarter past
+	// the last measured is not measured again, one a byte past it is.
+	full := membudget.New(1<<20, time.Millisecond)
+	if _, err := full.Reserve(context.Background(), "the rest", full.Limit()-full.Limit()/16); err != nil {
+		t.Fatal(err)
+	}
+	st = NewState()
+	st.UseMemory(full.Empty("state"))
+	grown := map[string]any{"a": strings.Repeat("x", 200_000)} // measured past the estimates below
+	for _, tc := range []struct {
+		past  int64
+		walks int
+	}{{0, 0}, {1, 1}} {
+		st.measuredAt = 100_000
+		walks = 0
+		if _, err := st.charge(grown, 125_000+tc.past); err == nil {
+			t.Fatal("a full budget took the state's growth")
+		}
+		if walks != tc.walks {
+			t.Errorf("an estimate %d past a quarter over the last measured: %d walks, want %d", tc.past, walks, tc.walks)
+		}
 	}
 }

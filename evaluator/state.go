@@ -37,9 +37,15 @@ type State struct {
 	// held bounds the Go memory of root (footprint): exact after
 	// Replace, an upper estimate after patches and writes (what they add
 	// and the containers they copy, without what they drop), measured
-	// again when the budget refuses the estimate.
-	held int64
+	// again when the budget refuses an estimate a quarter past
+	// measuredAt, the estimate last measured: a walk of the whole state
+	// is paid for by a quarter of it written since, not by each write the
+	// budget refuses.
+	held, measuredAt int64
 }
+
+// measure is footprint, as charge measures a state (a test counts it).
+var measure = footprint
 
 // UseMemory makes the state reserve what it holds from r (a reservation
 // of the server's memory budget) from now on: every change reserves its
@@ -61,8 +67,10 @@ func (s *State) charge(root map[string]any, held int64) (int64, error) {
 	if err == nil {
 		return held, nil
 	}
-	if exact := footprint(root); exact < held {
-		if s.mem.TryResize(exact-s.base) == nil {
+	if held > s.measuredAt+s.measuredAt/4 {
+		s.measuredAt = held
+		if exact := measure(root); exact < held && s.mem.TryResize(exact-s.base) == nil {
+			s.measuredAt = exact
 			return exact, nil
 		}
 	}
@@ -142,7 +150,7 @@ func decodeState(ctx context.Context, data []byte, what string) (v any, n int, h
 // NewState returns an empty state ({}) holding at most maxBytes of JSON (0:
 // no limit).
 func NewState(maxBytes ...int) *State {
-	s := &State{root: map[string]any{}, size: 2, boxes: 1, held: mapCost(0)}
+	s := &State{root: map[string]any{}, size: 2, boxes: 1, held: mapCost(0), measuredAt: mapCost(0)}
 	if len(maxBytes) > 0 {
 		s.maxBytes = maxBytes[0]
 	}
@@ -155,7 +163,7 @@ func NewState(maxBytes ...int) *State {
 func (s *State) Fork(maxBytes int) *State {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return &State{root: s.root, size: s.size, maxBytes: maxBytes, boxes: s.boxes, held: s.held}
+	return &State{root: s.root, size: s.size, maxBytes: maxBytes, boxes: s.boxes, held: s.held, measuredAt: s.measuredAt}
 }
 
 // Size returns the state's size in bytes of JSON (an upper estimate after
@@ -211,7 +219,7 @@ func (s *State) ReplaceContext(ctx context.Context, data []byte) error {
 	if err := s.mem.TryResize(held); err != nil {
 		return err
 	}
-	s.root, s.size, s.boxes, s.base, s.held = m, size, boxes, 0, held
+	s.root, s.size, s.boxes, s.base, s.held, s.measuredAt = m, size, boxes, 0, held, held
 	return nil
 }
 
@@ -267,7 +275,7 @@ func (s *State) MergePatch(data []byte) error { return s.MergePatchContext(conte
 func (s *State) MergePatchContext(ctx context.Context, data []byte) error {
 	// The patch, decoded, joins the state: it is held apart while it is
 	// merged.
-	patch, patchBoxes, _, spare, err := s.decodeObject(ctx, data, "patch", "a patch of the state")
+	patch, patchBoxes, patchHeld, spare, err := s.decodeObject(ctx, data, "patch", "a patch of the state")
 	if err != nil {
 		return err
 	}
@@ -280,7 +288,7 @@ func (s *State) MergePatchContext(ctx context.Context, data []byte) error {
 		return err
 	}
 	spare.Release()
-	held, err := s.charge(root, s.held+mergeCost(s.root, patch))
+	held, err := s.charge(root, s.held+patchHeld+mergeCopies(s.root, patch))
 	if err != nil {
 		return err
 	}
