@@ -47,8 +47,10 @@ type Budget struct {
 	inUse    atomic.Int64
 	refusals atomic.Int64
 
+	noCaller atomic.Int64 // what reservations of no caller hold in the large part
+
 	callerMax int64 // what one caller may hold; 0: no bound but the budget
-	onWait    func(fair, need int64)
+	onWait    func(fair, need int64) bool
 	restrict  atomic.Bool
 	callerMu  sync.Mutex
 	callers   map[string]int64 // what each caller holds, while it holds any
@@ -87,9 +89,10 @@ func (b *Budget) LimitCallers(share float64) *Budget {
 // for it, fair. f may cancel work of callers holding more than fair (the
 // overload manager does), so that room frees for one holding less:
 // without it, a user's 3 MB state (25 MB reserved) waited while a few
-// callers held the whole budget, and was refused. Call it before the
-// budget is used.
-func (b *Budget) OnWait(f func(fair, need int64)) {
+// callers held the whole budget, and was refused. f reports whether it
+// did: the room that frees is then kept for the reservation (see
+// pool.grantLocked). Call it before the budget is used.
+func (b *Budget) OnWait(f func(fair, need int64) bool) {
 	if b != nil {
 		b.onWait = f
 	}
@@ -99,13 +102,19 @@ func (b *Budget) OnWait(f func(fair, need int64)) {
 // some of the budget (one waiting counts what it waits for: its share is
 // taken before it waits): the level such that the callers holding less
 // keep what they hold and the others each hold the level. A thousand
-// callers holding a kilobyte each do not make it a thousandth.
+// callers holding a kilobyte each do not make it a thousandth. What work
+// of no caller holds there (the receive gate's overdraft, the turn
+// store's events) is not theirs to share: shared as if it were, the level
+// was above what the callers held between them, so that none was past it
+// while the large part was spent, and a caller holding next to nothing
+// waited out its wait and was refused (the hostile mix's legitimate
+// caller, behind 67 MB of such work).
 func (b *Budget) fairShare() int64 {
 	b.callerMu.Lock()
 	held := slices.Collect(maps.Values(b.callers))
 	b.callerMu.Unlock()
 	slices.Sort(held)
-	left := b.large.size
+	left := max(b.large.size-b.noCaller.Load(), 0)
 	for i, h := range held {
 		level := left / int64(len(held)-i)
 		if h > level {
@@ -114,6 +123,19 @@ func (b *Budget) fairShare() int64 {
 		left -= h
 	}
 	return b.large.size // no caller holds past its share
+}
+
+// Callers is what each caller (WithCaller) holds of the budget now, or
+// waits for (its share is taken before it waits), while it holds any:
+// what its calls reserved, and what was reserved in its name outside
+// them (its messages on their way in, at the receive gate).
+func (b *Budget) Callers() map[string]int64 {
+	if b == nil {
+		return nil
+	}
+	b.callerMu.Lock()
+	defer b.callerMu.Unlock()
+	return maps.Clone(b.callers)
 }
 
 // CallerMax is what one caller may hold at once (0: no bound but the
@@ -366,6 +388,9 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 		// Counted out before the pool frees it, so that InUse never
 		// shows more than the pools hold.
 		r.count(n - r.n)
+		if !r.inSmall && r.caller == "" {
+			b.noCaller.Add(n - r.n)
+		}
 		r.pool().release(r.n - n)
 		r.giveShare(r.n - n)
 		r.n = n
@@ -401,12 +426,11 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	if r.inSmall {
 		need = n
 	}
-	var onWait func()
+	var onWait func() bool
 	if b.onWait != nil && r.caller != "" {
-		onWait = func() {
-			if fair := b.fairShare(); held+grow <= fair {
-				b.onWait(fair, need)
-			}
+		onWait = func() bool {
+			fair := b.fairShare()
+			return held+grow <= fair && b.onWait(fair, need)
 		}
 	}
 	if err := b.large.acquire(ctx, need, wait, held, onWait); err != nil {
@@ -416,6 +440,9 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 		}
 		b.refusals.Add(1)
 		return &ExhaustedError{What: r.what, Need: grow, Limit: b.limit, InUse: b.inUse.Load()}
+	}
+	if r.caller == "" {
+		b.noCaller.Add(need)
 	}
 	if r.inSmall {
 		b.small.release(r.n)
@@ -470,6 +497,58 @@ func (r *Reservation) Spare(ctx context.Context, n int64) (*Reservation, error) 
 	return s, nil
 }
 
+// TryResizeFrom is TryResize with the room spare holds (a Spare of r)
+// given to r first: r grows by what spare gives up, in the large part,
+// and the budget is asked only for the rest, without waiting. The room
+// passes from one to the other without going back to the budget, where
+// a reservation waiting for room would take it between the two: the
+// 16 MB a user's state was decoded in went to the hostile calls waiting,
+// and the 15 MB the state then held was refused. What r does not need
+// of spare stays in spare; on failure r is as it was.
+func (r *Reservation) TryResizeFrom(spare *Reservation, n int64) error {
+	if r == nil || spare == nil || spare == r {
+		return r.TryResize(n)
+	}
+	r.mu.Lock()
+	was := r.n
+	spare.mu.Lock()
+	r.takeLocked(spare, n)
+	spare.mu.Unlock()
+	r.mu.Unlock()
+	if err := r.TryResize(n); err != nil {
+		_ = r.TryResize(was) // a shrink, or no change: it cannot fail
+		return err
+	}
+	return nil
+}
+
+// takeLocked moves to r what spare holds of the large part, up to what r
+// needs there to be n bytes: both are of the same budget and caller, so
+// that what the budget, the caller's share and the work of no caller
+// count is unchanged. r.mu and spare.mu are held.
+func (r *Reservation) takeLocked(spare *Reservation, n int64) {
+	if r.closed || spare.inSmall || r.b != spare.b || r.caller != spare.caller || n <= r.n {
+		return
+	}
+	if r.inSmall { // its few bytes leave the small part for n in the large one
+		if spare.n < n {
+			return
+		}
+		r.count(-r.n)
+		r.b.small.release(r.n)
+		r.giveShare(r.n)
+		r.n, r.inSmall = 0, false
+	}
+	k := min(spare.n, n-r.n)
+	if k <= 0 {
+		return
+	}
+	spare.count(-k)
+	spare.n -= k
+	r.count(k)
+	r.n += k
+}
+
 // Close releases the reservation for good: it cannot grow again (a late
 // change of the work it held for is refused), so nothing can be reserved
 // that nobody will release.
@@ -497,6 +576,7 @@ type pool struct {
 	size    int64
 	used    int64
 	waiting []*waiter // in the order they came
+	kept    int       // how many of them room is kept for
 }
 
 // waiter is an acquire waiting for room.
@@ -504,6 +584,7 @@ type waiter struct {
 	n, rank int64
 	ready   chan struct{} // closed once granted
 	granted bool          // under the pool's mu
+	kept    bool          // ... and this: room is kept for it (see grantLocked)
 }
 
 func newPool(size int64) *pool { return &pool{size: size} }
@@ -519,12 +600,23 @@ func (p *pool) try(n int64) bool {
 	return true
 }
 
+// AskEvery is how often a reservation that waits calls the budget's
+// OnWait function again: what it asks for may be refused at first (the
+// overload manager preempts once every 50 ms at most, for whichever
+// caller asked first) and granted later, or a caller may pass its share
+// while it waits. In the hostile mix, a caller within its share that
+// asked once waited its whole wait and was refused.
+const AskEvery = 50 * time.Millisecond
+
 // acquire takes n bytes for a caller of rank rank, waiting at most wait
 // (or until ctx ends) for room, and calling onWait (when not nil) as it
-// starts to wait; the error is ctx's, or errNoRoom.
-func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank int64, onWait func()) error {
+// starts to wait and each AskEvery after (what one cancellation frees may
+// not be enough, and what another caller holds may grow meanwhile); once
+// it reports that work was cancelled to free room for this one, the room
+// is kept for it. The error is ctx's, or errNoRoom.
+func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank int64, onWait func() bool) error {
 	p.mu.Lock()
-	if p.used+n <= p.size {
+	if p.used+n <= p.size && !p.keptBeforeLocked(rank) {
 		p.used += n
 		p.mu.Unlock()
 		return nil
@@ -540,19 +632,40 @@ func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank in
 	w := &waiter{n: n, rank: rank, ready: make(chan struct{})}
 	p.waiting = append(p.waiting, w)
 	p.mu.Unlock()
+	var again <-chan time.Time
+	ask := func() {
+		if onWait() {
+			p.mu.Lock()
+			if !w.granted && !w.kept {
+				w.kept = true
+				p.kept++
+			}
+			p.mu.Unlock()
+		}
+	}
 	if onWait != nil {
-		onWait()
+		t := time.NewTicker(AskEvery)
+		defer t.Stop()
+		again = t.C
+		ask()
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var err error
-	select {
-	case <-w.ready:
-		return nil
-	case <-timer.C:
-		err = errNoRoom
-	case <-ctx.Done():
-		err = ctx.Err()
+wait:
+	for {
+		select {
+		case <-w.ready:
+			return nil
+		case <-again:
+			ask()
+		case <-timer.C:
+			err = errNoRoom
+			break wait
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -560,7 +673,25 @@ func (p *pool) acquire(ctx context.Context, n int64, wait time.Duration, rank in
 		return nil // granted as it gave up: it holds the room
 	}
 	p.waiting = slices.DeleteFunc(p.waiting, func(x *waiter) bool { return x == w })
+	if w.kept {
+		p.kept--
+		p.grantLocked() // what was kept for it goes to the others
+	}
 	return err
+}
+
+// keptBeforeLocked reports whether room is kept for a waiter that comes
+// before a reservation of rank: one of that rank or less. p.mu is held.
+func (p *pool) keptBeforeLocked(rank int64) bool {
+	if p.kept == 0 {
+		return false
+	}
+	for _, w := range p.waiting {
+		if w.kept && w.rank <= rank {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *pool) release(n int64) {
@@ -572,8 +703,13 @@ func (p *pool) release(n int64) {
 
 // grantLocked gives room to the waiters by rank, the least first, first
 // come among equals, each that fits. Room is not kept for one that does
-// not: a caller that holds nothing and asks for more than is free would
-// hold every other up.
+// not, unless work was cancelled to free it (OnWait's f said so): a
+// caller that holds nothing and asks for more than is free would hold
+// every other up. For one it was cancelled for, it is: no waiter after
+// it, and no new reservation of its rank or more (acquire), takes what
+// frees until it fits. Without that, the room that work cancelled for a
+// caller's 16 MB state freed went a megabyte at a time to the calls that
+// took the place of the work cancelled, and the state was refused.
 func (p *pool) grantLocked() {
 	if len(p.waiting) == 0 {
 		return
@@ -581,11 +717,18 @@ func (p *pool) grantLocked() {
 	order := slices.Clone(p.waiting)
 	slices.SortStableFunc(order, func(a, b *waiter) int { return cmp.Compare(a.rank, b.rank) })
 	for _, w := range order {
-		if p.used+w.n <= p.size {
-			p.used += w.n
-			w.granted = true
-			close(w.ready)
+		if p.used+w.n > p.size {
+			if w.kept {
+				break
+			}
+			continue
 		}
+		p.used += w.n
+		w.granted = true
+		if w.kept {
+			p.kept--
+		}
+		close(w.ready)
 	}
 	p.waiting = slices.DeleteFunc(p.waiting, func(w *waiter) bool { return w.granted })
 }

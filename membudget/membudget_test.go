@@ -546,3 +546,117 @@ func TestRestrict(t *testing.T) {
 		r.Release()
 	}
 }
+
+// A state decoded in a spare reservation takes its room from the spare,
+// never through the budget: a reservation waiting for room meanwhile
+// does not get it between the two. What the state does not need stays in
+// the spare; a growth past what the spare and the budget have leaves
+// both as they were.
+func TestTryResizeFromSpare(t *testing.T) {
+	const large = 1<<20 - 1<<20/16
+	for _, tt := range []struct {
+		name             string
+		n                int64
+		ok               bool
+		state, spareLeft int64
+	}{
+		{"less than the spare holds", 250_000, true, 250_000, 50_000},
+		{"all the spare holds", 300_000, true, 300_000, 0},
+		{"a byte past it, with no room free", 300_001, false, 1000, 300_000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := membudget.New(1<<20, 2*time.Second)
+			user := membudget.WithCaller(context.Background(), "user")
+			state := b.EmptyFor(user, "the state")
+			if err := state.Resize(user, 1000); err != nil { // in the small part
+				t.Fatal(err)
+			}
+			spare, err := state.Spare(user, 300_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := b.Reserve(membudget.WithCaller(context.Background(), "other"), "the rest", large-300_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waited := make(chan error, 1)
+			go func() {
+				r, err := b.Reserve(membudget.WithCaller(context.Background(), "waiter"), "more than is free", 50_000)
+				r.Release()
+				waited <- err
+			}()
+			waitFor(t, b, 1)
+			inUse := b.InUse()
+			err = state.TryResizeFrom(spare, tt.n)
+			if (err == nil) != tt.ok {
+				t.Fatalf("got %v, want made %v", err, tt.ok)
+			}
+			if state.Size() != tt.state || spare.Size() != tt.spareLeft {
+				t.Fatalf("the state holds %d and the spare %d, want %d and %d", state.Size(), spare.Size(), tt.state, tt.spareLeft)
+			}
+			if want := inUse - 1000*btoi(tt.ok); b.InUse() != want {
+				t.Errorf("in use %d, want %d: the state's small bytes given back, nothing else", b.InUse(), want)
+			}
+			if b.Waiting() != 1 {
+				t.Fatal("the waiting reservation was given the spare's room")
+			}
+			spare.Release()
+			if tt.spareLeft < 50_000 {
+				other.Release()
+			}
+			if err := <-waited; err != nil {
+				t.Fatalf("the waiting reservation once room freed: %v", err)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// The room that work cancelled for a waiting reservation frees (OnWait's
+// f reported it cancelled some) is kept for it: a reservation of a
+// caller holding more, new or waiting, does not take it first, though it
+// fits and the one waiting does not yet. Without f's word, room is kept
+// for no one.
+func TestRoomKeptForTheOneWorkWasCancelledFor(t *testing.T) {
+	const large = 1<<20 - 1<<20/16
+	for _, cancelled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "nothing cancelled", true: "work cancelled"}[cancelled], func(t *testing.T) {
+			b := membudget.New(1<<20, 300*time.Millisecond)
+			b.OnWait(func(fair, need int64) bool { return cancelled })
+			rich := membudget.WithCaller(context.Background(), "rich")
+			first, err := b.Reserve(rich, "rich's first", 100_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest, err := b.Reserve(rich, "rich's rest", large-200_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			poor := make(chan error, 1)
+			go func() {
+				_, err := b.Reserve(membudget.WithCaller(context.Background(), "poor"), "poor's", 250_000)
+				poor <- err
+			}()
+			waitFor(t, b, 1)
+			first.Release() // 200,000 free: not enough for poor yet
+			r := b.EmptyFor(rich, "rich's more")
+			err = r.TryResize(150_000)
+			if kept := err != nil; kept != cancelled {
+				t.Fatalf("rich asking for 150,000 of the 200,000 free while poor waits: %v, want kept for poor %v", err, cancelled)
+			}
+			if err := rest.Resize(rich, large-300_000); err != nil { // 100,000 more free
+				t.Fatal(err)
+			}
+			if err := <-poor; (err == nil) != cancelled {
+				t.Fatalf("poor once 300,000 were free, of which rich took %d: %v", r.Size(), err)
+			}
+			r.Release()
+		})
+	}
+}

@@ -502,6 +502,31 @@ func (m *Manager) heldLocked() map[string]int64 {
 	return byCaller
 }
 
+// callersLocked is what each caller with a call in flight holds of the
+// budget, less what its calls cancelled already hold (they are giving it
+// back): the budget's count (membudget.Budget.Callers) where it is more
+// than its calls' (heldLocked's), as it is when the caller holds room
+// outside them (its messages on their way in). Counting only its calls'
+// left a caller holding 98 MB of the budget at 50, within a fair share of
+// 70, while a caller within it waited and was refused. m.mu is held.
+func (m *Manager) callersLocked() map[string]int64 {
+	byCaller := m.heldLocked()
+	budget := m.budget.Callers()
+	if len(budget) == 0 {
+		return byCaller
+	}
+	going := map[string]int64{}
+	for c := range m.calls {
+		if c.shed && c.caller != "" {
+			going[c.caller] += c.held.Load()
+		}
+	}
+	for caller, calls := range byCaller {
+		byCaller[caller] = max(calls, budget[caller]-going[caller])
+	}
+	return byCaller
+}
+
 // pickLocked is the call shedOne and preempt cancel: of the caller whose
 // calls not cancelled yet hold the most in all (byCaller, heldLocked's; a
 // call of no caller is a caller of its own), the call holding the most,
@@ -536,26 +561,27 @@ const (
 
 // preempt is the budget's OnWait: a caller's reservation of need bytes,
 // within its fair share, waits for room in the spent budget. While the
-// caller holding the most holds more than fair, its call holding the most
-// is cancelled (a *ShedError whose Fair is set), until the calls
-// cancelled held need (PreemptCalls at most); the room they free goes to
-// the caller holding the least first. At most once every PreemptEvery. A caller holding its fair
-// share or less is never cancelled for another: however many callers ask,
-// what one can take from the others is what brings them down to the
-// share.
-func (m *Manager) preempt(fair, need int64) {
+// caller holding the most (callersLocked) holds more than fair, its call
+// holding the most is cancelled (a *ShedError whose Fair is set), until
+// the calls cancelled held need (PreemptCalls at most); it reports
+// whether it cancelled any, and the budget keeps the room they free for
+// the reservation. At most once every PreemptEvery. A caller holding its
+// fair share or less is never cancelled for another: however many
+// callers ask, what one can take from the others is what brings them
+// down to the share.
+func (m *Manager) preempt(fair, need int64) bool {
 	now := m.now()
 	m.mu.Lock()
 	if now.Before(m.nextPreempt) {
 		m.mu.Unlock()
-		return
+		return false
 	}
 	type cut struct {
 		c           *Call
 		held, total int64
 	}
 	var cuts []cut
-	byCaller := m.heldLocked()
+	byCaller := m.callersLocked()
 	for freed := int64(0); freed < need && len(cuts) < PreemptCalls; {
 		victim, most, total := m.pickLocked(byCaller)
 		if victim == nil || total <= fair {
@@ -579,4 +605,5 @@ func (m *Manager) preempt(fair, need int64) {
 		m.log.Warn("overload: cancelled the call holding the most of the caller holding the most of the memory budget, past its fair share, for a caller within it that waits",
 			"call", c.c.name, "held_bytes", c.held, "caller_held_bytes", c.total, "fair_share_bytes", fair, "waits_for_bytes", need)
 	}
+	return len(cuts) > 0
 }

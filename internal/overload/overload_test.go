@@ -647,15 +647,25 @@ func TestPreemptsForACallerWithinItsShare(t *testing.T) {
 	// share is still rich's and poor's halves of what is left: the share
 	// is max-min, not the large part over the 52 callers.
 	const tinyFair = (large - 50<<10) / 2
+	// Beside work of no caller holding 300,000 bytes of the large part,
+	// the share is rich's and poor's halves of the rest: that work's room
+	// is not theirs to share. Counted as theirs, the share was the large
+	// part's half, which rich held less than the rest of: rich was never
+	// past it, and poor waited out its wait.
+	const nobody = 300_000
+	const nobodyFair = (large - nobody) / 2
 	for _, tc := range []struct {
 		name      string
 		tiny      int
+		nobody    int64
 		ask, fair int64
 		preempt   bool
 	}{
-		{"the fair share", 0, fair, fair, true},
-		{"a byte past it", 0, fair + 1, fair, false},
-		{"the fair share beside 50 callers holding a kilobyte", 50, tinyFair, tinyFair, true},
+		{"the fair share", 0, 0, fair, fair, true},
+		{"a byte past it", 0, 0, fair + 1, fair, false},
+		{"the fair share beside 50 callers holding a kilobyte", 50, 0, tinyFair, tinyFair, true},
+		{"the fair share beside work of no caller", 0, nobody, nobodyFair, nobodyFair, true},
+		{"a byte past it beside work of no caller", 0, nobody, nobodyFair + 1, nobodyFair, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			budget := membudget.New(1<<20, 300*time.Millisecond)
@@ -668,9 +678,14 @@ func TestPreemptsForACallerWithinItsShare(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.nobody > 0 {
+				if _, err := budget.Reserve(context.Background(), "work of no caller", tc.nobody); err != nil {
+					t.Fatal(err)
+				}
+			}
 			ctx, _, done := m.Track(membudget.WithCaller(context.Background(), "rich"), "rich's call")
 			defer done()
-			held, err := budget.Reserve(ctx, "rich's", large-100_000)
+			held, err := budget.Reserve(ctx, "rich's", large-100_000-tc.nobody)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -688,7 +703,7 @@ func TestPreemptsForACallerWithinItsShare(t *testing.T) {
 				t.Fatalf("poor, within its share: %v", err)
 			}
 			var se *ShedError
-			if !errors.As(context.Cause(ctx), &se) || se.Fair != tc.fair || se.CallerHeld != large-100_000 {
+			if !errors.As(context.Cause(ctx), &se) || se.Fair != tc.fair || se.CallerHeld != large-100_000-tc.nobody {
 				t.Fatalf("rich's call ended with %v, want a *ShedError of the fair share %d", context.Cause(ctx), tc.fair)
 			}
 			if s := m.Stats(); s.Shed != 1 || s.Preempted != 1 {
@@ -776,4 +791,74 @@ func cancelled(ctxs []context.Context) (n int) {
 		}
 	}
 	return n
+}
+
+// A caller within its share whose wait begins within PreemptEvery of
+// another preemption is served by a later ask (membudget.AskEvery): it
+// asked once and waited its whole wait before.
+func TestPreemptOnALaterAsk(t *testing.T) {
+	const large = 1<<20 - 1<<20/16
+	budget := membudget.New(1<<20, time.Second)
+	m, err := New(Config{Line: 1 << 30, Logger: quiet, Read: (&gcHeap{}).read, Collect: func() {}, Budget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, _, done := m.Track(membudget.WithCaller(context.Background(), "rich"), "rich's call")
+	defer done()
+	held, err := budget.Reserve(ctx, "rich's", large-100_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := context.AfterFunc(ctx, held.Release)
+	defer stop()
+	m.mu.Lock()
+	m.nextPreempt = time.Now().Add(3 * membudget.AskEvery) // as if another caller's ask had just cancelled a call
+	m.mu.Unlock()
+	t0 := time.Now()
+	r, err := budget.Reserve(membudget.WithCaller(context.Background(), "poor"), "poor's", large/2)
+	if err != nil {
+		t.Fatalf("poor, within its share, asking again while it waited: %v", err)
+	}
+	r.Release()
+	if ctx.Err() == nil {
+		t.Fatal("rich's call was not cancelled")
+	}
+	if waited := time.Since(t0); waited < 2*membudget.AskEvery {
+		t.Fatalf("served after %v, before the preemption was allowed again", waited)
+	}
+}
+
+// What a caller holds of the budget outside its calls (a reservation in
+// its name that no tracked call holds) counts in what preempt weighs it
+// at: rich's call holds less than the fair share, rich more, and its call
+// is cancelled for poor. Weighed by its calls alone, rich was within the
+// share and poor waited out its wait.
+func TestPreemptCountsWhatACallerHoldsOutsideItsCalls(t *testing.T) {
+	const large = 1<<20 - 1<<20/16
+	budget := membudget.New(1<<20, 300*time.Millisecond)
+	m, err := New(Config{Line: 1 << 30, Logger: quiet, Read: (&gcHeap{}).read, Collect: func() {}, Budget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rich := membudget.WithCaller(context.Background(), "rich")
+	if _, err := budget.Reserve(rich, "rich's, outside its call", 400_000); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _, done := m.Track(rich, "rich's call")
+	defer done()
+	held, err := budget.Reserve(ctx, "rich's call's", large-500_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := context.AfterFunc(ctx, held.Release)
+	defer stop()
+	r, err := budget.Reserve(membudget.WithCaller(context.Background(), "poor"), "poor's", large/2)
+	if err != nil {
+		t.Fatalf("poor, within its share: %v", err)
+	}
+	r.Release()
+	var se *ShedError
+	if !errors.As(context.Cause(ctx), &se) || se.CallerHeld != large-100_000 {
+		t.Fatalf("rich's call ended with %v, want a *ShedError of rich holding %d", context.Cause(ctx), large-100_000)
+	}
 }
