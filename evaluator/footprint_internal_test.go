@@ -169,7 +169,7 @@ func TestStateMeasuredAgainAQuarterOn(t *testing.T) {
 	}{{0, 0}, {1, 1}} {
 		st.measuredAt = 100_000
 		walks = 0
-		if _, err := st.charge(grown, 125_000+tc.past); err == nil {
+		if _, err := st.charge(grown, 125_000+tc.past, nil); err == nil {
 			t.Fatal("a full budget took the state's growth")
 		}
 		if walks != tc.walks {

@@ -60,16 +60,17 @@ func (s *State) UseMemory(r *membudget.Reservation) {
 }
 
 // charge reserves the memory of root, estimated at held, without waiting,
-// and returns what it reserved for: held, or what root is measured at
-// when the budget refuses held and the measure is lower. Callers hold mu.
-func (s *State) charge(root map[string]any, held int64) (int64, error) {
-	err := s.mem.TryResize(held - s.base)
+// taking first what spare (nil: none) holds for it, and returns what it
+// reserved for: held, or what root is measured at when the budget
+// refuses held and the measure is lower. Callers hold mu.
+func (s *State) charge(root map[string]any, held int64, spare *membudget.Reservation) (int64, error) {
+	err := s.mem.TryResizeFrom(spare, held-s.base)
 	if err == nil {
 		return held, nil
 	}
 	if held > s.measuredAt+s.measuredAt/4 {
 		s.measuredAt = held
-		if exact := measure(root); exact < held && s.mem.TryResize(exact-s.base) == nil {
+		if exact := measure(root); exact < held && s.mem.TryResizeFrom(spare, exact-s.base) == nil {
 			s.measuredAt = exact
 			return exact, nil
 		}
@@ -215,8 +216,7 @@ func (s *State) ReplaceContext(ctx context.Context, data []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	spare.Release()
-	if err := s.mem.TryResize(held); err != nil {
+	if err := s.mem.TryResizeFrom(spare, held); err != nil {
 		return err
 	}
 	s.root, s.size, s.boxes, s.base, s.held, s.measuredAt = m, size, boxes, 0, held, held
@@ -287,8 +287,7 @@ func (s *State) MergePatchContext(ctx context.Context, data []byte) error {
 	if err != nil {
 		return err
 	}
-	spare.Release()
-	held, err := s.charge(root, s.held+patchHeld+mergeCopies(s.root, patch))
+	held, err := s.charge(root, s.held+patchHeld+mergeCopies(s.root, patch), spare)
 	if err != nil {
 		return err
 	}
@@ -355,7 +354,7 @@ func (s *State) set(p Path, v any, size int) error {
 	if err != nil {
 		return budgetError(BudgetState, "%s", err.Error())
 	}
-	held, err := s.charge(root, s.held+p.copyCost(s.root)+footprint(v))
+	held, err := s.charge(root, s.held+p.copyCost(s.root)+footprint(v), nil)
 	if err != nil {
 		return budgetError(BudgetState, "%s", err.Error())
 	}

@@ -221,3 +221,77 @@ func TestStateDecodesOnTheCallersTurn(t *testing.T) {
 		})
 	}
 }
+
+// A state or patch keeps the room it was decoded in: what it holds is
+// taken from what decoding reserved, never given back to the budget in
+// between, where a reservation waiting for room would take it (a
+// hostile caller's, in the hostile mix, and the user's state was then
+// refused with its room spent on others).
+func TestStateKeepsTheRoomItWasDecodedIn(t *testing.T) {
+	t.Parallel()
+	data := []byte(`{"items": [` + strings.Repeat(`{"name": "a product", "price": 12.5},`, 2_000) + `{}]}`)
+	for _, tt := range []struct {
+		name   string
+		change func(*evaluator.State) error
+	}{
+		{"a state", func(st *evaluator.State) error { return st.Replace(data) }},
+		{"a patch", func(st *evaluator.State) error { return st.MergePatch(data) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			const limit = 16 << 20
+			const large = limit - limit/16
+			b := membudget.New(limit, 5*time.Second)
+			ctx := func(caller string) context.Context { return membudget.WithCaller(context.Background(), caller) }
+			st := evaluator.NewState()
+			st.UseMemory(b.EmptyFor(ctx("user"), "the state"))
+			decode := evaluator.DecodeReserves(data)
+			// The waiter's caller holds 100 KB, others the rest of the
+			// large part but a kilobyte.
+			if _, err := b.Reserve(ctx("waiter"), "the waiter's first", 100_000); err != nil {
+				t.Fatal(err)
+			}
+			others, err := b.Reserve(ctx("others"), "others'", large-100_000-1<<10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The waiter waits for nearly what decoding will reserve, and
+			// decoding waits after it.
+			waited := make(chan error, 1)
+			go func() {
+				r, err := b.Reserve(ctx("waiter"), "the waiter's more", decode-1<<10)
+				r.Release()
+				waited <- err
+			}()
+			waitUntil(t, func() bool { return b.Waiting() == 1 })
+			changed := make(chan error, 1)
+			go func() { changed <- tt.change(st) }()
+			waitUntil(t, func() bool { return b.Waiting() == 2 })
+			// The room decoding needs frees: it goes to the user, who holds
+			// less, and the waiter waits on.
+			if err := others.Resize(ctx("others"), large-100_000-1<<10-decode); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-changed; err != nil {
+				t.Fatalf("the change, in the room decoding reserved: %v", err)
+			}
+			if b.Waiting() != 1 {
+				t.Fatal("the waiting reservation was given the decoding's room")
+			}
+			others.Release()
+			if err := <-waited; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// waitUntil waits until cond holds, for 10 s at most.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
+}
