@@ -54,6 +54,7 @@ type Budget struct {
 	restrict  atomic.Bool
 	callerMu  sync.Mutex
 	callers   map[string]int64 // what each caller holds, while it holds any
+	incoming  map[string]int64 // ... of which its requests on their way in (Incoming)
 }
 
 // New returns a budget of limit bytes whose reservations wait at most wait
@@ -61,7 +62,7 @@ type Budget struct {
 func New(limit int64, wait time.Duration) *Budget {
 	small := limit / 16
 	return &Budget{large: newPool(limit - small), small: newPool(small),
-		smallMax: limit / 1024, limit: limit, wait: wait, callers: map[string]int64{}}
+		smallMax: limit / 1024, limit: limit, wait: wait, callers: map[string]int64{}, incoming: map[string]int64{}}
 }
 
 // DefaultCallerShare is the part of the budget one caller may hold at
@@ -165,12 +166,14 @@ func (b *Budget) InUse() int64 {
 
 // Restrict, while on, makes the budget refuse at once a reservation in
 // its large part for a caller that already holds more than a small
-// reservation's worth of the budget (a thousandth), or one it would take
-// past its fair share (see OnWait), or for work of no caller; one for a
-// caller that holds next to nothing (a new session's empty state) is made
-// as before, within its share, and the small part is untouched. (A user
-// whose new session held an empty state's 80 bytes had its 3 MB state
-// refused at once while the hostile mix kept the manager refusing.) An overload manager sets it
+// reservation's worth of the budget (a thousandth) besides its requests
+// on their way in (Incoming), or one it would take past its fair share
+// (see OnWait), or for work of no caller; one for a caller that holds
+// next to nothing (a new session's empty state, the message carrying its
+// first state) is made as before, within its share, and the small part is
+// untouched. (A user whose new session held an empty state's 80 bytes had
+// its 3 MB state refused at once while the hostile mix kept the manager
+// refusing.) An overload manager sets it
 // while the heap is past its refuse threshold: refusing new RPCs does not
 // stop the work already in flight (a stream's next state, a program's
 // next megabyte, a tool's answer, a turn's history) from taking more, and
@@ -226,14 +229,16 @@ func (e *ExhaustedError) Error() string {
 // Reservation holds bytes of a budget until Release. Its methods are safe
 // for concurrent use; a nil *Reservation reserves nothing.
 type Reservation struct {
-	b       *Budget
-	what    string
-	holder  Holder // told of every change of n; nil: none
-	caller  string // whose share it counts in (LimitCallers); "": none
-	mu      sync.Mutex
-	n       int64
-	inSmall bool // n is held in the budget's small part
-	closed  bool // Close was called: it may not grow again
+	b      *Budget
+	what   string
+	holder Holder // told of every change of n; nil: none
+	caller string // whose share it counts in (LimitCallers); "": none
+	// incoming: it holds its caller's request on its way in (Incoming)
+	incoming bool
+	mu       sync.Mutex
+	n        int64
+	inSmall  bool // n is held in the budget's small part
+	closed   bool // Close was called: it may not grow again
 }
 
 // Holder is told what the reservations made for it hold: the work a
@@ -264,6 +269,23 @@ func WithCaller(ctx context.Context, caller string) context.Context {
 	return context.WithValue(ctx, callerKey{}, caller)
 }
 
+type incomingKey struct{}
+
+// Incoming is ctx marking its work as a caller's request on its way in
+// (a large message the receive gate admits before its bytes arrive): a
+// reservation made with it counts in its caller's share and fair share as
+// any other, but not in what a restricted budget judges the caller to
+// hold (Restrict): a caller whose only holding is the request it sends
+// holds next to nothing, as a user sending its first state does.
+func Incoming(ctx context.Context) context.Context {
+	return context.WithValue(ctx, incomingKey{}, true)
+}
+
+func incomingFrom(ctx context.Context) bool {
+	v, _ := ctx.Value(incomingKey{}).(bool)
+	return v
+}
+
 // CallerOf is the caller ctx names (WithCaller), "" for none.
 func CallerOf(ctx context.Context) string { return callerFrom(ctx) }
 
@@ -277,7 +299,7 @@ func callerFrom(ctx context.Context) string {
 func (b *Budget) EmptyFor(ctx context.Context, what string) *Reservation {
 	r := b.Empty(what)
 	if r != nil {
-		r.holder, r.caller = holderFrom(ctx), callerFrom(ctx)
+		r.holder, r.caller, r.incoming = holderFrom(ctx), callerFrom(ctx), incomingFrom(ctx)
 	}
 	return r
 }
@@ -293,21 +315,26 @@ func (r *Reservation) count(n int64) {
 
 // takeShare counts grow bytes more in the reservation's caller's share,
 // or says why it cannot: the caller would hold more than its share. held
-// is what the caller held before.
-func (r *Reservation) takeShare(grow int64) (held int64, err error) {
+// is what the caller held before, own the part of it that is not its
+// requests on their way in (Incoming).
+func (r *Reservation) takeShare(grow int64) (held, own int64, err error) {
 	b := r.b
 	if r.caller == "" {
-		return 0, nil
+		return 0, 0, nil
 	}
 	b.callerMu.Lock()
 	defer b.callerMu.Unlock()
 	held = b.callers[r.caller]
+	own = held - b.incoming[r.caller]
 	if b.callerMax > 0 && held+grow > b.callerMax {
 		b.refusals.Add(1)
-		return held, &ExhaustedError{What: r.what, Need: grow, Limit: b.callerMax, InUse: held, CallerShare: true}
+		return held, own, &ExhaustedError{What: r.what, Need: grow, Limit: b.callerMax, InUse: held, CallerShare: true}
 	}
 	b.callers[r.caller] = held + grow
-	return held, nil
+	if r.incoming {
+		b.incoming[r.caller] += grow
+	}
+	return held, own, nil
 }
 
 // giveShare counts n bytes out of the reservation's caller's share.
@@ -320,6 +347,11 @@ func (r *Reservation) giveShare(n int64) {
 	defer b.callerMu.Unlock()
 	if b.callers[r.caller] -= n; b.callers[r.caller] <= 0 {
 		delete(b.callers, r.caller)
+	}
+	if r.incoming {
+		if b.incoming[r.caller] -= n; b.incoming[r.caller] <= 0 {
+			delete(b.incoming, r.caller)
+		}
 	}
 }
 
@@ -378,7 +410,7 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 		r.holder = holderFrom(ctx)
 	}
 	if r.caller == "" && r.n == 0 {
-		r.caller = callerFrom(ctx)
+		r.caller, r.incoming = callerFrom(ctx), incomingFrom(ctx)
 	}
 	b := r.b
 	switch {
@@ -404,7 +436,7 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 		return &ExhaustedError{What: r.what + " (its work has ended)", Need: n - r.n, Limit: b.limit, InUse: b.inUse.Load()}
 	}
 	grow := n - r.n
-	held, err := r.takeShare(grow)
+	held, own, err := r.takeShare(grow)
 	if err != nil {
 		return err
 	}
@@ -417,7 +449,7 @@ func (r *Reservation) resize(ctx context.Context, n int64, wait time.Duration) e
 	}
 	// Else it is held in the large part, all of it: what it held in the
 	// small part is given back once the large part has it all.
-	if b.restrict.Load() && (r.caller == "" || held > b.smallMax || held+grow > b.fairShare()) {
+	if b.restrict.Load() && (r.caller == "" || own > b.smallMax || held+grow > b.fairShare()) {
 		r.giveShare(grow)
 		b.refusals.Add(1)
 		return &ExhaustedError{What: r.what, Need: grow, Limit: b.limit, InUse: b.inUse.Load()}
@@ -527,7 +559,7 @@ func (r *Reservation) TryResizeFrom(spare *Reservation, n int64) error {
 // that what the budget, the caller's share and the work of no caller
 // count is unchanged. r.mu and spare.mu are held.
 func (r *Reservation) takeLocked(spare *Reservation, n int64) {
-	if r.closed || spare.inSmall || r.b != spare.b || r.caller != spare.caller || n <= r.n {
+	if r.closed || spare.inSmall || r.b != spare.b || r.caller != spare.caller || r.incoming != spare.incoming || n <= r.n {
 		return
 	}
 	if r.inSmall { // its few bytes leave the small part for n in the large one

@@ -507,11 +507,16 @@ func TestRestrict(t *testing.T) {
 	if _, err := b.Reserve(more, "a byte more", smallMax+1); err != nil {
 		t.Fatal(err)
 	}
+	// A sender holds only a message on its way in, as large as more's.
+	sender := membudget.WithCaller(context.Background(), "sender")
+	if _, err := b.Reserve(membudget.Incoming(sender), "its message", smallMax+1); err != nil {
+		t.Fatal(err)
+	}
 	b.Restrict(true)
 	// With big's 600,000 bytes, holder's fair share is half of the large
-	// part less what the two small callers hold: big holds more than the
+	// part less what the three small callers hold: big holds more than the
 	// half left.
-	const share = (large - 2*smallMax - 1) / 2
+	const share = (large - 3*smallMax - 2) / 2
 	for _, tt := range []struct {
 		name       string
 		ctx        context.Context
@@ -522,6 +527,7 @@ func TestRestrict(t *testing.T) {
 		{"a caller holding a byte, what is free", holder, 100_000, true, false},
 		{"a caller holding a small reservation's worth", small, 100_000, true, false},
 		{"a caller holding a byte more", more, 100_000, false, false},
+		{"a caller holding as much, its request on its way in", sender, 100_000, true, false},
 		{"a caller holding a byte, up to its share", holder, share - 1, false, true},
 		{"a caller holding a byte, a byte past its share", holder, share, false, false},
 		{"work of no caller", context.Background(), 100_000, false, false},

@@ -80,18 +80,17 @@ func TestMemoryBudgetRefusesStates(t *testing.T) {
 // RESOURCE_EXHAUSTED (memory_budget) saying so, while another caller's
 // state fits, and what the first gives back it may take again.
 func TestMemoryCallerShare(t *testing.T) {
-	budget := membudget.New(7_000_000, time.Millisecond).LimitCallers(0.5)
+	budget := membudget.New(10_000_000, time.Millisecond).LimitCallers(0.5)
 	tokens, err := auth.ParseTokens(strings.NewReader("alice " + aliceToken + " *\nbob " + bobToken + " *"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := startServer(t, server.WithMemoryBudget(budget), server.WithAuth(tokens))
-	// 1.28 MB kept, as much again while it is decoded: a share of 3.5 MB
-	// holds two (2.56 MB), not a third (3.84 MB while it is decoded). Its
-	// message takes 2.05 MB of the budget while it is received (the
-	// receive gate's, not counted in the caller's share): the budget's
-	// large part (6.56 MB) holds two states and a third received and
-	// decoded (5.89 MB).
+	// 1.28 MB kept, as much again while it is decoded, and its message
+	// 2.05 MB while it is received (the receive gate's, in the caller's
+	// share): a share of 5 MB takes a second state beside the first
+	// (4.61 MB), not a third beside two (5.89 MB). The budget's large part
+	// (9.38 MB) holds alice's two and bob's, received and decoded.
 	big := `{"a": "` + strings.Repeat("x", 1_024_000) + `"}`
 	open := &exprdv1.Open{Settings: &exprdv1.Settings{Read: true}}
 	// One state at a time: each is decoded alone.

@@ -502,27 +502,21 @@ func (m *Manager) heldLocked() map[string]int64 {
 	return byCaller
 }
 
-// callersLocked is what each caller with a call in flight holds of the
-// budget, less what its calls cancelled already hold (they are giving it
-// back): the budget's count (membudget.Budget.Callers) where it is more
-// than its calls' (heldLocked's), as it is when the caller holds room
-// outside them (its messages on their way in). Counting only its calls'
-// left a caller holding 98 MB of the budget at 50, within a fair share of
-// 70, while a caller within it waited and was refused. m.mu is held.
+// callersLocked is what each caller with a call in flight holds: the
+// budget's count (membudget.Budget.Callers) where it is more than its
+// calls' (heldLocked's), as it is when the caller holds room outside
+// them (its messages on their way in, a turn's history kept for a
+// resume). Counting only its calls' left a caller holding 98 MB of the
+// budget at 50, within a fair share of 70, while a caller within it
+// waited and was refused. The budget's count still has what calls
+// cancelled a moment ago hold, until they end (within milliseconds in
+// the hostile mix); a later ask, PreemptEvery on, sees it given back.
+// m.mu is held.
 func (m *Manager) callersLocked() map[string]int64 {
 	byCaller := m.heldLocked()
 	budget := m.budget.Callers()
-	if len(budget) == 0 {
-		return byCaller
-	}
-	going := map[string]int64{}
-	for c := range m.calls {
-		if c.shed && c.caller != "" {
-			going[c.caller] += c.held.Load()
-		}
-	}
 	for caller, calls := range byCaller {
-		byCaller[caller] = max(calls, budget[caller]-going[caller])
+		byCaller[caller] = max(calls, budget[caller])
 	}
 	return byCaller
 }

@@ -66,6 +66,7 @@ type stream struct {
 	limit    uint32 // its messages' longest; 0: the gate's
 	peer     *peer  // the caller Admit named, else nil: its connection's peer
 	peerID   string
+	caller   string // the budget's caller (membudget.WithCaller) Admit's context named; "": none
 
 	inBody bool // reading a message's body, not its prefix
 	prefix [prefixLen]byte
@@ -288,9 +289,9 @@ func (c *conn) opened(id uint32) {
 }
 
 // admitted admits the stream grpc-go is deciding on, with limit, for
-// the caller who ("": its connection's peer), and returns its id (0: no
-// stream is being decided on).
-func (c *conn) admitted(limit uint32, who string) uint32 {
+// the caller who ("": its connection's peer) and the budget's caller
+// ("": none), and returns its id (0: no stream is being decided on).
+func (c *conn) admitted(limit uint32, who, caller string) uint32 {
 	id := c.undecided.Swap(0)
 	if id == 0 {
 		c.g.unmatched.Add(1)
@@ -298,7 +299,7 @@ func (c *conn) admitted(limit uint32, who string) uint32 {
 	}
 	c.mu.Lock()
 	if s := c.streams[id]; s != nil && !s.admitted {
-		s.admitted, s.limit = true, limit
+		s.admitted, s.limit, s.caller = true, limit, caller
 		if who != "" && c.g.peerLimit > 0 {
 			s.peerID = callerPeer + who
 			s.peer = c.g.attach(s.peerID)
@@ -490,7 +491,7 @@ func (c *conn) reserve(s *stream, m *message, p *peer) {
 		h.peer, h.p = n, p
 	}
 	var err error
-	if h.res, err = c.g.budget.Reserve(s.ctx, what, n); err != nil {
+	if h.res, err = c.g.budget.Reserve(membudget.Incoming(membudget.WithCaller(s.ctx, s.caller)), what, n); err != nil {
 		if s.ctx.Err() != nil {
 			c.g.release([]hold{h})
 			return

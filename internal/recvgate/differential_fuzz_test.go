@@ -45,7 +45,7 @@ func gateFrames(t *testing.T, c *conn, in []byte) (frames []seenFrame, res []res
 			t.Fatalf("the reader took %d of a byte (wait %v)", n, wait)
 		}
 		if c.undecided.Load() != 0 {
-			c.admitted(0, "")
+			c.admitted(0, "", "")
 		}
 		if header {
 			frames = append(frames, seenFrame{typ: http2.FrameType(r.fh.typ), stream: r.fh.stream, length: r.fh.length})

@@ -60,7 +60,7 @@ func feedAll(t *testing.T, c *conn, p []byte) {
 			t.Fatalf("the reader stopped after %d of %d bytes with no header block ended", n, len(p))
 		}
 		if c.undecided.Load() != 0 {
-			c.admitted(0, "")
+			c.admitted(0, "", "")
 		}
 		p = p[n:]
 	}

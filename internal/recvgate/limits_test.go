@@ -26,8 +26,9 @@ import (
 )
 
 // admitTap admits the streams whose headers carry "admit" (its value, when
-// a number, their limit; "who", their caller) and refuses the others Unauthenticated, as
-// exprd's tap does the streams without a token.
+// a number, their limit; "who", their caller, for the peer limit and the
+// budget) and refuses the others Unauthenticated, as exprd's tap does the
+// streams without a token.
 func admitTap(g *Gate) grpc.ServerOption {
 	return grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		v := info.Header.Get("admit")
@@ -38,6 +39,7 @@ func admitTap(g *Gate) grpc.ServerOption {
 		who := ""
 		if w := info.Header.Get("who"); len(w) > 0 {
 			who = w[0]
+			ctx = membudget.WithCaller(ctx, who) // as exprd's tap names the token's caller
 		}
 		return g.Admit(ctx, limit, who), nil
 	})
@@ -465,4 +467,55 @@ func TestCompressedHeldBack(t *testing.T) {
 		t.Errorf("%d reservations, want 1", got)
 	}
 	eventually(t, "the budget back to what the overdraft keeps", func() bool { return budget.InUse() == kept })
+}
+
+// The room an admitted stream's message reserves counts in the share of
+// the caller the tap's context names, as its request on its way in, and
+// leaves it once the handler has the message and reads on; a stream
+// whose tap names none reserves as no caller's.
+func TestReservedInItsCallersName(t *testing.T) {
+	for _, who := range []string{"alice", ""} {
+		t.Run("caller "+strconv.Quote(who), func(t *testing.T) {
+			budget := membudget.New(16*maxMsg, 20*time.Millisecond)
+			g := New(budget, window, 2*maxMsg, WithAdmission())
+			kept := budget.InUse()
+			s := serve(t, g, false, admitTap(g))
+			s.srv.working = make(chan struct{})
+			md := []string{"admit", "0"}
+			if who != "" {
+				md = append(md, "who", who)
+			}
+			st, err := s.client.FullDuplexCall(metadata.AppendToOutgoingContext(t.Context(), md...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := &testgrpc.StreamingOutputCallRequest{Payload: payload(maxMsg)}
+			if err := st.Send(req); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the handler has the message", func() bool { return s.srv.messages.Load() == 1 })
+			reserved := budget.InUse() - kept
+			if reserved < 2*maxMsg {
+				t.Fatalf("%d bytes reserved, want twice the message", reserved)
+			}
+			if got, want := budget.Callers()[who], reserved*btoi(who != ""); got != want {
+				t.Errorf("%q holds %d of the budget, want %d", who, got, want)
+			}
+			close(s.srv.working)
+			if _, err := st.Recv(); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the room given back", func() bool { return budget.InUse() == kept && len(budget.Callers()) == 0 })
+			if err := st.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

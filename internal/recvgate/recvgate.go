@@ -184,13 +184,19 @@ func New(budget *membudget.Budget, window, maxMsg int, opts ...Option) *Gate {
 // connection's peer's. It must be called from the tap, which grpc-go
 // runs before it reads on. Without WithAdmission every stream is
 // admitted already, and Admit only tags it (limit and who count only
-// with WithAdmission).
+// with WithAdmission). The room its messages reserve counts in the
+// share of the budget's caller ctx names (membudget.WithCaller), when it
+// names one, as its requests on their way in (membudget.Incoming): a
+// caller's messages are its own work, not room no caller holds, which
+// the budget's fair share leaves out of what the callers share (128
+// streams of 15 MB states, reserved as no caller's, left the callers a
+// share smaller than a user's 3 MB state).
 func (g *Gate) Admit(ctx context.Context, limit int, who string) context.Context {
 	c, ok := ctx.Value(connKey{}).(*conn)
 	if !ok {
 		return ctx
 	}
-	if id := c.admitted(uint32(max(limit, 0)), who); id != 0 {
+	if id := c.admitted(uint32(max(limit, 0)), who, membudget.CallerOf(ctx)); id != 0 {
 		return context.WithValue(ctx, streamKey{}, id)
 	}
 	return ctx
