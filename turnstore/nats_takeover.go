@@ -115,7 +115,12 @@ func (s *NATS) WatchLapsed(ctx context.Context, fn func(id string)) error {
 }
 
 // orphans calls fn with each running turn that holds no lease: its
-// replica stopped while no replica watched the leases.
+// replica stopped while no replica watched the leases. A turn started
+// less than a lease ago is left out: its replica writes its record, then
+// takes its lease, and a replica starting in between took the turn from
+// under it (its client's Run ended UNAVAILABLE, in a CI run). A replica
+// that stopped between the two had journalled nothing a takeover could
+// go on from.
 func (s *NATS) orphans(ctx context.Context, fn func(id string)) {
 	keys, err := s.kv.ListKeys(ctx)
 	if err != nil {
@@ -127,7 +132,7 @@ func (s *NATS) orphans(ctx context.Context, fn func(id string)) {
 			continue
 		}
 		rec, err := s.Get(ctx, id)
-		if err != nil || !rec.Ended.IsZero() {
+		if err != nil || !rec.Ended.IsZero() || time.Since(rec.Started) < s.cfg.Lease {
 			continue
 		}
 		gctx, cancel := s.timeout(ctx)
