@@ -3,6 +3,7 @@ package membudget_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -664,5 +665,34 @@ func TestRoomKeptForTheOneWorkWasCancelledFor(t *testing.T) {
 			}
 			r.Release()
 		})
+	}
+}
+
+// However many reservations wait, they ask again at most once every
+// AskAgainEvery between them: 50 waiting 300 ms ask 50 times at first and
+// then about 60 times, not 50 every AskEvery (350 in all).
+func TestWaitersAskAgainAtABoundedRate(t *testing.T) {
+	const wait, waiters = 300 * time.Millisecond, 50
+	b := membudget.New(1<<20, wait)
+	var asks atomic.Int64
+	b.OnWait(func(fair, need int64) bool { asks.Add(1); return false })
+	if _, err := b.Reserve(membudget.WithCaller(context.Background(), "rich"), "all", 1<<20-1<<20/16); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Go(func() {
+			ctx := membudget.WithCaller(context.Background(), "waiter"+strconv.Itoa(i))
+			if _, err := b.Reserve(ctx, "more than is free", 10_000); err == nil {
+				t.Error("a reservation past a full budget was made")
+			}
+		})
+	}
+	wg.Wait()
+	if most := int64(waiters + wait/membudget.AskAgainEvery + 2); asks.Load() > most {
+		t.Fatalf("%d asks, want at most %d", asks.Load(), most)
+	}
+	if asks.Load() < waiters+1 {
+		t.Fatalf("%d asks, want each waiter's first and some again", asks.Load())
 	}
 }
